@@ -1,0 +1,445 @@
+"""The planner's vocabulary: hardware, models, jobs, plans and estimates.
+
+Every quantity is SI inside (bytes, seconds, FLOP/s, bytes/s, US dollars); catalog units
+(GB/s, GiB, TFLOP/s, Gb/s) are converted once, when data files are loaded (see `catalog`).
+All types are frozen dataclasses validated in `__post_init__`; a violation raises
+`InputError` naming the field and the offending value.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+GIB = 1024**3
+GB = 1e9
+
+
+class InputError(ValueError):
+    """Bad input a user can fix. `field` names where it is (e.g. ``pools[1].nodes``)."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+def _require(ok: bool, field_name: str, message: str) -> None:
+    if not ok:
+        raise InputError(field_name, message)
+
+
+def _positive_int(value, field_name: str) -> None:
+    _require(isinstance(value, int) and not isinstance(value, bool) and value > 0,
+             field_name, f"must be a positive whole number, got {value!r}")
+
+
+def _positive_number(value, field_name: str) -> None:
+    _require(isinstance(value, (int, float)) and not isinstance(value, bool)
+             and math.isfinite(value) and value > 0,
+             field_name, f"must be a positive number, got {value!r}")
+
+
+class Precision(str, Enum):
+    BF16 = "bf16"
+    FP16 = "fp16"
+
+
+class Recompute(str, Enum):
+    NONE = "none"
+    SELECTIVE = "selective"   # attention core only (Korthikanti et al. 2022, section 4.2)
+    FULL = "full"             # whole layer, keeping only its input
+
+
+class Schedule(str, Enum):
+    ONE_F_ONE_B = "1f1b"      # with interleave > 1: interleaved 1F1B (Narayanan et al. 2021)
+    GPIPE = "gpipe"
+
+
+class Objective(str, Enum):
+    THROUGHPUT = "throughput"
+    COST = "cost"
+    DEADLINE = "deadline"
+
+
+class MlpKind(str, Enum):
+    GELU = "gelu"
+    RELU = "relu"
+    SWIGLU = "swiglu"         # gated: three matrices
+
+
+class NormKind(str, Enum):
+    LAYERNORM = "layernorm"   # weight and bias
+    RMSNORM = "rmsnorm"       # weight only
+
+
+class PositionKind(str, Enum):
+    LEARNED = "learned"
+    ROPE = "rope"
+    ALIBI = "alibi"
+
+
+# ----------------------------------------------------------------------------- hardware
+
+@dataclass(frozen=True)
+class Gpu:
+    id: str
+    name: str
+    peak_flops: float                 # dense bf16/fp16 tensor-core peak, FLOP/s
+    peak_fp32_flops: float
+    supports_bf16: bool
+    mem_bytes: float
+    mem_bw_bytes_per_s: float
+    link_kind: str                    # intra-node GPU-GPU link, e.g. "nvlink4", "pcie", "xgmi"
+    link_bw_bytes_per_s: float        # per GPU, one direction
+    pcie_gen: int
+    power_w: float
+    price_per_hour_usd: float
+    price_date: str = ""
+    price_source: str = ""
+    efficiency: float = 0.6           # fraction of peak a transformer layer's matmuls reach
+    efficiency_note: str = ""
+    vendor: str = "nvidia"
+    source: str = ""
+
+    def __post_init__(self):
+        f = f"gpus[{self.id}]"
+        for name in ("peak_flops", "peak_fp32_flops", "mem_bytes", "mem_bw_bytes_per_s",
+                     "link_bw_bytes_per_s", "power_w"):
+            _positive_number(getattr(self, name), f"{f}.{name}")
+        _require(isinstance(self.price_per_hour_usd, (int, float)) and self.price_per_hour_usd >= 0,
+                 f"{f}.price_per_hour_usd", f"must be zero or more, got {self.price_per_hour_usd!r}")
+        _require(0 < self.efficiency <= 1, f"{f}.efficiency",
+                 f"must be a fraction in (0, 1], got {self.efficiency!r}")
+
+
+@dataclass(frozen=True)
+class Network:
+    id: str
+    name: str
+    bw_bytes_per_s: float             # one direction, per port/link
+    latency_s: float
+    kind: str                         # "intra-node" or "inter-node"
+    source: str = ""
+
+    def __post_init__(self):
+        _positive_number(self.bw_bytes_per_s, f"networks[{self.id}].bw_bytes_per_s")
+        _require(self.latency_s >= 0, f"networks[{self.id}].latency_s", "must be zero or more")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """`nodes` identical nodes of `gpus_per_node` GPUs of one type."""
+    name: str
+    gpu: Gpu
+    nodes: int
+    gpus_per_node: int
+    inter_node_bw_bytes_per_s: float  # network bandwidth per node, one direction
+    price_per_gpu_hour_usd: float     # effective price (override or catalog default)
+    inter_node_latency_s: float = 5e-6
+
+    def __post_init__(self):
+        f = f"pools[{self.name}]"
+        _positive_int(self.nodes, f"{f}.nodes")
+        _positive_int(self.gpus_per_node, f"{f}.gpus_per_node")
+        _positive_number(self.inter_node_bw_bytes_per_s, f"{f}.inter_node_gbps")
+        _require(self.price_per_gpu_hour_usd >= 0, f"{f}.price_per_gpu_hour",
+                 f"must be zero or more, got {self.price_per_gpu_hour_usd!r}")
+
+    @property
+    def num_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    pools: tuple[Pool, ...]
+    between_pools_bw_bytes_per_s: float | None = None  # per node; None: the smaller side
+
+    def __post_init__(self):
+        _require(len(self.pools) > 0, "pools", "a cluster needs at least one pool")
+        names = [p.name for p in self.pools]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        _require(not dup, "pools", f"pool names must be unique; repeated: {dup} (set `name:` on each)")
+        if self.between_pools_bw_bytes_per_s is not None:
+            _positive_number(self.between_pools_bw_bytes_per_s, "between_pools_gbps")
+
+    def pool(self, name: str) -> Pool:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise InputError("pool", f"unknown pool {name!r}; the cluster has {[p.name for p in self.pools]}")
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(p.num_gpus for p in self.pools)
+
+    def bw_between_pools(self, a: Pool, b: Pool) -> float:
+        """Per-node bandwidth (bytes/s) between a node of pool `a` and one of pool `b`."""
+        if a.name == b.name:
+            return a.inter_node_bw_bytes_per_s
+        slower_side = min(a.inter_node_bw_bytes_per_s, b.inter_node_bw_bytes_per_s)
+        if self.between_pools_bw_bytes_per_s is None:
+            return slower_side
+        return min(slower_side, self.between_pools_bw_bytes_per_s)
+
+
+# ----------------------------------------------------------------------------- models
+
+@dataclass(frozen=True)
+class Model:
+    """A decoder-only transformer. Parameter counts follow the released checkpoints."""
+    id: str
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    tied_embeddings: bool = False
+    mlp: MlpKind = MlpKind.SWIGLU
+    norm: NormKind = NormKind.RMSNORM
+    position: PositionKind = PositionKind.ROPE
+    max_positions: int = 0            # learned position table rows (0 when none)
+    qkv_bias: bool = False            # bias on the q, k, v projections (GPT-3, OPT, BLOOM, Qwen2)
+    out_bias: bool = False            # bias on the attention output projection (GPT-3, OPT, BLOOM, GPT-Neo)
+    mlp_bias: bool = False
+    embed_norm: bool = False          # layer norm after the embedding (BLOOM)
+    final_norm: bool = True
+    embed_proj_dim: int = 0           # OPT-350m: word embeddings of this width, projected in/out
+    experts: int = 1
+    top_k: int = 1
+    source: str = ""
+
+    def __post_init__(self):
+        f = f"models[{self.id}]"
+        for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k"):
+            _positive_int(getattr(self, name), f"{f}.{name}")
+        _require(self.hidden % self.heads == 0, f"{f}.hidden",
+                 f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        _require(self.heads % self.kv_heads == 0, f"{f}.kv_heads",
+                 f"heads ({self.heads}) must be divisible by kv_heads ({self.kv_heads})")
+        _require(self.top_k <= self.experts, f"{f}.top_k",
+                 f"top_k ({self.top_k}) must not exceed experts ({self.experts})")
+        _require(self.layers <= 100_000 and self.hidden <= 1_000_000 and self.vocab <= 100_000_000,
+                 f, "is implausibly large (layers <= 100000, hidden <= 1000000, vocab <= 1e8)")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    # parameter counts live in planner.flops; these are conveniences
+    @property
+    def num_params(self) -> int:
+        from planner.flops import model_params
+        return model_params(self)
+
+    @property
+    def num_active_params(self) -> int:
+        from planner.flops import model_params
+        return model_params(self, active_only=True)
+
+
+# ----------------------------------------------------------------------------- jobs and plans
+
+@dataclass(frozen=True)
+class Job:
+    model: Model
+    global_batch: int                 # sequences per iteration
+    seq_len: int
+    precision: Precision | None = None  # None: bf16 where every GPU used supports it, else fp16
+    tokens_to_train: float | None = None
+
+    def __post_init__(self):
+        _positive_int(self.global_batch, "global_batch")
+        _positive_int(self.seq_len, "seq_len")
+        _require(self.global_batch <= 10_000_000, "global_batch", "must be at most 10,000,000 sequences")
+        _require(self.seq_len <= 10_000_000, "seq_len", "must be at most 10,000,000 tokens")
+        if self.tokens_to_train is not None:
+            _positive_number(self.tokens_to_train, "tokens")
+
+    @property
+    def tokens_per_iteration(self) -> int:
+        return self.global_batch * self.seq_len
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One data-parallel copy of a stage on `tp` GPUs of one pool, processing `samples` sequences."""
+    pool: str
+    tp: int
+    samples: int
+
+    def __post_init__(self):
+        _positive_int(self.tp, "tp")
+        _positive_int(self.samples, "samples")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Transformer layers [layer_start, layer_end); embedding with the first stage, head with the last."""
+    layer_start: int
+    layer_end: int
+    replicas: tuple[Replica, ...]
+
+    def __post_init__(self):
+        _require(isinstance(self.layer_start, int) and isinstance(self.layer_end, int)
+                 and 0 <= self.layer_start < self.layer_end,
+                 "layers", f"must be [start, end) with 0 <= start < end, got [{self.layer_start}, {self.layer_end}]")
+        _require(len(self.replicas) > 0, "replicas", "a stage needs at least one replica")
+
+    @property
+    def num_layers(self) -> int:
+        return self.layer_end - self.layer_start
+
+    @property
+    def samples(self) -> int:
+        return sum(r.samples for r in self.replicas)
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(r.tp for r in self.replicas)
+
+
+PLAN_FORMAT = "hetplan.plan/1"
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: Model
+    global_batch: int
+    seq_len: int
+    micro_batch: int
+    precision: Precision
+    stages: tuple[Stage, ...]
+    zero_stage: int = 0
+    recompute: Recompute = Recompute.NONE
+    sequence_parallel: bool = False
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    interleave: int = 1
+
+    def __post_init__(self):
+        _positive_int(self.global_batch, "global_batch")
+        _positive_int(self.seq_len, "seq_len")
+        _positive_int(self.micro_batch, "micro_batch")
+        _positive_int(self.interleave, "interleave")
+        _require(self.zero_stage in (0, 1, 2, 3), "zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        _require(len(self.stages) > 0, "stages", "a plan needs at least one stage")
+        self._check_layers()
+        self._check_samples()
+        if self.interleave > 1:
+            _require(self.schedule == Schedule.ONE_F_ONE_B, "interleave",
+                     "interleaving needs schedule '1f1b'; set interleave to 1 for gpipe")
+            _require(len(self.stages) > 1, "interleave", "interleaving needs at least two stages")
+            for i, s in enumerate(self.stages):
+                _require(s.num_layers % self.interleave == 0, f"stages[{i}].layers",
+                         f"{s.num_layers} layers do not split into {self.interleave} virtual stages; "
+                         f"make each stage's layer count a multiple of interleave")
+
+    def _check_layers(self) -> None:
+        expected = 0
+        for i, s in enumerate(self.stages):
+            _require(s.layer_start == expected, f"stages[{i}].layers",
+                     f"starts at layer {s.layer_start} but the previous stage ends at {expected}: "
+                     f"layers must be covered once, in order, with no gap or overlap")
+            expected = s.layer_end
+        _require(expected == self.model.layers, f"stages[{len(self.stages) - 1}].layers",
+                 f"the last stage ends at layer {expected} but {self.model.id} has {self.model.layers} layers")
+
+    def _check_samples(self) -> None:
+        for i, s in enumerate(self.stages):
+            _require(s.samples == self.global_batch, f"stages[{i}].replicas",
+                     f"samples add up to {s.samples} but the global batch is {self.global_batch}")
+            for j, r in enumerate(s.replicas):
+                _require(r.samples % self.micro_batch == 0, f"stages[{i}].replicas[{j}].samples",
+                         f"{r.samples} samples are not a whole number of micro-batches of {self.micro_batch}")
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.stages)
+
+    @property
+    def num_micro_batches(self) -> int:
+        return self.global_batch // self.micro_batch
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(s.num_gpus for s in self.stages)
+
+    def gpus_by_pool(self) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for s in self.stages:
+            for r in s.replicas:
+                used[r.pool] = used.get(r.pool, 0) + r.tp
+        return used
+
+
+# ----------------------------------------------------------------------------- estimates
+
+@dataclass(frozen=True)
+class TimeTerm:
+    """One part of the iteration time: its total and the part not hidden by overlap."""
+    total_s: float
+    exposed_s: float
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    overhead_bytes: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+                + self.activations_bytes + self.overhead_bytes)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+
+@dataclass(frozen=True)
+class ReplicaEstimate:
+    stage: int
+    replica: int
+    pool: str
+    gpu: str
+    tp: int
+    samples: int
+    forward_s: float                  # one micro-batch, compute + exposed tp comm
+    backward_s: float                 # one micro-batch, incl. recompute
+    memory: MemoryBreakdown
+
+
+@dataclass(frozen=True)
+class Estimate:
+    iteration_time_s: float
+    pipeline_time_s: float
+    tokens_per_s: float
+    mfu: float
+    cost_per_hour_usd: float
+    cost_per_million_tokens_usd: float
+    fits: bool
+    breakdown: dict[str, TimeTerm]
+    replicas: tuple[ReplicaEstimate, ...]
+    num_gpus: int
+    bottleneck: str
+    oom: str = ""                     # which stage/GPU overflows, when fits is False
+    train_time_s: float | None = None
+    train_cost_usd: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def peak_memory_bytes(self) -> float:
+        return max(r.memory.total_bytes for r in self.replicas)
