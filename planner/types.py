@@ -439,6 +439,7 @@ class Estimate:
     train_time_s: float | None = None
     train_cost_usd: float | None = None
     notes: tuple[str, ...] = field(default=())
+    timeline: object = field(default=None, compare=False, repr=False)  # pandas DataFrame when asked for
 
     @property
     def peak_memory_bytes(self) -> float:

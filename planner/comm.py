@@ -1,0 +1,44 @@
+"""Collective and point-to-point communication times, alpha-beta model.
+
+A message of n bytes over a link of bandwidth B (bytes/s, one direction) and latency alpha
+costs alpha + n / B (Hockney 1994). Ring collectives over p ranks follow Thakur, Rabenseifner
+and Gropp, "Optimization of Collective Communication Operations in MPICH" (IJHPCA 2005):
+
+    all-reduce      2 (p - 1) alpha + 2 (p - 1) / p * n / B
+    all-gather        (p - 1) alpha +   (p - 1) / p * n / B     (n: the gathered size)
+    reduce-scatter    (p - 1) alpha +   (p - 1) / p * n / B     (n: the input size)
+
+These are NCCL's "bus bandwidth" relations (NVIDIA nccl-tests, doc/PERFORMANCE.md). B is the
+achievable bandwidth: the link's nominal figure times LINK_EFFICIENCY.
+"""
+from __future__ import annotations
+
+# nccl-tests all-reduce bus bandwidth reaches about 80% of nominal NVLink/InfiniBand figures on
+# large messages (e.g. ~230 of 300 GB/s on DGX A100 NVLink3; NVIDIA nccl-tests PERFORMANCE.md,
+# DGX A100 user guide). One constant for every link kind.
+LINK_EFFICIENCY = 0.8
+
+# Per-hop latency of a collective step: ~5 us for NVLink/PCIe inside a node and for InfiniBand
+# or RoCE across nodes (NCCL's base latencies are microseconds per step).
+INTRA_NODE_LATENCY_S = 5e-6
+
+
+def p2p_s(num_bytes: float, bw_bytes_per_s: float, latency_s: float) -> float:
+    return latency_s + num_bytes / (bw_bytes_per_s * LINK_EFFICIENCY)
+
+
+def all_reduce_s(num_bytes: float, ranks: int, bw_bytes_per_s: float, latency_s: float) -> float:
+    if ranks <= 1 or num_bytes <= 0:
+        return 0.0
+    p, n, B = ranks, num_bytes, bw_bytes_per_s * LINK_EFFICIENCY
+    return 2 * (p - 1) * latency_s + 2 * (p - 1) / p * n / B
+
+
+def all_gather_s(num_bytes: float, ranks: int, bw_bytes_per_s: float, latency_s: float) -> float:
+    if ranks <= 1 or num_bytes <= 0:
+        return 0.0
+    p, n, B = ranks, num_bytes, bw_bytes_per_s * LINK_EFFICIENCY
+    return (p - 1) * latency_s + (p - 1) / p * n / B
+
+
+reduce_scatter_s = all_gather_s

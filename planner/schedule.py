@@ -1,0 +1,179 @@
+"""Discrete-event simulation of pipeline schedules with unequal stages and unequal replicas.
+
+Each replica of each stage is a worker that executes a fixed list of operations: forward or
+backward passes of one micro-batch (of one model chunk, when interleaved). An operation starts
+when its worker is free and its input has arrived: the same pass of the micro-batch on the
+previous stage (forward) or the next stage (backward), plus the point-to-point transfer time
+between the two replicas. The simulation is the longest path through that graph, computed in
+one pass with a ready queue, so it costs O(operations).
+
+Orders per worker:
+  GPipe            all forwards, then all backwards (Huang et al. 2019)
+  1F1B             p - i - 1 warm-up forwards, then one forward / one backward, then cool-down
+                   (Narayanan et al. 2021, PipeDream-Flush)
+  interleaved 1F1B v chunks per worker, micro-batches in groups of p, warm-up
+                   2 (p - i - 1) + (v - 1) p chunk-forwards (Narayanan et al. 2021, section 2.2.2;
+                   the order of Megatron-LM's forward_backward_pipelining_with_interleaving)
+
+A global micro-batch j is handled on stage i by one replica; replicas receive micro-batches in
+proportion to their sample shares, interleaved (stride scheduling), so that replicas of equal
+share form independent lanes.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Callable
+
+from planner.types import Schedule
+
+FORWARD, BACKWARD = 0, 1
+KIND_NAMES = ("forward", "backward")
+
+# delay(from_stage, from_replica, to_stage, to_replica) -> seconds
+LinkDelay = Callable[[int, int, int, int], float]
+
+
+@dataclass(frozen=True)
+class SimResult:
+    makespan_s: float
+    end_s: list[list[float]]              # per stage, per replica: end of its last operation
+    busy_s: list[list[float]]             # per stage, per replica: time spent computing
+    last_backward_s: list[list[float]]    # per stage, per replica: duration of one backward
+    timeline: object = None               # pandas DataFrame when asked for
+
+
+def assign_micro_batches(counts: list[int]) -> list[int]:
+    """Owner replica of each global micro-batch: stride scheduling by share, ties to the lowest index."""
+    heap = [(1.0 / n, r) for r, n in enumerate(counts) if n > 0]
+    heapq.heapify(heap)
+    taken = [0] * len(counts)
+    owners = []
+    while heap:
+        _, r = heapq.heappop(heap)
+        owners.append(r)
+        taken[r] += 1
+        if taken[r] < counts[r]:
+            heapq.heappush(heap, ((taken[r] + 1) / counts[r], r))
+    return owners
+
+
+def _order_1f1b(mbs: list[int], warmup: int) -> list[tuple[int, int, int]]:
+    n = len(mbs)
+    warmup = min(warmup, n)
+    ops = [(FORWARD, 0, j) for j in mbs[:warmup]]
+    for k in range(warmup, n):
+        ops.append((FORWARD, 0, mbs[k]))
+        ops.append((BACKWARD, 0, mbs[k - warmup]))
+    ops += [(BACKWARD, 0, j) for j in mbs[n - warmup:]] if warmup else []
+    return ops
+
+
+def _order_gpipe(mbs: list[int]) -> list[tuple[int, int, int]]:
+    return [(FORWARD, 0, j) for j in mbs] + [(BACKWARD, 0, j) for j in mbs]
+
+
+def _order_interleaved(mbs: list[int], p: int, i: int, v: int) -> list[tuple[int, int, int]]:
+    groups = [mbs[g:g + p] for g in range(0, len(mbs), p)]
+    fwd = [(FORWARD, c, j) for grp in groups for c in range(v) for j in grp]
+    bwd = [(BACKWARD, c, j) for grp in groups for c in reversed(range(v)) for j in grp]
+    warmup = min(len(fwd), 2 * (p - i - 1) + (v - 1) * p)
+    ops = fwd[:warmup]
+    for k in range(warmup, len(fwd)):
+        ops.append(fwd[k])
+        ops.append(bwd[k - warmup])
+    ops += bwd[len(fwd) - warmup:] if warmup else []
+    return ops
+
+
+def _worker_ops(schedule: Schedule, v: int, p: int, i: int, mbs: list[int]):
+    if schedule == Schedule.GPIPE:
+        return _order_gpipe(mbs)
+    if v > 1:
+        return _order_interleaved(mbs, p, i, v)
+    return _order_1f1b(mbs, p - i - 1)
+
+
+def _dependency(kind: int, chunk: int, stage: int, p: int, v: int):
+    """(kind, chunk, stage) whose end this op waits for, or None."""
+    if kind == FORWARD:
+        if stage > 0:
+            return FORWARD, chunk, stage - 1
+        return (FORWARD, chunk - 1, p - 1) if chunk > 0 else None
+    if stage < p - 1:
+        return BACKWARD, chunk, stage + 1
+    return (BACKWARD, chunk + 1, 0) if chunk < v - 1 else None
+
+
+def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backward_s: list[list[float]],
+             delay: LinkDelay, schedule: Schedule = Schedule.ONE_F_ONE_B, interleave: int = 1,
+             timeline: bool = False) -> SimResult:
+    """Simulate one iteration. micro_batches[i][r]: how many micro-batches replica r of stage i
+    handles (each stage's counts sum to the same total); forward_s/backward_s[i][r]: its time for
+    one micro-batch through the whole stage (all chunks)."""
+    p, v = len(micro_batches), interleave
+    totals = {sum(c) for c in micro_batches}
+    assert len(totals) == 1, f"stages handle different numbers of micro-batches: {micro_batches}"
+    owners = [assign_micro_batches(c) for c in micro_batches]
+    workers = [(i, r) for i in range(p) for r in range(len(micro_batches[i]))]
+    ops = []
+    for i, r in workers:
+        mbs = [j for j, o in enumerate(owners[i]) if o == r]
+        ops.append(_worker_ops(schedule, v, p, i, mbs))
+    index = {w: k for k, w in enumerate(workers)}
+    end: dict[tuple[int, int, int, int], float] = {}
+    waiting: dict[tuple, list[int]] = defaultdict(list)
+    ptr, free_at = [0] * len(workers), [0.0] * len(workers)
+    busy = [0.0] * len(workers)
+    rows: list[tuple] = []
+    ready = deque(range(len(workers)))
+    while ready:
+        w = ready.popleft()
+        i, r = workers[w]
+        worker_ops = ops[w]
+        while ptr[w] < len(worker_ops):
+            kind, chunk, j = worker_ops[ptr[w]]
+            start = free_at[w]
+            dep = _dependency(kind, chunk, i, p, v)
+            if dep is not None:
+                dep_key = (dep[0], dep[1], dep[2], j)
+                arrived = end.get(dep_key)
+                if arrived is None:
+                    waiting[dep_key].append(w)
+                    break
+                src_replica = owners[dep[2]][j]
+                link = delay(dep[2], src_replica, i, r) if dep[2] != i else 0.0
+                if timeline and link > 0:
+                    rows.append((i, r, j, chunk, "p2p", arrived, arrived + link))
+                start = max(start, arrived + link)
+            duration = (forward_s[i][r] if kind == FORWARD else backward_s[i][r]) / v
+            finish = start + duration
+            key = (kind, chunk, i, j)
+            end[key] = finish
+            free_at[w] = finish
+            busy[w] += duration
+            ptr[w] += 1
+            if timeline:
+                rows.append((i, r, j, chunk, KIND_NAMES[kind], start, finish))
+            if key in waiting:
+                ready.extend(waiting.pop(key))
+    stuck = [workers[w] for w in range(len(workers)) if ptr[w] < len(ops[w])]
+    assert not stuck, f"pipeline schedule deadlocked at workers {stuck[:5]}"
+    shape = [[0.0] * len(c) for c in micro_batches]
+    end_s, busy_s, last_bwd = ([row[:] for row in shape] for _ in range(3))
+    for w, (i, r) in enumerate(workers):
+        end_s[i][r], busy_s[i][r] = free_at[w], busy[w]
+        last_bwd[i][r] = backward_s[i][r] / v
+    return SimResult(max(free_at), end_s, busy_s, last_bwd, _frame(rows) if timeline else None)
+
+
+def _frame(rows):
+    import pandas as pd
+    return pd.DataFrame(rows, columns=["stage", "replica", "micro_batch", "chunk", "kind", "start", "end"])
+
+
+def closed_form_1f1b_s(num_micro_batches: int, num_stages: int, forward_s: float, backward_s: float,
+                       interleave: int = 1) -> float:
+    """(m + (p - 1) / v) (t_f + t_b): equal stages, no transfer time (Narayanan et al. 2021, eq. 1-2)."""
+    return (num_micro_batches + (num_stages - 1) / interleave) * (forward_s + backward_s)
