@@ -25,6 +25,13 @@ class InputError(ValueError):
         super().__init__(f"{field}: {message}" if field else message)
 
 
+class InfeasibleError(InputError):
+    """No plan fits: the message says what is short and what would help."""
+
+    def __init__(self, message: str):
+        super().__init__("", message)
+
+
 def _require(ok: bool, field_name: str, message: str) -> None:
     if not ok:
         raise InputError(field_name, message)

@@ -1,0 +1,62 @@
+"""`hetplan` command line. Each subcommand lives in its own module with a `register(subparsers)`.
+
+Bad input exits 2 with one line naming the problem; nothing prints a traceback unless
+HETPLAN_DEBUG=1 is set.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from planner.types import InputError
+
+SUBCOMMANDS = ("catalog_cmd", "evaluate_cmd", "plan_cmd", "export_cmd", "run_cmd")
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, instead of argparse's usage dump
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hetplan", description="Plan and evaluate hybrid-parallel training on mixed GPU clusters.")
+    parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
+                        help="extra catalog YAML adding GPUs or models (repeatable)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"planner.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"planner.cli.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return args.run(args) or 0
+    except (InputError, UsageError) as e:
+        print(f"hetplan: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hetplan: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # a bug: say so in one line
+        if os.environ.get("HETPLAN_DEBUG"):
+            raise
+        print(f"hetplan: internal error: {type(e).__name__}: {e} (rerun with HETPLAN_DEBUG=1 for details)",
+              file=sys.stderr)
+        return 1

@@ -1,0 +1,69 @@
+"""hetplan catalog gpus|models|networks [--json]"""
+from __future__ import annotations
+
+from planner.cli.common import catalog_from_args, print_json
+from planner.types import GIB
+
+
+def register(sub) -> None:
+    p = sub.add_parser("catalog", help="list the GPUs, models or networks hetplan knows",
+                       description="List the catalog: GPUs, models or networks (built in plus --catalog files).")
+    p.add_argument("kind", choices=("gpus", "models", "networks"))
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.set_defaults(run=run)
+
+
+def gpu_row(g) -> dict:
+    return {"id": g.id, "name": g.name, "vendor": g.vendor, "bf16_fp16_tflops": g.peak_flops / 1e12,
+            "fp32_tflops": g.peak_fp32_flops / 1e12, "bf16": g.supports_bf16, "memory_gib": g.mem_bytes / GIB,
+            "memory_bw_gb_s": g.mem_bw_bytes_per_s / 1e9, "link": g.link_kind,
+            "link_gb_s_per_direction": g.link_bw_bytes_per_s / 1e9, "pcie_gen": g.pcie_gen, "power_w": g.power_w,
+            "price_per_gpu_hour": g.price_per_hour_usd, "price_date": g.price_date, "price_source": g.price_source,
+            "efficiency": g.efficiency, "efficiency_note": g.efficiency_note, "source": g.source}
+
+
+def model_row(m) -> dict:
+    row = {"id": m.id, "name": m.name, "num_params": m.num_params, "layers": m.layers, "hidden": m.hidden,
+           "heads": m.heads, "kv_heads": m.kv_heads, "ffn": m.ffn, "vocab": m.vocab, "mlp": m.mlp.value,
+           "tied_embeddings": m.tied_embeddings, "experts": m.experts, "top_k": m.top_k, "source": m.source}
+    if m.is_moe:
+        row["num_active_params"] = m.num_active_params
+    return row
+
+
+def network_row(n) -> dict:
+    return {"id": n.id, "name": n.name, "kind": n.kind, "bw_gb_s": n.bw_bytes_per_s / 1e9,
+            "latency_us": n.latency_s * 1e6, "source": n.source}
+
+
+def run(args) -> int:
+    catalog = catalog_from_args(args)
+    items = {"gpus": catalog.gpus, "models": catalog.models, "networks": catalog.networks}[args.kind]
+    to_row = {"gpus": gpu_row, "models": model_row, "networks": network_row}[args.kind]
+    rows = [to_row(v) for v in items.values()]
+    if args.json:
+        print_json(rows)
+        return 0
+    columns = {"gpus": ["id", "bf16_fp16_tflops", "memory_gib", "memory_bw_gb_s", "link", "bf16", "price_per_gpu_hour"],
+               "models": ["id", "num_params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"],
+               "networks": ["id", "kind", "bw_gb_s", "latency_us"]}[args.kind]
+    print(_table(rows, columns))
+    return 0
+
+
+def _fmt(v) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    cells = [[_fmt(r[c]) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[k]) for row in cells)) for k, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)

@@ -1,0 +1,65 @@
+"""Estimates as plain data (the `--json` contract of `hetplan evaluate` and of plans' metrics)."""
+from __future__ import annotations
+
+from planner.types import GIB, Estimate
+
+
+def estimate_to_dict(est: Estimate) -> dict:
+    """Keys are a public contract: extend, never rename."""
+    return {
+        "iteration_time_s": est.iteration_time_s,
+        "pipeline_time_s": est.pipeline_time_s,
+        "tokens_per_s": est.tokens_per_s,
+        "mfu": est.mfu,
+        "cost_per_hour_usd": est.cost_per_hour_usd,
+        "cost_per_million_tokens_usd": est.cost_per_million_tokens_usd,
+        "fits": est.fits,
+        "oom": est.oom or None,
+        "num_gpus": est.num_gpus,
+        "peak_memory_gib": [
+            {"stage": r.stage, "replica": r.replica, "pool": r.pool, "gpu": r.gpu, "tp": r.tp,
+             "samples": r.samples, "peak_memory_gib": r.memory.total_bytes / GIB,
+             "capacity_gib": r.memory.capacity_bytes / GIB,
+             "weights_gib": r.memory.weights_bytes / GIB, "gradients_gib": r.memory.gradients_bytes / GIB,
+             "optimizer_gib": r.memory.optimizer_bytes / GIB, "activations_gib": r.memory.activations_bytes / GIB,
+             "overhead_gib": r.memory.overhead_bytes / GIB,
+             "forward_s": r.forward_s, "backward_s": r.backward_s}
+            for r in est.replicas],
+        "breakdown": {k: {"total_s": v.total_s, "exposed_s": v.exposed_s} for k, v in est.breakdown.items()},
+        "bottleneck": est.bottleneck,
+        "train_time_s": est.train_time_s,
+        "train_cost_usd": est.train_cost_usd,
+        "notes": list(est.notes),
+    }
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def estimate_to_text(est: Estimate) -> str:
+    lines = [
+        f"iteration time     {est.iteration_time_s:.3f} s",
+        f"throughput         {est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs",
+        f"MFU                {est.mfu:.1%}",
+        f"cost               ${est.cost_per_hour_usd:,.2f}/h, ${est.cost_per_million_tokens_usd:.3f} per million tokens",
+    ]
+    if est.train_time_s is not None:
+        lines.append(f"to train           {format_duration(est.train_time_s)}, ${est.train_cost_usd:,.0f}")
+    lines.append(f"fits in memory     {'yes' if est.fits else 'NO: ' + est.oom}")
+    lines.append(f"bottleneck         {est.bottleneck}")
+    lines += ["", "time per iteration       total s   exposed s"]
+    for name, term in est.breakdown.items():
+        lines.append(f"  {name:22} {term.total_s:9.3f} {term.exposed_s:11.3f}")
+    lines += ["", "stage replica pool            gpu             tp samples  fwd ms  bwd ms  memory GiB (of)"]
+    for r in est.replicas:
+        lines.append(f"{r.stage:5} {r.replica:7} {r.pool[:15]:15} {r.gpu[:15]:15} {r.tp:2} {r.samples:7} "
+                     f"{r.forward_s * 1e3:7.1f} {r.backward_s * 1e3:7.1f}  {r.memory.total_bytes / GIB:6.1f} "
+                     f"({r.memory.capacity_bytes / GIB:.0f})")
+    lines += [f"note: {n}" for n in est.notes]
+    return "\n".join(lines)
