@@ -1,0 +1,247 @@
+"""The cluster (YAML) and plan (JSON) file formats: parsing into planner types and writing back.
+
+Cluster file::
+
+    name: lab-mix
+    pools:
+      - name: a100              # optional; defaults to the gpu id
+        gpu: a100-80gb-sxm
+        nodes: 2
+        gpus_per_node: 8
+        inter_node_gbps: 200    # per node, Gb/s; required when nodes > 1, else 100 by default
+        price_per_gpu_hour: 1.8 # optional; overrides the catalog's price
+    between_pools_gbps: 100     # optional; per node; default: the slower side
+
+Plan file: see `plan_to_dict` and docs; format tag "hetplan.plan/1".
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from pydantic import ValidationError
+
+from catalog.errors import from_validation_error, located, relocated
+from catalog.files import read_mapping
+from catalog.loader import Catalog, builtin_catalog, model_from_entry
+from catalog.schema import (DEFAULT_INTER_NODE_GBPS, MAX_GPUS_PER_POOL, ClusterEntry, InlineModelEntry,
+                            PlanEntry, PoolEntry, StageEntry)
+from planner.types import (PLAN_FORMAT, Cluster, InputError, Model, Plan, Pool, Precision, Recompute,
+                           Replica, Schedule, Stage)
+
+GBIT = 1e9 / 8                            # bytes/s in one Gb/s
+SUPPORTED_PLAN_FORMATS = (PLAN_FORMAT,)
+
+
+def _validate(schema, data, source: str):
+    if not isinstance(data, Mapping):
+        raise InputError(source, f"must be a mapping of keys to values, got {type(data).__name__}")
+    try:
+        return schema.model_validate(dict(data))
+    except ValidationError as e:
+        raise from_validation_error(e, source) from None
+
+
+def _human(x: float) -> float | int:
+    """A number for a file: whole numbers without '.0', others rounded off float noise."""
+    r = round(x, 9)
+    return int(r) if r == int(r) else r
+
+
+# ----------------------------------------------------------------------------- cluster
+
+def _pool_from_entry(i: int, e: PoolEntry, catalog: Catalog, source: str) -> Pool:
+    at = f"pools[{i}]"
+    gpu = catalog.gpu(e.gpu, located(source, f"{at}.gpu"))
+    if e.nodes * e.gpus_per_node > MAX_GPUS_PER_POOL:
+        raise InputError(located(source, f"{at}.nodes"),
+                         f"{e.nodes} nodes x {e.gpus_per_node} GPUs = {e.nodes * e.gpus_per_node:,} GPUs; "
+                         f"the limit is {MAX_GPUS_PER_POOL:,} per pool")
+    if e.inter_node_gbps is None and e.nodes > 1:
+        raise InputError(located(source, f"{at}.inter_node_gbps"),
+                         "is required when nodes > 1: the network bandwidth per node in Gb/s "
+                         "(e.g. 100 for 100 GbE, 200 for InfiniBand HDR, 400 for NDR)")
+    gbps = DEFAULT_INTER_NODE_GBPS if e.inter_node_gbps is None else e.inter_node_gbps
+    price = gpu.price_per_hour_usd if e.price_per_gpu_hour is None else e.price_per_gpu_hour
+    try:
+        return Pool(name=e.name or e.gpu, gpu=gpu, nodes=e.nodes, gpus_per_node=e.gpus_per_node,
+                    inter_node_bw_bytes_per_s=gbps * GBIT, price_per_gpu_hour_usd=price)
+    except InputError as err:
+        raise relocated(err, source, f"pools[{e.name or e.gpu}]", at) from None
+
+
+def cluster_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "cluster") -> Cluster:
+    """A Cluster from the parsed cluster file format; errors name `source` and the field."""
+    entry = _validate(ClusterEntry, data, source)
+    pools = tuple(_pool_from_entry(i, p, catalog, source) for i, p in enumerate(entry.pools))
+    between = None if entry.between_pools_gbps is None else entry.between_pools_gbps * GBIT
+    try:
+        return Cluster(name=entry.name, pools=pools, between_pools_bw_bytes_per_s=between)
+    except InputError as err:
+        raise relocated(err, source) from None
+
+
+def cluster_to_dict(cluster: Cluster) -> dict:
+    """The cluster file format; `cluster_from_dict` of it gives an equal Cluster."""
+    pools = []
+    for p in cluster.pools:
+        d = {"name": p.name, "gpu": p.gpu.id, "nodes": p.nodes, "gpus_per_node": p.gpus_per_node,
+             "inter_node_gbps": _human(p.inter_node_bw_bytes_per_s / GBIT)}
+        if p.price_per_gpu_hour_usd != p.gpu.price_per_hour_usd:
+            d["price_per_gpu_hour"] = p.price_per_gpu_hour_usd
+        pools.append(d)
+    out: dict[str, Any] = {"name": cluster.name, "pools": pools}
+    if cluster.between_pools_bw_bytes_per_s is not None:
+        out["between_pools_gbps"] = _human(cluster.between_pools_bw_bytes_per_s / GBIT)
+    return out
+
+
+def cluster_to_yaml(cluster: Cluster) -> str:
+    return yaml.safe_dump(cluster_to_dict(cluster), sort_keys=False)
+
+
+def load_cluster_file(path: str | Path, catalog: Catalog) -> Cluster:
+    data, source = read_mapping(path)
+    return cluster_from_dict(data, catalog, source)
+
+
+# ----------------------------------------------------------------------------- plan
+
+def _plan_model(value: Any, catalog: Catalog, source: str) -> Model:
+    if isinstance(value, str):
+        return catalog.model(value, located(source, "model"))
+    if not isinstance(value, Mapping):
+        raise InputError(located(source, "model"),
+                         f"must be a catalog model id or an object with the model's fields, got {value!r}")
+    try:
+        entry = InlineModelEntry.model_validate(dict(value))
+    except ValidationError as e:
+        raise from_validation_error(e, source, prefix="model") from None
+    try:
+        return model_from_entry(entry.id, entry)
+    except InputError as err:
+        raise relocated(err, source, f"models[{entry.id}]", "model") from None
+
+
+def _default_samples(i: int, stage: StageEntry, global_batch: int, micro_batch: int, source: str) -> list[int]:
+    """Replicas without `samples` share what the others leave evenly, in whole micro-batches;
+    the first ones take one micro-batch more while a remainder lasts."""
+    given = sum(r.samples for r in stage.replicas if r.samples is not None)
+    open_slots = [j for j, r in enumerate(stage.replicas) if r.samples is None]
+    samples = [r.samples or 0 for r in stage.replicas]
+    if not open_slots:
+        return samples
+    left = global_batch - given
+    at = located(source, f"stages[{i}].replicas")
+    if left % micro_batch:
+        raise InputError(at, f"{left} samples are left for the replicas without `samples`, "
+                             f"not a whole number of micro-batches of {micro_batch}")
+    share, extra = divmod(left // micro_batch, len(open_slots))
+    if share == 0:
+        raise InputError(at, f"{left} samples are left for {len(open_slots)} replicas without `samples` "
+                             f"(global batch {global_batch}); some would get none: set `samples` on each replica")
+    for k, j in enumerate(open_slots):
+        samples[j] = (share + (1 if k < extra else 0)) * micro_batch
+    return samples
+
+
+def _stage_from_entry(i: int, stage: StageEntry, global_batch: int, micro_batch: int, source: str) -> Stage:
+    samples = _default_samples(i, stage, global_batch, micro_batch, source)
+    replicas = []
+    for j, (r, n) in enumerate(zip(stage.replicas, samples)):
+        try:
+            replicas.append(Replica(pool=r.pool, tp=r.tp, samples=n))
+        except InputError as err:
+            raise relocated(err, source, new_prefix=f"stages[{i}].replicas[{j}]") from None
+    try:
+        return Stage(layer_start=stage.layers[0], layer_end=stage.layers[1], replicas=tuple(replicas))
+    except InputError as err:
+        raise relocated(err, source, new_prefix=f"stages[{i}]") from None
+
+
+def _check_format(data: Mapping, source: str) -> None:
+    tag = data.get("format", PLAN_FORMAT)
+    if tag not in SUPPORTED_PLAN_FORMATS:
+        raise InputError(located(source, "format"),
+                         f"unsupported plan format {tag!r}; supported: {list(SUPPORTED_PLAN_FORMATS)}")
+
+
+def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "plan") -> Plan:
+    """A Plan from the parsed plan file format; errors name `source` and the field path."""
+    if isinstance(data, Mapping):
+        _check_format(data, source)
+        data = {"format": PLAN_FORMAT, **data}
+    entry = _validate(PlanEntry, data, source)
+    model = _plan_model(entry.model, catalog, source)
+    stages = tuple(_stage_from_entry(i, s, entry.global_batch, entry.micro_batch, source)
+                   for i, s in enumerate(entry.stages))
+    try:
+        return Plan(model=model, global_batch=entry.global_batch, seq_len=entry.seq_len,
+                    micro_batch=entry.micro_batch, precision=Precision(entry.precision), stages=stages,
+                    zero_stage=entry.zero_stage, recompute=Recompute(entry.recompute),
+                    sequence_parallel=entry.sequence_parallel, schedule=Schedule(entry.schedule),
+                    interleave=entry.interleave)
+    except InputError as err:
+        raise relocated(err, source) from None
+
+
+def _model_to_dict(model: Model) -> dict:
+    d = {"id": model.id}
+    for name in Model.__dataclass_fields__:
+        value = getattr(model, name)
+        d[name] = value.value if hasattr(value, "value") else value
+    return d
+
+
+def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | None = None) -> dict:
+    """The plan file format. The model is written as its id when `catalog` (default: the built-in
+    one) holds an equal model under that id, so the file names it; otherwise inline."""
+    catalog = catalog or builtin_catalog()
+    same = catalog.models.get(plan.model.id) == plan.model
+    out: dict[str, Any] = {
+        "format": PLAN_FORMAT,
+        "model": plan.model.id if same else _model_to_dict(plan.model),
+        "global_batch": plan.global_batch, "seq_len": plan.seq_len, "micro_batch": plan.micro_batch,
+        "precision": plan.precision.value, "zero_stage": plan.zero_stage,
+        "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
+        "schedule": plan.schedule.value, "interleave": plan.interleave,
+        "stages": [{"layers": [s.layer_start, s.layer_end],
+                    "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
+                   for s in plan.stages],
+    }
+    if metrics is not None:
+        out["metrics"] = dict(metrics)
+    return out
+
+
+def plan_to_json(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | None = None) -> str:
+    return json.dumps(plan_to_dict(plan, catalog, metrics), indent=1)
+
+
+def load_plan_file(path: str | Path, catalog: Catalog) -> Plan:
+    data, source = read_mapping(path)
+    return plan_from_dict(data, catalog, source)
+
+
+# ----------------------------------------------------------------------------- plan against cluster
+
+def check_plan_against_cluster(plan: Plan, cluster: Cluster) -> None:
+    """Raise InputError when the plan names a pool the cluster lacks, uses a tensor-parallel
+    group that does not fit a node, uses more GPUs of a pool than it has, or bf16 where unsupported."""
+    pools = {p.name: p for p in cluster.pools}
+    for i, stage in enumerate(plan.stages):
+        for j, r in enumerate(stage.replicas):
+            at = f"stages[{i}].replicas[{j}]"
+            pool = pools.get(r.pool)
+            if pool is None:
+                raise InputError(f"{at}.pool", f"unknown pool {r.pool!r}; the cluster has {list(pools)}")
+            if r.tp > pool.gpus_per_node or pool.gpus_per_node % r.tp:
+                raise InputError(f"{at}.tp", f"tp {r.tp} must divide the {pool.gpus_per_node} GPUs per node "
+                                             f"of pool {pool.name!r} (tensor parallelism stays inside a node)")
+            if plan.precision == Precision.BF16 and not pool.gpu.supports_bf16:
+                raise InputError(at, f"{pool.gpu.id} has no bf16; use precision fp16")
+    for name, used in plan.gpus_by_pool().items():
+        if used > pools[name].num_gpus:
+            raise InputError("stages", f"plan uses {used} GPUs of pool {name!r} but it has {pools[name].num_gpus}")

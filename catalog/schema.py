@@ -1,0 +1,151 @@
+"""The shape of catalog entries, in the human units the data files use (TFLOP/s, GiB, GB/s).
+
+Strict pydantic models: unknown keys are refused, and "3" is not a number.
+Conversion to the planner's SI types happens in `catalog.loader`.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")]
+Positive = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegative = Annotated[float, Field(ge=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+
+class GpuEntry(Strict):
+    name: str
+    vendor: str = "nvidia"
+    bf16_fp16_tflops: Positive            # dense tensor-core peak; fp32 accumulate on consumer cards
+    fp32_tflops: Positive
+    bf16: bool
+    memory_gib: Positive
+    memory_bw_gb_s: Positive
+    link: str                             # nvlink2..nvlink5, pcie, xgmi
+    link_gb_s_per_direction: Positive
+    pcie_gen: Annotated[int, Field(ge=1, le=7)]
+    power_w: Positive
+    price_per_gpu_hour: NonNegative       # USD
+    price_date: str = ""
+    price_source: str = ""
+    efficiency: Annotated[float, Field(gt=0, le=1)] = 0.6
+    efficiency_note: str = ""
+    source: str = ""
+
+
+class NetworkEntry(Strict):
+    name: str
+    kind: Literal["intra-node", "inter-node"]
+    bw_gb_s: Positive                     # GB/s, one direction
+    latency_us: NonNegative
+    source: str = ""
+
+
+class ModelEntry(Strict):
+    """Exactly the fields of `planner.types.Model` but `id` (the entry's key)."""
+    name: str
+    layers: PositiveInt
+    hidden: PositiveInt
+    heads: PositiveInt
+    kv_heads: PositiveInt
+    ffn: PositiveInt
+    vocab: PositiveInt
+    tied_embeddings: bool = False
+    mlp: Literal["gelu", "relu", "swiglu"] = "swiglu"
+    norm: Literal["layernorm", "rmsnorm"] = "rmsnorm"
+    position: Literal["learned", "rope", "alibi"] = "rope"
+    max_positions: NonNegativeInt = 0
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    embed_norm: bool = False
+    final_norm: bool = True
+    embed_proj_dim: NonNegativeInt = 0
+    experts: PositiveInt = 1
+    top_k: PositiveInt = 1
+    source: str = ""
+
+
+class InlineModelEntry(ModelEntry):
+    """A model written into a plan file rather than named from the catalog."""
+    id: Id = "custom"
+    name: Optional[str] = None
+
+
+class CatalogFile(Strict):
+    """A user's extra catalog file: new GPUs and/or models."""
+    gpus: dict[Id, GpuEntry] = {}
+    models: dict[Id, ModelEntry] = {}
+
+
+class GpusFile(Strict):
+    gpus: dict[Id, GpuEntry]
+
+
+class ModelsFile(Strict):
+    models: dict[Id, ModelEntry]
+
+
+class NetworksFile(Strict):
+    networks: dict[Id, NetworkEntry]
+
+
+# ----------------------------------------------------------------------------- cluster file
+
+MAX_POOLS = 64
+MAX_GPUS_PER_NODE = 64
+MAX_GPUS_PER_POOL = 100_000
+DEFAULT_INTER_NODE_GBPS = 100.0          # used when a single-node pool does not say (100 GbE / RoCE)
+
+
+class PoolEntry(Strict):
+    name: Optional[Id] = None             # defaults to the gpu id
+    gpu: str
+    nodes: PositiveInt
+    gpus_per_node: Annotated[int, Field(gt=0, le=MAX_GPUS_PER_NODE)]
+    inter_node_gbps: Optional[Positive] = None   # Gb/s per node, one direction
+    price_per_gpu_hour: Optional[NonNegative] = None
+
+
+class ClusterEntry(Strict):
+    name: str = "cluster"
+    pools: Annotated[list[PoolEntry], Field(min_length=1, max_length=MAX_POOLS)]
+    between_pools_gbps: Optional[Positive] = None
+
+
+# ----------------------------------------------------------------------------- plan file
+
+class ReplicaEntry(Strict):
+    pool: str
+    tp: Annotated[int, Field(gt=0, le=MAX_GPUS_PER_NODE)]
+    samples: Optional[PositiveInt] = None
+
+
+class StageEntry(Strict):
+    layers: Annotated[list[int], Field(min_length=2, max_length=2)]   # [start, end)
+    replicas: Annotated[list[ReplicaEntry], Field(min_length=1, max_length=MAX_GPUS_PER_POOL)]
+
+
+class PlanEntry(Strict):
+    format: str
+    name: Optional[str] = None
+    notes: Optional[str] = None
+    metrics: Optional[dict] = None        # the planner's estimate, written for people; ignored on load
+    model: Any                            # a catalog id or an inline object (checked in formats)
+    global_batch: PositiveInt
+    seq_len: PositiveInt
+    micro_batch: PositiveInt = 1
+    precision: Literal["bf16", "fp16"]
+    zero_stage: Literal[0, 1, 2, 3] = 0
+    recompute: Literal["none", "selective", "full"] = "none"
+    sequence_parallel: bool = False
+    schedule: Literal["1f1b", "gpipe"] = "1f1b"
+    interleave: PositiveInt = 1
+    stages: Annotated[list[StageEntry], Field(min_length=1, max_length=100_000)]
