@@ -220,7 +220,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
         "tensor_parallel_comm": TimeTerm(tp_comm[crit], tp_comm[crit]),
         "zero_comm": TimeTerm(zero_exposed[crit], zero_exposed[crit]),
         "pipeline_bubble": TimeTerm(max(0.0, sim_local.makespan_s - busy), max(0.0, sim_local.makespan_s - busy)),
-        "pipeline_p2p_comm": TimeTerm(p2p_total[crit], pp_exposed),
+        "pipeline_p2p_comm": TimeTerm(max(p2p_total[crit], pp_exposed), pp_exposed),
         "data_parallel_comm": TimeTerm(dp_total, max(0.0, min(dp_exposed, tail))),
         "optimizer_step": TimeTerm(step_total, max(0.0, tail - max(0.0, min(dp_exposed, tail)))),
     }

@@ -12,6 +12,7 @@ any MLP width and gated MLPs by keeping each stored tensor of their derivation.
 from __future__ import annotations
 
 from planner.flops import stage_params
+from planner.schedule import in_flight_limit
 from planner.types import GIB, MemoryBreakdown, MlpKind, Plan, Recompute, Schedule, Stage
 
 WEIGHT_BYTES = 2
@@ -63,17 +64,19 @@ def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
 
 
 def in_flight_micro_batches(plan: Plan, stage_index: int, own_micro_batches: int) -> float:
-    """Micro-batches whose activations a stage holds at its peak.
+    """Micro-batches whose activations a replica holds at its peak.
 
-    1F1B: stage i of p holds p - i (Narayanan et al. 2021, section 2.2.1); interleaved with v
-    chunks: (2 (p - i - 1) + (v - 1) p + 1) chunks of 1/v of the stage, which for i = 0 is
+    1F1B: stage i of p holds p - i (Narayanan et al. 2021, section 2.2.1), generalised to
+    replicated stages by `schedule.in_flight_limit`; interleaved with v chunks:
+    (2 (p - i - 1) + (v - 1) p + 1) chunks of 1/v of the stage, which for i = 0 is
     Korthikanti's p (1 + (p - 1) / (p v)); GPipe: every micro-batch.
     """
     p, i, v = plan.num_stages, stage_index, plan.interleave
     if plan.schedule == Schedule.GPIPE:
         return own_micro_batches
     if v == 1:
-        return min(p - i, own_micro_batches)
+        replicas = [len(s.replicas) for s in plan.stages]
+        return in_flight_limit(replicas, i, own_micro_batches, plan.num_micro_batches)
     chunks = min(2 * (p - i - 1) + (v - 1) * p + 1, own_micro_batches * v)
     return chunks / v
 

@@ -106,22 +106,127 @@ def _dependency(kind: int, chunk: int, stage: int, p: int, v: int):
     return (BACKWARD, chunk + 1, 0) if chunk < v - 1 else None
 
 
+def in_flight_limit(replicas_per_stage: list[int], stage: int, own: int, total: int) -> int:
+    """Micro-batches a 1F1B replica may hold between its forward and backward pass.
+
+    Homogeneous 1F1B lets stage i of p hold p - i (Narayanan et al. 2021, section 2.2.1): one
+    for itself and one per downstream stage. With replicated stages every downstream worker
+    holds one, so stage i as a whole may hold W = sum of the replica counts of stages i..p-1,
+    and a replica handling `own` of the `total` micro-batches gets its share, ceil(W own / total).
+    """
+    window = sum(replicas_per_stage[stage:])
+    return max(1, min(own, -(-window * own // total)))
+
+
 def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backward_s: list[list[float]],
              delay: LinkDelay, schedule: Schedule = Schedule.ONE_F_ONE_B, interleave: int = 1,
              timeline: bool = False) -> SimResult:
     """Simulate one iteration. micro_batches[i][r]: how many micro-batches replica r of stage i
     handles (each stage's counts sum to the same total); forward_s/backward_s[i][r]: its time for
-    one micro-batch through the whole stage (all chunks)."""
-    p, v = len(micro_batches), interleave
+    one micro-batch through the whole stage (all chunks).
+
+    1F1B and GPipe run as an event simulation: an idle worker starts the ready backward with the
+    lowest micro-batch index, else (1F1B: while it holds fewer than its in-flight limit) the
+    ready forward with the lowest index; GPipe runs every forward before any backward. Interleaved
+    1F1B follows Megatron-LM's fixed order per worker (stages then form independent lanes).
+    """
     totals = {sum(c) for c in micro_batches}
     assert len(totals) == 1, f"stages handle different numbers of micro-batches: {micro_batches}"
+    if interleave > 1:
+        return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline)
+    return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline)
+
+
+def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline) -> SimResult:
+    p = len(micro_batches)
+    total = next(iter({sum(c) for c in micro_batches}))
+    owners = [assign_micro_batches(c) for c in micro_batches]
+    replicas = [len(c) for c in micro_batches]
+    gpipe = schedule == Schedule.GPIPE
+    limit = [[total if gpipe else in_flight_limit(replicas, i, n, total) for n in c]
+             for i, c in enumerate(micro_batches)]
+    ready_f = [[[] for _ in c] for c in micro_batches]
+    ready_b = [[[] for _ in c] for c in micro_batches]
+    in_flight = [[0] * len(c) for c in micro_batches]
+    forwards_left = [list(c) for c in micro_batches]
+    busy_until = [[None] * len(c) for c in micro_batches]   # None: idle
+    end_s = [[0.0] * len(c) for c in micro_batches]
+    busy_s = [[0.0] * len(c) for c in micro_batches]
+    rows: list[tuple] = []
+    events: list[tuple] = []   # (time, seq, what, stage, replica, kind, micro_batch)
+    seq = 0
+
+    def push(t, what, i, r, kind=0, j=0):
+        nonlocal seq
+        heapq.heappush(events, (t, seq, what, i, r, kind, j))
+        seq += 1
+
+    def try_start(t, i, r):
+        if busy_until[i][r] is not None:
+            return
+        may_forward = ready_f[i][r] and in_flight[i][r] < limit[i][r]
+        if ready_b[i][r] and not (gpipe and forwards_left[i][r] > 0):
+            kind, j = BACKWARD, heapq.heappop(ready_b[i][r])
+            duration = backward_s[i][r]
+        elif may_forward:
+            kind, j = FORWARD, heapq.heappop(ready_f[i][r])
+            in_flight[i][r] += 1
+            forwards_left[i][r] -= 1
+            duration = forward_s[i][r]
+        else:
+            return
+        busy_until[i][r] = t + duration
+        busy_s[i][r] += duration
+        if timeline:
+            rows.append((i, r, j, 0, KIND_NAMES[kind], t, t + duration))
+        push(t + duration, 1, i, r, kind, j)
+
+    for r, _ in enumerate(micro_batches[0]):
+        for j, owner in enumerate(owners[0]):
+            if owner == r:
+                ready_f[0][r].append(j)
+    for r in range(len(micro_batches[0])):
+        try_start(0.0, 0, r)
+    while events:
+        t, _, what, i, r, kind, j = heapq.heappop(events)
+        if what == 0:                      # an input arrives
+            heapq.heappush((ready_f if kind == FORWARD else ready_b)[i][r], j)
+            try_start(t, i, r)
+            continue
+        busy_until[i][r] = None            # an operation ends
+        end_s[i][r] = t
+        if kind == FORWARD and i == p - 1:
+            heapq.heappush(ready_b[i][r], j)
+        elif kind == FORWARD:
+            _send(push, timeline, rows, delay, t, i, r, i + 1, owners[i + 1][j], FORWARD, j)
+        else:
+            in_flight[i][r] -= 1
+            if i > 0:
+                _send(push, timeline, rows, delay, t, i, r, i - 1, owners[i - 1][j], BACKWARD, j)
+        try_start(t, i, r)
+    stuck = [(i, r) for i, c in enumerate(micro_batches) for r in range(len(c))
+             if forwards_left[i][r] or in_flight[i][r]]
+    assert not stuck, f"pipeline schedule deadlocked at workers {stuck[:5]}"
+    last_bwd = [list(row) for row in backward_s]
+    makespan = max(max(row) for row in end_s)
+    return SimResult(makespan, end_s, busy_s, last_bwd, _frame(rows) if timeline else None)
+
+
+def _send(push, timeline, rows, delay, t, i, r, i2, r2, kind, j):
+    link = delay(i, r, i2, r2)
+    if timeline and link > 0:
+        rows.append((i2, r2, j, 0, "p2p", t, t + link))
+    push(t + link, 0, i2, r2, kind, j)
+
+
+def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline) -> SimResult:
+    p = len(micro_batches)
     owners = [assign_micro_batches(c) for c in micro_batches]
     workers = [(i, r) for i in range(p) for r in range(len(micro_batches[i]))]
     ops = []
     for i, r in workers:
         mbs = [j for j, o in enumerate(owners[i]) if o == r]
         ops.append(_worker_ops(schedule, v, p, i, mbs))
-    index = {w: k for k, w in enumerate(workers)}
     end: dict[tuple[int, int, int, int], float] = {}
     waiting: dict[tuple, list[int]] = defaultdict(list)
     ptr, free_at = [0] * len(workers), [0.0] * len(workers)

@@ -349,6 +349,10 @@ class Plan:
                 _require(s.num_layers % self.interleave == 0, f"stages[{i}].layers",
                          f"{s.num_layers} layers do not split into {self.interleave} virtual stages; "
                          f"make each stage's layer count a multiple of interleave")
+            shares = [[r.samples for r in s.replicas] for s in self.stages]
+            _require(all(sh == shares[0] for sh in shares), "interleave",
+                     "interleaving needs every stage to have the same number of replicas with the same "
+                     "sample shares; set interleave to 1 for uneven replicas")
 
     def _check_layers(self) -> None:
         expected = 0

@@ -1,1 +1,7 @@
-"""(under construction)"""
+"""Execute a plan's exact parallel structure on a scaled-down model with torch.distributed.
+
+`planner.runtime.launch.run_local` spawns one process per planned GPU (gloo on 127.0.0.1) and
+runs real tensor-parallel groups, a real pipeline in hetplan's micro-batch order and real data
+parallelism. PyTorch is optional: nothing in this package imports it at import time except the
+modules that need it (`parallel`, `model`, `worker`, `launch`), which the CLI imports lazily.
+"""
