@@ -1,0 +1,185 @@
+"""Chart builders: a DataFrame in, a Plotly figure out. No Streamlit here, so the report and
+tests can call them too."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+STAGE_COLOURS = qualitative.Plotly + qualitative.D3 + qualitative.Safe
+IDLE_COLOUR = "#d5d8e0"
+KIND_COLOURS = {"forward": "#4f46e5", "backward": "#f59e0b", "p2p": "#10b981"}
+MEMORY_COLOURS = {"weights": "#4f46e5", "gradients": "#818cf8", "optimizer": "#f59e0b",
+                  "activations": "#10b981", "overhead": "#94a3b8"}
+ROLE_SYMBOLS = {"plan": "circle", "pareto": "diamond", "baseline": "x", "current": "star"}
+FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
+
+
+def stage_colour(stage) -> str:
+    if stage is None or pd.isna(stage):
+        return IDLE_COLOUR
+    return STAGE_COLOURS[int(stage) % len(STAGE_COLOURS)]
+
+
+def _layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0, font=dict(size=15)), height=height, font=FONT,
+                      template="plotly_white", margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1), **kw)
+    return fig
+
+
+def cluster_grid(gpus: pd.DataFrame) -> go.Figure:
+    """Each node a row of squares, one per GPU, coloured by the stage it runs (grey: idle).
+    Columns: pool, gpu_type, node, gpu, stage, replica."""
+    df = gpus.copy()
+    df["row"] = df["pool"] + " · node " + df["node"].astype(str)
+    rows = list(dict.fromkeys(df["row"]))
+    fig = go.Figure()
+    for stage, part in df.groupby(df["stage"].fillna(-1), sort=True):
+        idle = stage == -1
+        label = "idle" if idle else f"stage {int(stage)}"
+        hover = [f"{r.pool} ({r.gpu_type}) node {r.node} GPU {r.gpu}<br>"
+                 + ("idle" if idle else f"stage {int(r.stage)}, replica {int(r.replica)}")
+                 for r in part.itertuples()]
+        fig.add_trace(go.Scatter(
+            x=part["gpu"], y=part["row"], mode="markers", name=label, hovertext=hover, hoverinfo="text",
+            marker=dict(symbol="square", size=22, color=IDLE_COLOUR if idle else stage_colour(stage),
+                        line=dict(width=1, color="white"))))
+    fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1], title=None)
+    fig.update_xaxes(title="GPU in node", dtick=1, showgrid=False, zeroline=False)
+    return _layout(fig, "Cluster: GPUs coloured by pipeline stage", max(220, 34 * len(rows) + 110))
+
+
+def pipeline(stages: pd.DataFrame, num_layers: int) -> go.Figure:
+    """Stages as bars over the model's layers; each replica a slice labelled pool, tp and share.
+    Columns: stage, layer_start, layer_end, replica, pool, gpu_type, tp, samples, share."""
+    fig = go.Figure()
+    for row in stages.itertuples():
+        y = f"stage {row.stage} · r{row.replica}"
+        fig.add_trace(go.Bar(
+            y=[y], x=[row.layer_end - row.layer_start], base=[row.layer_start], orientation="h",
+            marker=dict(color=stage_colour(row.stage), opacity=0.35 + 0.65 * row.share ** 0.5),
+            text=f"layers {row.layer_start}-{row.layer_end - 1} · {row.pool} tp{row.tp} · "
+                 f"{row.samples} samples ({row.share:.0%})",
+            textposition="inside", insidetextanchor="start", showlegend=False,
+            hovertemplate=f"stage {row.stage} replica {row.replica}<br>layers [{row.layer_start}, "
+                          f"{row.layer_end})<br>{row.pool} ({row.gpu_type}), tp {row.tp}<br>"
+                          f"{row.samples} samples per iteration ({row.share:.0%})<extra></extra>"))
+    order = list(dict.fromkeys(f"stage {r.stage} · r{r.replica}" for r in stages.itertuples()))
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1])
+    fig.update_xaxes(title="transformer layer", range=[0, num_layers])
+    return _layout(fig, "Pipeline: layer ranges, pools, tensor parallelism and batch shares",
+                   max(220, 30 * len(stages) + 110), barmode="overlay")
+
+
+def timeline(events: pd.DataFrame) -> go.Figure:
+    """Gantt chart of one iteration; gaps between bars are pipeline bubbles.
+    Columns: stage, replica, micro_batch, chunk, kind (forward/backward/p2p), start, end (s)."""
+    df = events.copy()
+    df["worker"] = "stage " + df["stage"].astype(str) + " · r" + df["replica"].astype(str)
+    workers = list(dict.fromkeys(df.sort_values(["stage", "replica"])["worker"]))
+    fig = go.Figure()
+    for kind in ("forward", "backward", "p2p"):
+        part = df[df["kind"] == kind]
+        if part.empty:
+            continue
+        fig.add_trace(go.Bar(
+            y=part["worker"], x=(part["end"] - part["start"]) * 1e3, base=part["start"] * 1e3,
+            orientation="h", name="communication (p2p)" if kind == "p2p" else kind,
+            marker=dict(color=KIND_COLOURS[kind], line=dict(width=0.5, color="white")),
+            customdata=part[["micro_batch", "chunk"]].to_numpy(),
+            width=0.45 if kind == "p2p" else 0.8,
+            hovertemplate=f"{kind}<br>micro-batch %{{customdata[0]}} chunk %{{customdata[1]}}"
+                          "<br>%{base:.1f} → %{x:.1f} ms long<extra></extra>"))
+    fig.update_yaxes(categoryorder="array", categoryarray=workers[::-1], title=None)
+    fig.update_xaxes(title="time in the iteration (ms)")
+    return _layout(fig, "One iteration: forward, backward and transfers per pipeline worker",
+                   max(260, 26 * len(workers) + 120), barmode="overlay", bargap=0.15)
+
+
+def memory(mem: pd.DataFrame) -> go.Figure:
+    """Stacked GiB per GPU of each replica against the GPU's capacity (black tick).
+    Columns: stage, replica, pool, gpu_type, tp, weights, gradients, optimizer, activations,
+    overhead, total, capacity."""
+    df = mem.copy()
+    df["label"] = "s" + df["stage"].astype(str) + " r" + df["replica"].astype(str) + " · " + df["gpu_type"]
+    fig = go.Figure()
+    for kind, colour in MEMORY_COLOURS.items():
+        fig.add_trace(go.Bar(x=df["label"], y=df[kind], name=kind, marker_color=colour,
+                             hovertemplate=f"{kind}: %{{y:.1f}} GiB<extra></extra>"))
+    fig.add_trace(go.Scatter(
+        x=df["label"], y=df["capacity"], mode="markers", name="GPU capacity",
+        marker=dict(symbol="line-ew-open", size=40, line=dict(width=3, color="#111827")),
+        hovertemplate="capacity %{y:.0f} GiB<extra></extra>"))
+    over = df[df["total"] > df["capacity"]]
+    if not over.empty:
+        fig.add_trace(go.Scatter(x=over["label"], y=over["total"], mode="text", text=["over"] * len(over),
+                                 textposition="top center", textfont=dict(color="#dc2626"), showlegend=False))
+    fig.update_yaxes(title="GiB per GPU")
+    fig.update_xaxes(title=None, tickangle=-30 if len(df) > 8 else 0)
+    return _layout(fig, "Memory per GPU by stage and replica", 420, barmode="stack")
+
+
+def breakdown(terms: pd.DataFrame) -> go.Figure:
+    """Where the iteration goes: exposed seconds per term. Columns: term, total_s, exposed_s."""
+    df = terms[terms["exposed_s"] > 0].sort_values("exposed_s")
+    fig = go.Figure(go.Bar(y=df["term"], x=df["exposed_s"] * 1e3, orientation="h", marker_color="#4f46e5",
+                           hovertemplate="%{y}: %{x:.1f} ms exposed<extra></extra>"))
+    fig.update_xaxes(title="ms per iteration on the critical worker (not hidden by overlap)")
+    return _layout(fig, "Iteration time by term", max(220, 34 * len(df) + 100))
+
+
+def cost_vs_throughput(plans: pd.DataFrame) -> go.Figure:
+    """$ per million tokens against tokens/s; the Pareto front joined by a line.
+    Columns: plan, role (plan/pareto/baseline/current), tokens_per_s, usd_per_m_tokens."""
+    fig = go.Figure()
+    front = plans[plans["role"] == "pareto"].sort_values("tokens_per_s")
+    if len(front) > 1:
+        fig.add_trace(go.Scatter(x=front["tokens_per_s"], y=front["usd_per_m_tokens"], mode="lines",
+                                 line=dict(color="#94a3b8", dash="dot"), name="Pareto front", hoverinfo="skip"))
+    for role, part in plans.groupby("role", sort=False):
+        fig.add_trace(go.Scatter(
+            x=part["tokens_per_s"], y=part["usd_per_m_tokens"], mode="markers+text", name=role,
+            text=part["plan"], textposition="top center", textfont=dict(size=10),
+            marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18),
+            hovertemplate="%{text}<br>%{x:,.0f} tokens/s<br>$%{y:.3f} per M tokens<extra></extra>"))
+    fig.update_xaxes(title="throughput (tokens/s) →  better")
+    fig.update_yaxes(title="$ per million tokens ↓ better")
+    return _layout(fig, "Cost against throughput", 420)
+
+
+def time_vs_dollars(plans: pd.DataFrame) -> go.Figure:
+    """Time to train against total dollars. Columns: plan, role, train_days, train_cost_usd."""
+    df = plans.dropna(subset=["train_days", "train_cost_usd"])
+    fig = go.Figure()
+    for role, part in df.groupby("role", sort=False):
+        fig.add_trace(go.Scatter(
+            x=part["train_cost_usd"], y=part["train_days"], mode="markers+text", name=role,
+            text=part["plan"], textposition="top center", textfont=dict(size=10),
+            marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18),
+            hovertemplate="%{text}<br>$%{x:,.0f}<br>%{y:.1f} days<extra></extra>"))
+    fig.update_xaxes(title="total dollars to train ↓", tickprefix="$")
+    fig.update_yaxes(title="days to train ↓")
+    return _layout(fig, "Time to train against dollars", 400)
+
+
+def compare_bars(plans: pd.DataFrame) -> go.Figure:
+    """Side-by-side bars of throughput and $/M tokens. Columns: plan, tokens_per_s, usd_per_m_tokens."""
+    from plotly.subplots import make_subplots
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens/s ↑", "$ per million tokens ↓"))
+    colours = [STAGE_COLOURS[i % len(STAGE_COLOURS)] for i in range(len(plans))]
+    fig.add_trace(go.Bar(x=plans["plan"], y=plans["tokens_per_s"], marker_color=colours, showlegend=False,
+                         hovertemplate="%{x}: %{y:,.0f} tokens/s<extra></extra>"), 1, 1)
+    fig.add_trace(go.Bar(x=plans["plan"], y=plans["usd_per_m_tokens"], marker_color=colours, showlegend=False,
+                         hovertemplate="%{x}: $%{y:.3f}<extra></extra>"), 1, 2)
+    return _layout(fig, "Plans side by side", 360)
+
+
+def compare_breakdown(terms: pd.DataFrame) -> go.Figure:
+    """Stacked exposed time per term for each plan. Columns: plan, term, exposed_s."""
+    fig = go.Figure()
+    for term, part in terms.groupby("term", sort=False):
+        fig.add_trace(go.Bar(x=part["plan"], y=part["exposed_s"] * 1e3, name=term,
+                             hovertemplate=f"{term}: %{{y:.1f}} ms<extra></extra>"))
+    fig.update_yaxes(title="ms per iteration")
+    return _layout(fig, "Iteration time by term", 400, barmode="stack")

@@ -1,0 +1,168 @@
+"""Widget groups: each draws its inputs and returns what they describe.
+
+Values start from the app state (`session.init_widget`) and return in the cluster and plan file
+formats or as a `JobInputs`, which the caller folds into the state.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from planner.flops import model_params
+from planner.types import GIB, Model
+from ui import session
+from ui.planning import catalog
+from ui.state import OBJECTIVES, PRECISIONS
+
+POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour"]
+CUSTOM = "custom architecture…"
+BYTES_PER_PARAM_TRAINING = 18      # 16-bit weights, fp32 grads, fp32 master + Adam (planner.memory)
+
+
+def gpu_figures(gpu_ids: list[str]) -> pd.DataFrame:
+    gpus = catalog().gpus
+    return pd.DataFrame([{
+        "GPU": gpus[g].name, "id": g, "bf16/fp16 TFLOP/s": round(gpus[g].peak_flops / 1e12),
+        "memory GiB": round(gpus[g].mem_bytes / GIB), "memory GB/s": round(gpus[g].mem_bw_bytes_per_s / 1e9),
+        "node link": f"{gpus[g].link_kind} {gpus[g].link_bw_bytes_per_s / 1e9:.0f} GB/s",
+        "bf16": "yes" if gpus[g].supports_bf16 else "no", "catalog $/GPU-h": gpus[g].price_per_hour_usd,
+    } for g in dict.fromkeys(gpu_ids) if g in gpus])
+
+
+def _pools_frame(cluster: dict) -> pd.DataFrame:
+    rows = [{c: p.get(c) for c in POOL_COLUMNS} for p in cluster.get("pools", [])]
+    df = pd.DataFrame(rows, columns=POOL_COLUMNS)
+    return df.astype({"name": "object", "gpu": "object", "nodes": "Int64", "gpus_per_node": "Int64",
+                      "inter_node_gbps": "Float64", "price_per_gpu_hour": "Float64"})
+
+
+def _clean(value):
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    return value
+
+
+def pools_editor(cluster: dict) -> dict:
+    """The pools as an editable table; returns the cluster (file format) it describes."""
+    key = session.WIDGET_PREFIX + "pools"
+    if key not in st.session_state or "pools_base" not in st.session_state:
+        st.session_state["pools_base"] = _pools_frame(cluster)
+    edited = st.data_editor(
+        st.session_state["pools_base"], key=key, num_rows="dynamic", width="stretch", hide_index=True,
+        column_config={
+            "name": st.column_config.TextColumn("pool name", help="unique; plans refer to pools by name"),
+            "gpu": st.column_config.SelectboxColumn("GPU type", options=sorted(catalog().gpus), required=True),
+            "nodes": st.column_config.NumberColumn("nodes", min_value=1, max_value=100_000, step=1, required=True),
+            "gpus_per_node": st.column_config.NumberColumn("GPUs / node", min_value=1, max_value=64, step=1,
+                                                           required=True),
+            "inter_node_gbps": st.column_config.NumberColumn(
+                "network Gb/s per node", min_value=1.0, help="one direction, e.g. 100 GbE, 200 IB HDR, 400 IB NDR"),
+            "price_per_gpu_hour": st.column_config.NumberColumn(
+                "$ / GPU-hour", min_value=0.0, format="$%.2f", help="empty: the catalog's price"),
+        })
+    pools = []
+    for row in edited.to_dict("records"):
+        pool = {c: _clean(row.get(c)) for c in POOL_COLUMNS}
+        if not pool["gpu"]:
+            continue
+        pools.append({k: v for k, v in pool.items() if v is not None and v != ""})
+    out = {k: v for k, v in cluster.items() if k != "pools"}
+    out["pools"] = pools
+    return out
+
+
+def cluster_options(cluster: dict) -> dict:
+    key = session.init_widget(session.WIDGET_PREFIX + "cluster_name", cluster.get("name", "cluster"))
+    between = cluster.get("between_pools_gbps")
+    bkey = session.init_widget(session.WIDGET_PREFIX + "between", float(between) if between else None)
+    c1, c2 = st.columns(2)
+    name = c1.text_input("cluster name", key=key)
+    between = c2.number_input("between pools, Gb/s per node (empty: the slower pool's network)",
+                              min_value=1.0, key=bkey)
+    out = dict(cluster, name=name or "cluster")
+    out.pop("between_pools_gbps", None)
+    if between:
+        out["between_pools_gbps"] = between
+    return out
+
+
+def model_label(model: Model) -> str:
+    return f"{model.name} · {model.num_params / 1e9:.1f} B parameters"
+
+
+def model_picker(current: str | dict) -> str | dict:
+    """A catalog model id, or the fields of a custom architecture."""
+    models = catalog().models
+    options = list(models) + [CUSTOM]
+    key = session.init_widget(session.WIDGET_PREFIX + "model",
+                              current if isinstance(current, str) and current in models else CUSTOM)
+    choice = st.selectbox("model", options, key=key,
+                          format_func=lambda m: CUSTOM if m == CUSTOM else model_label(models[m]))
+    if choice != CUSTOM:
+        return choice
+    return custom_model(current if isinstance(current, dict) else {})
+
+
+def custom_model(fields: dict) -> dict:
+    defaults = {"id": "custom", "name": "custom", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+                "ffn": 14336, "vocab": 128256, "mlp": "swiglu", "norm": "rmsnorm", "position": "rope"}
+    fields = {**defaults, **fields}
+    cols = st.columns(6)
+    out = dict(fields)
+    for col, name in zip(cols, ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")):
+        key = session.init_widget(session.WIDGET_PREFIX + "custom." + name, int(fields[name]))
+        out[name] = int(col.number_input(name.replace("_", " "), min_value=1, step=1, key=key))
+    c1, c2 = st.columns(2)
+    mkey = session.init_widget(session.WIDGET_PREFIX + "custom.mlp", fields["mlp"])
+    out["mlp"] = c1.selectbox("MLP", ["swiglu", "gelu", "relu"], key=mkey)
+    nkey = session.init_widget(session.WIDGET_PREFIX + "custom.norm", fields["norm"])
+    out["norm"] = c2.selectbox("norm", ["rmsnorm", "layernorm"], key=nkey)
+    return out
+
+
+def model_facts(model: Model) -> None:
+    n = model_params(model)
+    c = st.columns(4)
+    c[0].metric("parameters", f"{n / 1e9:.2f} B")
+    c[1].metric("weights (16-bit)", f"{n * 2 / GIB:,.0f} GiB")
+    c[2].metric("training state", f"{n * BYTES_PER_PARAM_TRAINING / GIB:,.0f} GiB",
+                help="weights, fp32 gradients and Adam states: 18 bytes per parameter before sharding")
+    c[3].metric("layers × hidden", f"{model.layers} × {model.hidden}")
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    global_batch: int
+    seq_len: int
+    precision: str
+    tokens_to_train: float | None
+    objective: str
+    deadline_hours: float | None
+
+
+def job_inputs(state) -> JobInputs:
+    p = session.WIDGET_PREFIX
+    c1, c2, c3 = st.columns(3)
+    batch = c1.number_input("global batch (sequences)", min_value=1, max_value=10_000_000, step=1,
+                            key=session.init_widget(p + "batch", state.global_batch))
+    seq = c2.number_input("sequence length (tokens)", min_value=1, max_value=10_000_000, step=256,
+                          key=session.init_widget(p + "seq", state.seq_len))
+    precision = c3.selectbox("precision", PRECISIONS, key=session.init_widget(p + "precision", state.precision),
+                             help="auto: bf16 where every GPU used supports it, else fp16")
+    c4, c5, c6 = st.columns(3)
+    tokens_b = c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0,
+                               key=session.init_widget(p + "tokens", (state.tokens_to_train or 0) / 1e9),
+                               help="0: leave out time and dollars to train")
+    objective = c5.selectbox("objective", OBJECTIVES, key=session.init_widget(p + "objective", state.objective),
+                             help="throughput: fastest; cost: cheapest per token; deadline: cheapest that "
+                                  "finishes in time")
+    deadline = c6.number_input("deadline (hours)", min_value=0.0, step=24.0,
+                               key=session.init_widget(p + "deadline", state.deadline_hours or 0.0),
+                               disabled=objective != "deadline", help="used with the deadline objective")
+    return JobInputs(int(batch), int(seq), precision, tokens_b * 1e9 if tokens_b else None, objective,
+                     deadline if objective == "deadline" and deadline else None)

@@ -1,0 +1,81 @@
+"""Planner objects as DataFrames, the input of `ui.charts` and of the tables the views show."""
+from __future__ import annotations
+
+import pandas as pd
+
+from planner.placement import place
+from planner.report import format_duration
+from planner.types import GIB, Cluster, Estimate, Plan
+
+
+def gpu_grid(cluster: Cluster, plan: Plan | None) -> pd.DataFrame:
+    """One row per GPU: pool, node, gpu index, and the stage/replica using it (None when idle)."""
+    owner: dict[tuple[str, int, int], tuple[int, int]] = {}
+    if plan is not None:
+        for (stage, replica), slot in place(cluster, plan).slots.items():
+            for g in slot.gpus:
+                owner[(slot.pool, slot.node, g)] = (stage, replica)
+    rows = []
+    for pool in cluster.pools:
+        for node in range(pool.nodes):
+            for g in range(pool.gpus_per_node):
+                stage, replica = owner.get((pool.name, node, g), (None, None))
+                rows.append({"pool": pool.name, "gpu_type": pool.gpu.id, "node": node, "gpu": g,
+                             "stage": stage, "replica": replica})
+    return pd.DataFrame(rows)
+
+
+def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
+    """One row per replica: stage, its layer range, pool, GPU type, tp and share of the batch."""
+    rows = []
+    for i, s in enumerate(plan.stages):
+        for j, r in enumerate(s.replicas):
+            rows.append({"stage": i, "layer_start": s.layer_start, "layer_end": s.layer_end,
+                         "layers": s.num_layers, "replica": j, "pool": r.pool,
+                         "gpu_type": cluster.pool(r.pool).gpu.id, "tp": r.tp, "samples": r.samples,
+                         "share": r.samples / plan.global_batch})
+    return pd.DataFrame(rows)
+
+
+def memory(est: Estimate) -> pd.DataFrame:
+    """One row per replica, GiB per GPU by kind, with the GPU's capacity."""
+    rows = []
+    for r in est.replicas:
+        m = r.memory
+        rows.append({"stage": r.stage, "replica": r.replica, "pool": r.pool, "gpu_type": r.gpu, "tp": r.tp,
+                     "weights": m.weights_bytes / GIB, "gradients": m.gradients_bytes / GIB,
+                     "optimizer": m.optimizer_bytes / GIB, "activations": m.activations_bytes / GIB,
+                     "overhead": m.overhead_bytes / GIB, "total": m.total_bytes / GIB,
+                     "capacity": m.capacity_bytes / GIB})
+    return pd.DataFrame(rows)
+
+
+def breakdown(est: Estimate) -> pd.DataFrame:
+    return pd.DataFrame([{"term": k.replace("_", " "), "total_s": v.total_s, "exposed_s": v.exposed_s}
+                         for k, v in est.breakdown.items()])
+
+
+def metrics_row(name: str, kind: str, plan: Plan, est: Estimate) -> dict:
+    return {"plan": name, "kind": kind, "tokens_per_s": est.tokens_per_s, "mfu": est.mfu,
+            "iteration_s": est.iteration_time_s, "usd_per_m_tokens": est.cost_per_million_tokens_usd,
+            "usd_per_hour": est.cost_per_hour_usd, "gpus": est.num_gpus, "stages": plan.num_stages,
+            "train_time_s": est.train_time_s, "train_cost_usd": est.train_cost_usd,
+            "train_days": est.train_time_s / 86400 if est.train_time_s else None,
+            "fits": est.fits}
+
+
+def metrics_table(rows: list[dict]) -> pd.DataFrame:
+    """Rows of `metrics_row`, formatted for people."""
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    return pd.DataFrame({
+        "plan": df["plan"], "kind": df["kind"], "GPUs": df["gpus"], "stages": df["stages"],
+        "tokens/s": df["tokens_per_s"].map("{:,.0f}".format), "MFU": df["mfu"].map("{:.1%}".format),
+        "iteration": df["iteration_s"].map("{:.3f} s".format),
+        "$ / M tokens": df["usd_per_m_tokens"].map("${:.3f}".format),
+        "$ / hour": df["usd_per_hour"].map("${:,.0f}".format),
+        "time to train": df["train_time_s"].map(format_duration),
+        "$ to train": df["train_cost_usd"].map(lambda v: "-" if v is None or pd.isna(v) else f"${v:,.0f}"),
+        "fits": df["fits"].map({True: "yes", False: "NO"}),
+    })

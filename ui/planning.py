@@ -1,0 +1,133 @@
+"""The app's calls into `catalog` and `planner`: typed objects from the state, cached.
+
+Caches are keyed on JSON strings (hashable, and equal exactly when the inputs are), so a
+second identical request is answered from memory.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+from pydantic import ValidationError
+
+from catalog import Catalog, check_plan_against_cluster, cluster_from_dict, load_catalog, plan_from_dict
+from catalog.errors import from_validation_error
+from catalog.loader import model_from_entry
+from catalog.schema import InlineModelEntry
+from planner.cost import evaluate
+from planner.types import Cluster, Estimate, InputError, Job, Model, Objective, Plan, Precision
+from ui.state import AppState
+
+PLANNER_MISSING = ("The planner (planner.search) is not available in this installation yet. "
+                   "You can still compose a cluster, upload a plan and evaluate it (What-if page).")
+
+
+class PlannerUnavailable(RuntimeError):
+    pass
+
+
+@st.cache_resource(show_spinner=False)
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def search_api():
+    """planner.search's (search, SearchOptions), or raise PlannerUnavailable."""
+    try:
+        from planner.search import SearchOptions, search
+    except ImportError:
+        raise PlannerUnavailable(PLANNER_MISSING) from None
+    return search, SearchOptions
+
+
+def exporter():
+    """planner.export.export_plan, or None while the exporters are not built."""
+    try:
+        from planner.export import export_plan
+    except ImportError:
+        return None
+    return export_plan
+
+
+# ----------------------------------------------------------------------------- state -> types
+
+def build_cluster(state: AppState) -> Cluster:
+    return cluster_from_dict(state.cluster, catalog(), source="cluster")
+
+
+def build_model(model: str | dict) -> Model:
+    if isinstance(model, str):
+        return catalog().model(model, "model")
+    try:
+        entry = InlineModelEntry.model_validate(dict(model))
+    except ValidationError as e:
+        raise from_validation_error(e, "custom model") from None
+    return model_from_entry(entry.id, entry)
+
+
+def build_job(state: AppState) -> Job:
+    precision = None if state.precision == "auto" else Precision(state.precision)
+    return Job(model=build_model(state.model), global_batch=state.global_batch, seq_len=state.seq_len,
+               precision=precision, tokens_to_train=state.tokens_to_train)
+
+
+def build_plan(state: AppState, cluster: Cluster) -> Plan:
+    plan = plan_from_dict(state.plan, catalog(), source="plan")
+    check_plan_against_cluster(plan, cluster)
+    return plan
+
+
+# ----------------------------------------------------------------------------- cached calls
+
+@dataclass(frozen=True)
+class Outcome:
+    """A planner answer, or the readable reason there is none."""
+    result: Any = None
+    error: str = ""
+    kind: str = ""               # "infeasible", "input", "unavailable"
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _search(job_key: str, top_k: int) -> Outcome:
+    state = AppState(**json.loads(job_key), plan=None)
+    try:
+        search, SearchOptions = search_api()
+        cluster, job = build_cluster(state), build_job(state)
+        result = search(cluster, job, objective=Objective(state.objective),
+                        deadline_hours=state.deadline_hours, top_k=top_k, method="hetplan",
+                        options=SearchOptions())
+    except PlannerUnavailable as e:
+        return Outcome(error=str(e), kind="unavailable")
+    except InputError as e:
+        kind = "infeasible" if type(e).__name__ == "InfeasibleError" else "input"
+        return Outcome(error=str(e), kind=kind)
+    return Outcome(result=result)
+
+
+def run_search(state: AppState, top_k: int = 8) -> Outcome:
+    return _search(state.job_key(), top_k)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _evaluate(cluster_json: str, plan_json: str, tokens: float | None) -> Outcome:
+    try:
+        cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
+        plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
+        check_plan_against_cluster(plan, cluster)
+        return Outcome(result=(plan, evaluate(cluster, plan, tokens_to_train=tokens, timeline=True)))
+    except InputError as e:
+        return Outcome(error=str(e), kind="input")
+
+
+def evaluate_plan(cluster: dict, plan: dict, tokens: float | None) -> Outcome:
+    """(Plan, Estimate) of a plan file on a cluster file, or the reason it cannot be evaluated."""
+    plan = {k: v for k, v in plan.items() if k != "metrics"}
+    return _evaluate(json.dumps(cluster, sort_keys=True), json.dumps(plan, sort_keys=True), tokens)
+
+
+def estimate_of(state: AppState) -> Outcome:
+    if state.plan is None:
+        return Outcome(error="no plan yet", kind="none")
+    return evaluate_plan(state.cluster, state.plan, state.tokens_to_train)

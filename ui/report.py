@@ -1,0 +1,86 @@
+"""A plan report as one HTML page (figures and tables) or Markdown (tables)."""
+from __future__ import annotations
+
+import html
+from datetime import datetime, timezone
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from planner.report import format_duration
+from planner.types import Cluster, Estimate, Plan
+from ui import charts, frames
+
+STYLE = """
+body{font-family:Inter,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;color:#1f2430}
+h1{color:#4f46e5}table{border-collapse:collapse;margin:1em 0;font-size:14px}
+td,th{border:1px solid #d5d8e0;padding:4px 8px;text-align:right}th{background:#f4f5fb}
+.caption{color:#5b6170;font-size:13px;margin-top:-0.5em}
+"""
+
+
+def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str, str]]:
+    return [
+        ("cluster", f"{cluster.name}: " + ", ".join(f"{p.num_gpus} × {p.gpu.id}" for p in cluster.pools)),
+        ("model", f"{plan.model.name} ({plan.model.num_params / 1e9:.1f} B parameters)"),
+        ("job", f"global batch {plan.global_batch} × {plan.seq_len} tokens, {plan.precision.value}, "
+                f"micro-batch {plan.micro_batch}"),
+        ("plan", f"{plan.num_stages} stages on {plan.num_gpus} GPUs, ZeRO {plan.zero_stage}, "
+                 f"recompute {plan.recompute.value}, schedule {plan.schedule.value}"),
+        ("throughput", f"{est.tokens_per_s:,.0f} tokens/s"),
+        ("MFU", f"{est.mfu:.1%}"),
+        ("iteration time", f"{est.iteration_time_s:.3f} s"),
+        ("cost", f"${est.cost_per_hour_usd:,.2f}/h, ${est.cost_per_million_tokens_usd:.3f} per million tokens"),
+        ("time to train", format_duration(est.train_time_s)),
+        ("dollars to train", "-" if est.train_cost_usd is None else f"${est.train_cost_usd:,.0f}"),
+        ("fits in memory", "yes" if est.fits else f"NO: {est.oom}"),
+        ("bottleneck", est.bottleneck),
+    ]
+
+
+def figures(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[go.Figure, str]]:
+    out = [
+        (charts.cluster_grid(frames.gpu_grid(cluster, plan)), "GPUs coloured by pipeline stage; grey: idle."),
+        (charts.pipeline(frames.stages(plan, cluster), plan.model.layers),
+         "Layer ranges, pool, tensor parallelism and batch share of each stage replica."),
+        (charts.memory(frames.memory(est)), "Peak memory per GPU against capacity (black tick)."),
+        (charts.breakdown(frames.breakdown(est)), "Exposed time per iteration term on the busiest worker."),
+    ]
+    if est.timeline is not None and len(est.timeline) and est.timeline[["stage", "replica"]].drop_duplicates().shape[0] <= 64:
+        out.insert(2, (charts.timeline(est.timeline), "One iteration; white gaps are pipeline bubbles."))
+    return out
+
+
+def to_html(cluster: Cluster, plan: Plan, est: Estimate, compared: pd.DataFrame | None = None) -> str:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>hetplan report: {html.escape(cluster.name)}"
+             f"</title><style>{STYLE}</style></head><body>",
+             f"<h1>hetplan plan report</h1><p>{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>",
+             "<table>" + "".join(f"<tr><th>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+                                 for k, v in summary_rows(cluster, plan, est)) + "</table>"]
+    if compared is not None and not compared.empty:
+        parts += ["<h2>Plans compared</h2>", compared.to_html(index=False, border=0)]
+    parts += ["<h2>Stages</h2>", frames.stages(plan, cluster).to_html(index=False, border=0)]
+    for k, (fig, text) in enumerate(figures(cluster, plan, est)):
+        parts.append(fig.to_html(full_html=False, include_plotlyjs="cdn" if k == 0 else False))
+        parts.append(f"<p class='caption'>{html.escape(text)}</p>")
+    parts += ["<h2>Memory per GPU (GiB)</h2>", frames.memory(est).round(2).to_html(index=False, border=0),
+              "</body></html>"]
+    return "\n".join(parts)
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    rule = "|" + "---|" * len(df.columns)
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def to_markdown(cluster: Cluster, plan: Plan, est: Estimate, compared: pd.DataFrame | None = None) -> str:
+    lines = ["# hetplan plan report", "", _md_table(pd.DataFrame(summary_rows(cluster, plan, est),
+                                                                 columns=["", "value"])), ""]
+    if compared is not None and not compared.empty:
+        lines += ["## Plans compared", "", _md_table(compared), ""]
+    lines += ["## Stages", "", _md_table(frames.stages(plan, cluster).round(3)), "",
+              "## Memory per GPU (GiB)", "", _md_table(frames.memory(est).round(2)), "",
+              "## Iteration time by term (s)", "", _md_table(frames.breakdown(est).round(4)), ""]
+    return "\n".join(lines)

@@ -1,0 +1,49 @@
+"""The planner's answer as named plans the pages can list, pick and compare."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from catalog import plan_to_dict
+from ui.planning import catalog
+
+
+@dataclass(frozen=True)
+class NamedPlan:
+    name: str          # "#1", "megatron baseline", ...
+    role: str          # "plan", "pareto", "baseline"
+    scored: object     # planner.search.ScoredPlan
+
+    @property
+    def plan_dict(self) -> dict:
+        return plan_dict(self.scored.plan)
+
+
+def plan_dict(plan) -> dict:
+    return plan_to_dict(plan, catalog())
+
+
+def named_plans(result) -> list[NamedPlan]:
+    """Ranked plans, then Pareto plans not among them, then the baselines (when they fit)."""
+    out, seen = [], []
+    for k, sp in enumerate(result.plans):
+        out.append(NamedPlan(f"#{k + 1}", "plan", sp))
+        seen.append(plan_dict(sp.plan))
+    for k, sp in enumerate(getattr(result, "pareto", None) or []):
+        if plan_dict(sp.plan) not in seen:
+            out.append(NamedPlan(f"pareto {k + 1}", "pareto", sp))
+            seen.append(plan_dict(sp.plan))
+    for name, sp in (getattr(result, "baselines", None) or {}).items():
+        if sp is not None:
+            out.append(NamedPlan(f"{name} baseline", "baseline", sp))
+    return out
+
+
+def pareto_dicts(result) -> list[dict]:
+    return [plan_dict(sp.plan) for sp in (getattr(result, "pareto", None) or [])]
+
+
+def find(named: list[NamedPlan], plan: dict | None) -> NamedPlan | None:
+    if plan is None:
+        return None
+    plan = {k: v for k, v in plan.items() if k not in ("metrics", "name", "notes")}
+    return next((n for n in named if n.plan_dict == plan), None)

@@ -1,0 +1,37 @@
+"""The sidebar every page shares: what is being planned, and the Plan button."""
+from __future__ import annotations
+
+import streamlit as st
+
+from planner.types import InputError
+from ui import session
+from ui.planning import build_cluster, build_model
+
+PLAN_REQUEST = "plan_requested"
+
+
+def render(plan_page) -> None:
+    state = session.get()
+    with st.sidebar:
+        st.markdown("### hetplan")
+        st.caption("Hybrid-parallel training plans for mixed GPU clusters")
+        try:
+            cluster = build_cluster(state)
+            pools = ", ".join(f"{p.num_gpus}× {p.gpu.id}" for p in cluster.pools)
+            st.markdown(f"**Cluster** {cluster.name}: {cluster.num_gpus} GPUs ({pools})")
+        except InputError:
+            st.markdown("**Cluster** needs fixing (see Compose)")
+        try:
+            model = build_model(state.model)
+            st.markdown(f"**Model** {model.name} ({model.num_params / 1e9:.1f} B)")
+        except InputError:
+            st.markdown("**Model** needs fixing (see Compose)")
+        tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
+        st.markdown(f"**Job** batch {state.global_batch} × {state.seq_len} tokens, {state.precision}"
+                    f"{tokens}; objective {state.objective}")
+        if st.button("Plan", type="primary", width="stretch", icon="🚀", key="sidebar_plan"):
+            st.session_state[PLAN_REQUEST] = True
+            session.sync_url()
+            st.switch_page(plan_page)
+        if st.session_state.get("url_too_long"):
+            st.caption("The plan is too large for a link; the link keeps the cluster, model and job.")

@@ -1,0 +1,162 @@
+"""The app's whole input state, and its encoding in the URL.
+
+A link carries `v` (the encoding version) and `s`: base64url of zlib-compressed JSON of
+`AppState`. Hand-written links may instead use readable parameters (`preset`, `model`,
+`batch`, `seq`, `objective`); `s` wins when both are present. A bad, foreign or oversized
+link never raises: `decode` returns the defaults and a warning a person can read.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+VERSION = "1"
+MAX_PARAM_CHARS = 12_000            # browsers and proxies keep URLs of ~16 kB; leave room
+MAX_JSON_BYTES = 200_000            # decompressed; guards against zip bombs
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+DEFAULT_PRESET = "h100-a100-v100-64"
+OBJECTIVES = ("throughput", "cost", "deadline")
+PRECISIONS = ("auto", "bf16", "fp16")
+
+
+def presets() -> dict[str, dict]:
+    """The example clusters (cluster file format), by file stem."""
+    out = {}
+    for path in sorted(EXAMPLES_DIR.glob("*.yaml")):
+        out[path.stem] = yaml.safe_load(path.read_text())
+    return out
+
+
+@dataclass(frozen=True)
+class AppState:
+    """Everything a user chose: cluster (file format), model (catalog id or inline fields),
+    job, and the plan on view (plan file format) if any."""
+    cluster: dict = field(default_factory=lambda: presets()[DEFAULT_PRESET])
+    model: str | dict = "llama-2-13b"
+    global_batch: int = 512
+    seq_len: int = 4096
+    precision: str = "auto"
+    tokens_to_train: float | None = 300e9
+    objective: str = "throughput"
+    deadline_hours: float | None = None
+    plan: dict | None = None
+
+    def job_key(self) -> str:
+        """What the planner's answer depends on, as one JSON string (a cache key)."""
+        d = asdict(self)
+        d.pop("plan")
+        return json.dumps(d, sort_keys=True)
+
+
+def _checked(state: AppState) -> AppState:
+    """Shape checks only (the catalog validates contents when the state is used)."""
+    problems = []
+    if not isinstance(state.cluster, dict) or not isinstance(state.cluster.get("pools"), list):
+        problems.append("cluster must be a mapping with a list of pools")
+    if not isinstance(state.model, (str, dict)):
+        problems.append("model must be a catalog id or a mapping")
+    for name in ("global_batch", "seq_len"):
+        v = getattr(state, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            problems.append(f"{name} must be a positive whole number, got {v!r}")
+    if state.precision not in PRECISIONS:
+        problems.append(f"precision must be one of {PRECISIONS}, got {state.precision!r}")
+    if state.objective not in OBJECTIVES:
+        problems.append(f"objective must be one of {OBJECTIVES}, got {state.objective!r}")
+    for name in ("tokens_to_train", "deadline_hours"):
+        v = getattr(state, name)
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0):
+            problems.append(f"{name} must be a positive number or empty, got {v!r}")
+    if state.plan is not None and not isinstance(state.plan, dict):
+        problems.append("plan must be a mapping")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return state
+
+
+def encode(state: AppState) -> dict[str, str]:
+    """Query parameters for `state`; raises ValueError when they would not fit in a URL."""
+    raw = json.dumps(asdict(state), separators=(",", ":"), sort_keys=True).encode()
+    token = base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+    if len(token) > MAX_PARAM_CHARS:
+        raise ValueError(f"the state needs {len(token):,} URL characters, more than the "
+                         f"{MAX_PARAM_CHARS:,} a link can safely carry; download the files instead")
+    return {"v": VERSION, "s": token}
+
+
+def _from_token(token: str) -> AppState:
+    if len(token) > MAX_PARAM_CHARS:
+        raise ValueError(f"the link's state is {len(token):,} characters, over the {MAX_PARAM_CHARS:,} limit")
+    try:
+        packed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        d = zlib.decompressobj()
+        raw = d.decompress(packed, MAX_JSON_BYTES)
+        if d.unconsumed_tail:
+            raise ValueError(f"the link's state unpacks to more than {MAX_JSON_BYTES:,} bytes")
+        data = json.loads(raw)
+    except (binascii.Error, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"the link's state is damaged (was it cut off when copied?): {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError("the link's state is not a mapping")
+    known = {f.name for f in fields(AppState)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"the link's state has unknown keys {unknown}")
+    return _checked(AppState(**data))
+
+
+def _from_readable(params: Mapping[str, str]) -> tuple[AppState, list[str]]:
+    state, warnings = AppState(), []
+    if "preset" in params:
+        table = presets()
+        if params["preset"] in table:
+            state = replace(state, cluster=table[params["preset"]])
+        else:
+            warnings.append(f"unknown preset {params['preset']!r}; known: {', '.join(table)}")
+    if "model" in params:
+        state = replace(state, model=params["model"])
+    for key, name in (("batch", "global_batch"), ("seq", "seq_len")):
+        if key in params:
+            try:
+                state = replace(state, **{name: int(params[key])})
+            except ValueError:
+                warnings.append(f"{key} must be a whole number, got {params[key]!r}")
+    if "objective" in params:
+        state = replace(state, objective=params["objective"])
+    try:
+        return _checked(state), warnings
+    except ValueError as e:
+        return AppState(), warnings + [str(e)]
+
+
+def decode(params: Mapping[str, str]) -> tuple[AppState, list[str]]:
+    """The state a link describes, and warnings (the defaults stand in for what was unreadable)."""
+    params = {k: (v if isinstance(v, str) else str(v)) for k, v in params.items()}
+    if "s" not in params:
+        return _from_readable(params)
+    if params.get("v", VERSION) != VERSION:
+        return AppState(), [f"this link was made by another version of hetplan (state format "
+                            f"{params.get('v')!r}, this app reads {VERSION!r}); showing the defaults"]
+    try:
+        return _from_token(params["s"]), []
+    except (ValueError, TypeError) as e:
+        return AppState(), [f"could not read the link ({e}); showing the defaults"]
+
+
+def to_json(state: AppState) -> str:
+    return json.dumps(asdict(state), sort_keys=True)
+
+
+def from_json(text: str) -> AppState:
+    return AppState(**json.loads(text))
+
+
+def as_dict(state: AppState) -> dict[str, Any]:
+    return asdict(state)

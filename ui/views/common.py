@@ -1,0 +1,55 @@
+"""What several pages share: the current plan and its estimate, and readable errors."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from planner.types import Cluster, Estimate, InputError, Plan
+from ui import session
+from ui.planning import build_cluster, estimate_of
+
+HINTS = {
+    "infeasible": "Try more or larger-memory GPUs, a smaller global batch or sequence length, or a smaller model.",
+    "input": "Fix the value named above on the Compose page (or in the uploaded file) and try again.",
+}
+
+
+def show_error(message: str, kind: str = "input") -> None:
+    title = {"infeasible": "No plan fits", "unavailable": "Planner not available"}.get(kind, "Cannot use this input")
+    body = f"**{title}.** {message}"
+    hint = HINTS.get(kind)
+    if hint and hint.lower() not in message.lower():
+        body += f"\n\n{hint}"
+    (st.info if kind == "unavailable" else st.error)(body, icon="ℹ️" if kind == "unavailable" else "⚠️")
+
+
+@dataclass(frozen=True)
+class Current:
+    cluster: Cluster
+    plan: Plan
+    estimate: Estimate
+
+
+def current_plan() -> Current | None:
+    """The plan on view and its estimate, or None after telling the user what to do."""
+    state = session.get()
+    try:
+        cluster = build_cluster(state)
+    except InputError as e:
+        show_error(str(e))
+        return None
+    if state.plan is None:
+        st.info("No plan yet. Press **Plan** in the sidebar to let the planner choose one, "
+                "or upload a plan on the **What-if** page.", icon="🧭")
+        return None
+    outcome = estimate_of(state)
+    if outcome.error:
+        show_error(f"The plan on view does not fit this cluster: {outcome.error}")
+        return None
+    plan, est = outcome.result
+    return Current(cluster, plan, est)
+
+
+def caption(text: str) -> None:
+    st.caption(f"**How to read it.** {text}")

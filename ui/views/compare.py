@@ -1,0 +1,46 @@
+"""Compare: plans side by side."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from ui import charts, frames, session
+from ui.results import named_plans
+from ui.views.common import caption
+
+
+def render() -> None:
+    st.title("Compare")
+    outcome = session.search_outcome()
+    if outcome is None or outcome.error:
+        st.info("Run the planner (sidebar) first: this page compares the plans it found with the baselines.",
+                icon="🧭")
+        return
+    named = named_plans(outcome.result)
+    labels = [n.name for n in named]
+    default = [labels[0]] + [l for l in labels if l.endswith("baseline")][:1]
+    chosen = st.multiselect("plans to compare", labels, default=default, key="compare_choice")
+    picked = [n for n in named if n.name in chosen]
+    if len(picked) < 2:
+        st.info("Pick two or more plans.")
+        return
+    rows = [frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate) for n in picked]
+    st.dataframe(frames.metrics_table(rows), hide_index=True, width="stretch")
+    st.plotly_chart(charts.compare_bars(pd.DataFrame(rows)), width="stretch")
+    caption("Throughput (higher is better) and dollars per million tokens (lower is better) of each plan "
+            "on the same cluster and job.")
+    terms = pd.concat([frames.breakdown(n.scored.estimate).assign(plan=n.name) for n in picked])
+    st.plotly_chart(charts.compare_breakdown(terms), width="stretch")
+    caption("Where each plan's iteration goes on its busiest worker: computation and the overheads it cannot "
+            "hide. A taller bar is a slower iteration; the coloured parts say why.")
+    cols = st.columns(len(picked))
+    for col, n in zip(cols, picked):
+        with col:
+            st.markdown(f"**{n.name}**: {n.scored.plan.num_stages} stages")
+            st.dataframe(frames.stages(n.scored.plan, _cluster())[["stage", "layers", "pool", "tp", "samples"]],
+                         hide_index=True, width="stretch", height=240)
+
+
+def _cluster():
+    from ui.planning import build_cluster
+    return build_cluster(session.get())

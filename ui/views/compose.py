@@ -1,0 +1,100 @@
+"""Compose: the cluster (pools), the model and the job."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from catalog import cluster_to_yaml
+from catalog.files import parse_yaml
+from planner.types import InputError
+from ui import compose, session
+from ui.planning import build_cluster, build_model
+from ui.state import presets
+from ui.views.common import show_error
+
+
+def _preset_row() -> None:
+    table = presets()
+    c1, c2, c3 = st.columns([3, 1, 3], vertical_alignment="bottom")
+    choice = c1.selectbox("start from a preset cluster", list(table), key="preset_choice",
+                          format_func=lambda k: f"{k} ({_gpus(table[k])} GPUs)")
+    if c2.button("Load preset", width="stretch"):
+        session.replace_all(replace(session.get(), cluster=table[choice], plan=None))
+        st.rerun()
+    upload = c3.file_uploader("or upload a cluster YAML", type=["yaml", "yml"], key="cluster_upload")
+    if upload is not None and st.session_state.get("cluster_upload_done") != upload.file_id:
+        st.session_state["cluster_upload_done"] = upload.file_id
+        _load_upload(upload)
+
+
+def _gpus(cluster: dict) -> int:
+    return sum(p.get("nodes", 0) * p.get("gpus_per_node", 0) for p in cluster.get("pools", []))
+
+
+def _load_upload(upload) -> None:
+    try:
+        text = upload.getvalue().decode("utf-8")
+        data = parse_yaml(text, upload.name)
+        if not isinstance(data, dict):
+            raise InputError(upload.name, "must hold a mapping with `pools:` at the top level")
+        build_cluster(replace(session.get(), cluster=data))
+    except UnicodeDecodeError:
+        show_error(f"{upload.name}: not a text file (expected a cluster YAML)")
+        return
+    except InputError as e:
+        show_error(str(e))
+        return
+    session.replace_all(replace(session.get(), cluster=data, plan=None))
+    st.rerun()
+
+
+def _cluster_section() -> None:
+    state = session.get()
+    st.subheader("Cluster")
+    _preset_row()
+    st.caption("Each row is a pool of identical nodes. Add a row at the bottom, delete with the row's "
+               "checkbox; leave the price empty to use the catalog's.")
+    cluster = compose.pools_editor(state.cluster)
+    cluster = compose.cluster_options(cluster)
+    if cluster != state.cluster:
+        session.update(cluster=cluster)
+    try:
+        built = build_cluster(session.get())
+    except InputError as e:
+        show_error(str(e))
+        return
+    counts = " + ".join(f"{p.num_gpus} × {p.gpu.id}" for p in built.pools)
+    st.success(f"**{built.num_gpus} GPUs** in {len(built.pools)} pools: {counts}", icon="✅")
+    with st.expander("GPU key figures (from the catalog)", expanded=False):
+        st.dataframe(compose.gpu_figures([p.gpu.id for p in built.pools]), hide_index=True, width="stretch")
+    st.download_button("Download cluster YAML", cluster_to_yaml(built), file_name=f"{built.name}.yaml",
+                       mime="application/x-yaml", icon="⬇️")
+
+
+def _model_section() -> None:
+    st.subheader("Model")
+    model = compose.model_picker(session.get().model)
+    if model != session.get().model:
+        session.update(model=model)
+    try:
+        compose.model_facts(build_model(model))
+    except InputError as e:
+        show_error(str(e))
+
+
+def _job_section() -> None:
+    st.subheader("Job")
+    job = compose.job_inputs(session.get())
+    changes = {k: getattr(job, k) for k in job.__dataclass_fields__}
+    if any(getattr(session.get(), k) != v for k, v in changes.items()):
+        session.update(**changes)
+
+
+def render() -> None:
+    st.title("Compose")
+    st.write("Describe the GPUs you have (or could rent), the model and the training job; "
+             "then press **Plan** in the sidebar.")
+    _cluster_section()
+    _model_section()
+    _job_section()

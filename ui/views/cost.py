@@ -1,0 +1,42 @@
+"""Cost: dollars against speed for the plans found and the baselines."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from ui import charts, frames, session
+from ui.results import find, named_plans, pareto_dicts
+from ui.views.common import caption, current_plan
+
+
+def plans_frame(result, current) -> pd.DataFrame:
+    named = named_plans(result) if result is not None else []
+    pareto = pareto_dicts(result) if result is not None else []
+    rows = []
+    for n in named:
+        role = "pareto" if n.plan_dict in pareto else n.role
+        rows.append({**frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate), "role": role})
+    if current is not None and find(named, session.get().plan) is None:
+        rows.append({**frames.metrics_row("on view", "current", current.plan, current.estimate), "role": "current"})
+    return pd.DataFrame(rows)
+
+
+def render() -> None:
+    st.title("Cost")
+    outcome = session.search_outcome()
+    result = outcome.result if outcome is not None and not outcome.error else None
+    cur = current_plan()
+    if result is None:
+        st.info("Run the planner (sidebar) to compare the plans it found and the baselines.", icon="🧭")
+    df = plans_frame(result, cur)
+    if df.empty:
+        return
+    st.plotly_chart(charts.cost_vs_throughput(df), width="stretch")
+    caption("Each point is a plan: right is faster, lower is cheaper per token. Diamonds are on the Pareto "
+            "front (no other plan is both faster and cheaper); crosses are the baselines on the same cluster.")
+    if df["train_days"].notna().any():
+        st.plotly_chart(charts.time_vs_dollars(df), width="stretch")
+        caption("The same plans for the whole run: days to train the chosen number of tokens against the total "
+                "bill. Down and to the left is better.")
+    else:
+        st.caption("Set **tokens to train** on the Compose page to see time and dollars to train.")

@@ -1,0 +1,68 @@
+"""Export: the plan, the cluster, a report, launch files for training engines, and the link."""
+from __future__ import annotations
+
+import streamlit as st
+
+from catalog import cluster_to_yaml, plan_to_json
+from planner.report import estimate_to_dict
+from ui import frames, report, session
+from ui.planning import catalog, exporter
+from ui.results import named_plans
+from ui.views.common import current_plan
+
+ENGINES = ("megatron", "torchtitan", "deepspeed", "torchrun")
+
+
+def _compared():
+    outcome = session.search_outcome()
+    if outcome is None or outcome.error:
+        return None
+    rows = [frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate) for n in named_plans(outcome.result)]
+    return frames.metrics_table(rows)
+
+
+def _engine_files(cur) -> None:
+    export_plan = exporter()
+    if export_plan is None:
+        st.caption("Launch files for Megatron-LM, torchtitan, DeepSpeed and torchrun appear here once "
+                   "the exporters (planner.export) are installed.")
+        return
+    st.subheader("Launch files")
+    cols = st.columns(len(ENGINES))
+    for col, engine in zip(cols, ENGINES):
+        try:
+            files = export_plan(cur.plan, cur.cluster, engine)
+        except Exception as e:  # an exporter's refusal is shown, not raised
+            col.caption(f"{engine}: {e}")
+            continue
+        for name, text in files.items():
+            col.download_button(f"{engine}: {name}", text, file_name=name, key=f"export.{engine}.{name}")
+
+
+def render() -> None:
+    st.title("Export")
+    cur = current_plan()
+    if cur is None:
+        return
+    metrics = estimate_to_dict(cur.estimate)
+    plan_json = plan_to_json(cur.plan, catalog(), metrics=metrics)
+    c = st.columns(4)
+    c[0].download_button("Plan (JSON)", plan_json, file_name=f"{cur.cluster.name}-plan.json",
+                         mime="application/json", icon="⬇️", width="stretch", key="download_plan")
+    c[1].download_button("Cluster (YAML)", cluster_to_yaml(cur.cluster), file_name=f"{cur.cluster.name}.yaml",
+                         mime="application/x-yaml", icon="⬇️", width="stretch", key="download_cluster")
+    compared = _compared()
+    c[2].download_button("Report (HTML)", report.to_html(cur.cluster, cur.plan, cur.estimate, compared),
+                         file_name=f"{cur.cluster.name}-report.html", mime="text/html", icon="⬇️",
+                         width="stretch", key="download_html")
+    c[3].download_button("Report (Markdown)", report.to_markdown(cur.cluster, cur.plan, cur.estimate, compared),
+                         file_name=f"{cur.cluster.name}-report.md", mime="text/markdown", icon="⬇️",
+                         width="stretch", key="download_md")
+    st.caption("The plan file carries the planner's metrics for people; `hetplan evaluate --cluster "
+               "CLUSTER.yaml --plan PLAN.json` scores it again from the command line.")
+    _engine_files(cur)
+    st.subheader("Share")
+    st.write("The address bar holds the whole input: cluster, model, job and the plan on view. "
+             "Copy it to share exactly this view.")
+    with st.expander("Plan JSON"):
+        st.code(plan_json, language="json")

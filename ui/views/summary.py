@@ -1,0 +1,122 @@
+"""Plan: run the planner, pick a plan, and read its summary."""
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from planner.report import format_duration
+from planner.types import InputError
+from ui import charts, frames, session
+from ui.planning import build_cluster, build_job, run_search
+from ui.results import find, named_plans
+from ui.sidebar import PLAN_REQUEST
+from ui.views.common import caption, current_plan, show_error
+
+
+def run_planner() -> None:
+    state = session.get()
+    with st.status("Planning…", expanded=True) as status:
+        st.write("Checking the cluster, model and job")
+        try:
+            cluster, job = build_cluster(state), build_job(state)
+        except InputError as e:
+            status.update(label="The inputs need fixing", state="error")
+            show_error(str(e))
+            return
+        st.write(f"Searching plans for {job.model.name} on {cluster.num_gpus} GPUs "
+                 f"in {len(cluster.pools)} pools (objective: {state.objective})")
+        t0 = time.perf_counter()
+        outcome = run_search(state)
+        elapsed = time.perf_counter() - t0
+        session.save_search_outcome(outcome)
+        if outcome.error:
+            status.update(label="No plan", state="error", expanded=True)
+            show_error(outcome.error, outcome.kind)
+            return
+        result = outcome.result
+        st.write("Scoring plans and baselines with the cost model")
+        session.update(plan=named_plans(result)[0].plan_dict if result.plans else None)
+        status.update(label=f"Found {len(result.plans)} plans in {elapsed:.2f} s "
+                            f"(search {result.search_time_s:.2f} s)", state="complete", expanded=False)
+
+
+def _plan_picker(result) -> None:
+    named = named_plans(result)
+    labels = [n.name for n in named]
+    on_view = find(named, session.get().plan)
+    index = labels.index(on_view.name) if on_view else 0
+    rows = [frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate) for n in named]
+    st.dataframe(frames.metrics_table(rows), hide_index=True, width="stretch")
+    choice = st.radio("plan on view", labels, index=index, horizontal=True, key="plan_on_view")
+    picked = named[labels.index(choice)]
+    if on_view is None or picked.name != on_view.name:
+        session.update(plan=picked.plan_dict)
+        st.rerun()
+
+
+def _metrics(est) -> None:
+    c = st.columns(6)
+    c[0].metric("throughput", f"{est.tokens_per_s:,.0f} tok/s", help=f"on {est.num_gpus} GPUs")
+    c[1].metric("MFU", f"{est.mfu:.1%}", help="model FLOPs / (iteration time × peak FLOP/s of the GPUs used)")
+    c[2].metric("iteration", f"{est.iteration_time_s:.2f} s")
+    c[3].metric("$ / M tokens", f"${est.cost_per_million_tokens_usd:.3f}", help=f"${est.cost_per_hour_usd:,.0f}/h")
+    c[4].metric("time to train", format_duration(est.train_time_s))
+    c[5].metric("$ to train", "-" if est.train_cost_usd is None else f"${est.train_cost_usd:,.0f}")
+
+
+def _gains(scored) -> None:
+    gains = {k: v for k, v in (getattr(scored, "gain_over", None) or {}).items() if v is not None}
+    if not gains:
+        return
+    cols = st.columns(len(gains) + 1)
+    for col, (name, gain) in zip(cols, gains.items()):
+        col.metric(f"gain over {name}", f"{gain:+.0%}", delta=f"{gain:+.0%} throughput",
+                   help=f"throughput of this plan over the {name}-style baseline on the same cluster")
+
+
+def _idle(result, cur) -> None:
+    used = cur.plan.gpus_by_pool()
+    idle = [(p.name, p.num_gpus - used.get(p.name, 0)) for p in cur.cluster.pools if used.get(p.name, 0) < p.num_gpus]
+    if not idle:
+        st.markdown("**All GPUs are used.**")
+        return
+    why = getattr(result, "idle", {}) if result is not None else {}
+    lines = [f"- **{n} idle GPUs of pool {name}**: {why.get(name, 'the planner found the plan faster without them')}"
+             for name, n in idle]
+    st.markdown("**Idle GPUs**\n" + "\n".join(lines))
+
+
+def render() -> None:
+    st.title("Plan")
+    if st.session_state.pop(PLAN_REQUEST, False) or st.button("Run the planner", type="primary", icon="🚀"):
+        run_planner()
+    outcome = session.search_outcome()
+    result = None
+    if outcome is not None and outcome.error:
+        show_error(outcome.error, outcome.kind)
+    elif outcome is not None:
+        result = outcome.result
+        st.subheader("Plans found")
+        _plan_picker(result)
+    cur = current_plan()
+    if cur is None:
+        return
+    est = cur.estimate
+    st.subheader("Plan on view")
+    if not est.fits:
+        st.error(f"**Does not fit in memory:** {est.oom}", icon="⚠️")
+    _metrics(est)
+    named = find(named_plans(result), session.get().plan) if result is not None else None
+    if named is not None:
+        _gains(named.scored)
+        if getattr(named.scored, "explanation", ""):
+            st.markdown(f"**Why this plan.** {named.scored.explanation}")
+    st.markdown(f"**Bottleneck.** {est.bottleneck}")
+    _idle(result, cur)
+    for note in est.notes:
+        st.caption(f"Note: {note}")
+    st.plotly_chart(charts.breakdown(frames.breakdown(est)), width="stretch")
+    caption("Each bar is time per iteration that the busiest pipeline worker spends on that term and "
+            "cannot hide behind computation; shorter overhead bars mean a better plan.")

@@ -1,0 +1,157 @@
+"""What-if: upload a plan, or edit the one on view, and see its metrics move."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from catalog.files import parse_json
+from planner.types import InputError
+from ui import session
+from ui.planning import build_cluster, catalog, evaluate_plan
+from ui.state import EXAMPLES_DIR, presets
+from ui.views.common import show_error
+
+PLAN_OPTIONS = {"micro_batch": None, "zero_stage": [0, 1, 2, 3], "recompute": ["none", "selective", "full"],
+                "schedule": ["1f1b", "gpipe"], "interleave": None}
+
+
+def adopt_plan(plan: dict, cluster: dict | None = None) -> None:
+    """Make `plan` the one on view, with the job it was made for (and its cluster, if given)."""
+    from catalog import plan_from_dict
+    parsed = plan_from_dict(plan, catalog(), source="plan")
+    changes = dict(plan={k: v for k, v in plan.items() if k not in ("metrics", "name", "notes")},
+                   model=plan["model"], global_batch=parsed.global_batch, seq_len=parsed.seq_len,
+                   precision=parsed.precision.value)
+    if cluster is not None:
+        changes["cluster"] = cluster
+    session.replace_all(replace(session.get(), **changes))
+
+
+def _upload() -> None:
+    c1, c2 = st.columns(2, vertical_alignment="bottom")
+    upload = c1.file_uploader("upload a plan JSON (format hetplan.plan/1)", type=["json"], key="plan_upload")
+    if upload is not None and st.session_state.get("plan_upload_done") != upload.file_id:
+        st.session_state["plan_upload_done"] = upload.file_id
+        try:
+            data = parse_json(upload.getvalue().decode("utf-8", errors="replace"), upload.name)
+            if not isinstance(data, dict):
+                raise InputError(upload.name, "must hold one JSON object (a plan)")
+            cluster = build_cluster(session.get())
+            from catalog import check_plan_against_cluster, plan_from_dict
+            check_plan_against_cluster(plan_from_dict(data, catalog(), source=upload.name), cluster)
+            adopt_plan(data)
+        except InputError as e:
+            show_error(f"{e} (the plan is checked against the cluster on the Compose page)")
+            return
+        st.rerun()
+    examples = sorted(p.name for p in (EXAMPLES_DIR / "plans").glob("*.json"))
+    choice = c2.selectbox("or an example plan, with its cluster", ["—"] + examples, key="example_plan")
+    if choice != "—" and c2.button("Load example plan"):
+        data = json.loads((EXAMPLES_DIR / "plans" / choice).read_text())
+        table = presets()
+        stem = next((k for k in sorted(table, key=len, reverse=True) if choice.startswith(k)), None)
+        adopt_plan(data, table[stem] if stem else None)
+        st.rerun()
+
+
+def _editors(plan: dict) -> dict:
+    digest = hashlib.sha1(json.dumps(plan, sort_keys=True).encode()).hexdigest()[:10]
+    stages = pd.DataFrame([{"stage": i, "layer_end": s["layers"][1]} for i, s in enumerate(plan["stages"])])
+    replicas = pd.DataFrame([{"stage": i, "pool": r["pool"], "tp": r["tp"], "samples": r.get("samples")}
+                             for i, s in enumerate(plan["stages"]) for r in s["replicas"]])
+    pools = [p.get("name") or p["gpu"] for p in session.get().cluster["pools"]]
+    c1, c2 = st.columns([1, 3])
+    with c1:
+        st.markdown("**Stages** (each starts where the last ends)")
+        st_ed = st.data_editor(stages, key=f"w.whatif.stages.{digest}", hide_index=True, num_rows="fixed",
+                               disabled=["stage"], width="stretch",
+                               column_config={"layer_end": st.column_config.NumberColumn(
+                                   "ends before layer", min_value=1, step=1, required=True)})
+    with c2:
+        st.markdown("**Replicas** (add or delete rows; empty samples share the rest evenly)")
+        rep_ed = st.data_editor(replicas, key=f"w.whatif.replicas.{digest}", hide_index=True, num_rows="dynamic",
+                                width="stretch", column_config={
+                                    "stage": st.column_config.NumberColumn("stage", min_value=0, step=1, required=True),
+                                    "pool": st.column_config.SelectboxColumn("pool", options=pools, required=True),
+                                    "tp": st.column_config.NumberColumn("tp", min_value=1, max_value=64, step=1,
+                                                                        required=True),
+                                    "samples": st.column_config.NumberColumn("samples", min_value=1, step=1)})
+    cols = st.columns(5)
+    options = {}
+    for col, (name, choices) in zip(cols, PLAN_OPTIONS.items()):
+        key = f"w.whatif.{name}.{digest}"
+        if choices is None:
+            options[name] = int(col.number_input(name.replace("_", " "), min_value=1, step=1,
+                                                 value=int(plan.get(name, 1)), key=key))
+        else:
+            options[name] = col.selectbox(name.replace("_", " "), choices, key=key,
+                                          index=choices.index(plan.get(name, choices[0])))
+    return _assemble(plan, st_ed, rep_ed, options)
+
+
+def _int(v):
+    return None if v is None or pd.isna(v) else int(v)
+
+
+def _assemble(plan: dict, stages: pd.DataFrame, replicas: pd.DataFrame, options: dict) -> dict:
+    out = {**plan, **options, "stages": []}
+    start = 0
+    for row in stages.itertuples():
+        end = _int(row.layer_end) or start + 1
+        reps = []
+        for r in replicas[replicas["stage"] == row.stage].itertuples():
+            rep = {"pool": r.pool, "tp": _int(r.tp) or 1}
+            if _int(r.samples):
+                rep["samples"] = _int(r.samples)
+            reps.append(rep)
+        out["stages"].append({"layers": [start, end], "replicas": reps})
+        start = end
+    return out
+
+
+def _compare(b, a) -> None:
+    """Metrics of the edited plan `a`, with changes from the plan on view `b` (None: no deltas)."""
+    c = st.columns(5)
+
+    def delta(x, y, fmt):
+        return None if b is None else fmt(y - x)
+
+    c[0].metric("throughput", f"{a.tokens_per_s:,.0f} tok/s",
+                delta(b and b.tokens_per_s, a.tokens_per_s, lambda d: f"{d:+,.0f}"))
+    c[1].metric("MFU", f"{a.mfu:.1%}", delta(b and b.mfu, a.mfu, lambda d: f"{d * 100:+.1f} pt"))
+    c[2].metric("iteration", f"{a.iteration_time_s:.3f} s",
+                delta(b and b.iteration_time_s, a.iteration_time_s, lambda d: f"{d:+.3f} s"), delta_color="inverse")
+    c[3].metric("$ / M tokens", f"${a.cost_per_million_tokens_usd:.3f}",
+                delta(b and b.cost_per_million_tokens_usd, a.cost_per_million_tokens_usd, lambda d: f"{d:+.3f}"),
+                delta_color="inverse")
+    c[4].metric("fits in memory", "yes" if a.fits else "no")
+    if not a.fits:
+        st.error(f"**Out of memory:** {a.oom}", icon="⚠️")
+
+
+def render() -> None:
+    st.title("What-if")
+    st.write("Upload a plan to evaluate it on your cluster, or change the plan on view and watch the "
+             "metrics move. Edits are scored by the same cost model as the planner's plans.")
+    _upload()
+    state = session.get()
+    if state.plan is None:
+        st.info("No plan on view yet: run the planner, upload a plan, or load an example.", icon="🧭")
+        return
+    st.subheader("Edit the plan on view")
+    edited = _editors(state.plan)
+    before = evaluate_plan(state.cluster, state.plan, state.tokens_to_train)
+    after = evaluate_plan(state.cluster, edited, state.tokens_to_train)
+    if after.error:
+        show_error(after.error)
+        return
+    _compare(None if before.error else before.result[1], after.result[1])
+    if edited != state.plan and st.button("Keep this plan", type="primary"):
+        session.update(plan=edited)
+        st.rerun()
+
