@@ -146,10 +146,14 @@ def markdown(rows: list[Row]) -> str:
     groups = {}
     for r in rows:
         groups.setdefault((r.dataset, r.quantity), []).append(r)
-    out += ["| data set | quantity | rows | median abs. error | worst abs. error |", "|---|---|---|---|---|"]
+    out += ["| data set | quantity | rows | mean abs. error | median abs. error | worst abs. error |",
+            "|---|---|---|---|---|---|"]
     for (ds, q), rs in groups.items():
         med, worst = summary(rs)
-        out.append(f"| {ds} | {q} | {len(rs)} | {med:.1%} | {worst:.1%} |")
+        mean = statistics.mean(abs(r.error) for r in rs)
+        out.append(f"| {ds} | {q} | {len(rs)} | {mean:.1%} | {med:.1%} | {worst:.1%} |")
+    out += ["", "For comparison, calculon (Isaev et al., SC23), an open analytic model, reproduces Korthikanti",
+            "Table 5's iteration times within 3.7% on average and 8.9% at worst."]
     for (ds, q), rs in groups.items():
         out += ["", f"## {ds}: {q}", "", "| case | measured | predicted | error |", "|---|---|---|---|"]
         out += [f"| {r.case} | {r.measured:.2f} | {r.predicted:.2f} | {r.error:+.1%} |" for r in rs]

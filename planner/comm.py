@@ -8,10 +8,18 @@ and Gropp, "Optimization of Collective Communication Operations in MPICH" (IJHPC
     all-gather        (p - 1) alpha +   (p - 1) / p * n / B     (n: the gathered size)
     reduce-scatter    (p - 1) alpha +   (p - 1) / p * n / B     (n: the input size)
 
-These are NCCL's "bus bandwidth" relations (NVIDIA nccl-tests, doc/PERFORMANCE.md). B is the
+All-reduce may also run as NCCL's double binary tree (Sanders, Speck and Traeff, "Two-tree
+algorithms for full bandwidth broadcast, reduction and scan", Parallel Computing 2009):
+
+    all-reduce tree 2 ceil(log2 p) alpha + 2 n / B
+
+and, as NCCL's tuner does, the faster of the two is taken: the tree wins for small messages
+over many ranks, the ring for large ones. These are NCCL's "bus bandwidth" relations (NVIDIA nccl-tests, doc/PERFORMANCE.md). B is the
 achievable bandwidth: the link's nominal figure times LINK_EFFICIENCY.
 """
 from __future__ import annotations
+
+import math
 
 # nccl-tests all-reduce bus bandwidth reaches about 80% of nominal NVLink/InfiniBand figures on
 # large messages (e.g. ~230 of 300 GB/s on DGX A100 NVLink3; NVIDIA nccl-tests PERFORMANCE.md,
@@ -31,7 +39,9 @@ def all_reduce_s(num_bytes: float, ranks: int, bw_bytes_per_s: float, latency_s:
     if ranks <= 1 or num_bytes <= 0:
         return 0.0
     p, n, B = ranks, num_bytes, bw_bytes_per_s * LINK_EFFICIENCY
-    return 2 * (p - 1) * latency_s + 2 * (p - 1) / p * n / B
+    ring = 2 * (p - 1) * latency_s + 2 * (p - 1) / p * n / B
+    tree = 2 * math.ceil(math.log2(p)) * latency_s + 2 * n / B
+    return min(ring, tree)
 
 
 def all_gather_s(num_bytes: float, ranks: int, bw_bytes_per_s: float, latency_s: float) -> float:

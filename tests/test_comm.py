@@ -1,0 +1,30 @@
+"""Alpha-beta collectives (Thakur et al. 2005; NCCL tree: Sanders et al. 2009)."""
+from __future__ import annotations
+
+import pytest
+
+from planner.comm import LINK_EFFICIENCY, all_gather_s, all_reduce_s, p2p_s, reduce_scatter_s
+
+
+def test_single_rank_costs_nothing():
+    assert all_reduce_s(1e9, 1, 1e9, 1e-5) == all_gather_s(1e9, 1, 1e9, 1e-5) == 0.0
+
+
+def test_large_all_reduce_is_bandwidth_bound_ring():
+    n, p, bw = 1e9, 8, 100e9
+    assert all_reduce_s(n, p, bw, 0.0) == pytest.approx(2 * (p - 1) / p * n / (bw * LINK_EFFICIENCY))
+
+
+def test_small_all_reduce_over_many_ranks_takes_the_tree():
+    n, p, bw, a = 1e3, 1024, 100e9, 5e-6
+    ring = 2 * (p - 1) * a + 2 * (p - 1) / p * n / (bw * LINK_EFFICIENCY)
+    assert all_reduce_s(n, p, bw, a) < ring / 50
+
+
+def test_all_reduce_equals_reduce_scatter_plus_all_gather_for_rings():
+    n, p, bw = 4e8, 16, 50e9
+    assert all_reduce_s(n, p, bw, 0.0) == pytest.approx(reduce_scatter_s(n, p, bw, 0.0) + all_gather_s(n, p, bw, 0.0))
+
+
+def test_p2p():
+    assert p2p_s(1e6, 1e9, 1e-5) == pytest.approx(1e-5 + 1e6 / (1e9 * LINK_EFFICIENCY))
