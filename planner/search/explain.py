@@ -1,0 +1,124 @@
+"""Why a plan won, what the next one gives up, why pools stayed idle, and what is short when nothing fits."""
+from __future__ import annotations
+
+import math
+
+from planner.flops import model_params
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
+from planner.report import format_duration
+from planner.search.objective import describe
+from planner.types import GIB, Cluster, Estimate, Job, Objective, Plan
+
+
+def describe_plan(plan: Plan) -> str:
+    """One line: stages with their layers and replicas, then the knobs."""
+    parts = []
+    for s in plan.stages:
+        groups: dict[tuple[str, int], int] = {}
+        for r in s.replicas:
+            groups[(r.pool, r.tp)] = groups.get((r.pool, r.tp), 0) + 1
+        reps = " + ".join(f"{n}x {pool} tp{tp}" for (pool, tp), n in groups.items())
+        parts.append(f"L{s.layer_start}-{s.layer_end}: {reps}")
+    knobs = [f"mb {plan.micro_batch}", f"ZeRO-{plan.zero_stage}", f"recompute {plan.recompute.value}"]
+    if plan.interleave > 1:
+        knobs.append(f"interleave {plan.interleave}")
+    if plan.sequence_parallel:
+        knobs.append("SP")
+    return f"{plan.num_stages} stage(s) [{' | '.join(parts)}], {', '.join(knobs)}, {plan.precision.value}"
+
+
+def _shape(plan: Plan) -> dict[str, object]:
+    tps = sorted({r.tp for s in plan.stages for r in s.replicas})
+    return {"stages": plan.num_stages, "GPUs": plan.num_gpus, "pools": ", ".join(sorted(plan.gpus_by_pool())),
+            "tp": "/".join(map(str, tps)), "micro-batch": plan.micro_batch, "ZeRO": plan.zero_stage,
+            "recompute": plan.recompute.value, "interleave": plan.interleave}
+
+
+def differences(a: Plan, b: Plan) -> str:
+    """How plan b differs from plan a, in a few words."""
+    sa, sb = _shape(a), _shape(b)
+    diffs = [f"{k} {sb[k]} instead of {sa[k]}" for k in sa if sa[k] != sb[k]]
+    if not diffs:
+        diffs = ["the same shape with a different layer split or sample shares"]
+    return "; ".join(diffs)
+
+
+def _loss(objective: Objective, best: Estimate, other: Estimate) -> str:
+    if objective == Objective.THROUGHPUT:
+        return f"{1 - other.tokens_per_s / best.tokens_per_s:.1%} fewer tokens/s"
+    return f"{other.cost_per_million_tokens_usd / best.cost_per_million_tokens_usd - 1:.1%} more per token"
+
+
+def explain_ranking(objective: Objective, top: list[tuple[Plan, Estimate]],
+                    ranked: list[tuple[Plan, Estimate]]) -> list[str]:
+    """For each plan: its bottleneck and what the next plan in the ranking gives up against it."""
+    out = []
+    for k, (plan, est) in enumerate(top):
+        text = f"Bottleneck: {est.bottleneck}."
+        if k + 1 < len(ranked):
+            nxt_plan, nxt = ranked[k + 1]
+            text += (f" The next plan ({differences(plan, nxt_plan)}) gives up {_loss(objective, est, nxt)}"
+                     f" ({nxt.bottleneck}).")
+        else:
+            text += " No other plan that fits was found among those re-scored."
+        out.append(text)
+    return out
+
+
+def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> dict[str, str]:
+    """Pool name -> why the best plan leaves it idle."""
+    used = best.plan.gpus_by_pool()
+    best_key = _fast_key_of(objective, best.estimate)
+    out = {}
+    for pool in cluster.pools:
+        if pool.name in used:
+            if used[pool.name] < pool.num_gpus:
+                out[pool.name] = (f"{pool.num_gpus - used[pool.name]} of its {pool.num_gpus} GPUs stay idle: "
+                                  f"the layout that fits the stages to this pool's nodes leaves them over, or using "
+                                  f"them does not pay for itself on {describe(objective)}")
+            continue
+        if pool.name in considered.precision_excluded:
+            out[pool.name] = considered.precision_excluded[pool.name]
+        elif pool.name not in considered.fits_with_pool and considered.bound_with_pool.get(pool.name, math.inf) < best_key:
+            out[pool.name] = (f"no plan using {pool.gpu.id} fits in memory ({pool.gpu.mem_bytes / GIB:.0f} GiB per GPU) "
+                              f"with the model's layers as the search split them")
+        elif pool.name in considered.best_with_pool:
+            loss = considered.best_with_pool[pool.name] / best_key - 1
+            out[pool.name] = (f"the best plan found that uses it is {loss:.0%} worse on {describe(objective)} "
+                              f"(by the search's fast estimate): its GPUs do not pay for themselves "
+                              f"({pool.gpu.id}, ${pool.price_per_gpu_hour_usd:.2f}/GPU-hour)")
+        else:
+            out[pool.name] = (f"even at its best per-GPU rate, with no bubble or communication, no plan using it "
+                              f"beats the chosen one on {describe(objective)}")
+    return out
+
+
+def _fast_key_of(objective: Objective, est: Estimate) -> float:
+    if objective == Objective.THROUGHPUT:
+        return est.iteration_time_s
+    return est.iteration_time_s * est.cost_per_hour_usd
+
+
+def infeasible_message(cluster: Cluster, job: Job) -> str:
+    """What is short, and what would help."""
+    params = model_params(job.model)
+    states = params * (WEIGHT_BYTES + MAIN_GRAD_BYTES + OPTIMIZER_BYTES)
+    node_bytes = max(p.gpus_per_node * p.gpu.mem_bytes for p in cluster.pools)
+    biggest = max(cluster.pools, key=lambda p: p.gpus_per_node * p.gpu.mem_bytes)
+    total = sum(p.num_gpus * (p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES) for p in cluster.pools)
+    head = (f"no plan fits in memory: {job.model.id} needs >= {states / GIB:,.0f} GiB per replica for weights, "
+            f"gradients and optimizer states (18 bytes x {params / 1e9:.1f} B parameters) before activations; "
+            f"the largest pool ({biggest.name}) offers {biggest.gpus_per_node} x {biggest.gpu.mem_bytes / GIB:.0f} GiB "
+            f"= {node_bytes / GIB:,.0f} GiB per node and the whole cluster {total / GIB:,.0f} GiB")
+    if states > total:
+        return head + ": the cluster is too small for this model; add GPUs or choose a smaller model"
+    return (head + f": try a shorter sequence (now {job.seq_len}) or smaller global batch, ZeRO-3 with more replicas, "
+            f"more pipeline stages, or GPUs with more memory (the search already tried ZeRO 0-3, full recompute "
+            f"and every pipeline depth its pools allow)")
+
+
+def deadline_message(job: Job, deadline_hours: float, plan: Plan, est: Estimate) -> str:
+    hours = job.tokens_to_train / est.tokens_per_s / 3600
+    return (f"no plan trains {job.tokens_to_train:,.3g} tokens within {deadline_hours:g} h: the fastest plan found "
+            f"({est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs) needs {format_duration(hours * 3600)} "
+            f"({hours:,.1f} h); allow {math.ceil(hours):,} h, train fewer tokens, or add GPUs")

@@ -1,0 +1,52 @@
+"""What 'better' means for each objective, on fast scores and on the cost model's estimates."""
+from __future__ import annotations
+
+import math
+
+from planner.types import Estimate, InputError, Job, Objective
+
+
+def check_objective(objective: Objective, job: Job, deadline_hours: float | None) -> None:
+    if objective == Objective.DEADLINE:
+        if deadline_hours is None or not deadline_hours > 0:
+            raise InputError("deadline_hours", f"the deadline objective needs a positive number of hours, got {deadline_hours!r}")
+        if not job.tokens_to_train:
+            raise InputError("tokens", "the deadline objective needs the number of tokens to train (--tokens)")
+
+
+def fast_key(objective: Objective, job: Job, time_s: float, price_per_hour: float,
+             deadline_hours: float | None) -> float:
+    """Smaller is better: seconds per iteration, or dollars per iteration (the cost and deadline
+    objectives; a plan over the deadline scores infinity)."""
+    if objective == Objective.THROUGHPUT:
+        return time_s
+    if objective == Objective.DEADLINE and train_time_s(job, time_s) > deadline_hours * 3600:
+        return math.inf
+    return time_s * price_per_hour
+
+
+def train_time_s(job: Job, iteration_s: float) -> float:
+    return job.tokens_to_train / (job.tokens_per_iteration / iteration_s)
+
+
+def estimate_key(objective: Objective, est: Estimate, deadline_hours: float | None) -> float:
+    """Smaller is better, on the cost model's numbers."""
+    if not est.fits:
+        return math.inf
+    if objective == Objective.THROUGHPUT:
+        return 1.0 / est.tokens_per_s
+    if objective == Objective.DEADLINE and est.train_time_s > deadline_hours * 3600:
+        return math.inf
+    return est.cost_per_million_tokens_usd
+
+
+def gain(objective: Objective, est: Estimate, baseline: Estimate) -> float:
+    """Relative gain on the objective: 0.35 = 35% more tokens/s, or 35% more tokens per dollar."""
+    if objective == Objective.THROUGHPUT:
+        return est.tokens_per_s / baseline.tokens_per_s - 1.0
+    return baseline.cost_per_million_tokens_usd / est.cost_per_million_tokens_usd - 1.0
+
+
+def describe(objective: Objective) -> str:
+    return {Objective.THROUGHPUT: "throughput", Objective.COST: "cost per token",
+            Objective.DEADLINE: "cost per token within the deadline"}[objective]

@@ -1,0 +1,248 @@
+"""The planners: hetplan's pruned search and the baselines, behind one protocol.
+
+Each planner turns (cluster, job, objective) into fast-scored `Candidate`s; `rank` then re-scores
+the most promising with planner.cost.evaluate, which alone decides the order and the metrics.
+
+  hetplan     every layout of planner.search.space, visited in order of a lower bound on its
+              iteration time (all work at the best per-GPU rate, no bubble, no communication);
+              a layout whose bound cannot beat the `rescore`-th best candidate found so far is
+              skipped with all its knobs. Exact split and shares (planner.search.split).
+  megatron    (a) Megatron-style: one GPU type (the best single pool), a d x pp x tp grid, layers
+              split evenly, samples split evenly, best knobs.
+  uniform     (b) every pool, one tp for all, layers split evenly and samples split evenly over
+              all GPUs as if they were alike, best knobs.
+  exhaustive  (c) every layout and knob setting of the space, each scored by planner.cost.evaluate,
+              no bounds; for clusters of at most `exhaustive_max_gpus` GPUs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterator, Protocol
+
+from planner.cost import CostOptions
+from planner.search.objective import fast_key
+from planner.search.score import Candidate, Scorer
+from planner.search.space import Knobs, Layout, knob_settings, layouts
+from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    rescore: int = 24                      # fast-scored candidates re-scored by the cost model
+    max_fast_scores: int = 3_000_000       # budget of fast scores (deterministic); reported when hit
+    partial_pools: bool | None = None      # also try half, a quarter... of each pool; None: for cost/deadline
+    exhaustive_max_gpus: int = 16
+    cost_options: CostOptions = field(default_factory=CostOptions)
+
+
+@dataclass
+class Considered:
+    """What a planner saw: candidates kept for re-scoring, the fast Pareto front, bookkeeping."""
+    kept: list[tuple[float, int, Candidate]] = field(default_factory=list)
+    front: list[Candidate] = field(default_factory=list)
+    fast_scores: int = 0
+    budget_hit: bool = False
+    best_with_pool: dict[str, float] = field(default_factory=dict)     # fast key of the best candidate using it
+    bound_with_pool: dict[str, float] = field(default_factory=dict)    # best lower bound of layouts using it
+    fits_with_pool: set[str] = field(default_factory=set)
+    precision_excluded: dict[str, str] = field(default_factory=dict)
+    exact: bool = False                    # candidates were scored by the cost model directly
+
+
+class Planner(Protocol):
+    name: str
+
+    def consider(self, cluster: Cluster, job: Job, objective: Objective, deadline_hours: float | None,
+                 options: SearchOptions) -> Considered: ...
+
+
+# ----------------------------------------------------------------------------- shared pieces
+
+def usable_pools(cluster: Cluster, job: Job) -> tuple[tuple[Pool, ...], dict[str, str]]:
+    if job.precision != Precision.BF16:
+        return cluster.pools, {}
+    excluded = {p.name: f"{p.gpu.id} has no bf16 and the job asks for bf16" for p in cluster.pools
+                if not p.gpu.supports_bf16}
+    return tuple(p for p in cluster.pools if p.name not in excluded), excluded
+
+
+def precision_for(job: Job, subset: tuple[Pool, ...]) -> Precision:
+    if job.precision is not None:
+        return job.precision
+    return Precision.BF16 if all(p.gpu.supports_bf16 for p in subset) else Precision.FP16
+
+
+def lower_bound_s(scorer: Scorer, layout: Layout) -> float:
+    """No plan of this layout iterates faster than all its work at its best per-GPU rate:
+    max_i W_i >= B L_i / cap_i >= B L / sum_i cap_i, cap_i = sum over replicas of 1 / (best
+    seconds per sample per layer)."""
+    sp = any(g.tp > 1 for stage in layout.stages for g in stage)
+    capacity = 0.0
+    for stage in layout.stages:
+        for g in stage:
+            capacity += g.count / scorer.best_sample_layer_s(scorer.pools[g.pool], g.tp, sp)
+    return scorer.job.global_batch * scorer.model.layers / capacity
+
+
+def layout_price(scorer: Scorer, layout: Layout) -> float:
+    return sum(n * scorer.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
+
+
+class _Keeper:
+    """The `limit` best candidates by fast key (ties: first found), and the fast Pareto front."""
+
+    def __init__(self, considered: Considered, limit: int, objective: Objective, job: Job, deadline_hours):
+        self.c, self.limit = considered, limit
+        self.objective, self.job, self.deadline_hours = objective, job, deadline_hours
+        self.order = 0
+
+    def threshold(self) -> float:
+        return self.c.kept[-1][0] if len(self.c.kept) >= self.limit else math.inf
+
+    def add(self, cand: Candidate) -> None:
+        key = fast_key(self.objective, self.job, cand.time_s, cand.price_per_hour_usd, self.deadline_hours)
+        for name in cand.layout.gpus_by_pool():
+            self.c.fits_with_pool.add(name)
+            self.c.best_with_pool[name] = min(self.c.best_with_pool.get(name, math.inf), key)
+        self._add_front(cand)
+        if key == math.inf or key >= self.threshold():
+            return
+        self.order += 1
+        kept = self.c.kept
+        kept.append((key, self.order, cand))
+        kept.sort(key=lambda e: (e[0], e[1]))
+        del kept[self.limit:]
+
+    def _add_front(self, cand: Candidate) -> None:
+        cost = cand.time_s * cand.price_per_hour_usd
+        for other in self.c.front:
+            if other.time_s <= cand.time_s and other.time_s * other.price_per_hour_usd <= cost:
+                return
+        self.c.front = [o for o in self.c.front
+                        if not (cand.time_s <= o.time_s and cost <= o.time_s * o.price_per_hour_usd)]
+        self.c.front.append(cand)
+
+
+def _partial(objective: Objective, options: SearchOptions) -> bool:
+    if options.partial_pools is not None:
+        return options.partial_pools
+    return objective != Objective.THROUGHPUT
+
+
+# ----------------------------------------------------------------------------- hetplan
+
+class HetplanPlanner:
+    name = "hetplan"
+
+    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+        scorer = Scorer(cluster, job, options.cost_options)
+        pools, excluded = usable_pools(cluster, job)
+        considered = Considered(precision_excluded=excluded)
+        keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
+        bounded = []
+        for k, (subset, layout) in enumerate(layouts(pools, job.model, job.global_batch, _partial(objective, options))):
+            bound = lower_bound_s(scorer, layout)
+            key = fast_key(objective, job, bound, layout_price(scorer, layout), deadline_hours)
+            for name in layout.gpus_by_pool():
+                considered.bound_with_pool[name] = min(considered.bound_with_pool.get(name, math.inf), key)
+            if key < math.inf:
+                bounded.append((key, k, subset, layout))
+        bounded.sort(key=lambda e: (e[0], e[1]))
+        for key, _, subset, layout in bounded:
+            if key >= keeper.threshold():
+                break
+            precision = precision_for(job, subset)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers):
+                if considered.fast_scores >= options.max_fast_scores:
+                    considered.budget_hit = True
+                    return considered
+                considered.fast_scores += 1
+                cand = scorer.score(layout, knobs, precision)
+                if cand is not None:
+                    keeper.add(cand)
+        return considered
+
+
+# ----------------------------------------------------------------------------- baselines
+
+class MegatronPlanner:
+    """(a) The best uniform plan on a single GPU type."""
+    name = "megatron"
+
+    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+        pools, excluded = usable_pools(cluster, job)
+        single = ((s, l) for s, l in layouts(pools, job.model, job.global_batch, _partial(objective, options))
+                  if len(s) == 1)
+        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single)
+
+
+class UniformPlanner:
+    """(b) All GPUs, one tp, layers and samples split evenly as if the GPUs were alike."""
+    name = "uniform"
+
+    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+        pools, excluded = usable_pools(cluster, job)
+        everything = tuple(pools)
+
+        def all_pools_one_tp():
+            for subset, layout in layouts(everything, job.model, job.global_batch, False):
+                tps = {g.tp for stage in layout.stages for g in stage}
+                if len(subset) == len(everything) and len(tps) == 1:
+                    yield subset, layout
+        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, all_pools_one_tp())
+
+
+def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
+                    candidates: Iterator[tuple[tuple[Pool, ...], Layout]]) -> Considered:
+    scorer = Scorer(cluster, job, options.cost_options)
+    considered = Considered(precision_excluded=excluded)
+    keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
+    for subset, layout in candidates:
+        precision = precision_for(job, subset)
+        for knobs in knob_settings(job.global_batch, layout, job.model.layers):
+            considered.fast_scores += 1
+            cand = scorer.score(layout, knobs, precision, uniform=True)
+            if cand is not None:
+                keeper.add(cand)
+    return considered
+
+
+class ExhaustivePlanner:
+    """(c) Every candidate of the space scored by planner.cost.evaluate; small clusters only."""
+    name = "exhaustive"
+
+    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+        from planner.cost import evaluate
+        from planner.search.objective import estimate_key
+        if cluster.num_gpus > options.exhaustive_max_gpus:
+            raise InputError("method", f"exhaustive search is for clusters of at most {options.exhaustive_max_gpus} "
+                                       f"GPUs; this one has {cluster.num_gpus}")
+        scorer = Scorer(cluster, job, options.cost_options)
+        pools, excluded = usable_pools(cluster, job)
+        considered = Considered(precision_excluded=excluded, exact=True)
+        keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
+        for subset, layout in layouts(pools, job.model, job.global_batch, _partial(objective, options)):
+            precision = precision_for(job, subset)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers):
+                cand = scorer.score(layout, knobs, precision)
+                if cand is None:
+                    continue
+                considered.fast_scores += 1
+                est = evaluate(cluster, cand.to_plan(job), job.tokens_to_train, options.cost_options)
+                if estimate_key(objective, est, deadline_hours) == math.inf and objective != Objective.DEADLINE:
+                    continue
+                if not est.fits:
+                    continue
+                exact = Candidate(cand.layout, cand.knobs, cand.precision, cand.layers, cand.shares,
+                                  est.iteration_time_s, cand.price_per_hour_usd)
+                keeper.add(exact)
+        return considered
+
+
+PLANNERS: dict[str, Planner] = {
+    "hetplan": HetplanPlanner(),
+    "megatron": MegatronPlanner(),
+    "uniform": UniformPlanner(),
+    "exhaustive": ExhaustivePlanner(),
+}

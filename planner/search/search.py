@@ -1,0 +1,124 @@
+"""`search`: best plans for an objective, scored by the one cost model, with baselines and reasons."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from planner.cost import evaluate
+from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
+                                    deadline_message)
+from planner.search.objective import check_objective, estimate_key, gain
+from planner.search.planners import PLANNERS, Considered, SearchOptions
+from planner.search.score import Candidate
+from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Plan
+
+BASELINES = ("megatron", "uniform")
+
+
+@dataclass(frozen=True)
+class ScoredPlan:
+    plan: Plan
+    estimate: Estimate
+    gain_over: dict[str, float] = field(default_factory=dict)
+    explanation: str = ""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    plans: tuple[ScoredPlan, ...]
+    pareto: tuple[ScoredPlan, ...]
+    baselines: dict[str, ScoredPlan | None]
+    idle: dict[str, str]
+    search_time_s: float
+    candidates_evaluated: int
+    objective: Objective
+    method: str = "hetplan"
+    notes: tuple[str, ...] = ()
+
+
+def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
+           deadline_hours: float | None = None, top_k: int = 5, method: str = "hetplan",
+           options: SearchOptions = SearchOptions(), baselines: bool = True) -> SearchResult:
+    """Ranked plans (best first) for `objective`; metrics are exactly planner.cost.evaluate's.
+    Raises InfeasibleError when nothing fits (or nothing meets the deadline)."""
+    objective = Objective(objective)
+    check_objective(objective, job, deadline_hours)
+    if method not in PLANNERS:
+        raise InputError("method", f"unknown planner {method!r}; known: {sorted(PLANNERS)}")
+    if not isinstance(top_k, int) or top_k < 1:
+        raise InputError("top_k", f"must be a positive whole number, got {top_k!r}")
+    start = time.perf_counter()
+    considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options)
+    ranked = _rank(cluster, job, objective, deadline_hours, considered, options)
+    if not ranked:
+        _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
+    search_time = time.perf_counter() - start
+    base = _baselines(cluster, job, objective, deadline_hours, options) if baselines else {}
+    top = ranked[:top_k]
+    explanations = explain_ranking(objective, top, ranked)
+    plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
+                  for (plan, est), text in zip(top, explanations))
+    pareto = _pareto(cluster, job, considered, options, ranked)
+    notes = (f"the search stopped at its budget of {options.max_fast_scores:,} fast scores; "
+             f"raise SearchOptions.max_fast_scores for a complete search",) if considered.budget_hit else ()
+    idle = idle_reasons(cluster, objective, plans[0], considered)
+    return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes)
+
+
+def _evaluate(cluster: Cluster, job: Job, cand: Candidate, options: SearchOptions) -> tuple[Plan, Estimate]:
+    plan = cand.to_plan(job)
+    return plan, evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
+
+
+def _rank(cluster, job, objective, deadline_hours, considered: Considered, options) -> list[tuple[Plan, Estimate]]:
+    """Re-score the kept candidates with the cost model; best first, ties by the search's order."""
+    scored = []
+    for order, (_, _, cand) in enumerate(considered.kept):
+        plan, est = _evaluate(cluster, job, cand, options)
+        key = estimate_key(objective, est, deadline_hours)
+        if key < math.inf:
+            scored.append((key, order, plan, est))
+    scored.sort(key=lambda e: (e[0], e[1]))
+    return [(plan, est) for _, _, plan, est in scored]
+
+
+def _pareto(cluster, job, considered: Considered, options, ranked) -> tuple[ScoredPlan, ...]:
+    """Throughput/cost front over the re-scored plans and the fast front, on the cost model's numbers."""
+    points = list(ranked)
+    seen = {id(p) for p, _ in ranked}
+    for cand in considered.front:
+        plan, est = _evaluate(cluster, job, cand, options)
+        if est.fits and id(plan) not in seen:
+            points.append((plan, est))
+    front = []
+    for plan, est in points:
+        dominated = any(o.tokens_per_s >= est.tokens_per_s and o.cost_per_million_tokens_usd <= est.cost_per_million_tokens_usd
+                        and (o.tokens_per_s > est.tokens_per_s or o.cost_per_million_tokens_usd < est.cost_per_million_tokens_usd)
+                        for _, o in points)
+        if not dominated and all(est != o for _, o in front):
+            front.append((plan, est))
+    front.sort(key=lambda pe: -pe[1].tokens_per_s)
+    return tuple(ScoredPlan(plan, est, {}, describe_plan(plan)) for plan, est in front)
+
+
+def _baselines(cluster, job, objective, deadline_hours, options) -> dict[str, ScoredPlan | None]:
+    out: dict[str, ScoredPlan | None] = {}
+    for name in BASELINES:
+        considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options)
+        ranked = _rank(cluster, job, objective, deadline_hours, considered, options)
+        out[name] = ScoredPlan(*ranked[0], {}, f"{name} baseline: {describe_plan(ranked[0][0])}") if ranked else None
+    return out
+
+
+def _gains(objective: Objective, est: Estimate, base: dict[str, ScoredPlan | None]) -> dict[str, float]:
+    return {name: gain(objective, est, b.estimate) for name, b in base.items() if b is not None}
+
+
+def _raise_infeasible(cluster, job, objective, deadline_hours, considered: Considered, options) -> None:
+    if objective == Objective.DEADLINE and considered.fits_with_pool:
+        fastest = PLANNERS["hetplan"].consider(cluster, job, Objective.THROUGHPUT, None, options)
+        ranked = _rank(cluster, job, Objective.THROUGHPUT, None, fastest, options)
+        if ranked:
+            raise InfeasibleError(deadline_message(job, deadline_hours, *ranked[0]))
+    raise InfeasibleError(infeasible_message(cluster, job))

@@ -1,0 +1,171 @@
+"""The search space: which GPUs, how they form pipeline stages, and the training knobs.
+
+A *layout* fixes the stage structure of a plan without its layer split or sample shares:
+for each pipeline stage, the groups of identical replicas it runs on (pool, tensor-parallel
+degree, how many). Two families of layouts are enumerated, for every subset of pools that may
+train together (the rest stay idle) and every tensor-parallel degree per pool:
+
+  chain  every stage runs on one pool; the stages of a pool are consecutive and the pools come in
+         some order (all orders are tried). All stages have the same number of data-parallel
+         replicas d (lanes), so that replica r of each stage forms one pipeline. Pool k holds
+         q_k = floor(N_k / (d t_k)) stages: the most its N_k GPUs allow at that width. A single
+         pool gives the Megatron-style d x pp x tp grid.
+  mixed  every stage has the same mix of replicas from every chosen pool: r_k = floor(N_k / (p t_k))
+         replicas of pool k per stage, with uneven sample shares so that fast and slow replicas
+         finish together. Slow, memory-starved GPUs hold as many layers as fast ones here, so
+         the split is uniform up to embedding and head.
+
+Partial use of a pool (for the cost and deadline objectives) is searched on a halving grid:
+each chosen pool offers all, half, a quarter... of its nodes, down to one node. Layouts that
+mix the two families (some stages mixed, others single-pool) are not enumerated.
+
+Knobs per layout: micro-batch (powers of two dividing the global batch, with at least one
+micro-batch per replica of a stage), ZeRO stage 0-3, recompute none/selective/full, schedule
+1F1B with interleave 1 or 2. Sequence parallelism is on whenever tp > 1: it removes replicated
+element-wise work and activations and moves the same bytes, so it never loses in the cost model.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Iterator
+
+from planner.types import Cluster, Model, Pool, Recompute
+
+
+@dataclass(frozen=True)
+class Group:
+    """`count` replicas of a stage, each on `tp` GPUs of pool `pool`."""
+    pool: str
+    tp: int
+    count: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    family: str                                  # "chain" or "mixed"
+    stages: tuple[tuple[Group, ...], ...]
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.stages)
+
+    def gpus_by_pool(self) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for stage in self.stages:
+            for g in stage:
+                used[g.pool] = used.get(g.pool, 0) + g.tp * g.count
+        return used
+
+    @property
+    def max_replicas_per_stage(self) -> int:
+        return max(sum(g.count for g in stage) for stage in self.stages)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    micro_batch: int
+    zero_stage: int
+    recompute: Recompute
+    interleave: int
+
+
+RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+ZERO_STAGES = (0, 1, 2, 3)
+INTERLEAVES = (1, 2)
+
+
+def tp_degrees(pool: Pool, model: Model) -> list[int]:
+    """Tensor-parallel degrees a replica on `pool` may use: divisors of the node size that also
+    divide the attention heads, key/value heads (or are divided by them) and the MLP width."""
+    out = []
+    for t in range(1, pool.gpus_per_node + 1):
+        if pool.gpus_per_node % t or model.heads % t or model.ffn % t:
+            continue
+        if model.kv_heads % t and t % model.kv_heads:
+            continue
+        out.append(t)
+    return out
+
+
+def pool_subsets(pools: tuple[Pool, ...]) -> Iterator[tuple[Pool, ...]]:
+    for size in range(1, len(pools) + 1):
+        yield from itertools.combinations(pools, size)
+
+
+def scaled_gpu_counts(pool: Pool, partial: bool) -> list[int]:
+    """All the pool's GPUs; with `partial`, also half, a quarter, ... of its nodes (>= 1 node)."""
+    counts = [pool.num_gpus]
+    nodes = pool.nodes
+    while partial and nodes > 1:
+        nodes //= 2
+        counts.append(nodes * pool.gpus_per_node)
+    return counts
+
+
+def chain_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
+                  num_layers: int, max_lanes: int) -> Iterator[Layout]:
+    """Every order of the subset's pools and every lane count d with q_k >= 1 stages per pool."""
+    widest = max(n // t for n, t in zip(gpus, tps))
+    for d in range(1, min(max_lanes, widest) + 1):
+        stages_per_pool = [n // (d * t) for n, t in zip(gpus, tps)]
+        if min(stages_per_pool) == 0 or sum(stages_per_pool) > num_layers:
+            continue
+        for order in itertools.permutations(range(len(subset))):
+            stages = []
+            for k in order:
+                stages += [(Group(subset[k].name, tps[k], d),)] * stages_per_pool[k]
+            yield Layout("chain", tuple(stages))
+
+
+def mixed_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
+                  num_layers: int, max_lanes: int) -> Iterator[Layout]:
+    """p stages, each with r_k = floor(N_k / (p t_k)) >= 1 replicas of every pool of the subset."""
+    if len(subset) < 2:
+        return
+    for p in range(1, num_layers + 1):
+        counts = [n // (p * t) for n, t in zip(gpus, tps)]
+        if min(counts) == 0:
+            break
+        if sum(counts) > max_lanes:
+            continue
+        stage = tuple(Group(pool.name, t, c) for pool, t, c in zip(subset, tps, counts))
+        yield Layout("mixed", (stage,) * p)
+
+
+def layouts(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
+            partial: bool) -> Iterator[tuple[tuple[Pool, ...], Layout]]:
+    """Every layout of the space over `cluster_pools` (already filtered for precision)."""
+    for subset in pool_subsets(cluster_pools):
+        tp_options = [tp_degrees(p, model) for p in subset]
+        gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
+        for gpus in itertools.product(*gpu_options):
+            for tps in itertools.product(*tp_options):
+                for layout in chain_layouts(subset, tps, gpus, model.layers, max_micro_batches):
+                    yield subset, layout
+                for layout in mixed_layouts(subset, tps, gpus, model.layers, max_micro_batches):
+                    yield subset, layout
+
+
+def micro_batch_sizes(global_batch: int) -> list[int]:
+    out, mb = [], 1
+    while mb <= global_batch:
+        if global_batch % mb == 0:
+            out.append(mb)
+        mb *= 2
+    return out
+
+
+def knob_settings(global_batch: int, layout: Layout, num_layers: int) -> Iterator[Knobs]:
+    most_replicas = layout.max_replicas_per_stage
+    for mb in micro_batch_sizes(global_batch):
+        if global_batch // mb < most_replicas:
+            break
+        for v in INTERLEAVES:
+            if v > 1 and (layout.num_stages == 1 or num_layers % v):
+                continue
+            for recompute in RECOMPUTES:
+                for zero in ZERO_STAGES:
+                    if zero > 0 and most_replicas == 1:
+                        continue  # nothing to shard across
+                    yield Knobs(mb, zero, recompute, v)

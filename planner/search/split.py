@@ -1,0 +1,121 @@
+"""Exact layer split and sample shares for a fixed stage structure.
+
+Both are min-max allocation problems with costs that are linear in what is allocated, which a
+greedy argument solves exactly; no solver (and so no solver time limit) is needed.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """Stage i's time per iteration with L layers is max_g (slope[g] * L + intercept[g]) over its
+    replica groups g; its memory allows at most `max_layers` layers."""
+    slopes: tuple[float, ...]
+    intercepts: tuple[float, ...]
+    max_layers: int
+
+    def time_s(self, layers: int) -> float:
+        return max(a * layers + c for a, c in zip(self.slopes, self.intercepts))
+
+    def most_layers_within(self, budget_s: float, multiple: int) -> int:
+        most = self.max_layers
+        for a, c in zip(self.slopes, self.intercepts):
+            most = min(most, math.floor((budget_s - c) / a * (1 + 1e-12)))
+        return most - most % multiple
+
+
+def split_layers(num_layers: int, stages: list[StageCosts], multiple: int = 1,
+                 rel_tol: float = 1e-9) -> tuple[int, ...] | None:
+    """Contiguous split of `num_layers` layers over the stages minimising the slowest stage.
+
+    Formulation (integer program; L_i the layers of stage i, B the slowest stage's time):
+        minimise  B
+        (c1) sum_i L_i = num_layers                       every layer in exactly one stage
+        (c2) L_i >= multiple, L_i = multiple * k_i       each stage non-empty; whole virtual stages
+        (c3) slope_ig L_i + intercept_ig <= B  for all g  every replica group of stage i within B
+        (c4) L_i <= max_layers_i                          memory of every GPU of stage i
+    For fixed B, (c3)-(c4) give each stage an upper bound U_i(B), so B is feasible iff
+    U_i(B) >= multiple for all i and sum_i U_i(B) >= num_layers; feasibility is monotone in B,
+    so bisection on B finds the optimum to `rel_tol` (the split it returns is optimal up to that
+    tolerance). Among optimal splits, layers are taken first from the stages with the steepest
+    slope, which shortens the pipeline's fill and drain. Returns None when memory rules out every split.
+    """
+    if num_layers % multiple or any(s.max_layers < multiple for s in stages):
+        return None
+    if sum(s.max_layers - s.max_layers % multiple for s in stages) < num_layers:
+        return None
+    hi = max(s.time_s(num_layers) for s in stages)
+    lo = 0.0
+    if not _feasible(num_layers, stages, hi, multiple):
+        hi = max(s.time_s(s.max_layers) for s in stages)
+    while hi - lo > rel_tol * hi:
+        mid = (lo + hi) / 2
+        if _feasible(num_layers, stages, mid, multiple):
+            hi = mid
+        else:
+            lo = mid
+    upper = [min(s.most_layers_within(hi, multiple), s.max_layers - s.max_layers % multiple) for s in stages]
+    return _trim(upper, num_layers, stages, multiple)
+
+
+def _feasible(num_layers: int, stages: list[StageCosts], budget_s: float, multiple: int) -> bool:
+    total = 0
+    for s in stages:
+        most = s.most_layers_within(budget_s, multiple)
+        if most < multiple:
+            return False
+        total += most
+    return total >= num_layers
+
+
+def _trim(upper: list[int], num_layers: int, stages: list[StageCosts], multiple: int) -> tuple[int, ...]:
+    layers = list(upper)
+    excess = sum(layers) - num_layers
+    by_slope = sorted(range(len(stages)), key=lambda i: (-max(stages[i].slopes), i))
+    for i in by_slope:
+        if excess <= 0:
+            break
+        take = min(excess, layers[i] - multiple)
+        layers[i] -= take
+        excess -= take
+    assert excess == 0 and all(n >= multiple for n in layers), (upper, num_layers)
+    return tuple(layers)
+
+
+def share_micro_batches(num_micro_batches: int, time_per_micro_batch_s: list[float]) -> list[int] | None:
+    """Micro-batches per replica of a stage minimising the slowest replica's busy time.
+
+        minimise  max_r n_r tau_r   subject to  sum_r n_r = m,  n_r >= 1 integer   (no idle replica)
+    Handing out micro-batches one at a time to the replica that would finish earliest is optimal
+    for this min-max problem with linear costs (each step keeps the smallest attainable maximum);
+    ties go to the lowest index. Returns None when m is smaller than the number of replicas.
+    """
+    count = len(time_per_micro_batch_s)
+    if num_micro_batches < count:
+        return None
+    shares = [1] * count
+    heap = [(2 * tau, r) for r, tau in enumerate(time_per_micro_batch_s)]
+    heapq.heapify(heap)
+    for _ in range(num_micro_batches - count):
+        _, r = heapq.heappop(heap)
+        shares[r] += 1
+        heapq.heappush(heap, ((shares[r] + 1) * time_per_micro_batch_s[r], r))
+    return shares
+
+
+def even_shares(num_micro_batches: int, replicas: int) -> list[int]:
+    """Identical replicas: m split as evenly as whole micro-batches allow, the first ones one more."""
+    base, extra = divmod(num_micro_batches, replicas)
+    return [base + (1 if r < extra else 0) for r in range(replicas)]
+
+
+def even_split(num_layers: int, stages: int, multiple: int = 1) -> tuple[int, ...] | None:
+    """Layers as evenly as whole virtual stages allow, the first stages one chunk more."""
+    if num_layers % multiple or num_layers // multiple < stages:
+        return None
+    chunks = even_shares(num_layers // multiple, stages)
+    return tuple(c * multiple for c in chunks)
