@@ -11,6 +11,7 @@ IDLE_COLOUR = "#d5d8e0"
 KIND_COLOURS = {"forward": "#4f46e5", "backward": "#f59e0b", "p2p": "#10b981"}
 MEMORY_COLOURS = {"weights": "#4f46e5", "gradients": "#818cf8", "optimizer": "#f59e0b",
                   "activations": "#10b981", "overhead": "#94a3b8"}
+ROLE_COLOURS = {"plan": "#4f46e5", "pareto": "#10b981", "baseline": "#dc2626", "current": "#f59e0b"}
 ROLE_SYMBOLS = {"plan": "circle", "pareto": "diamond", "baseline": "x", "current": "star"}
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
 
@@ -50,26 +51,30 @@ def cluster_grid(gpus: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Cluster: GPUs coloured by pipeline stage", max(220, 34 * len(rows) + 110))
 
 
-def pipeline(stages: pd.DataFrame, num_layers: int) -> go.Figure:
-    """Stages as bars over the model's layers; each replica a slice labelled pool, tp and share.
-    Columns: stage, layer_start, layer_end, replica, pool, gpu_type, tp, samples, share."""
+def pipeline(groups: pd.DataFrame, num_layers: int) -> go.Figure:
+    """Stages as bars over the model's layers, one bar per group of identical replicas, labelled
+    with pool, tp, replica count and share of the batch. Columns: stage, layer_start, layer_end,
+    pool, gpu_type, tp, samples, replicas, share."""
     fig = go.Figure()
-    for row in stages.itertuples():
-        y = f"stage {row.stage} · r{row.replica}"
+    labels = []
+    for row in groups.itertuples():
+        reps = f"{row.replicas} replica{'s' if row.replicas > 1 else ''}"
+        y = f"stage {row.stage} · {row.replicas}× {row.pool} tp{row.tp} · {row.samples} samples each"
+        labels.append(y)
         fig.add_trace(go.Bar(
             y=[y], x=[row.layer_end - row.layer_start], base=[row.layer_start], orientation="h",
-            marker=dict(color=stage_colour(row.stage), opacity=0.35 + 0.65 * row.share ** 0.5),
-            text=f"layers {row.layer_start}-{row.layer_end - 1} · {row.pool} tp{row.tp} · "
-                 f"{row.samples} samples ({row.share:.0%})",
-            textposition="inside", insidetextanchor="start", showlegend=False,
-            hovertemplate=f"stage {row.stage} replica {row.replica}<br>layers [{row.layer_start}, "
-                          f"{row.layer_end})<br>{row.pool} ({row.gpu_type}), tp {row.tp}<br>"
-                          f"{row.samples} samples per iteration ({row.share:.0%})<extra></extra>"))
-    order = list(dict.fromkeys(f"stage {r.stage} · r{r.replica}" for r in stages.itertuples()))
-    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1])
+            marker=dict(color=stage_colour(row.stage)),
+            text=f"layers {row.layer_start}–{row.layer_end - 1}",
+            textposition="inside", insidetextanchor="middle", showlegend=False,
+            hovertemplate=f"stage {row.stage}: layers [{row.layer_start}, {row.layer_end})<br>"
+                          f"{reps} on {row.pool} ({row.gpu_type}), tp {row.tp}<br>"
+                          f"{row.samples} samples each, {row.share:.0%} of the batch<extra></extra>"))
+    order = list(dict.fromkeys(labels))
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], title=None)
     fig.update_xaxes(title="transformer layer", range=[0, num_layers])
     return _layout(fig, "Pipeline: layer ranges, pools, tensor parallelism and batch shares",
-                   max(220, 30 * len(stages) + 110), barmode="overlay")
+                   max(200, 42 * len(order) + 100), barmode="overlay",
+                   uniformtext=dict(minsize=10, mode="hide"))
 
 
 def timeline(events: pd.DataFrame) -> go.Figure:
@@ -98,25 +103,28 @@ def timeline(events: pd.DataFrame) -> go.Figure:
 
 
 def memory(mem: pd.DataFrame) -> go.Figure:
-    """Stacked GiB per GPU of each replica against the GPU's capacity (black tick).
-    Columns: stage, replica, pool, gpu_type, tp, weights, gradients, optimizer, activations,
-    overhead, total, capacity."""
+    """Stacked GiB per GPU of each (group of) replica(s) against the GPU's capacity (black tick).
+    Columns: stage, pool, gpu_type, tp, weights, gradients, optimizer, activations, overhead,
+    total, capacity; optional replicas (a count, from `frames.memory_groups`)."""
     df = mem.copy()
-    df["label"] = "s" + df["stage"].astype(str) + " r" + df["replica"].astype(str) + " · " + df["gpu_type"]
+    count = df["replicas"].map(lambda n: f" ×{n}" if n > 1 else "") if "replicas" in df else ""
+    df["label"] = ("stage " + df["stage"].astype(str) + "<br>" + df["pool"] + " tp" + df["tp"].astype(str)
+                   + count)
     fig = go.Figure()
     for kind, colour in MEMORY_COLOURS.items():
         fig.add_trace(go.Bar(x=df["label"], y=df[kind], name=kind, marker_color=colour,
                              hovertemplate=f"{kind}: %{{y:.1f}} GiB<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=df["label"], y=df["capacity"], mode="markers", name="GPU capacity",
-        marker=dict(symbol="line-ew-open", size=40, line=dict(width=3, color="#111827")),
+        marker=dict(symbol="line-ew-open", size=max(18, min(60, 500 // max(1, len(df)))), color="#111827",
+                    line=dict(width=3, color="#111827")),
         hovertemplate="capacity %{y:.0f} GiB<extra></extra>"))
     over = df[df["total"] > df["capacity"]]
     if not over.empty:
         fig.add_trace(go.Scatter(x=over["label"], y=over["total"], mode="text", text=["over"] * len(over),
                                  textposition="top center", textfont=dict(color="#dc2626"), showlegend=False))
     fig.update_yaxes(title="GiB per GPU")
-    fig.update_xaxes(title=None, tickangle=-30 if len(df) > 8 else 0)
+    fig.update_xaxes(title=None, tickangle=-30 if len(df) > 10 else 0)
     return _layout(fig, "Memory per GPU by stage and replica", 420, barmode="stack")
 
 
@@ -129,9 +137,17 @@ def breakdown(terms: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Iteration time by term", max(220, 34 * len(df) + 100))
 
 
+def _ring_on_view(fig: go.Figure, plans: pd.DataFrame, x: str, y: str) -> None:
+    if "on_view" in plans and plans["on_view"].any():
+        sel = plans[plans["on_view"]]
+        fig.add_trace(go.Scatter(x=sel[x], y=sel[y], mode="markers", name="on view", hoverinfo="skip",
+                                 marker=dict(symbol="circle-open", size=26, color="#111827", line=dict(width=2))))
+
+
 def cost_vs_throughput(plans: pd.DataFrame) -> go.Figure:
     """$ per million tokens against tokens/s; the Pareto front joined by a line.
-    Columns: plan, role (plan/pareto/baseline/current), tokens_per_s, usd_per_m_tokens."""
+    Columns: plan, role (plan/pareto/baseline/current), tokens_per_s, usd_per_m_tokens; optional
+    on_view (bool: ringed)."""
     fig = go.Figure()
     front = plans[plans["role"] == "pareto"].sort_values("tokens_per_s")
     if len(front) > 1:
@@ -141,8 +157,10 @@ def cost_vs_throughput(plans: pd.DataFrame) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=part["tokens_per_s"], y=part["usd_per_m_tokens"], mode="markers+text", name=role,
             text=part["plan"], textposition="top center", textfont=dict(size=10),
-            marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18),
+            marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18,
+                        color=ROLE_COLOURS.get(role, "#64748b")),
             hovertemplate="%{text}<br>%{x:,.0f} tokens/s<br>$%{y:.3f} per M tokens<extra></extra>"))
+    _ring_on_view(fig, plans, "tokens_per_s", "usd_per_m_tokens")
     fig.update_xaxes(title="throughput (tokens/s) →  better")
     fig.update_yaxes(title="$ per million tokens ↓ better")
     return _layout(fig, "Cost against throughput", 420)
@@ -156,8 +174,10 @@ def time_vs_dollars(plans: pd.DataFrame) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=part["train_cost_usd"], y=part["train_days"], mode="markers+text", name=role,
             text=part["plan"], textposition="top center", textfont=dict(size=10),
-            marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18),
+            marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18,
+                        color=ROLE_COLOURS.get(role, "#64748b")),
             hovertemplate="%{text}<br>$%{x:,.0f}<br>%{y:.1f} days<extra></extra>"))
+    _ring_on_view(fig, df, "train_cost_usd", "train_days")
     fig.update_xaxes(title="total dollars to train ↓", tickprefix="$")
     fig.update_yaxes(title="days to train ↓")
     return _layout(fig, "Time to train against dollars", 400)

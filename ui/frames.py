@@ -37,6 +37,22 @@ def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def replica_groups(plan: Plan, cluster: Cluster) -> pd.DataFrame:
+    """Identical replicas of a stage (same pool, tp and samples) as one row with a count."""
+    df = stages(plan, cluster)
+    keys = ["stage", "layer_start", "layer_end", "layers", "pool", "gpu_type", "tp", "samples"]
+    out = df.groupby(keys, sort=False).agg(replicas=("replica", "size"), share=("share", "sum")).reset_index()
+    return out
+
+
+def memory_groups(mem: pd.DataFrame) -> pd.DataFrame:
+    """`memory` rows with identical replicas of a stage merged (the worst GPU kept), with a count."""
+    keys = ["stage", "pool", "gpu_type", "tp"]
+    worst = mem.loc[mem.groupby(keys, sort=False)["total"].idxmax()].reset_index(drop=True)
+    counts = mem.groupby(keys, sort=False).size().rename("replicas").reset_index()
+    return worst.drop(columns=["replica"]).merge(counts, on=keys)
+
+
 def memory(est: Estimate) -> pd.DataFrame:
     """One row per replica, GiB per GPU by kind, with the GPU's capacity."""
     rows = []

@@ -41,9 +41,9 @@ def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str,
 def figures(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[go.Figure, str]]:
     out = [
         (charts.cluster_grid(frames.gpu_grid(cluster, plan)), "GPUs coloured by pipeline stage; grey: idle."),
-        (charts.pipeline(frames.stages(plan, cluster), plan.model.layers),
+        (charts.pipeline(frames.replica_groups(plan, cluster), plan.model.layers),
          "Layer ranges, pool, tensor parallelism and batch share of each stage replica."),
-        (charts.memory(frames.memory(est)), "Peak memory per GPU against capacity (black tick)."),
+        (charts.memory(frames.memory_groups(frames.memory(est))), "Peak memory per GPU against capacity (black tick)."),
         (charts.breakdown(frames.breakdown(est)), "Exposed time per iteration term on the busiest worker."),
     ]
     if est.timeline is not None and len(est.timeline) and est.timeline[["stage", "replica"]].drop_duplicates().shape[0] <= 64:
@@ -59,7 +59,7 @@ def to_html(cluster: Cluster, plan: Plan, est: Estimate, compared: pd.DataFrame 
                                  for k, v in summary_rows(cluster, plan, est)) + "</table>"]
     if compared is not None and not compared.empty:
         parts += ["<h2>Plans compared</h2>", compared.to_html(index=False, border=0)]
-    parts += ["<h2>Stages</h2>", frames.stages(plan, cluster).to_html(index=False, border=0)]
+    parts += ["<h2>Stages</h2>", frames.replica_groups(plan, cluster).to_html(index=False, border=0)]
     for k, (fig, text) in enumerate(figures(cluster, plan, est)):
         parts.append(fig.to_html(full_html=False, include_plotlyjs="cdn" if k == 0 else False))
         parts.append(f"<p class='caption'>{html.escape(text)}</p>")
@@ -80,7 +80,7 @@ def to_markdown(cluster: Cluster, plan: Plan, est: Estimate, compared: pd.DataFr
                                                                  columns=["", "value"])), ""]
     if compared is not None and not compared.empty:
         lines += ["## Plans compared", "", _md_table(compared), ""]
-    lines += ["## Stages", "", _md_table(frames.stages(plan, cluster).round(3)), "",
+    lines += ["## Stages", "", _md_table(frames.replica_groups(plan, cluster).round(3)), "",
               "## Memory per GPU (GiB)", "", _md_table(frames.memory(est).round(2)), "",
               "## Iteration time by term (s)", "", _md_table(frames.breakdown(est).round(4)), ""]
     return "\n".join(lines)

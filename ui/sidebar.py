@@ -29,7 +29,7 @@ def render(plan_page) -> None:
         tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
         st.markdown(f"**Job** batch {state.global_batch} × {state.seq_len} tokens, {state.precision}"
                     f"{tokens}; objective {state.objective}")
-        if st.button("Plan", type="primary", width="stretch", icon="🚀", key="sidebar_plan"):
+        if st.button("Plan", type="primary", width="stretch", icon=":material/rocket_launch:", key="sidebar_plan"):
             st.session_state[PLAN_REQUEST] = True
             session.sync_url()
             st.switch_page(plan_page)

@@ -21,7 +21,7 @@ def show_error(message: str, kind: str = "input") -> None:
     hint = HINTS.get(kind)
     if hint and hint.lower() not in message.lower():
         body += f"\n\n{hint}"
-    (st.info if kind == "unavailable" else st.error)(body, icon="ℹ️" if kind == "unavailable" else "⚠️")
+    (st.info if kind == "unavailable" else st.error)(body, icon=":material/info:" if kind == "unavailable" else ":material/warning:")
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def current_plan() -> Current | None:
         return None
     if state.plan is None:
         st.info("No plan yet. Press **Plan** in the sidebar to let the planner choose one, "
-                "or upload a plan on the **What-if** page.", icon="🧭")
+                "or upload a plan on the **What-if** page.", icon=":material/explore:")
         return None
     outcome = estimate_of(state)
     if outcome.error:

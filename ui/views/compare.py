@@ -14,7 +14,7 @@ def render() -> None:
     outcome = session.search_outcome()
     if outcome is None or outcome.error:
         st.info("Run the planner (sidebar) first: this page compares the plans it found with the baselines.",
-                icon="🧭")
+                icon=":material/explore:")
         return
     named = named_plans(outcome.result)
     labels = [n.name for n in named]

@@ -65,11 +65,11 @@ def _cluster_section() -> None:
         show_error(str(e))
         return
     counts = " + ".join(f"{p.num_gpus} × {p.gpu.id}" for p in built.pools)
-    st.success(f"**{built.num_gpus} GPUs** in {len(built.pools)} pools: {counts}", icon="✅")
+    st.success(f"**{built.num_gpus} GPUs** in {len(built.pools)} pools: {counts}", icon=":material/check_circle:")
     with st.expander("GPU key figures (from the catalog)", expanded=False):
         st.dataframe(compose.gpu_figures([p.gpu.id for p in built.pools]), hide_index=True, width="stretch")
     st.download_button("Download cluster YAML", cluster_to_yaml(built), file_name=f"{built.name}.yaml",
-                       mime="application/x-yaml", icon="⬇️")
+                       mime="application/x-yaml", icon=":material/download:")
 
 
 def _model_section() -> None:

@@ -12,12 +12,15 @@ from ui.views.common import caption, current_plan
 def plans_frame(result, current) -> pd.DataFrame:
     named = named_plans(result) if result is not None else []
     pareto = pareto_dicts(result) if result is not None else []
+    on_view = find(named, session.get().plan)
     rows = []
     for n in named:
         role = "pareto" if n.plan_dict in pareto else n.role
-        rows.append({**frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate), "role": role})
-    if current is not None and find(named, session.get().plan) is None:
-        rows.append({**frames.metrics_row("on view", "current", current.plan, current.estimate), "role": "current"})
+        rows.append({**frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate), "role": role,
+                     "on_view": on_view is not None and n.name == on_view.name})
+    if current is not None and on_view is None:
+        rows.append({**frames.metrics_row("on view", "current", current.plan, current.estimate), "role": "current",
+                     "on_view": True})
     return pd.DataFrame(rows)
 
 
@@ -27,13 +30,13 @@ def render() -> None:
     result = outcome.result if outcome is not None and not outcome.error else None
     cur = current_plan()
     if result is None:
-        st.info("Run the planner (sidebar) to compare the plans it found and the baselines.", icon="🧭")
+        st.info("Run the planner (sidebar) to compare the plans it found and the baselines.", icon=":material/explore:")
     df = plans_frame(result, cur)
     if df.empty:
         return
     st.plotly_chart(charts.cost_vs_throughput(df), width="stretch")
     caption("Each point is a plan: right is faster, lower is cheaper per token. Diamonds are on the Pareto "
-            "front (no other plan is both faster and cheaper); crosses are the baselines on the same cluster.")
+            "front (no other plan is both faster and cheaper); crosses are the baselines on the same cluster; the ringed point is the plan on view.")
     if df["train_days"].notna().any():
         st.plotly_chart(charts.time_vs_dollars(df), width="stretch")
         caption("The same plans for the whole run: days to train the chosen number of tokens against the total "

@@ -48,15 +48,15 @@ def render() -> None:
     plan_json = plan_to_json(cur.plan, catalog(), metrics=metrics)
     c = st.columns(4)
     c[0].download_button("Plan (JSON)", plan_json, file_name=f"{cur.cluster.name}-plan.json",
-                         mime="application/json", icon="⬇️", width="stretch", key="download_plan")
+                         mime="application/json", icon=":material/download:", width="stretch", key="download_plan")
     c[1].download_button("Cluster (YAML)", cluster_to_yaml(cur.cluster), file_name=f"{cur.cluster.name}.yaml",
-                         mime="application/x-yaml", icon="⬇️", width="stretch", key="download_cluster")
+                         mime="application/x-yaml", icon=":material/download:", width="stretch", key="download_cluster")
     compared = _compared()
     c[2].download_button("Report (HTML)", report.to_html(cur.cluster, cur.plan, cur.estimate, compared),
-                         file_name=f"{cur.cluster.name}-report.html", mime="text/html", icon="⬇️",
+                         file_name=f"{cur.cluster.name}-report.html", mime="text/html", icon=":material/download:",
                          width="stretch", key="download_html")
     c[3].download_button("Report (Markdown)", report.to_markdown(cur.cluster, cur.plan, cur.estimate, compared),
-                         file_name=f"{cur.cluster.name}-report.md", mime="text/markdown", icon="⬇️",
+                         file_name=f"{cur.cluster.name}-report.md", mime="text/markdown", icon=":material/download:",
                          width="stretch", key="download_md")
     st.caption("The plan file carries the planner's metrics for people; `hetplan evaluate --cluster "
                "CLUSTER.yaml --plan PLAN.json` scores it again from the command line.")

@@ -14,9 +14,10 @@ def render() -> None:
         return
     table = frames.memory(cur.estimate)
     if not cur.estimate.fits:
-        st.error(f"**Out of memory:** {cur.estimate.oom}", icon="⚠️")
-    st.plotly_chart(charts.memory(table), width="stretch")
-    caption("One bar per stage replica: the peak memory of one of its GPUs, split into weights, gradients, "
+        st.error(f"**Out of memory:** {cur.estimate.oom}", icon=":material/warning:")
+    groups = frames.memory_groups(table)
+    st.plotly_chart(charts.memory(groups), width="stretch")
+    caption("One bar per stage and pool (×n: n identical replicas, the fullest shown): the peak memory of one GPU, split into weights, gradients, "
             "optimizer states, stored activations and framework overhead. The black tick is that GPU's "
             "capacity; a bar above its tick does not fit.")
-    st.dataframe(table.round(2), hide_index=True, width="stretch")
+    st.dataframe(groups.round(2), hide_index=True, width="stretch")

@@ -15,11 +15,12 @@ def render() -> None:
     st.plotly_chart(charts.cluster_grid(frames.gpu_grid(cur.cluster, cur.plan)), width="stretch")
     caption("Each row is a node and each square a GPU, coloured by the pipeline stage it runs; grey GPUs are "
             "idle. A tensor-parallel group is a run of same-coloured squares inside one node.")
-    table = frames.stages(cur.plan, cur.cluster)
+    table = frames.replica_groups(cur.plan, cur.cluster)
     st.plotly_chart(charts.pipeline(table, cur.plan.model.layers), width="stretch")
-    caption("Each bar is one data-parallel replica of a stage, spanning the layers it holds; the label gives "
-            "the pool, the tensor-parallel degree and the replica's share of every global batch (darker: "
-            "larger share). Faster GPUs should take more layers or more samples.")
+    caption("Each bar is a pipeline stage (or, where a stage spans pools, its replicas on one pool), spanning "
+            "the layers it holds; the label gives the number of data-parallel replicas, their tensor-parallel "
+            "degree and the samples each processes per iteration. Faster GPUs should take more layers or more "
+            "samples.")
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"share": st.column_config.ProgressColumn("share", format="percent",
                                                                           min_value=0, max_value=1)})

@@ -56,9 +56,16 @@ def _plan_picker(result) -> None:
         st.rerun()
 
 
+def _si(x: float) -> str:
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:,.3g}{unit}" if x / size < 1000 else f"{x / size:,.0f}{unit}"
+    return f"{x:,.0f}"
+
+
 def _metrics(est) -> None:
     c = st.columns(6)
-    c[0].metric("throughput", f"{est.tokens_per_s:,.0f} tok/s", help=f"on {est.num_gpus} GPUs")
+    c[0].metric("tokens / s", _si(est.tokens_per_s), help=f"{est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs")
     c[1].metric("MFU", f"{est.mfu:.1%}", help="model FLOPs / (iteration time × peak FLOP/s of the GPUs used)")
     c[2].metric("iteration", f"{est.iteration_time_s:.2f} s")
     c[3].metric("$ / M tokens", f"${est.cost_per_million_tokens_usd:.3f}", help=f"${est.cost_per_hour_usd:,.0f}/h")
@@ -90,7 +97,7 @@ def _idle(result, cur) -> None:
 
 def render() -> None:
     st.title("Plan")
-    if st.session_state.pop(PLAN_REQUEST, False) or st.button("Run the planner", type="primary", icon="🚀"):
+    if st.session_state.pop(PLAN_REQUEST, False) or st.button("Run the planner", type="primary", icon=":material/rocket_launch:"):
         run_planner()
     outcome = session.search_outcome()
     result = None
@@ -106,7 +113,7 @@ def render() -> None:
     est = cur.estimate
     st.subheader("Plan on view")
     if not est.fits:
-        st.error(f"**Does not fit in memory:** {est.oom}", icon="⚠️")
+        st.error(f"**Does not fit in memory:** {est.oom}", icon=":material/warning:")
     _metrics(est)
     named = find(named_plans(result), session.get().plan) if result is not None else None
     if named is not None:

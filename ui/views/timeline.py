@@ -6,7 +6,7 @@ import streamlit as st
 from ui import charts
 from ui.views.common import caption, current_plan
 
-MAX_WORKERS_DRAWN = 64
+ROWS_BY_DEFAULT = 24
 
 
 def render() -> None:
@@ -19,10 +19,13 @@ def render() -> None:
         st.info("The schedule simulator returned no timeline for this plan.")
         return
     workers = events[["stage", "replica"]].drop_duplicates()
-    if len(workers) > MAX_WORKERS_DRAWN:
-        keep = workers.groupby("stage").head(max(1, MAX_WORKERS_DRAWN // events["stage"].nunique()))
+    most = int(workers.groupby("stage").size().max())
+    if len(workers) > ROWS_BY_DEFAULT:
+        default = min(most, max(1, ROWS_BY_DEFAULT // events["stage"].nunique()))
+        per_stage = st.slider("replicas drawn per stage", 1, most, default, key="timeline_rows")
+        keep = workers.groupby("stage").head(per_stage)
         events = events.merge(keep, on=["stage", "replica"])
-        st.caption(f"Showing {len(keep)} of {len(workers)} workers (the first replicas of each stage).")
+        st.caption(f"Drawing {len(keep)} of {len(workers)} workers: the first {per_stage} replica(s) of each stage.")
     st.plotly_chart(charts.timeline(events), width="stretch")
     caption(f"Time runs left to right over one iteration ({cur.estimate.pipeline_time_s * 1e3:,.0f} ms of pipeline, "
             f"{cur.estimate.iteration_time_s * 1e3:,.0f} ms with gradient sync and optimizer step). Each row is "

@@ -59,28 +59,39 @@ def _upload() -> None:
         st.rerun()
 
 
+def _replica_groups(plan: dict) -> pd.DataFrame:
+    rows: list[dict] = []
+    for i, stage in enumerate(plan["stages"]):
+        for r in stage["replicas"]:
+            last = rows[-1] if rows else None
+            if last and (last["stage"], last["pool"], last["tp"], last["samples"]) == (i, r["pool"], r["tp"], r.get("samples")):
+                last["replicas"] += 1
+            else:
+                rows.append({"stage": i, "pool": r["pool"], "tp": r["tp"], "replicas": 1, "samples": r.get("samples")})
+    return pd.DataFrame(rows, columns=["stage", "pool", "tp", "replicas", "samples"]).astype({"samples": "Int64"})
+
+
 def _editors(plan: dict) -> dict:
     digest = hashlib.sha1(json.dumps(plan, sort_keys=True).encode()).hexdigest()[:10]
     stages = pd.DataFrame([{"stage": i, "layer_end": s["layers"][1]} for i, s in enumerate(plan["stages"])])
-    replicas = pd.DataFrame([{"stage": i, "pool": r["pool"], "tp": r["tp"], "samples": r.get("samples")}
-                             for i, s in enumerate(plan["stages"]) for r in s["replicas"]])
     pools = [p.get("name") or p["gpu"] for p in session.get().cluster["pools"]]
     c1, c2 = st.columns([1, 3])
     with c1:
-        st.markdown("**Stages** (each starts where the last ends)")
+        st.markdown("**Stages**: each starts where the last ends")
         st_ed = st.data_editor(stages, key=f"w.whatif.stages.{digest}", hide_index=True, num_rows="fixed",
                                disabled=["stage"], width="stretch",
                                column_config={"layer_end": st.column_config.NumberColumn(
                                    "ends before layer", min_value=1, step=1, required=True)})
     with c2:
-        st.markdown("**Replicas** (add or delete rows; empty samples share the rest evenly)")
-        rep_ed = st.data_editor(replicas, key=f"w.whatif.replicas.{digest}", hide_index=True, num_rows="dynamic",
-                                width="stretch", column_config={
-                                    "stage": st.column_config.NumberColumn("stage", min_value=0, step=1, required=True),
-                                    "pool": st.column_config.SelectboxColumn("pool", options=pools, required=True),
-                                    "tp": st.column_config.NumberColumn("tp", min_value=1, max_value=64, step=1,
-                                                                        required=True),
-                                    "samples": st.column_config.NumberColumn("samples", min_value=1, step=1)})
+        st.markdown("**Replicas** of each stage: add or delete rows; empty samples share the rest evenly")
+        rep_ed = st.data_editor(
+            _replica_groups(plan), key=f"w.whatif.replicas.{digest}", hide_index=True, num_rows="dynamic",
+            width="stretch", column_config={
+                "stage": st.column_config.NumberColumn("stage", min_value=0, step=1, required=True),
+                "pool": st.column_config.SelectboxColumn("pool", options=pools, required=True),
+                "tp": st.column_config.NumberColumn("tp", min_value=1, max_value=64, step=1, required=True),
+                "replicas": st.column_config.NumberColumn("replicas", min_value=1, step=1, required=True),
+                "samples": st.column_config.NumberColumn("samples each", min_value=1, step=1)})
     cols = st.columns(5)
     options = {}
     for col, (name, choices) in zip(cols, PLAN_OPTIONS.items()):
@@ -98,17 +109,18 @@ def _int(v):
     return None if v is None or pd.isna(v) else int(v)
 
 
-def _assemble(plan: dict, stages: pd.DataFrame, replicas: pd.DataFrame, options: dict) -> dict:
+def _assemble(plan: dict, stages: pd.DataFrame, groups: pd.DataFrame, options: dict) -> dict:
+    """The plan file the editors describe (the catalog validates it when it is evaluated)."""
     out = {**plan, **options, "stages": []}
     start = 0
     for row in stages.itertuples():
         end = _int(row.layer_end) or start + 1
         reps = []
-        for r in replicas[replicas["stage"] == row.stage].itertuples():
-            rep = {"pool": r.pool, "tp": _int(r.tp) or 1}
-            if _int(r.samples):
-                rep["samples"] = _int(r.samples)
-            reps.append(rep)
+        for g in groups[groups["stage"] == row.stage].itertuples():
+            rep = {"pool": g.pool, "tp": _int(g.tp) or 1}
+            if _int(g.samples):
+                rep["samples"] = _int(g.samples)
+            reps += [dict(rep) for _ in range(min(_int(g.replicas) or 1, 100_000))]
         out["stages"].append({"layers": [start, end], "replicas": reps})
         start = end
     return out
@@ -131,7 +143,7 @@ def _compare(b, a) -> None:
                 delta_color="inverse")
     c[4].metric("fits in memory", "yes" if a.fits else "no")
     if not a.fits:
-        st.error(f"**Out of memory:** {a.oom}", icon="⚠️")
+        st.error(f"**Out of memory:** {a.oom}", icon=":material/warning:")
 
 
 def render() -> None:
@@ -141,7 +153,7 @@ def render() -> None:
     _upload()
     state = session.get()
     if state.plan is None:
-        st.info("No plan on view yet: run the planner, upload a plan, or load an example.", icon="🧭")
+        st.info("No plan on view yet: run the planner, upload a plan, or load an example.", icon=":material/explore:")
         return
     st.subheader("Edit the plan on view")
     edited = _editors(state.plan)
