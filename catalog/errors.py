@@ -1,21 +1,44 @@
 """Turning validation failures into one-line `InputError`s that name the file and the field."""
 from __future__ import annotations
 
+import re
+import reprlib
 from typing import Iterable
 
 from pydantic import ValidationError
 
 from planner.types import InputError
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$")
+MAX_VALUE_CHARS = 80                      # a value quoted in a message is cut to about this length
+_REPR = reprlib.Repr()                    # keyword arguments only from Python 3.12
+_REPR.maxlevel = 3
+_REPR.maxtuple = _REPR.maxlist = _REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 4
+_REPR.maxstring = _REPR.maxother = MAX_VALUE_CHARS
+_REPR.maxlong = 40
+
+
+def short_repr(value, limit: int = MAX_VALUE_CHARS) -> str:
+    """repr(value), cut to about `limit` characters without expanding big or nested containers
+    (a message quotes what the user wrote, not all of it)."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:                     # e.g. an int of more than 4,300 digits
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
 
 def field_path(loc: Iterable) -> str:
-    """('stages', 1, 'replicas', 0, 'tp') -> 'stages[1].replicas[0].tp'."""
+    """('stages', 1, 'replicas', 0, 'tp') -> 'stages[1].replicas[0].tp'; an odd key (spaces,
+    line breaks, very long) is quoted and cut, so that the path stays one short line."""
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
+        elif isinstance(part, str) and _PLAIN_KEY.match(part):
+            path += f".{part}" if path else part
         else:
-            path += f".{part}" if path else str(part)
+            path += f"[{short_repr(part, 40)}]"
     return path
 
 
@@ -26,8 +49,22 @@ def located(source: str, path: str) -> str:
     return source or path
 
 
+def _looks_like_number(value) -> bool:
+    try:
+        float(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 def _message(error: dict) -> str:
-    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    kind, ctx, raw = error["type"], error.get("ctx") or {}, error.get("input")
+    value = _Quoted(short_repr(raw))
+    if kind in ("float_type", "int_type") and isinstance(raw, str) and _looks_like_number(raw):
+        hint = ("YAML reads 1e9 as text: write 1.0e+9 or the digits" if "e" in raw.lower()
+                else "remove the quotes")
+        kind_of = "whole" if kind == "int_type" else "finite"
+        return f"must be a {kind_of} number, got the text {value!r} ({hint})"
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
@@ -36,6 +73,8 @@ def _message(error: dict) -> str:
         return f"must be a positive number, got {value!r}"
     if kind == "greater_than_equal" and ctx.get("ge") == 0:
         return f"must be zero or more, got {value!r}"
+    if kind == "greater_than_equal":
+        return f"must be a positive number of at least {ctx.get('ge')}, got {value!r}"
     if kind == "less_than_equal":
         return f"must be at most {ctx.get('le')}, got {value!r}"
     if kind == "int_type":
@@ -48,7 +87,15 @@ def _message(error: dict) -> str:
         return f"must be text, got {value!r}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, got {value!r}"
-    return error["msg"].replace("Input should be", "must be").replace("Value error, ", "") + f", got {value!r}"
+    msg = error["msg"].replace("Input should be", "must be").replace("Value error, ", "")
+    return " ".join(msg.split())[:200] + f", got {value!r}"
+
+
+class _Quoted(str):
+    """A value already quoted by `short_repr`: `{value!r}` shows it as it is."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def from_validation_error(err: ValidationError, source: str, prefix: str = "") -> InputError:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import yaml
@@ -9,21 +10,60 @@ import yaml
 from planner.types import InputError
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
+# A parsed document may hold at most this many values (counting each use of a YAML alias anew, so
+# that a "billion laughs" file is refused before anything walks it) nested at most this deep.
+MAX_DOCUMENT_VALUES = 2_000_000
+MAX_DOCUMENT_DEPTH = 64
 
 
 def _read_text(path: Path) -> str:
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except FileNotFoundError:
         raise InputError(str(path), "file not found") from None
     except OSError as e:
         raise InputError(str(path), f"cannot read: {e.strerror}") from None
-    if size > MAX_FILE_BYTES:
-        raise InputError(str(path), f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+    except ValueError as e:                       # e.g. a NUL byte in the name
+        raise InputError(repr(str(path)), f"not a usable file name: {e}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(str(path), "is a directory; give the path of a file")
+    if not stat.S_ISREG(info.st_mode):            # a FIFO or device would block or never end
+        raise InputError(str(path), "is not a regular file (a pipe or device?); save the input to a file first")
+    if info.st_size > MAX_FILE_BYTES:
+        raise InputError(str(path), f"file is {info.st_size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(str(path), f"cannot read: {e}") from None
+        with path.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)     # the file may have grown since stat
+    except OSError as e:
+        raise InputError(str(path), f"cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(str(path), f"file is over the limit of {MAX_FILE_BYTES:,} bytes")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(str(path), f"is not UTF-8 text (byte {e.start} is {data[e.start]:#04x}); "
+                                    f"save it as UTF-8 YAML or JSON") from None
+
+
+def check_document_size(data, source: str) -> None:
+    """Refuse a parsed document with more than MAX_DOCUMENT_VALUES values (YAML aliases counted
+    at each use) or nested deeper than MAX_DOCUMENT_DEPTH. Stops as soon as a limit is passed,
+    so its own cost is bounded."""
+    budget = MAX_DOCUMENT_VALUES
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise InputError(source, f"holds more than {MAX_DOCUMENT_VALUES:,} values (counting each use of a "
+                                     f"YAML alias); hetplan's files need far fewer")
+        if depth > MAX_DOCUMENT_DEPTH:
+            raise InputError(source, f"is nested more than {MAX_DOCUMENT_DEPTH} levels deep; hetplan's "
+                                     f"formats need at most a few")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            stack.extend((v, depth + 1) for v in value)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -32,10 +72,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":   # `<<: *base`; explicit keys override it
+                continue
             key = self.construct_object(key_node, deep=deep)
-            if key in seen:
+            try:
+                repeated = key in seen
+            except TypeError:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+                    None, None, f"a key must be text or a number, not {type(key).__name__}",
+                    key_node.start_mark) from None
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {_short(key)} appears twice in one mapping", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -44,22 +92,65 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                  _UniqueKeyLoader.construct_mapping)
 
 
+def _short(value, limit: int = 60) -> str:
+    """repr(value) on one line, cut to about `limit` characters."""
+    return _clip(repr(value), limit)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _value_problem(e: ValueError) -> str:
+    if "integer string conversion" in str(e):
+        return "a number has more than 4,300 digits; no hetplan field needs that many"
+    return _clip(str(e), 160)
+
+
 def parse_yaml(text: str, source: str):
-    """yaml.safe_load, plus a refusal of repeated keys; errors give the line."""
+    """yaml.safe_load, plus a refusal of repeated keys and of oversized or too deeply nested
+    documents; errors give the line."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e)
-        raise InputError(source, f"invalid YAML{where}: {' '.join(str(problem).split())}") from None
+        raise InputError(source, f"invalid YAML{where}: {_clip(str(problem), 200)}") from None
+    except RecursionError:
+        raise InputError(source, "is nested too deeply; hetplan's formats need at most a few levels") from None
+    except ValueError as e:                       # e.g. an integer of more than 4,300 digits
+        raise InputError(source, f"invalid YAML: {_value_problem(e)}") from None
+    check_document_size(data, source)
+    return data
+
+
+def _refuse_repeated_keys(pairs: list) -> dict:
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"key {_short(key)} appears twice in one object")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number; write a finite number")
 
 
 def parse_json(text: str, source: str):
+    """json.loads, refusing repeated keys, NaN and Infinity, and oversized or deep documents."""
     try:
-        return json.loads(text)
+        data = json.loads(text, object_pairs_hook=_refuse_repeated_keys, parse_constant=_refuse_constant)
     except json.JSONDecodeError as e:
         raise InputError(source, f"invalid JSON at line {e.lineno}: {e.msg}") from None
+    except RecursionError:
+        raise InputError(source, "is nested too deeply; hetplan's formats need at most a few levels") from None
+    except ValueError as e:                       # repeated key, NaN, or an integer of over 4,300 digits
+        raise InputError(source, f"invalid JSON: {_value_problem(e)}") from None
+    check_document_size(data, source)
+    return data
 
 
 def read_mapping(path: str | Path) -> tuple[dict, str]:

@@ -9,7 +9,7 @@ from typing import Iterable, Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from catalog.errors import from_validation_error, located, relocated
+from catalog.errors import from_validation_error, located, relocated, short_repr
 from catalog.files import read_mapping
 from catalog.schema import CatalogFile, GpuEntry, GpusFile, ModelEntry, ModelsFile, NetworkEntry, NetworksFile
 from planner.types import (GB, GIB, Gpu, InputError, MlpKind, Model, Network, NormKind,
@@ -51,9 +51,9 @@ class Catalog:
 def _lookup(entries: Mapping, key, field: str, what: str):
     if isinstance(key, str) and key in entries:
         return entries[key]
-    close = difflib.get_close_matches(str(key), list(entries), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(str(key)[:100], list(entries), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(map(repr, close))}?" if close else f"; known: {', '.join(sorted(entries))}"
-    raise InputError(field, f"unknown {what} {key!r}{hint}")
+    raise InputError(field, f"unknown {what} {short_repr(key)}{hint}")
 
 
 # ----------------------------------------------------------------------------- entry -> planner type

@@ -15,6 +15,23 @@ PositiveInt = Annotated[int, Field(gt=0)]
 NonNegative = Annotated[float, Field(ge=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 
+# Ceilings far above any real hardware, so that a typo or a hostile file cannot push the cost
+# model past float range (1e308 Gb/s becomes inf bytes/s; $1e308 an hour makes every cost inf).
+MAX_TFLOPS = 1e6
+MAX_MEMORY_GIB = 1e6
+MAX_GB_S = 1e6                            # memory, link and network bandwidth, GB/s
+MAX_GBPS = 1e6                            # node network, Gb/s
+MIN_GBPS = 0.01                           # 10 Mb/s: below this every plan is bound by the network alone
+MAX_POWER_W = 1e5
+MAX_PRICE_PER_GPU_HOUR = 1e4              # USD
+MAX_LATENCY_US = 1e6
+MIN_EFFICIENCY = 0.01
+
+Tflops = Annotated[float, Field(gt=0, le=MAX_TFLOPS)]
+GBs = Annotated[float, Field(gt=0, le=MAX_GB_S)]
+Gbps = Annotated[float, Field(ge=MIN_GBPS, le=MAX_GBPS)]
+Price = Annotated[float, Field(ge=0, le=MAX_PRICE_PER_GPU_HOUR)]
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
@@ -23,19 +40,19 @@ class Strict(BaseModel):
 class GpuEntry(Strict):
     name: str
     vendor: str = "nvidia"
-    bf16_fp16_tflops: Positive            # dense tensor-core peak; fp32 accumulate on consumer cards
-    fp32_tflops: Positive
+    bf16_fp16_tflops: Tflops              # dense tensor-core peak; fp32 accumulate on consumer cards
+    fp32_tflops: Tflops
     bf16: bool
-    memory_gib: Positive
-    memory_bw_gb_s: Positive
+    memory_gib: Annotated[float, Field(gt=0, le=MAX_MEMORY_GIB)]
+    memory_bw_gb_s: GBs
     link: str                             # nvlink2..nvlink5, pcie, xgmi
-    link_gb_s_per_direction: Positive
+    link_gb_s_per_direction: GBs
     pcie_gen: Annotated[int, Field(ge=1, le=7)]
-    power_w: Positive
-    price_per_gpu_hour: NonNegative       # USD
+    power_w: Annotated[float, Field(gt=0, le=MAX_POWER_W)]
+    price_per_gpu_hour: Price             # USD
     price_date: str = ""
     price_source: str = ""
-    efficiency: Annotated[float, Field(gt=0, le=1)] = 0.6
+    efficiency: Annotated[float, Field(ge=MIN_EFFICIENCY, le=1)] = 0.6
     efficiency_note: str = ""
     source: str = ""
 
@@ -43,8 +60,8 @@ class GpuEntry(Strict):
 class NetworkEntry(Strict):
     name: str
     kind: Literal["intra-node", "inter-node"]
-    bw_gb_s: Positive                     # GB/s, one direction
-    latency_us: NonNegative
+    bw_gb_s: GBs                          # GB/s, one direction
+    latency_us: Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]
     source: str = ""
 
 
@@ -110,14 +127,14 @@ class PoolEntry(Strict):
     gpu: str
     nodes: PositiveInt
     gpus_per_node: Annotated[int, Field(gt=0, le=MAX_GPUS_PER_NODE)]
-    inter_node_gbps: Optional[Positive] = None   # Gb/s per node, one direction
-    price_per_gpu_hour: Optional[NonNegative] = None
+    inter_node_gbps: Optional[Gbps] = None   # Gb/s per node, one direction
+    price_per_gpu_hour: Optional[Price] = None
 
 
 class ClusterEntry(Strict):
     name: str = "cluster"
     pools: Annotated[list[PoolEntry], Field(min_length=1, max_length=MAX_POOLS)]
-    between_pools_gbps: Optional[Positive] = None
+    between_pools_gbps: Optional[Gbps] = None
 
 
 # ----------------------------------------------------------------------------- plan file

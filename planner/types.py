@@ -48,6 +48,20 @@ def _positive_number(value, field_name: str) -> None:
              field_name, f"must be a positive number, got {value!r}")
 
 
+def _nonnegative_number(value, field_name: str) -> None:
+    _require(isinstance(value, (int, float)) and not isinstance(value, bool)
+             and math.isfinite(value) and value >= 0,
+             field_name, f"must be zero or more, got {value!r}")
+
+
+# Sizes beyond any real job, refused so that no input can make the planner run for minutes.
+MAX_GLOBAL_BATCH = 10_000_000             # sequences per iteration
+MAX_SEQ_LEN = 10_000_000                  # tokens
+# The schedule simulation handles every pass of every micro-batch on every stage (and virtual
+# stage); at about 10 us each, this many bounds one `evaluate` to seconds.
+MAX_SIMULATED_PASSES = 1_000_000          # stages x micro-batches x interleave
+
+
 class Precision(str, Enum):
     BF16 = "bf16"
     FP16 = "fp16"
@@ -115,9 +129,8 @@ class Gpu:
         for name in ("peak_flops", "peak_fp32_flops", "mem_bytes", "mem_bw_bytes_per_s",
                      "link_bw_bytes_per_s", "power_w"):
             _positive_number(getattr(self, name), f"{f}.{name}")
-        _require(isinstance(self.price_per_hour_usd, (int, float)) and self.price_per_hour_usd >= 0,
-                 f"{f}.price_per_hour_usd", f"must be zero or more, got {self.price_per_hour_usd!r}")
-        _require(0 < self.efficiency <= 1, f"{f}.efficiency",
+        _nonnegative_number(self.price_per_hour_usd, f"{f}.price_per_hour_usd")
+        _require(isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1, f"{f}.efficiency",
                  f"must be a fraction in (0, 1], got {self.efficiency!r}")
 
 
@@ -132,7 +145,7 @@ class Network:
 
     def __post_init__(self):
         _positive_number(self.bw_bytes_per_s, f"networks[{self.id}].bw_bytes_per_s")
-        _require(self.latency_s >= 0, f"networks[{self.id}].latency_s", "must be zero or more")
+        _nonnegative_number(self.latency_s, f"networks[{self.id}].latency_s")
 
 
 @dataclass(frozen=True)
@@ -151,8 +164,8 @@ class Pool:
         _positive_int(self.nodes, f"{f}.nodes")
         _positive_int(self.gpus_per_node, f"{f}.gpus_per_node")
         _positive_number(self.inter_node_bw_bytes_per_s, f"{f}.inter_node_gbps")
-        _require(self.price_per_gpu_hour_usd >= 0, f"{f}.price_per_gpu_hour",
-                 f"must be zero or more, got {self.price_per_gpu_hour_usd!r}")
+        _nonnegative_number(self.price_per_gpu_hour_usd, f"{f}.price_per_gpu_hour")
+        _nonnegative_number(self.inter_node_latency_s, f"{f}.inter_node_latency_s")
 
     @property
     def num_gpus(self) -> int:
@@ -231,8 +244,15 @@ class Model:
                  f"heads ({self.heads}) must be divisible by kv_heads ({self.kv_heads})")
         _require(self.top_k <= self.experts, f"{f}.top_k",
                  f"top_k ({self.top_k}) must not exceed experts ({self.experts})")
-        _require(self.layers <= 100_000 and self.hidden <= 1_000_000 and self.vocab <= 100_000_000,
-                 f, "is implausibly large (layers <= 100000, hidden <= 1000000, vocab <= 1e8)")
+        for name in ("max_positions", "embed_proj_dim"):
+            value = getattr(self, name)
+            _require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                     f"{f}.{name}", f"must be a whole number, zero or more, got {value!r}")
+        for name, limit in (("layers", 100_000), ("hidden", 1_000_000), ("ffn", 100_000_000),
+                            ("vocab", 100_000_000), ("experts", 100_000), ("max_positions", 100_000_000),
+                            ("embed_proj_dim", 1_000_000)):
+            _require(getattr(self, name) <= limit, f"{f}.{name}",
+                     f"is implausibly large ({getattr(self, name)!r}); the limit is {limit:,}")
 
     @property
     def head_dim(self) -> int:
@@ -267,14 +287,19 @@ class Job:
     def __post_init__(self):
         _positive_int(self.global_batch, "global_batch")
         _positive_int(self.seq_len, "seq_len")
-        _require(self.global_batch <= 10_000_000, "global_batch", "must be at most 10,000,000 sequences")
-        _require(self.seq_len <= 10_000_000, "seq_len", "must be at most 10,000,000 tokens")
+        _check_sizes(self.global_batch, self.seq_len)
         if self.tokens_to_train is not None:
             _positive_number(self.tokens_to_train, "tokens")
 
     @property
     def tokens_per_iteration(self) -> int:
         return self.global_batch * self.seq_len
+
+
+def _check_sizes(global_batch: int, seq_len: int) -> None:
+    _require(global_batch <= MAX_GLOBAL_BATCH, "global_batch",
+             f"must be at most {MAX_GLOBAL_BATCH:,} sequences, got {global_batch:,}")
+    _require(seq_len <= MAX_SEQ_LEN, "seq_len", f"must be at most {MAX_SEQ_LEN:,} tokens, got {seq_len:,}")
 
 
 @dataclass(frozen=True)
@@ -337,10 +362,17 @@ class Plan:
         _positive_int(self.seq_len, "seq_len")
         _positive_int(self.micro_batch, "micro_batch")
         _positive_int(self.interleave, "interleave")
-        _require(self.zero_stage in (0, 1, 2, 3), "zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        _check_sizes(self.global_batch, self.seq_len)
+        _require(not isinstance(self.zero_stage, bool) and self.zero_stage in (0, 1, 2, 3), "zero_stage",
+                 f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
         _require(len(self.stages) > 0, "stages", "a plan needs at least one stage")
         self._check_layers()
         self._check_samples()
+        passes = len(self.stages) * self.num_micro_batches * self.interleave
+        _require(passes <= MAX_SIMULATED_PASSES, "micro_batch",
+                 f"{len(self.stages)} stages x {self.num_micro_batches:,} micro-batches x interleave "
+                 f"{self.interleave} = {passes:,} passes to simulate, over the limit of "
+                 f"{MAX_SIMULATED_PASSES:,}; raise micro_batch (or use fewer stages)")
         if self.interleave > 1:
             _require(self.schedule == Schedule.ONE_F_ONE_B, "interleave",
                      "interleaving needs schedule '1f1b'; set interleave to 1 for gpipe")

@@ -24,6 +24,15 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see --help)")
 
 
+MAX_MESSAGE_CHARS = 2000
+
+
+def one_line(message: str) -> str:
+    """A message as one line of bounded length, whatever names or values it quotes."""
+    text = message.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hetplan", description="Plan and evaluate hybrid-parallel training on mixed GPU clusters.")
     parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
@@ -47,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         return args.run(args) or 0
     except (InputError, UsageError) as e:
-        print(f"hetplan: error: {e}", file=sys.stderr)
+        print(f"hetplan: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("hetplan: interrupted", file=sys.stderr)
@@ -57,6 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug: say so in one line
         if os.environ.get("HETPLAN_DEBUG"):
             raise
-        print(f"hetplan: internal error: {type(e).__name__}: {e} (rerun with HETPLAN_DEBUG=1 for details)",
-              file=sys.stderr)
+        print(f"hetplan: internal error: {type(e).__name__}: {one_line(str(e))} "
+              f"(rerun with HETPLAN_DEBUG=1 for details)", file=sys.stderr)
         return 1

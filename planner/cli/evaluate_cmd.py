@@ -1,6 +1,8 @@
 """hetplan evaluate --cluster FILE --plan FILE [--tokens T] [--json]"""
 from __future__ import annotations
 
+import math
+
 from planner.cli.common import catalog_from_args, print_json
 from planner.cost import evaluate
 from planner.report import estimate_to_dict, estimate_to_text
@@ -23,8 +25,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from catalog.formats import check_plan_against_cluster, load_cluster_file, load_plan_file
     from planner.cost import CostOptions
-    if args.tokens is not None and not args.tokens > 0:
-        raise InputError("--tokens", f"must be a positive number of tokens, got {args.tokens}")
+    if args.tokens is not None and not (math.isfinite(args.tokens) and args.tokens > 0):
+        raise InputError("--tokens", f"must be a positive, finite number of tokens (e.g. 1e12), got {args.tokens}")
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     plan = load_plan_file(args.plan, catalog)
