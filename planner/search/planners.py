@@ -23,14 +23,15 @@ from typing import Iterator, Protocol
 from planner.cost import CostOptions
 from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
-from planner.search.space import Knobs, Layout, knob_settings, layouts
+from planner.search.space import (INTERLEAVES, RECOMPUTES, ZERO_STAGES, Knobs, Layout, knob_settings,
+                                  layout_families, layouts, micro_batch_sizes)
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
 
 @dataclass(frozen=True)
 class SearchOptions:
     rescore: int = 24                      # fast-scored candidates re-scored by the cost model
-    max_fast_scores: int = 3_000_000       # budget of fast scores (deterministic); reported when hit
+    max_fast_scores: int = 200_000         # budget of fast scores (deterministic); reported when hit
     partial_pools: bool | None = None      # also try half, a quarter... of each pool; None: for cost/deadline
     exhaustive_max_gpus: int = 16
     cost_options: CostOptions = field(default_factory=CostOptions)
@@ -141,27 +142,48 @@ class HetplanPlanner:
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
         bounded = []
-        for k, (subset, layout) in enumerate(layouts(pools, job.model, job.global_batch, _partial(objective, options))):
-            bound = lower_bound_s(scorer, layout)
-            key = fast_key(objective, job, bound, layout_price(scorer, layout), deadline_hours)
-            for name in layout.gpus_by_pool():
+        families = layout_families(pools, job.model, job.global_batch, _partial(objective, options))
+        for k, (subset, family) in enumerate(families):
+            bound = lower_bound_s(scorer, family[0])
+            key = fast_key(objective, job, bound, layout_price(scorer, family[0]), deadline_hours)
+            for name in family[0].gpus_by_pool():
                 considered.bound_with_pool[name] = min(considered.bound_with_pool.get(name, math.inf), key)
             if key < math.inf:
-                bounded.append((key, k, subset, layout))
+                bounded.append((key, k, subset, family))
         bounded.sort(key=lambda e: (e[0], e[1]))
-        for key, _, subset, layout in bounded:
+        for key, _, subset, family in bounded:
             if key >= keeper.threshold():
                 break
-            precision = precision_for(job, subset)
-            for knobs in knob_settings(job.global_batch, layout, job.model.layers):
+            for layout in family:
                 if considered.fast_scores >= options.max_fast_scores:
                     considered.budget_hit = True
                     return considered
-                considered.fast_scores += 1
-                cand = scorer.score(layout, knobs, precision)
-                if cand is not None:
-                    keeper.add(cand)
+                _scan_layout(scorer, layout, precision_for(job, subset), keeper)
         return considered
+
+
+def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper) -> None:
+    """Score every knob setting of the layout that could win, skipping two kinds of loser:
+    a micro-batch size (and all larger ones) whose most memory-frugal setting cannot hold the
+    model, and selective or full recomputation when the same setting without recomputation
+    fits and memory does not limit its split (recomputation then only adds time)."""
+    job = scorer.job
+    for mb in micro_batch_sizes(job.global_batch):
+        if job.global_batch // mb < layout.max_replicas_per_stage or not scorer.could_fit(layout, mb, 1):
+            break
+        for v in INTERLEAVES:
+            if v > 1 and (layout.num_stages == 1 or job.model.layers % v or not scorer.could_fit(layout, mb, v)):
+                continue
+            for zero in ZERO_STAGES:
+                if zero > 0 and layout.max_replicas_per_stage == 1:
+                    continue
+                for recompute in RECOMPUTES:
+                    keeper.c.fast_scores += 1
+                    cand = scorer.score(layout, Knobs(mb, zero, recompute, v), precision)
+                    if cand is not None:
+                        keeper.add(cand)
+                        if not cand.memory_binds:
+                            break
 
 
 # ----------------------------------------------------------------------------- baselines

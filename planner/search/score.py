@@ -35,6 +35,7 @@ class Candidate:
     shares: tuple[tuple[int, ...], ...]   # micro-batches per replica, groups expanded in order
     time_s: float                        # fast estimate of the iteration time
     price_per_hour_usd: float
+    memory_binds: bool = False           # the split is limited by memory, not by time
 
     def to_plan(self, job: Job) -> Plan:
         stages, start = [], 0
@@ -79,6 +80,7 @@ class Scorer:
         self._pass: dict = {}
         self._shares: dict = {}
         self._act: dict = {}
+        self._caps: dict = {}
         self.layer_params = layer_params(self.model)
         self.embedding_params = embedding_params(self.model)
         self.head_params = head_params(self.model)
@@ -87,7 +89,7 @@ class Scorer:
 
     def pass_times(self, pool: Pool, tp: int, mb: int, recompute: Recompute, sp: bool):
         """(forward, backward) of one layer, and of the head alone, for one micro-batch."""
-        key = (pool.gpu.id, pool.gpu, tp, mb, recompute, sp)
+        key = (pool.name, tp, mb, recompute, sp)
         if key not in self._pass:
             m, s, flash = self.model, self.job.seq_len, self.options.flash_attention
             link = pool.gpu.link_bw_bytes_per_s
@@ -142,18 +144,44 @@ class Scorer:
         stage_shapes = tuple(_StageShape(range(sum(g.count for g in groups))) for groups in layout.stages)
         shape = _Shape(self.model, self.job.seq_len, knobs.micro_batch, sp, knobs.recompute, p,
                        Schedule.ONE_F_ONE_B, knobs.interleave, stage_shapes, self.job.global_batch // knobs.micro_batch)
-        costs = [self._stage_costs(layout, knobs, shape, i, shares[i], sp) for i in range(p)]
+        costs = []
+        for i in range(p):
+            costs.append(self._stage_costs(layout, knobs, shape, i, shares[i], sp))
+            if costs[-1].max_layers < knobs.interleave:
+                return None
+        memory_binds = False
         if uniform:
             layers = even_split(self.model.layers, p, knobs.interleave)
             if layers is None or any(n > c.max_layers for n, c in zip(layers, costs)):
                 return None
         else:
-            layers = split_layers(self.model.layers, costs, knobs.interleave)
-        if layers is None:
-            return None
+            found = split_layers(self.model.layers, costs, knobs.interleave)
+            if found is None:
+                return None
+            layers, memory_binds = found
         time_s = self._iteration_s(layout, knobs, layers, shares, sp)
         price = sum(n * self.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
-        return Candidate(layout, knobs, precision, layers, shares, time_s, price)
+        return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds)
+
+    def could_fit(self, layout: Layout, micro_batch: int, interleave: int) -> bool:
+        """Whether the most memory-frugal knobs (ZeRO-3, full recompute) leave room for every layer."""
+        sp = any(g.tp > 1 for stage in layout.stages for g in stage)
+        zero = 3 if layout.max_replicas_per_stage > 1 else 0
+        knobs = Knobs(micro_batch, zero, Recompute.FULL, interleave)
+        shares = self.shares(layout, knobs, sp)
+        if shares is None:
+            return False
+        p = layout.num_stages
+        stage_shapes = tuple(_StageShape(range(sum(g.count for g in groups))) for groups in layout.stages)
+        shape = _Shape(self.model, self.job.seq_len, micro_batch, sp, Recompute.FULL, p,
+                       Schedule.ONE_F_ONE_B, interleave, stage_shapes, self.job.global_batch // micro_batch)
+        room = 0
+        for i in range(p):
+            most = self._stage_costs(layout, knobs, shape, i, shares[i], sp).max_layers
+            if most < interleave:
+                return False
+            room += most - most % interleave
+        return room >= self.model.layers
 
     def _even_shares(self, layout: Layout, knobs: Knobs):
         m = self.job.global_batch // knobs.micro_batch
@@ -187,6 +215,15 @@ class Scorer:
 
     def _max_layers(self, pool: Pool, tp: int, knobs: Knobs, shape: _Shape, i: int, own: int, replicas: int) -> int:
         """Most layers stage i can hold on one GPU of this replica (planner.memory, solved for L)."""
+        p = shape.num_stages
+        window = sum(len(s.replicas) for s in shape.stages[i:])
+        key = (pool.name, tp, knobs, shape.sequence_parallel, p, i == 0, i == p - 1, own, replicas,
+               window if shape.interleave == 1 else i)
+        if key not in self._caps:
+            self._caps[key] = self._solve_max_layers(pool, tp, knobs, shape, i, own, replicas)
+        return self._caps[key]
+
+    def _solve_max_layers(self, pool: Pool, tp: int, knobs: Knobs, shape: _Shape, i: int, own: int, replicas: int) -> int:
         m, s, b, z, d = self.model, self.job.seq_len, knobs.micro_batch, knobs.zero_stage, replicas
         p = shape.num_stages
         per_param = (WEIGHT_BYTES / (d if z >= 3 else 1) + MAIN_GRAD_BYTES / (d if z >= 2 else 1)

@@ -104,22 +104,25 @@ def scaled_gpu_counts(pool: Pool, partial: bool) -> list[int]:
 
 
 def chain_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
-                  num_layers: int, max_lanes: int) -> Iterator[Layout]:
-    """Every order of the subset's pools and every lane count d with q_k >= 1 stages per pool."""
+                  num_layers: int, max_lanes: int) -> Iterator[tuple[Layout, ...]]:
+    """Every lane count d with q_k >= 1 stages per pool; for each, the layouts of every order of
+    the pools (they use the same GPUs)."""
     widest = max(n // t for n, t in zip(gpus, tps))
     for d in range(1, min(max_lanes, widest) + 1):
         stages_per_pool = [n // (d * t) for n, t in zip(gpus, tps)]
         if min(stages_per_pool) == 0 or sum(stages_per_pool) > num_layers:
             continue
+        orders = []
         for order in itertools.permutations(range(len(subset))):
             stages = []
             for k in order:
                 stages += [(Group(subset[k].name, tps[k], d),)] * stages_per_pool[k]
-            yield Layout("chain", tuple(stages))
+            orders.append(Layout("chain", tuple(stages)))
+        yield tuple(orders)
 
 
 def mixed_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
-                  num_layers: int, max_lanes: int) -> Iterator[Layout]:
+                  num_layers: int, max_lanes: int) -> Iterator[tuple[Layout, ...]]:
     """p stages, each with r_k = floor(N_k / (p t_k)) >= 1 replicas of every pool of the subset."""
     if len(subset) < 2:
         return
@@ -130,12 +133,13 @@ def mixed_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[in
         if sum(counts) > max_lanes:
             continue
         stage = tuple(Group(pool.name, t, c) for pool, t, c in zip(subset, tps, counts))
-        yield Layout("mixed", (stage,) * p)
+        yield (Layout("mixed", (stage,) * p),)
 
 
-def layouts(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
-            partial: bool) -> Iterator[tuple[tuple[Pool, ...], Layout]]:
-    """Every layout of the space over `cluster_pools` (already filtered for precision)."""
+def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
+                    partial: bool) -> Iterator[tuple[tuple[Pool, ...], tuple[Layout, ...]]]:
+    """Every layout of the space over `cluster_pools` (already filtered for precision), in
+    families that use the same GPUs (a chain's pool orders)."""
     for subset in pool_subsets(cluster_pools):
         tp_options = [tp_degrees(p, model) for p in subset]
         gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
@@ -169,3 +173,10 @@ def knob_settings(global_batch: int, layout: Layout, num_layers: int) -> Iterato
                     if zero > 0 and most_replicas == 1:
                         continue  # nothing to shard across
                     yield Knobs(mb, zero, recompute, v)
+
+
+def layouts(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
+            partial: bool) -> Iterator[tuple[tuple[Pool, ...], Layout]]:
+    for subset, family in layout_families(cluster_pools, model, max_micro_batches, partial):
+        for layout in family:
+            yield subset, layout

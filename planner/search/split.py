@@ -21,15 +21,15 @@ class StageCosts:
     def time_s(self, layers: int) -> float:
         return max(a * layers + c for a, c in zip(self.slopes, self.intercepts))
 
-    def most_layers_within(self, budget_s: float, multiple: int) -> int:
-        most = self.max_layers
+    def most_layers_within(self, budget_s: float, multiple: int, memory: bool = True) -> int:
+        most = self.max_layers if memory else 10**9
         for a, c in zip(self.slopes, self.intercepts):
             most = min(most, math.floor((budget_s - c) / a * (1 + 1e-12)))
         return most - most % multiple
 
 
 def split_layers(num_layers: int, stages: list[StageCosts], multiple: int = 1,
-                 rel_tol: float = 1e-9) -> tuple[int, ...] | None:
+                 rel_tol: float = 1e-7) -> tuple[tuple[int, ...], bool] | None:
     """Contiguous split of `num_layers` layers over the stages minimising the slowest stage.
 
     Formulation (integer program; L_i the layers of stage i, B the slowest stage's time):
@@ -42,9 +42,10 @@ def split_layers(num_layers: int, stages: list[StageCosts], multiple: int = 1,
     U_i(B) >= multiple for all i and sum_i U_i(B) >= num_layers; feasibility is monotone in B,
     so bisection on B finds the optimum to `rel_tol` (the split it returns is optimal up to that
     tolerance). Among optimal splits, layers are taken first from the stages with the steepest
-    slope, which shortens the pipeline's fill and drain. Returns None when memory rules out every split.
+    slope, which shortens the pipeline's fill and drain. Returns (split, whether memory (c4) binds
+    at the optimum), or None when memory rules out every split.
     """
-    if num_layers % multiple or any(s.max_layers < multiple for s in stages):
+    if num_layers % multiple or len(stages) * multiple > num_layers or any(s.max_layers < multiple for s in stages):
         return None
     if sum(s.max_layers - s.max_layers % multiple for s in stages) < num_layers:
         return None
@@ -58,8 +59,9 @@ def split_layers(num_layers: int, stages: list[StageCosts], multiple: int = 1,
             hi = mid
         else:
             lo = mid
-    upper = [min(s.most_layers_within(hi, multiple), s.max_layers - s.max_layers % multiple) for s in stages]
-    return _trim(upper, num_layers, stages, multiple)
+    upper = [s.most_layers_within(hi, multiple) for s in stages]
+    memory_binds = any(s.max_layers < s.most_layers_within(hi, multiple, memory=False) for s in stages)
+    return _trim(upper, num_layers, stages, multiple), memory_binds
 
 
 def _feasible(num_layers: int, stages: list[StageCosts], budget_s: float, multiple: int) -> bool:
