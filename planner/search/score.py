@@ -141,6 +141,8 @@ class Scorer:
         if shares is None:
             return None
         p = layout.num_stages
+        if knobs.interleave > 1 and any(n % p for stage in shares for n in stage):
+            return None  # Megatron-LM's interleaved schedule needs micro-batches in whole groups of p
         stage_shapes = tuple(_StageShape(range(sum(g.count for g in groups))) for groups in layout.stages)
         shape = _Shape(self.model, self.job.seq_len, knobs.micro_batch, sp, knobs.recompute, p,
                        Schedule.ONE_F_ONE_B, knobs.interleave, stage_shapes, self.job.global_batch // knobs.micro_batch)

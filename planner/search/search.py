@@ -59,7 +59,8 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     explanations = explain_ranking(objective, top, ranked)
     plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
                   for (plan, est), text in zip(top, explanations))
-    pareto = _pareto(cluster, job, considered, options, ranked)
+    pareto = _pareto(cluster, job, considered, options,
+                     ranked + [(b.plan, b.estimate) for b in base.values() if b is not None])
     notes = (f"the search stopped at its budget of {options.max_fast_scores:,} fast scores; "
              f"raise SearchOptions.max_fast_scores for a complete search",) if considered.budget_hit else ()
     idle = idle_reasons(cluster, objective, plans[0], considered)
@@ -84,19 +85,19 @@ def _rank(cluster, job, objective, deadline_hours, considered: Considered, optio
 
 
 def _pareto(cluster, job, considered: Considered, options, ranked) -> tuple[ScoredPlan, ...]:
-    """Throughput/cost front over the re-scored plans and the fast front, on the cost model's numbers."""
+    """Throughput/cost front over the re-scored plans, the baselines and the search's fast front,
+    on the cost model's numbers."""
     points = list(ranked)
-    seen = {id(p) for p, _ in ranked}
     for cand in considered.front:
         plan, est = _evaluate(cluster, job, cand, options)
-        if est.fits and id(plan) not in seen:
+        if est.fits:
             points.append((plan, est))
     front = []
     for plan, est in points:
         dominated = any(o.tokens_per_s >= est.tokens_per_s and o.cost_per_million_tokens_usd <= est.cost_per_million_tokens_usd
                         and (o.tokens_per_s > est.tokens_per_s or o.cost_per_million_tokens_usd < est.cost_per_million_tokens_usd)
                         for _, o in points)
-        if not dominated and all(est != o for _, o in front):
+        if not dominated and all(plan != p for p, _ in front):
             front.append((plan, est))
     front.sort(key=lambda pe: -pe[1].tokens_per_s)
     return tuple(ScoredPlan(plan, est, {}, describe_plan(plan)) for plan, est in front)

@@ -1,0 +1,89 @@
+"""hetplan plan --cluster FILE --model ID --global-batch N --seq-len S [--objective ...] [--json]"""
+from __future__ import annotations
+
+from planner.cli.common import catalog_from_args, print_json
+from planner.report import estimate_to_dict, format_duration
+from planner.types import InputError, Job, Objective, Precision
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="search for the best plan on a cluster",
+                       description="Search stage structure, layer split, sample shares and training knobs for the "
+                                   "plan that is best for the objective; every plan is scored by the cost model.")
+    p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
+    p.add_argument("--model", required=True, metavar="ID", help="catalog model id (see `hetplan catalog models`)")
+    p.add_argument("--global-batch", required=True, type=int, metavar="N", help="sequences per iteration")
+    p.add_argument("--seq-len", required=True, type=int, metavar="S", help="tokens per sequence")
+    p.add_argument("--precision", choices=("bf16", "fp16"), default=None,
+                   help="default: bf16 where every GPU a plan uses supports it, else fp16")
+    p.add_argument("--objective", choices=[o.value for o in Objective], default="throughput")
+    p.add_argument("--deadline-hours", type=float, default=None, metavar="H", help="for --objective deadline")
+    p.add_argument("--tokens", type=float, default=None, metavar="T", help="tokens to train (e.g. 1e12)")
+    p.add_argument("--top", type=int, default=5, metavar="K", help="how many plans to return (default 5)")
+    p.add_argument("--baseline", choices=("megatron", "uniform", "exhaustive"), default=None,
+                   help="run this planner instead of hetplan's search")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from catalog.formats import load_cluster_file, plan_to_dict
+    from planner.search import search
+    if args.tokens is not None and not args.tokens > 0:
+        raise InputError("--tokens", f"must be a positive number of tokens, got {args.tokens}")
+    if args.top < 1:
+        raise InputError("--top", f"must be at least 1, got {args.top}")
+    catalog = catalog_from_args(args)
+    cluster = load_cluster_file(args.cluster, catalog)
+    model = catalog.model(args.model, "--model")
+    job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
+              args.tokens)
+    result = search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
+                    method=args.baseline or "hetplan")
+
+    def scored(sp) -> dict:
+        d = plan_to_dict(sp.plan, catalog, estimate_to_dict(sp.estimate))
+        d["explanation"] = sp.explanation
+        d["gain_over"] = dict(sp.gain_over)
+        return d
+
+    if args.json:
+        print_json({
+            "objective": result.objective.value, "method": result.method,
+            "plans": [scored(sp) for sp in result.plans],
+            "pareto": [scored(sp) for sp in result.pareto],
+            "baselines": {k: (scored(v) if v else None) for k, v in result.baselines.items()},
+            "idle": result.idle, "search_time_s": result.search_time_s,
+            "candidates_evaluated": result.candidates_evaluated, "notes": list(result.notes),
+        })
+    else:
+        print(_text(result))
+    return 0
+
+
+def _text(result) -> str:
+    from planner.search.explain import describe_plan
+    lines = [f"{result.method} search for {result.objective.value}: {result.candidates_evaluated:,} candidates "
+             f"in {result.search_time_s:.2f} s"]
+    for k, sp in enumerate(result.plans, 1):
+        e = sp.estimate
+        lines.append(f"\n#{k}  {e.tokens_per_s:,.0f} tokens/s on {e.num_gpus} GPUs, MFU {e.mfu:.1%}, "
+                     f"${e.cost_per_million_tokens_usd:.3f} per million tokens (${e.cost_per_hour_usd:,.2f}/h)"
+                     + (f", trains in {format_duration(e.train_time_s)} for ${e.train_cost_usd:,.0f}"
+                        if e.train_time_s is not None else ""))
+        lines.append(f"    {describe_plan(sp.plan)}")
+        if sp.gain_over:
+            lines.append("    gain over " + ", ".join(f"{name} {g:+.1%}" for name, g in sp.gain_over.items()))
+        lines.append(f"    {sp.explanation}")
+    for name, b in result.baselines.items():
+        lines.append(f"\nbaseline {name}: " + (f"{b.estimate.tokens_per_s:,.0f} tokens/s, "
+                                               f"${b.estimate.cost_per_million_tokens_usd:.3f}/M tokens: "
+                                               f"{describe_plan(b.plan)}" if b else "no plan fits"))
+    for pool, why in result.idle.items():
+        lines.append(f"idle {pool}: {why}")
+    lines.append(f"\nPareto front (throughput vs cost): {len(result.pareto)} plan(s)")
+    for sp in result.pareto:
+        lines.append(f"  {sp.estimate.tokens_per_s:12,.0f} tokens/s  ${sp.estimate.cost_per_million_tokens_usd:.3f}/M  "
+                     f"{sp.estimate.num_gpus} GPUs")
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
