@@ -32,7 +32,7 @@ def gpu_figures(gpu_ids: list[str]) -> pd.DataFrame:
     } for g in dict.fromkeys(gpu_ids) if g in gpus])
 
 
-def _pools_frame(cluster: dict) -> pd.DataFrame:
+def pools_frame(cluster: dict) -> pd.DataFrame:
     rows = [{c: p.get(c) for c in POOL_COLUMNS} for p in cluster.get("pools", [])]
     df = pd.DataFrame(rows, columns=POOL_COLUMNS)
     return df.astype({"name": "object", "gpu": "object", "nodes": "Int64", "gpus_per_node": "Int64",
@@ -51,7 +51,7 @@ def pools_editor(cluster: dict) -> dict:
     """The pools as an editable table; returns the cluster (file format) it describes."""
     key = session.WIDGET_PREFIX + "pools"
     if key not in st.session_state or "pools_base" not in st.session_state:
-        st.session_state["pools_base"] = _pools_frame(cluster)
+        st.session_state["pools_base"] = pools_frame(cluster)
     edited = st.data_editor(
         st.session_state["pools_base"], key=key, num_rows="dynamic", width="stretch", hide_index=True,
         column_config={
@@ -65,14 +65,20 @@ def pools_editor(cluster: dict) -> dict:
             "price_per_gpu_hour": st.column_config.NumberColumn(
                 "$ / GPU-hour", min_value=0.0, format="$%.2f", help="empty: the catalog's price"),
         })
-    pools = []
-    for row in edited.to_dict("records"):
+    return cluster_with_pools(cluster, edited)
+
+
+def cluster_with_pools(cluster: dict, pools: pd.DataFrame) -> dict:
+    """`cluster` (file format) with its pools replaced by the rows of the editor's table;
+    rows without a GPU type are skipped, empty cells left out (the file format's defaults)."""
+    rows = []
+    for row in pools.to_dict("records"):
         pool = {c: _clean(row.get(c)) for c in POOL_COLUMNS}
         if not pool["gpu"]:
             continue
-        pools.append({k: v for k, v in pool.items() if v is not None and v != ""})
+        rows.append({k: v for k, v in pool.items() if v is not None and v != ""})
     out = {k: v for k, v in cluster.items() if k != "pools"}
-    out["pools"] = pools
+    out["pools"] = rows
     return out
 
 

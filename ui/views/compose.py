@@ -5,11 +5,11 @@ from dataclasses import replace
 
 import streamlit as st
 
-from catalog import cluster_to_yaml
+from catalog import cluster_from_dict, cluster_to_yaml
 from catalog.files import parse_yaml
 from planner.types import InputError
 from ui import compose, session
-from ui.planning import build_cluster, build_model
+from ui.planning import build_cluster, build_model, catalog
 from ui.state import presets
 from ui.views.common import show_error
 
@@ -32,16 +32,22 @@ def _gpus(cluster: dict) -> int:
     return sum(p.get("nodes", 0) * p.get("gpus_per_node", 0) for p in cluster.get("pools", []))
 
 
+def parse_cluster_upload(name: str, content: bytes) -> dict:
+    """The cluster (file format) in an uploaded YAML, checked against the catalog."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(name, "not a UTF-8 text file (expected a cluster YAML)") from None
+    data = parse_yaml(text, name)
+    if not isinstance(data, dict):
+        raise InputError(name, "must hold a mapping with `pools:` at the top level")
+    cluster_from_dict(data, catalog(), source=name)
+    return data
+
+
 def _load_upload(upload) -> None:
     try:
-        text = upload.getvalue().decode("utf-8")
-        data = parse_yaml(text, upload.name)
-        if not isinstance(data, dict):
-            raise InputError(upload.name, "must hold a mapping with `pools:` at the top level")
-        build_cluster(replace(session.get(), cluster=data))
-    except UnicodeDecodeError:
-        show_error(f"{upload.name}: not a text file (expected a cluster YAML)")
-        return
+        data = parse_cluster_upload(upload.name, upload.getvalue())
     except InputError as e:
         show_error(str(e))
         return
@@ -76,7 +82,7 @@ def _model_section() -> None:
     st.subheader("Model")
     model = compose.model_picker(session.get().model)
     if model != session.get().model:
-        session.update(model=model)
+        session.update(model=model, plan=None)
     try:
         compose.model_facts(build_model(model))
     except InputError as e:
@@ -87,8 +93,10 @@ def _job_section() -> None:
     st.subheader("Job")
     job = compose.job_inputs(session.get())
     changes = {k: getattr(job, k) for k in job.__dataclass_fields__}
-    if any(getattr(session.get(), k) != v for k, v in changes.items()):
-        session.update(**changes)
+    state = session.get()
+    if any(getattr(state, k) != v for k, v in changes.items()):
+        made_for_other_job = (job.global_batch, job.seq_len) != (state.global_batch, state.seq_len)
+        session.update(**changes, **({"plan": None} if made_for_other_job else {}))
 
 
 def render() -> None:

@@ -12,7 +12,7 @@ import streamlit as st
 from catalog.files import parse_json
 from planner.types import InputError
 from ui import session
-from ui.planning import build_cluster, catalog, evaluate_plan
+from ui.planning import catalog, evaluate_plan
 from ui.state import EXAMPLES_DIR, presets
 from ui.views.common import show_error
 
@@ -32,19 +32,24 @@ def adopt_plan(plan: dict, cluster: dict | None = None) -> None:
     session.replace_all(replace(session.get(), **changes))
 
 
+def parse_plan_upload(name: str, content: bytes, cluster: dict) -> dict:
+    """The plan (file format) in an uploaded JSON, checked against the cluster (file format)."""
+    from catalog import check_plan_against_cluster, cluster_from_dict, plan_from_dict
+    data = parse_json(content.decode("utf-8", errors="replace"), name)
+    if not isinstance(data, dict):
+        raise InputError(name, "must hold one JSON object (a plan)")
+    plan = plan_from_dict(data, catalog(), source=name)
+    check_plan_against_cluster(plan, cluster_from_dict(cluster, catalog(), source="cluster"))
+    return data
+
+
 def _upload() -> None:
     c1, c2 = st.columns(2, vertical_alignment="bottom")
     upload = c1.file_uploader("upload a plan JSON (format hetplan.plan/1)", type=["json"], key="plan_upload")
     if upload is not None and st.session_state.get("plan_upload_done") != upload.file_id:
         st.session_state["plan_upload_done"] = upload.file_id
         try:
-            data = parse_json(upload.getvalue().decode("utf-8", errors="replace"), upload.name)
-            if not isinstance(data, dict):
-                raise InputError(upload.name, "must hold one JSON object (a plan)")
-            cluster = build_cluster(session.get())
-            from catalog import check_plan_against_cluster, plan_from_dict
-            check_plan_against_cluster(plan_from_dict(data, catalog(), source=upload.name), cluster)
-            adopt_plan(data)
+            adopt_plan(parse_plan_upload(upload.name, upload.getvalue(), session.get().cluster))
         except InputError as e:
             show_error(f"{e} (the plan is checked against the cluster on the Compose page)")
             return

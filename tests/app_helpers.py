@@ -1,0 +1,38 @@
+"""Shared set-up for the AppTest tests: a small, fast job, and the search to plan it with."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = {"preset": "single-node-8", "model": "gpt3-1.3b", "batch": "64", "seq": "2048"}
+TIMEOUT_S = 60
+
+
+def use_search(monkeypatch) -> None:
+    """The real planner.search where it is installed, else the stand-in with its API."""
+    try:
+        from planner.search import search  # noqa: F401
+    except ImportError:
+        from tests import fake_search
+        monkeypatch.setitem(sys.modules, "planner.search", fake_search)
+
+
+def new_app(params: dict | None = None):
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    return at
+
+
+def example_plan() -> dict:
+    return json.loads((ROOT / "examples/plans/single-node-8-small.json").read_text())
+
+
+def texts(at) -> str:
+    """Everything the page says in markdown, captions, alerts and metrics, as one string."""
+    parts = [e.value for kind in ("markdown", "caption", "error", "warning", "info", "success") for e in at.get(kind)]
+    parts += [f"{m.label} {m.value}" for m in at.metric]
+    return "\n".join(str(p) for p in parts)
