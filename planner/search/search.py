@@ -117,7 +117,7 @@ def _gains(objective: Objective, est: Estimate, base: dict[str, ScoredPlan | Non
 
 
 def _raise_infeasible(cluster, job, objective, deadline_hours, considered: Considered, options) -> None:
-    if objective == Objective.DEADLINE and considered.fits_with_pool:
+    if objective == Objective.DEADLINE:
         fastest = PLANNERS["hetplan"].consider(cluster, job, Objective.THROUGHPUT, None, options)
         ranked = _rank(cluster, job, Objective.THROUGHPUT, None, fastest, options)
         if ranked:

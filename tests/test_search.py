@@ -1,0 +1,207 @@
+"""Planner search: exact pieces against brute force, the search against exhaustive search,
+plan invariants, metrics equal to the cost model's, objectives, errors and the CLI."""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from catalog import cluster_from_dict, load_catalog, load_cluster_file
+from planner.cost import evaluate
+from planner.report import estimate_to_dict
+from planner.search import PLANNERS, SearchOptions, search
+from planner.search.split import StageCosts, share_micro_batches, split_layers
+from planner.types import InfeasibleError, InputError, Job, Objective
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def small_cluster(catalog, gpu_a="a100-80gb-sxm", gpu_b="v100-32gb-sxm", gpus=4):
+    return cluster_from_dict({"name": "small", "between_pools_gbps": 100, "pools": [
+        {"name": "a", "gpu": gpu_a, "nodes": 1, "gpus_per_node": gpus},
+        {"name": "b", "gpu": gpu_b, "nodes": 1, "gpus_per_node": gpus}]}, catalog)
+
+
+@pytest.fixture(scope="module")
+def lab_result(catalog):
+    cluster = load_cluster_file(EXAMPLES / "a100-v100-16.yaml", catalog)
+    job = Job(catalog.model("llama-2-7b"), 64, 4096, tokens_to_train=1e10)
+    return cluster, job, search(cluster, job, top_k=3)
+
+
+# ----------------------------------------------------------------------------- exact pieces vs brute force
+
+def test_split_matches_brute_force():
+    rng = random.Random(7)
+    for _ in range(200):
+        p, layers, multiple = rng.randint(1, 4), rng.randint(4, 14), rng.choice((1, 1, 2))
+        stages = [StageCosts(tuple(rng.uniform(0.5, 3) for _ in range(g)), tuple(rng.uniform(0, 2) for _ in range(g)),
+                             rng.randint(1, layers)) for g in [rng.randint(1, 2) for _ in range(p)]]
+        best = None
+        for cut in itertools.product(range(multiple, layers + 1, multiple), repeat=p):
+            if sum(cut) == layers and all(n <= s.max_layers for n, s in zip(cut, stages)):
+                worst = max(s.time_s(n) for n, s in zip(cut, stages))
+                best = worst if best is None else min(best, worst)
+        found = split_layers(layers, stages, multiple)
+        if best is None:
+            assert found is None
+        else:
+            split, _ = found
+            assert sum(split) == layers and all(n % multiple == 0 and n <= s.max_layers for n, s in zip(split, stages))
+            assert max(s.time_s(n) for n, s in zip(split, stages)) == pytest.approx(best, rel=1e-6)
+
+
+def test_shares_match_brute_force():
+    rng = random.Random(3)
+    for _ in range(200):
+        taus = [rng.uniform(0.5, 3) for _ in range(rng.randint(1, 3))]
+        m = rng.randint(len(taus), 9)
+        best = min(max(n * t for n, t in zip(c, taus))
+                   for c in itertools.product(range(1, m + 1), repeat=len(taus)) if sum(c) == m)
+        shares = share_micro_batches(m, taus)
+        assert sum(shares) == m and min(shares) >= 1
+        assert max(n * t for n, t in zip(shares, taus)) == pytest.approx(best)
+    assert share_micro_batches(2, [1.0, 1.0, 1.0]) is None
+
+
+# ----------------------------------------------------------------------------- search vs exhaustive
+
+@pytest.mark.parametrize("model,batch,seq", [("gpt3-1.3b", 16, 1024), ("llama-2-7b", 8, 2048)])
+def test_search_matches_exhaustive(catalog, model, batch, seq):
+    cluster = small_cluster(catalog)
+    job = Job(catalog.model(model), batch, seq)
+    best = search(cluster, job, baselines=False).plans[0].estimate
+    optimum = search(cluster, job, method="exhaustive", baselines=False).plans[0].estimate
+    assert best.tokens_per_s >= optimum.tokens_per_s * 0.99
+
+
+def test_cost_objective_matches_exhaustive(catalog):
+    cluster = small_cluster(catalog, "h100-sxm", "a100-40gb-sxm")
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    best = search(cluster, job, Objective.COST, baselines=False).plans[0].estimate
+    optimum = search(cluster, job, Objective.COST, method="exhaustive", baselines=False).plans[0].estimate
+    assert best.cost_per_million_tokens_usd <= optimum.cost_per_million_tokens_usd * 1.01
+
+
+# ----------------------------------------------------------------------------- plans and metrics
+
+def test_metrics_are_the_cost_models(lab_result):
+    cluster, job, result = lab_result
+    for sp in result.plans + result.pareto:
+        again = evaluate(cluster, sp.plan, job.tokens_to_train)
+        assert estimate_to_dict(again) == estimate_to_dict(sp.estimate)
+
+
+def test_plans_are_valid_and_ranked(lab_result):
+    cluster, job, result = lab_result
+    assert 1 <= len(result.plans) <= 3
+    speeds = [sp.estimate.tokens_per_s for sp in result.plans]
+    assert speeds == sorted(speeds, reverse=True)
+    for sp in result.plans:
+        plan = sp.plan
+        assert sp.estimate.fits
+        for name, used in plan.gpus_by_pool().items():
+            assert used <= cluster.pool(name).num_gpus
+        for stage in plan.stages:
+            assert stage.num_layers % plan.interleave == 0
+            for r in stage.replicas:
+                assert r.samples > 0 and r.samples % plan.micro_batch == 0
+                assert cluster.pool(r.pool).gpus_per_node % r.tp == 0
+        assert sp.explanation.startswith("Bottleneck:")
+    assert result.search_time_s > 0 and result.candidates_evaluated > 0
+
+
+def test_beats_baselines(lab_result):
+    _, _, result = lab_result
+    best = result.plans[0]
+    assert set(best.gain_over) == {"megatron", "uniform"}
+    assert all(g >= -1e-9 for g in best.gain_over.values())
+
+
+def test_deterministic(catalog):
+    cluster = small_cluster(catalog)
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    a, b = (search(cluster, job, top_k=3, baselines=False) for _ in range(2))
+    assert [sp.plan for sp in a.plans] == [sp.plan for sp in b.plans]
+
+
+def test_pareto_front_is_non_dominated(lab_result):
+    _, _, result = lab_result
+    front = result.pareto
+    assert front
+    for x in front:
+        for y in front:
+            assert not (y.estimate.tokens_per_s > x.estimate.tokens_per_s
+                        and y.estimate.cost_per_million_tokens_usd < x.estimate.cost_per_million_tokens_usd)
+
+
+def test_slow_expensive_pool_stays_idle_for_cost(catalog):
+    cluster = small_cluster(catalog, "h100-sxm", "v100-32gb-sxm")
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    result = search(cluster, job, Objective.COST, baselines=False)
+    assert "b" not in result.plans[0].plan.gpus_by_pool()
+    assert "b" in result.idle and result.idle["b"]
+
+
+# ----------------------------------------------------------------------------- objectives and errors
+
+def test_deadline(catalog):
+    cluster = small_cluster(catalog)
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024, tokens_to_train=1e9)
+    result = search(cluster, job, Objective.DEADLINE, deadline_hours=24, baselines=False)
+    assert result.plans[0].estimate.train_time_s <= 24 * 3600
+    with pytest.raises(InfeasibleError, match="fastest plan found"):
+        search(cluster, job, Objective.DEADLINE, deadline_hours=0.01, baselines=False)
+    with pytest.raises(InputError):
+        search(cluster, Job(catalog.model("gpt3-1.3b"), 16, 1024), Objective.DEADLINE, deadline_hours=5)
+
+
+def test_infeasible_says_what_is_short(catalog):
+    cluster = small_cluster(catalog, "rtx-4090", "rtx-3090", 2)
+    job = Job(catalog.model("llama-2-70b"), 16, 4096)
+    with pytest.raises(InfeasibleError, match=r"needs >= .* GiB per replica .* per node"):
+        search(cluster, job, baselines=False)
+
+
+def test_exhaustive_refuses_large_clusters(catalog):
+    cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
+    with pytest.raises(InputError, match="exhaustive"):
+        search(cluster, Job(catalog.model("gpt3-1.3b"), 16, 1024), method="exhaustive")
+
+
+def test_planners_share_one_protocol():
+    assert set(PLANNERS) == {"hetplan", "megatron", "uniform", "exhaustive"}
+    assert all(hasattr(p, "consider") and p.name == name for name, p in PLANNERS.items())
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+
+
+def test_cli_json_and_exit_codes():
+    ok = _cli("plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "gpt3-1.3b",
+              "--global-batch", "16", "--seq-len", "1024", "--top", "2", "--json")
+    assert ok.returncode == 0, ok.stderr
+    out = json.loads(ok.stdout)
+    assert 1 <= len(out["plans"]) <= 2 and out["plans"][0]["format"] == "hetplan.plan/1"
+    assert {"metrics", "explanation"} <= set(out["plans"][0]) and "pareto" in out and "baselines" in out
+    short = _cli("plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "llama-3.1-405b",
+                 "--global-batch", "8", "--seq-len", "4096")
+    assert short.returncode == 2 and "needs" in short.stderr
+    bad = _cli("plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "no-such-model",
+               "--global-batch", "8", "--seq-len", "4096")
+    assert bad.returncode == 2
