@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from planner.types import Cluster, Model, Pool, Recompute
 
@@ -112,13 +112,30 @@ def chain_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[in
         stages_per_pool = [n // (d * t) for n, t in zip(gpus, tps)]
         if min(stages_per_pool) == 0 or sum(stages_per_pool) > num_layers:
             continue
-        orders = []
-        for order in itertools.permutations(range(len(subset))):
+        yield _LazyOrders(subset, tps, d, tuple(stages_per_pool))
+
+
+class _LazyOrders(Sequence):
+    """The chain layouts of every pool order, built when first read past the first one."""
+
+    def __init__(self, subset, tps, lanes: int, stages_per_pool: tuple[int, ...]):
+        self._args = (subset, tps, lanes, stages_per_pool)
+        self._orders = list(itertools.permutations(range(len(subset))))
+        self._built: dict[int, Layout] = {}
+
+    def __len__(self) -> int:
+        return len(self._orders)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        if k not in self._built:
+            subset, tps, d, stages_per_pool = self._args
             stages = []
-            for k in order:
-                stages += [(Group(subset[k].name, tps[k], d),)] * stages_per_pool[k]
-            orders.append(Layout("chain", tuple(stages)))
-        yield tuple(orders)
+            for j in self._orders[k]:
+                stages += [(Group(subset[j].name, tps[j], d),)] * stages_per_pool[j]
+            self._built[k] = Layout("chain", tuple(stages))
+        return self._built[k]
 
 
 def mixed_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
