@@ -106,7 +106,7 @@ def _search(job_key: str, top_k: int) -> Outcome:
     return Outcome(result=result)
 
 
-def run_search(state: AppState, top_k: int = 8) -> Outcome:
+def run_search(state: AppState, top_k: int = 5) -> Outcome:
     return _search(state.job_key(), top_k)
 
 

@@ -48,7 +48,8 @@ def _plan_picker(result) -> None:
     on_view = find(named, session.get().plan)
     index = labels.index(on_view.name) if on_view else 0
     rows = [frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate) for n in named]
-    st.dataframe(frames.metrics_table(rows), hide_index=True, width="stretch")
+    st.dataframe(frames.metrics_table(rows), hide_index=True, width="stretch",
+                 column_config={"plan": st.column_config.TextColumn(width="medium")})
     choice = st.radio("plan on view", labels, index=index, horizontal=True, key="plan_on_view")
     picked = named[labels.index(choice)]
     if on_view is None or picked.name != on_view.name:
@@ -77,10 +78,12 @@ def _gains(scored) -> None:
     gains = {k: v for k, v in (getattr(scored, "gain_over", None) or {}).items() if v is not None}
     if not gains:
         return
-    cols = st.columns(len(gains) + 1)
+    objective = session.get().objective
+    cols = st.columns(6)
     for col, (name, gain) in zip(cols, gains.items()):
-        col.metric(f"gain over {name}", f"{gain:+.0%}", delta=f"{gain:+.0%} throughput",
-                   help=f"throughput of this plan over the {name}-style baseline on the same cluster")
+        col.metric(f"vs {name} baseline", f"{gain:+.0%}",
+                   help=f"how much better this plan is than the {name}-style baseline on the same cluster, "
+                        f"by the objective ({objective})")
 
 
 def _idle(result, cur) -> None:
@@ -97,7 +100,8 @@ def _idle(result, cur) -> None:
 
 def render() -> None:
     st.title("Plan")
-    if st.session_state.pop(PLAN_REQUEST, False) or st.button("Run the planner", type="primary", icon=":material/rocket_launch:"):
+    if st.session_state.pop(PLAN_REQUEST, False) or st.button("Run the planner", type="primary",
+                                                              icon=":material/rocket_launch:"):
         run_planner()
     outcome = session.search_outcome()
     result = None
@@ -105,21 +109,23 @@ def render() -> None:
         show_error(outcome.error, outcome.kind)
     elif outcome is not None:
         result = outcome.result
-        st.subheader("Plans found")
-        _plan_picker(result)
     cur = current_plan()
-    if cur is None:
-        return
+    if cur is not None:
+        _plan_on_view(cur, result)
+    if result is not None:
+        st.subheader("All plans found")
+        _plan_picker(result)
+
+
+def _plan_on_view(cur, result) -> None:
     est = cur.estimate
-    st.subheader("Plan on view")
+    named = find(named_plans(result), session.get().plan) if result is not None else None
+    st.subheader(f"Plan on view: {named.name}" if named else "Plan on view")
     if not est.fits:
         st.error(f"**Does not fit in memory:** {est.oom}", icon=":material/warning:")
     _metrics(est)
-    named = find(named_plans(result), session.get().plan) if result is not None else None
     if named is not None:
         _gains(named.scored)
-        if getattr(named.scored, "explanation", ""):
-            st.markdown(f"**Why this plan.** {named.scored.explanation}")
     st.markdown(f"**Bottleneck.** {est.bottleneck}")
     _idle(result, cur)
     for note in est.notes:
@@ -127,3 +133,6 @@ def render() -> None:
     st.plotly_chart(charts.breakdown(frames.breakdown(est)), width="stretch")
     caption("Each bar is time per iteration that the busiest pipeline worker spends on that term and "
             "cannot hide behind computation; shorter overhead bars mean a better plan.")
+    if named is not None and getattr(named.scored, "explanation", ""):
+        with st.expander("Why this plan"):
+            st.markdown(named.scored.explanation)

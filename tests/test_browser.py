@@ -1,0 +1,143 @@
+"""The app in a real browser: `streamlit run app.py` on a loopback port, driven by headless
+Chromium through Playwright. Opens a shared link, plans, checks the charts and the plan download.
+
+Screenshots go to test-artifacts/; with HETPLAN_UPDATE_SCREENSHOT=1 the plan page is also written
+to docs/screenshot.png (the README's picture).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.app_helpers import ROOT
+from ui.state import AppState, encode, presets
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+ARTIFACTS = ROOT / "test-artifacts"
+START_TIMEOUT_S = 40
+STEP_TIMEOUT_MS = 60_000
+
+pytestmark = pytest.mark.browser
+
+
+def _playwright():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright (python package) is not installed: pip install playwright")
+    if not CHROMIUM.exists():
+        pytest.skip(f"Chromium not found at {CHROMIUM} (Debian: apt-get install chromium); no browser download here")
+    return sync_playwright
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server():
+    port = _free_port()
+    log = open(ARTIFACTS_DIR() / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start within {START_TIMEOUT_S} s; see {log.name}")
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
+def ARTIFACTS_DIR() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+def _shared_link(base: str) -> str:
+    state = AppState(cluster=presets()["single-node-8"], model="gpt3-1.3b", global_batch=64, seq_len=2048,
+                     tokens_to_train=20e9)
+    params = encode(state)
+    return f"{base}/?v={params['v']}&s={params['s']}"
+
+
+def _open_page(page, name: str) -> None:
+    page.get_by_test_id("stSidebarNav").get_by_text(name, exact=True).click()
+    page.get_by_role("heading", name=name if name != "Stages" else "Stage assignment").wait_for(timeout=STEP_TIMEOUT_MS)
+
+
+def _charts(page, at_least: int) -> int:
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {at_least}",
+                           timeout=STEP_TIMEOUT_MS)
+    return page.locator(".js-plotly-plot").count()
+
+
+def test_shared_link_plan_charts_and_download(server):
+    from catalog import load_catalog, plan_from_dict
+    sync_playwright = _playwright()
+    out = ARTIFACTS_DIR()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            page.goto(_shared_link(server))
+            page.get_by_role("heading", name="Compose").wait_for()
+            page.get_by_text("8 GPUs", exact=False).first.wait_for()
+            page.get_by_role("button", name="Plan").first.click()
+            page.get_by_role("heading", name="Plan on view").wait_for()
+            assert _charts(page, 1) >= 1
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(out / "plan.png"), full_page=False)
+            assert "s=" in page.url, "the state is in the address bar"
+            _open_page(page, "Stages")
+            assert _charts(page, 2) >= 2
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(out / "stages.png"), full_page=True)
+            _open_page(page, "Timeline")
+            assert _charts(page, 1) >= 1
+            page.screenshot(path=str(out / "timeline.png"), full_page=False)
+            _open_page(page, "Export")
+            with page.expect_download() as download:
+                page.get_by_role("button", name="Plan (JSON)").click()
+            text = Path(download.value.path()).read_text()
+            page.screenshot(path=str(out / "export.png"), full_page=False)
+        finally:
+            browser.close()
+    data = json.loads(text)
+    assert data["format"] == "hetplan.plan/1"
+    plan = plan_from_dict(data, load_catalog())
+    assert plan.global_batch == 64 and plan.model.id == "gpt3-1.3b"
+    (out / "plan.json").write_text(text)
+    if os.environ.get("HETPLAN_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(out / "plan.png", ROOT / "docs" / "screenshot.png")
