@@ -45,6 +45,8 @@ def cluster_grid(gpus: pd.DataFrame) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=part["gpu"], y=part["row"], mode="markers", name=label, hovertext=hover, hoverinfo="text",
             marker=dict(symbol="square", size=22, color=IDLE_COLOUR if idle else stage_colour(stage),
+                        # alternate replicas lighter, so each tensor-parallel group reads as one block
+                        opacity=[1.0 if idle or int(r) % 2 == 0 else 0.6 for r in part["replica"].fillna(0)],
                         line=dict(width=1, color="white"))))
     fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1], title=None)
     fig.update_xaxes(title="GPU in node", dtick=1, showgrid=False, zeroline=False)
@@ -147,9 +149,10 @@ def _ring_on_view(fig: go.Figure, plans: pd.DataFrame, x: str, y: str) -> None:
 def cost_vs_throughput(plans: pd.DataFrame) -> go.Figure:
     """$ per million tokens against tokens/s; the Pareto front joined by a line.
     Columns: plan, role (plan/pareto/baseline/current), tokens_per_s, usd_per_m_tokens; optional
-    on_view (bool: ringed)."""
+    on_front (bool: joined by the front's line; default role == "pareto"), on_view (bool: ringed)."""
     fig = go.Figure()
-    front = plans[plans["role"] == "pareto"].sort_values("tokens_per_s")
+    on_front = plans["on_front"] if "on_front" in plans else plans["role"] == "pareto"
+    front = plans[on_front].sort_values("tokens_per_s")
     if len(front) > 1:
         fig.add_trace(go.Scatter(x=front["tokens_per_s"], y=front["usd_per_m_tokens"], mode="lines",
                                  line=dict(color="#94a3b8", dash="dot"), name="Pareto front", hoverinfo="skip"))

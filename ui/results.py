@@ -24,18 +24,19 @@ def plan_dict(plan) -> dict:
 
 def named_plans(result) -> list[NamedPlan]:
     """Ranked plans, then Pareto plans not among them, then the baselines (when they fit)."""
-    out, seen = [], []
+    baselines = [NamedPlan(f"{name} baseline", "baseline", sp)
+                 for name, sp in (getattr(result, "baselines", None) or {}).items() if sp is not None]
+    out, seen = [], [b.plan_dict for b in baselines]
     for k, sp in enumerate(result.plans):
         out.append(NamedPlan(f"#{k + 1}", "plan", sp))
         seen.append(plan_dict(sp.plan))
-    for k, sp in enumerate(getattr(result, "pareto", None) or []):
+    extra = 0
+    for sp in getattr(result, "pareto", None) or []:
         if plan_dict(sp.plan) not in seen:
-            out.append(NamedPlan(f"pareto {k + 1}", "pareto", sp))
+            extra += 1
+            out.append(NamedPlan(f"pareto {extra}", "pareto", sp))
             seen.append(plan_dict(sp.plan))
-    for name, sp in (getattr(result, "baselines", None) or {}).items():
-        if sp is not None:
-            out.append(NamedPlan(f"{name} baseline", "baseline", sp))
-    return out
+    return out + baselines
 
 
 def pareto_dicts(result) -> list[dict]:

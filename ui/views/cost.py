@@ -15,12 +15,13 @@ def plans_frame(result, current) -> pd.DataFrame:
     on_view = find(named, session.get().plan)
     rows = []
     for n in named:
-        role = "pareto" if n.plan_dict in pareto else n.role
+        front = n.plan_dict in pareto
+        role = "pareto" if front and n.role != "baseline" else n.role
         rows.append({**frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate), "role": role,
-                     "on_view": on_view is not None and n.name == on_view.name})
+                     "on_front": front, "on_view": on_view is not None and n.name == on_view.name})
     if current is not None and on_view is None:
         rows.append({**frames.metrics_row("on view", "current", current.plan, current.estimate), "role": "current",
-                     "on_view": True})
+                     "on_front": False, "on_view": True})
     return pd.DataFrame(rows)
 
 
@@ -28,15 +29,17 @@ def render() -> None:
     st.title("Cost")
     outcome = session.search_outcome()
     result = outcome.result if outcome is not None and not outcome.error else None
-    cur = current_plan()
     if result is None:
         st.info("Run the planner (sidebar) to compare the plans it found and the baselines.", icon=":material/explore:")
+        if session.get().plan is None:
+            return
+    cur = current_plan()
     df = plans_frame(result, cur)
     if df.empty:
         return
     st.plotly_chart(charts.cost_vs_throughput(df), width="stretch")
-    caption("Each point is a plan: right is faster, lower is cheaper per token. Diamonds are on the Pareto "
-            "front (no other plan is both faster and cheaper); crosses are the baselines on the same cluster; the ringed point is the plan on view.")
+    caption("Each point is a plan: right is faster, lower is cheaper per token. Diamonds and the dotted line "
+            "are the Pareto front (no other plan is both faster and cheaper); crosses are the baselines on the same cluster; the ringed point is the plan on view.")
     if df["train_days"].notna().any():
         st.plotly_chart(charts.time_vs_dollars(df), width="stretch")
         caption("The same plans for the whole run: days to train the chosen number of tokens against the total "

@@ -14,7 +14,8 @@ def render() -> None:
         return
     st.plotly_chart(charts.cluster_grid(frames.gpu_grid(cur.cluster, cur.plan)), width="stretch")
     caption("Each row is a node and each square a GPU, coloured by the pipeline stage it runs; grey GPUs are "
-            "idle. A tensor-parallel group is a run of same-coloured squares inside one node.")
+            "idle. Replicas alternate between full and light "
+            "shades, so a tensor-parallel group reads as a run of equally shaded squares inside one node.")
     table = frames.replica_groups(cur.plan, cur.cluster)
     st.plotly_chart(charts.pipeline(table, cur.plan.model.layers), width="stretch")
     caption("Each bar is a pipeline stage (or, where a stage spans pools, its replicas on one pool), spanning "
