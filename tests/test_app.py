@@ -41,7 +41,9 @@ def test_loading_a_preset_replaces_the_cluster():
     at.selectbox(key="preset_choice").select("lab-mix").run()
     at.button[0].click().run()
     _ok(at)
-    assert at.session_state["app_state"].cluster == presets()["lab-mix"]
+    from catalog import cluster_from_dict, load_catalog
+    same = [cluster_from_dict(c, load_catalog()) for c in (at.session_state["app_state"].cluster, presets()["lab-mix"])]
+    assert same[0] == same[1]
     assert "48 GPUs" in at.success[0].value
 
 
@@ -68,6 +70,9 @@ def test_pool_table_rows_become_cluster_pools():
     out = cluster_with_pools(cluster, table)
     assert [p["name"] for p in out["pools"]] == ["a100", "h100"]
     assert out["pools"][0]["nodes"] == 4 and "price_per_gpu_hour" not in out["pools"][1]
+    assert out["pools"][0]["price_per_gpu_hour"] == 1.8          # lab-mix's own price stays an override
+    catalog_price = cluster_with_pools(cluster, pools_frame(presets()["single-node-8"]))["pools"]
+    assert all("price_per_gpu_hour" not in p for p in catalog_price)
     assert out["between_pools_gbps"] == cluster["between_pools_gbps"]
 
 

@@ -33,7 +33,13 @@ def gpu_figures(gpu_ids: list[str]) -> pd.DataFrame:
 
 
 def pools_frame(cluster: dict) -> pd.DataFrame:
+    """The editor's table: file defaults written out (name: the GPU id; price: the catalog's)."""
+    gpus = catalog().gpus
     rows = [{c: p.get(c) for c in POOL_COLUMNS} for p in cluster.get("pools", [])]
+    for row in rows:
+        row["name"] = row["name"] or row["gpu"]
+        if row["price_per_gpu_hour"] is None and row["gpu"] in gpus:
+            row["price_per_gpu_hour"] = gpus[row["gpu"]].price_per_hour_usd
     df = pd.DataFrame(rows, columns=POOL_COLUMNS)
     return df.astype({"name": "object", "gpu": "object", "nodes": "Int64", "gpus_per_node": "Int64",
                       "inter_node_gbps": "Float64", "price_per_gpu_hour": "Float64"})
@@ -55,7 +61,8 @@ def pools_editor(cluster: dict) -> dict:
     edited = st.data_editor(
         st.session_state["pools_base"], key=key, num_rows="dynamic", width="stretch", hide_index=True,
         column_config={
-            "name": st.column_config.TextColumn("pool name", help="unique; plans refer to pools by name"),
+            "name": st.column_config.TextColumn("pool name", help="unique; plans refer to pools by name; "
+                                                                  "empty: the GPU type"),
             "gpu": st.column_config.SelectboxColumn("GPU type", options=sorted(catalog().gpus), required=True),
             "nodes": st.column_config.NumberColumn("nodes", min_value=1, max_value=100_000, step=1, required=True),
             "gpus_per_node": st.column_config.NumberColumn("GPUs / node", min_value=1, max_value=64, step=1,
@@ -63,7 +70,8 @@ def pools_editor(cluster: dict) -> dict:
             "inter_node_gbps": st.column_config.NumberColumn(
                 "network Gb/s per node", min_value=1.0, help="one direction, e.g. 100 GbE, 200 IB HDR, 400 IB NDR"),
             "price_per_gpu_hour": st.column_config.NumberColumn(
-                "$ / GPU-hour", min_value=0.0, format="$%.2f", help="empty: the catalog's price"),
+                "$ / GPU-hour", min_value=0.0, format="$%.2f",
+                help="starts at the catalog's price; change it for your own (e.g. amortised or reserved) price"),
         })
     return cluster_with_pools(cluster, edited)
 
@@ -71,11 +79,14 @@ def pools_editor(cluster: dict) -> dict:
 def cluster_with_pools(cluster: dict, pools: pd.DataFrame) -> dict:
     """`cluster` (file format) with its pools replaced by the rows of the editor's table;
     rows without a GPU type are skipped, empty cells left out (the file format's defaults)."""
+    gpus = catalog().gpus
     rows = []
     for row in pools.to_dict("records"):
         pool = {c: _clean(row.get(c)) for c in POOL_COLUMNS}
         if not pool["gpu"]:
             continue
+        if pool["gpu"] in gpus and pool["price_per_gpu_hour"] == gpus[pool["gpu"]].price_per_hour_usd:
+            pool["price_per_gpu_hour"] = None     # the catalog's price: no override
         rows.append({k: v for k, v in pool.items() if v is not None and v != ""})
     out = {k: v for k, v in cluster.items() if k != "pools"}
     out["pools"] = rows

@@ -17,7 +17,9 @@ from ui.views.common import show_error
 def _preset_row() -> None:
     table = presets()
     c1, c2, c3 = st.columns([3, 1, 3], vertical_alignment="bottom")
-    choice = c1.selectbox("start from a preset cluster", list(table), key="preset_choice",
+    current = session.get().cluster.get("name")
+    key = session.init_widget("preset_choice", current if current in table else next(iter(table)))
+    choice = c1.selectbox("start from a preset cluster", list(table), key=key,
                           format_func=lambda k: f"{k} ({_gpus(table[k])} GPUs)")
     if c2.button("Load preset", width="stretch"):
         session.replace_all(replace(session.get(), cluster=table[choice], plan=None))
@@ -59,8 +61,8 @@ def _cluster_section() -> None:
     state = session.get()
     st.subheader("Cluster")
     _preset_row()
-    st.caption("Each row is a pool of identical nodes. Add a row at the bottom, delete with the row's "
-               "checkbox; leave the price empty to use the catalog's.")
+    st.caption("Each row is a pool of identical nodes. Add a row at the bottom; select rows at their left "
+               "edge and press Delete to remove them. Prices start at the catalog's.")
     cluster = compose.pools_editor(state.cluster)
     cluster = compose.cluster_options(cluster)
     if cluster != state.cluster:
@@ -72,7 +74,7 @@ def _cluster_section() -> None:
         return
     counts = " + ".join(f"{p.num_gpus} × {p.gpu.id}" for p in built.pools)
     st.success(f"**{built.num_gpus} GPUs** in {len(built.pools)} pools: {counts}", icon=":material/check_circle:")
-    with st.expander("GPU key figures (from the catalog)", expanded=False):
+    with st.expander("GPU key figures (from the catalog)", expanded=True):
         st.dataframe(compose.gpu_figures([p.gpu.id for p in built.pools]), hide_index=True, width="stretch")
     st.download_button("Download cluster YAML", cluster_to_yaml(built), file_name=f"{built.name}.yaml",
                        mime="application/x-yaml", icon=":material/download:")
