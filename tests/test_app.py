@@ -132,6 +132,13 @@ def test_second_identical_request_is_answered_from_the_cache(monkeypatch):
     assert len(calls) == 1
 
 
+def test_the_compose_page_plan_button_plans():
+    at = _ok(new_app(SMALL).run())
+    at.button(key="compose_plan").click().run()
+    _ok(at)
+    assert at.title[0].value == "Plan" and at.session_state["app_state"].plan is not None
+
+
 def test_nothing_fits_is_a_readable_message():
     at = _ok(new_app({**SMALL, "model": "llama-3.1-405b"}).run())
     _plan(at)

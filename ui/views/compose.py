@@ -10,6 +10,7 @@ from catalog.files import parse_yaml
 from planner.types import InputError
 from ui import compose, session
 from ui.planning import build_cluster, build_model, catalog
+from ui.sidebar import PLAN_REQUEST
 from ui.state import presets
 from ui.views.common import show_error
 
@@ -108,3 +109,7 @@ def render() -> None:
     _cluster_section()
     _model_section()
     _job_section()
+    if st.button("Plan", type="primary", icon=":material/rocket_launch:", key="compose_plan"):
+        st.session_state[PLAN_REQUEST] = True
+        session.sync_url()
+        st.switch_page("ui/pages/summary.py")
