@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
+
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")]
 Positive = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -156,8 +158,8 @@ class PlanEntry(Strict):
     notes: Optional[str] = None
     metrics: Optional[dict] = None        # the planner's estimate, written for people; ignored on load
     model: Any                            # a catalog id or an inline object (checked in formats)
-    global_batch: PositiveInt
-    seq_len: PositiveInt
+    global_batch: Annotated[int, Field(gt=0, le=MAX_GLOBAL_BATCH)]
+    seq_len: Annotated[int, Field(gt=0, le=MAX_SEQ_LEN)]
     micro_batch: PositiveInt = 1
     precision: Literal["bf16", "fp16"]
     zero_stage: Literal[0, 1, 2, 3] = 0
