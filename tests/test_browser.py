@@ -96,10 +96,13 @@ def _open_page(page, name: str) -> None:
     page.get_by_role("heading", name=name if name != "Stages" else "Stage assignment").wait_for(timeout=STEP_TIMEOUT_MS)
 
 
+DRAWN_CHARTS_JS = "[...document.querySelectorAll('.js-plotly-plot')].filter(e => e.querySelector('.main-svg')).length"
+
+
 def _charts(page, at_least: int) -> int:
-    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {at_least}",
-                           timeout=STEP_TIMEOUT_MS)
-    return page.locator(".js-plotly-plot").count()
+    """The number of Plotly charts drawn (each with its SVG), once there are `at_least`."""
+    page.wait_for_function(f"{DRAWN_CHARTS_JS} >= {at_least}", timeout=STEP_TIMEOUT_MS)
+    return page.evaluate(DRAWN_CHARTS_JS)
 
 
 def test_shared_link_plan_charts_and_download(server):
