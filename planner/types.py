@@ -381,6 +381,11 @@ class Plan:
                 _require(s.num_layers % self.interleave == 0, f"stages[{i}].layers",
                          f"{s.num_layers} layers do not split into {self.interleave} virtual stages; "
                          f"make each stage's layer count a multiple of interleave")
+            p = len(self.stages)
+            for j, r in enumerate(self.stages[0].replicas):
+                _require((r.samples // self.micro_batch) % p == 0, f"stages[0].replicas[{j}].samples",
+                         f"interleaving runs micro-batches in groups of the {p} stages (as Megatron-LM "
+                         f"does); {r.samples // self.micro_batch} micro-batches is not a multiple of {p}")
             shares = [[r.samples for r in s.replicas] for s in self.stages]
             _require(all(sh == shares[0] for sh in shares), "interleave",
                      "interleaving needs every stage to have the same number of replicas with the same "
