@@ -101,7 +101,7 @@ def _from_token(token: str) -> AppState:
         if d.unconsumed_tail:
             raise ValueError(f"the link's state unpacks to more than {MAX_JSON_BYTES:,} bytes")
         data = json.loads(raw)
-    except (binascii.Error, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (binascii.Error, zlib.error, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValueError(f"the link's state is damaged (was it cut off when copied?): {e}") from None
     if not isinstance(data, dict):
         raise ValueError("the link's state is not a mapping")
