@@ -16,15 +16,17 @@ the most promising with planner.cost.evaluate, which alone decides the order and
 """
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol
+from typing import Callable, Iterable, Iterator, Protocol
 
 from planner.cost import CostOptions
+from planner.search.bound import Bounds
 from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
-from planner.search.space import (INTERLEAVES, RECOMPUTES, ZERO_STAGES, Knobs, Layout, knob_settings,
-                                  layout_families, layouts, micro_batch_sizes)
+from planner.search.space import (RECOMPUTES, ZERO_STAGES, Family, Knobs, Layout, knob_settings, layout_families,
+                                  layouts)
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
 
@@ -74,19 +76,7 @@ def precision_for(job: Job, subset: tuple[Pool, ...]) -> Precision:
     return Precision.BF16 if all(p.gpu.supports_bf16 for p in subset) else Precision.FP16
 
 
-def lower_bound_s(scorer: Scorer, layout: Layout) -> float:
-    """No plan of this layout iterates faster than all its work at its best per-GPU rate:
-    max_i W_i >= B L_i / cap_i >= B L / sum_i cap_i, cap_i = sum over replicas of 1 / (best
-    seconds per sample per layer)."""
-    sp = any(g.tp > 1 for stage in layout.stages for g in stage)
-    capacity = 0.0
-    for stage in layout.stages:
-        for g in stage:
-            capacity += g.count / scorer.best_sample_layer_s(scorer.pools[g.pool], g.tp, sp)
-    return scorer.job.global_batch * scorer.model.layers / capacity
-
-
-def layout_price(scorer: Scorer, layout: Layout) -> float:
+def layout_price(scorer: Scorer, layout: Layout | Family) -> float:
     return sum(n * scorer.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
 
 
@@ -131,6 +121,70 @@ def _partial(objective: Objective, options: SearchOptions) -> bool:
     return objective != Objective.THROUGHPUT
 
 
+# ----------------------------------------------------------------------------- best-first search
+
+Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], None]
+
+
+def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
+                scan: Scan) -> None:
+    """Visit layouts in order of their lower bound (planner.search.bound) and stop at the first
+    whose bound cannot beat the `rescore`-th best fast score found so far.
+
+    Every family enters a heap with its capacity bound; when one comes out, each of its pool
+    orders goes back with its pipeline bound (per micro-batch size and interleave); when a layout
+    comes out, `scan` scores its knob settings whose own bound can still win. Both bounds hold
+    for every candidate they cover, so what is skipped could not have been kept."""
+    c, job, objective, deadline = keeper.c, scorer.job, keeper.objective, keeper.deadline_hours
+    bounds = Bounds(scorer)
+    heap = []
+    for family in families:
+        key = fast_key(objective, job, bounds.capacity_s(family), layout_price(scorer, family), deadline)
+        for name in family.gpus_by_pool():
+            c.bound_with_pool[name] = min(c.bound_with_pool.get(name, math.inf), key)
+        if key < math.inf:
+            heap.append((key, len(heap), None, family))
+    heapq.heapify(heap)
+    pushed = len(heap)
+    while heap:
+        key, _, detail, family = heapq.heappop(heap)
+        if key >= keeper.threshold():
+            return
+        if detail is None:
+            price = layout_price(scorer, family)
+            for order in family.orders():
+                per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
+                keyed = {k: fast_key(objective, job, b, price, deadline) for k, b in per_knob.items() if b < math.inf}
+                best = min(keyed.values(), default=math.inf)
+                if best < math.inf:
+                    heapq.heappush(heap, (best, pushed, (order, keyed), family))
+                    pushed += 1
+            continue
+        if c.fast_scores >= options.max_fast_scores:
+            c.budget_hit = True
+            return
+        order, keyed = detail
+        scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
+
+
+def _promising(keyed: dict, keeper: _Keeper, layout: Layout, scorer: Scorer) -> Iterator[tuple[int, int]]:
+    """(micro-batch, interleave) pairs best bound first, while the bound can still win; skips
+    micro-batch sizes from the first whose most memory-frugal setting cannot hold the model
+    (activations only grow with the micro-batch)."""
+    too_big = math.inf
+    for (mb, v), key in sorted(keyed.items(), key=lambda kv: (kv[1], kv[0])):
+        if key >= keeper.threshold():
+            return
+        if mb >= too_big:
+            continue
+        if not scorer.could_fit(layout, mb, 1):
+            too_big = mb
+            continue
+        if v > 1 and not scorer.could_fit(layout, mb, v):
+            continue
+        yield mb, v
+
+
 # ----------------------------------------------------------------------------- hetplan
 
 class HetplanPlanner:
@@ -141,49 +195,28 @@ class HetplanPlanner:
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
-        bounded = []
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options))
-        for k, (subset, family) in enumerate(families):
-            bound = lower_bound_s(scorer, family[0])
-            key = fast_key(objective, job, bound, layout_price(scorer, family[0]), deadline_hours)
-            for name in family[0].gpus_by_pool():
-                considered.bound_with_pool[name] = min(considered.bound_with_pool.get(name, math.inf), key)
-            if key < math.inf:
-                bounded.append((key, k, subset, family))
-        bounded.sort(key=lambda e: (e[0], e[1]))
-        for key, _, subset, family in bounded:
-            if key >= keeper.threshold():
-                break
-            for layout in family:
-                if considered.fast_scores >= options.max_fast_scores:
-                    considered.budget_hit = True
-                    return considered
-                _scan_layout(scorer, layout, precision_for(job, subset), keeper)
+        _best_first(scorer, families, keeper, options, _scan_layout)
         return considered
 
 
-def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper) -> None:
-    """Score every knob setting of the layout that could win, skipping two kinds of loser:
-    a micro-batch size (and all larger ones) whose most memory-frugal setting cannot hold the
-    model, and selective or full recomputation when the same setting without recomputation
-    fits and memory does not limit its split (recomputation then only adds time)."""
-    job = scorer.job
-    for mb in micro_batch_sizes(job.global_batch):
-        if job.global_batch // mb < layout.max_replicas_per_stage or not scorer.could_fit(layout, mb, 1):
-            break
-        for v in INTERLEAVES:
-            if v > 1 and (layout.num_stages == 1 or job.model.layers % v or not scorer.could_fit(layout, mb, v)):
+def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
+    """Score every knob setting of the layout that could win, skipping three kinds of loser:
+    (micro-batch, interleave) pairs whose pipeline bound cannot beat the threshold; a micro-batch
+    size (and all larger ones) whose most memory-frugal setting cannot hold the model; and
+    selective or full recomputation when the same setting without recomputation fits and memory
+    does not limit its split (recomputation then only adds time)."""
+    for mb, v in _promising(keyed, keeper, layout, scorer):
+        for zero in ZERO_STAGES:
+            if zero > 0 and layout.max_replicas_per_stage == 1:
                 continue
-            for zero in ZERO_STAGES:
-                if zero > 0 and layout.max_replicas_per_stage == 1:
-                    continue
-                for recompute in RECOMPUTES:
-                    keeper.c.fast_scores += 1
-                    cand = scorer.score(layout, Knobs(mb, zero, recompute, v), precision)
-                    if cand is not None:
-                        keeper.add(cand)
-                        if not cand.memory_binds:
-                            break
+            for recompute in RECOMPUTES:
+                keeper.c.fast_scores += 1
+                cand = scorer.score(layout, Knobs(mb, zero, recompute, v), precision)
+                if cand is not None:
+                    keeper.add(cand)
+                    if not cand.memory_binds:
+                        break
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -194,8 +227,8 @@ class MegatronPlanner:
 
     def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
         pools, excluded = usable_pools(cluster, job)
-        single = ((s, l) for s, l in layouts(pools, job.model, job.global_batch, _partial(objective, options))
-                  if len(s) == 1)
+        single = (f for f in layout_families(pools, job.model, job.global_batch, _partial(objective, options))
+                  if len(f.subset) == 1)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single)
 
 
@@ -206,28 +239,30 @@ class UniformPlanner:
     def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
         pools, excluded = usable_pools(cluster, job)
         everything = tuple(pools)
-
-        def all_pools_one_tp():
-            for subset, layout in layouts(everything, job.model, job.global_batch, False):
-                tps = {g.tp for stage in layout.stages for g in stage}
-                if len(subset) == len(everything) and len(tps) == 1:
-                    yield subset, layout
-        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, all_pools_one_tp())
+        every_pool_one_tp = (f for f in layout_families(everything, job.model, job.global_batch, False)
+                             if len(f.subset) == len(everything) and len(set(f.tps)) == 1)
+        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp)
 
 
 def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
-                    candidates: Iterator[tuple[tuple[Pool, ...], Layout]]) -> Considered:
+                    families: Iterable[Family]) -> Considered:
+    """The baselines' plans are pruned by the same bounds (an even split or even shares is one of
+    the splits and shares the bounds cover)."""
     scorer = Scorer(cluster, job, options.cost_options)
     considered = Considered(precision_excluded=excluded)
     keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
-    for subset, layout in candidates:
-        precision = precision_for(job, subset)
-        for knobs in knob_settings(job.global_batch, layout, job.model.layers):
-            considered.fast_scores += 1
-            cand = scorer.score(layout, knobs, precision, uniform=True)
-            if cand is not None:
-                keeper.add(cand)
+    _best_first(scorer, families, keeper, options, _scan_uniform)
     return considered
+
+
+def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
+    for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers):
+        if keyed.get((knobs.micro_batch, knobs.interleave), math.inf) >= keeper.threshold():
+            continue
+        keeper.c.fast_scores += 1
+        cand = scorer.score(layout, knobs, precision, uniform=True)
+        if cand is not None:
+            keeper.add(cand)
 
 
 class ExhaustivePlanner:

@@ -81,6 +81,7 @@ class Scorer:
         self._shares: dict = {}
         self._act: dict = {}
         self._caps: dict = {}
+        self._p2p: dict = {}
         self.layer_params = layer_params(self.model)
         self.embedding_params = embedding_params(self.model)
         self.head_params = head_params(self.model)
@@ -116,22 +117,27 @@ class Scorer:
     # ------------------------------------------------------------------ one candidate
 
     def shares(self, layout: Layout, knobs: Knobs, sp: bool) -> tuple[tuple[int, ...], ...] | None:
-        m = self.job.global_batch // knobs.micro_batch
         out = []
         for groups in layout.stages:
-            key = (groups, knobs.micro_batch, knobs.recompute, sp)
-            if key not in self._shares:
-                if len(groups) == 1:
-                    self._shares[key] = tuple(even_shares(m, groups[0].count)) if m >= groups[0].count else None
-                else:
-                    taus = [sum(self.pass_times(self.pools[g.pool], g.tp, knobs.micro_batch, knobs.recompute, sp)[:2])
-                            for g in groups for _ in range(g.count)]
-                    found = share_micro_batches(m, taus)
-                    self._shares[key] = tuple(found) if found else None
-            if self._shares[key] is None:
+            found = self.stage_shares(groups, knobs.micro_batch, knobs.recompute, sp)
+            if found is None:
                 return None
-            out.append(self._shares[key])
+            out.append(found)
         return tuple(out)
+
+    def stage_shares(self, groups: tuple[Group, ...], mb: int, recompute: Recompute, sp: bool):
+        """Micro-batches per replica of one stage (groups expanded in order), or None."""
+        key = (groups, mb, recompute, sp)
+        if key not in self._shares:
+            m = self.job.global_batch // mb
+            if len(groups) == 1:
+                self._shares[key] = tuple(even_shares(m, groups[0].count)) if m >= groups[0].count else None
+            else:
+                taus = [sum(self.pass_times(self.pools[g.pool], g.tp, mb, recompute, sp)[:2])
+                        for g in groups for _ in range(g.count)]
+                found = share_micro_batches(m, taus)
+                self._shares[key] = tuple(found) if found else None
+        return self._shares[key]
 
     def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False) -> Candidate | None:
         """Best split and shares for this layout and knobs, and the fast iteration time; None when
@@ -318,18 +324,25 @@ class Scorer:
     def _p2p_s(self, layout: Layout, mb: int) -> float:
         """One activation transfer across the slowest stage boundary, over the network."""
         worst = 0.0
-        num_bytes = ACT_BYTES * self.job.seq_len * mb * self.model.hidden
         for a, b in zip(layout.stages, layout.stages[1:]):
             for ga in a:
                 for gb in b:
-                    pa, pb = self.pools[ga.pool], self.pools[gb.pool]
-                    tp = min(ga.tp, gb.tp)
-                    bw = min(pa.inter_node_bw_bytes_per_s, pb.inter_node_bw_bytes_per_s) * tp / max(
-                        pa.gpus_per_node, pb.gpus_per_node)
-                    if pa.name != pb.name:
-                        bw = min(bw, self.cluster.bw_between_pools(pa, pb) * tp / pa.gpus_per_node)
-                    worst = max(worst, p2p_s(num_bytes, bw, max(pa.inter_node_latency_s, pb.inter_node_latency_s)))
+                    worst = max(worst, self.boundary_p2p_s(ga, gb, mb))
         return worst
+
+    def boundary_p2p_s(self, ga: Group, gb: Group, mb: int) -> float:
+        """One activation transfer between a replica of group `ga` and one of the next stage's `gb`."""
+        key = (ga.pool, ga.tp, gb.pool, gb.tp, mb)
+        if key not in self._p2p:
+            num_bytes = ACT_BYTES * self.job.seq_len * mb * self.model.hidden
+            pa, pb = self.pools[ga.pool], self.pools[gb.pool]
+            tp = min(ga.tp, gb.tp)
+            bw = min(pa.inter_node_bw_bytes_per_s, pb.inter_node_bw_bytes_per_s) * tp / max(
+                pa.gpus_per_node, pb.gpus_per_node)
+            if pa.name != pb.name:
+                bw = min(bw, self.cluster.bw_between_pools(pa, pb) * tp / pa.gpus_per_node)
+            self._p2p[key] = p2p_s(num_bytes, bw, max(pa.inter_node_latency_s, pb.inter_node_latency_s))
+        return self._p2p[key]
 
 
 def _zero_per_micro_batch(zero: int, weight_bytes: float, d: int, bw: float, lat: float) -> tuple[float, float]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterator
 
 from planner.types import Cluster, Model, Pool, Recompute
 
@@ -103,43 +103,62 @@ def scaled_gpu_counts(pool: Pool, partial: bool) -> list[int]:
     return counts
 
 
-def chain_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
-                  num_layers: int, max_lanes: int) -> Iterator[tuple[Layout, ...]]:
-    """Every lane count d with q_k >= 1 stages per pool; for each, the layouts of every order of
-    the pools (they use the same GPUs)."""
+@dataclass(frozen=True)
+class Family:
+    """Layouts that use the same GPUs: the pool orders of one chain, or one mixed layout.
+
+    chain: `width[k]` = q_k stages on pool k, each with `lanes` = d replicas of tp_k GPUs.
+    mixed: `lanes` = p stages, each with `width[k]` = r_k replicas of pool k."""
+    kind: str                                    # "chain" or "mixed"
+    subset: tuple[Pool, ...]
+    tps: tuple[int, ...]
+    width: tuple[int, ...]
+    lanes: int
+
+    @property
+    def num_stages(self) -> int:
+        return sum(self.width) if self.kind == "chain" else self.lanes
+
+    @property
+    def max_replicas_per_stage(self) -> int:
+        return self.lanes if self.kind == "chain" else sum(self.width)
+
+    def gpus_by_pool(self) -> dict[str, int]:
+        return {pool.name: t * w * self.lanes for pool, t, w in zip(self.subset, self.tps, self.width)}
+
+    def orders(self) -> list[tuple[int, ...]]:
+        """Pool orders along the pipeline (chain); the one arrangement of a mixed layout."""
+        if self.kind == "mixed":
+            return [tuple(range(len(self.subset)))]
+        return list(itertools.permutations(range(len(self.subset))))
+
+    def runs(self, order: tuple[int, ...]) -> tuple[tuple[tuple[Group, ...], int], ...]:
+        """The stages as (replica groups of a stage, how many consecutive stages have them)."""
+        if self.kind == "mixed":
+            stage = tuple(Group(pool.name, t, c) for pool, t, c in zip(self.subset, self.tps, self.width))
+            return ((stage, self.lanes),)
+        return tuple(((Group(self.subset[j].name, self.tps[j], self.lanes),), self.width[j]) for j in order)
+
+    def layout(self, order: tuple[int, ...]) -> Layout:
+        stages: list[tuple[Group, ...]] = []
+        for groups, count in self.runs(order):
+            stages += [groups] * count
+        return Layout(self.kind, tuple(stages))
+
+
+def chain_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
+                   num_layers: int, max_lanes: int) -> Iterator[Family]:
+    """Every lane count d with q_k >= 1 stages per pool (all pool orders in one family)."""
     widest = max(n // t for n, t in zip(gpus, tps))
     for d in range(1, min(max_lanes, widest) + 1):
         stages_per_pool = [n // (d * t) for n, t in zip(gpus, tps)]
         if min(stages_per_pool) == 0 or sum(stages_per_pool) > num_layers:
             continue
-        yield _LazyOrders(subset, tps, d, tuple(stages_per_pool))
+        yield Family("chain", subset, tps, tuple(stages_per_pool), d)
 
 
-class _LazyOrders(Sequence):
-    """The chain layouts of every pool order, built when first read past the first one."""
-
-    def __init__(self, subset, tps, lanes: int, stages_per_pool: tuple[int, ...]):
-        self._args = (subset, tps, lanes, stages_per_pool)
-        self._orders = list(itertools.permutations(range(len(subset))))
-        self._built: dict[int, Layout] = {}
-
-    def __len__(self) -> int:
-        return len(self._orders)
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[i] for i in range(*k.indices(len(self)))]
-        if k not in self._built:
-            subset, tps, d, stages_per_pool = self._args
-            stages = []
-            for j in self._orders[k]:
-                stages += [(Group(subset[j].name, tps[j], d),)] * stages_per_pool[j]
-            self._built[k] = Layout("chain", tuple(stages))
-        return self._built[k]
-
-
-def mixed_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
-                  num_layers: int, max_lanes: int) -> Iterator[tuple[Layout, ...]]:
+def mixed_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
+                   num_layers: int, max_lanes: int) -> Iterator[Family]:
     """p stages, each with r_k = floor(N_k / (p t_k)) >= 1 replicas of every pool of the subset."""
     if len(subset) < 2:
         return
@@ -149,23 +168,19 @@ def mixed_layouts(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[in
             break
         if sum(counts) > max_lanes:
             continue
-        stage = tuple(Group(pool.name, t, c) for pool, t, c in zip(subset, tps, counts))
-        yield (Layout("mixed", (stage,) * p),)
+        yield Family("mixed", subset, tps, tuple(counts), p)
 
 
 def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
-                    partial: bool) -> Iterator[tuple[tuple[Pool, ...], tuple[Layout, ...]]]:
-    """Every layout of the space over `cluster_pools` (already filtered for precision), in
-    families that use the same GPUs (a chain's pool orders)."""
+                    partial: bool) -> Iterator[Family]:
+    """Every family of layouts of the space over `cluster_pools` (already filtered for precision)."""
     for subset in pool_subsets(cluster_pools):
         tp_options = [tp_degrees(p, model) for p in subset]
         gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
         for gpus in itertools.product(*gpu_options):
             for tps in itertools.product(*tp_options):
-                for layout in chain_layouts(subset, tps, gpus, model.layers, max_micro_batches):
-                    yield subset, layout
-                for layout in mixed_layouts(subset, tps, gpus, model.layers, max_micro_batches):
-                    yield subset, layout
+                yield from chain_families(subset, tps, gpus, model.layers, max_micro_batches)
+                yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
 
 
 def micro_batch_sizes(global_batch: int) -> list[int]:
@@ -194,6 +209,6 @@ def knob_settings(global_batch: int, layout: Layout, num_layers: int) -> Iterato
 
 def layouts(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
             partial: bool) -> Iterator[tuple[tuple[Pool, ...], Layout]]:
-    for subset, family in layout_families(cluster_pools, model, max_micro_batches, partial):
-        for layout in family:
-            yield subset, layout
+    for family in layout_families(cluster_pools, model, max_micro_batches, partial):
+        for order in family.orders():
+            yield family.subset, family.layout(order)

@@ -1,0 +1,128 @@
+"""Lower bounds on the fast iteration time of planner.search.score, used to prune the search.
+
+Two bounds, one cheap and one tight; both hold for every knob setting, layer split and sample
+shares of what they bound, so a layout (or micro-batch size) whose bound cannot beat the
+`rescore`-th best fast score found so far is skipped without losing a candidate that would
+have been kept.
+
+Capacity bound, per family (the layouts that use the same GPUs): all the work at each GPU's
+best per-sample rate over micro-batch sizes, no bubble, no communication:
+
+    T >= B L / sum_g (replicas_g / best seconds per sample per layer on g)
+
+Pipeline bound, per (stage runs, micro-batch size b, interleave v). score._iteration_s is
+
+    T = max_i W_i + (sum_i t_i - t_c) / v + 2 (p - 1) v x + tail,    c: the stage of max W_i
+
+(W_i the busiest replica of stage i over the iteration, t_i one micro-batch through stage i,
+x the slowest boundary's activation transfer). Recomputation, ZeRO traffic and the head only
+add time, so with tau_g one layer's forward + backward for one micro-batch on replica group g
+without recomputation (tensor-parallel collectives included), and L_i >= v the layers of stage i:
+
+  (b1) W_i >= L_i a_i + e_i,  a_i = min over shares of max_g n_g tau_g (score.share_micro_batches
+       solves it; every share vector is at least as slow), e_i the head on the last stage: n h
+       for a single group (its shares are even), min_g h_g for a mix (every replica has >= 1)
+  (b2) M = max_i W_i >= M0 = max( (L + sum_i e_i / a_i) / sum_i 1 / a_i,  max_i v a_i + e_i )
+       (from L_i <= (M - e_i) / a_i and sum_i L_i = L)
+  (b3) t_i >= L_i beta_i, beta_i = max_g tau_g; the p - 1 stages other than c hold
+       >= max((p - 1) v, L - M / a_min) layers, so fill >= beta_min / v * max((p - 1) v, L - M / a_min).
+       M + that bound is non-decreasing in M (beta_min <= a_min), so T is bounded at M = M0
+  (b4) transfers are exact: 2 (p - 1) v x(b)
+  (b5) tail >= 0
+Interleaved plans (v > 1) also need every single-pool stage's even shares in whole groups of p.
+"""
+from __future__ import annotations
+
+import math
+
+from planner.search.score import Scorer
+from planner.search.space import INTERLEAVES, Family, Group, micro_batch_sizes
+from planner.types import Recompute
+
+Runs = tuple[tuple[tuple[Group, ...], int], ...]
+
+
+class Bounds:
+    def __init__(self, scorer: Scorer):
+        self.scorer = scorer
+        self._rates: dict = {}
+
+    def capacity_s(self, family: Family) -> float:
+        """The capacity bound of every layout of `family`."""
+        s = self.scorer
+        sp = any(t > 1 for t in family.tps)
+        capacity = 0.0
+        for pool, t, w in zip(family.subset, family.tps, family.width):
+            replicas = w * family.lanes
+            capacity += replicas / s.best_sample_layer_s(pool, t, sp)
+        return s.job.global_batch * s.model.layers / capacity
+
+    def pipeline_s(self, runs: Runs, max_replicas: int) -> dict[tuple[int, int], float]:
+        """The pipeline bound for every (micro-batch size, interleave) a layout of these runs may use."""
+        s = self.scorer
+        L, B = s.model.layers, s.job.global_batch
+        p = sum(count for _, count in runs)
+        sp = any(g.tp > 1 for groups, _ in runs for g in groups)
+        out = {}
+        for mb in micro_batch_sizes(B):
+            if B // mb < max_replicas:
+                break
+            for v in INTERLEAVES:
+                if v > 1 and (p == 1 or L % v):
+                    continue
+                out[(mb, v)] = self._pipeline_s(runs, p, mb, v, sp)
+        return out
+
+    def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, sp: bool) -> float:
+        L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
+        if p * v > L:
+            return math.inf
+        inv_a, head_over_a, a_min, beta_min, floor = 0.0, 0.0, math.inf, math.inf, 0.0
+        for k, (groups, count) in enumerate(runs):
+            rates = self._stage_rates(groups, mb, sp)
+            if rates is None:
+                return math.inf
+            a, beta, head = rates
+            if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
+                return math.inf
+            e = head if k == len(runs) - 1 else 0.0
+            inv_a += count / a                                   # (b2)
+            head_over_a += e / a
+            floor = max(floor, v * a + e)
+            a_min, beta_min = min(a_min, a), min(beta_min, beta)
+        busiest = max((L + head_over_a) / inv_a, floor)          # (b2)
+        fill = beta_min / v * max((p - 1) * v, L - busiest / a_min)   # (b3)
+        return busiest + fill + 2 * (p - 1) * v * self._transfer_s(runs, mb)   # (b4)
+
+    def _stage_rates(self, groups: tuple[Group, ...], mb: int, sp: bool):
+        """(a, beta, e) of (b1) and (b3) for a stage of these groups, or None if its shares fail."""
+        key = (groups, mb, sp)
+        if key not in self._rates:
+            s = self.scorer
+            shares = s.stage_shares(groups, mb, Recompute.NONE, sp)
+            if shares is None:
+                self._rates[key] = None
+                return None
+            a, beta, heads, k = 0.0, 0.0, [], 0
+            for g in groups:
+                f, b, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, Recompute.NONE, sp)
+                most = max(shares[k:k + g.count])
+                k += g.count
+                a, beta = max(a, most * (f + b)), max(beta, f + b)
+                heads.append(most * (hf + hb) if len(groups) == 1 else hf + hb)
+            self._rates[key] = (a, beta, min(heads))
+        return self._rates[key]
+
+    def _transfer_s(self, runs: Runs, mb: int) -> float:
+        """x of (b4): the slowest transfer across any stage boundary (as score._p2p_s)."""
+        s, worst, prev = self.scorer, 0.0, None
+        for groups, count in runs:
+            pairs = [(prev, groups)] if prev is not None else []
+            if count > 1:
+                pairs.append((groups, groups))
+            for a, b in pairs:
+                for ga in a:
+                    for gb in b:
+                        worst = max(worst, s.boundary_p2p_s(ga, gb, mb))
+            prev = groups
+        return worst
