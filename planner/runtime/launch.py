@@ -1,0 +1,112 @@
+"""Start one process per planned GPU on this machine, and the single-process reference run."""
+from __future__ import annotations
+
+import queue as queue_module
+import socket
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+from planner.runtime.model import Chunk, Init, lm_loss
+from planner.runtime.parallel import TpGroup
+from planner.runtime.ranks import RankInfo, rank_layout, worker_op_orders
+from planner.runtime.tiny import TinyConfig, scaled_config
+from planner.runtime.worker import RunSpec, make_batch, worker_main
+from planner.types import Cluster, InputError, Plan
+
+MAX_LOCAL_PROCESSES = 16
+
+
+@dataclass(frozen=True)
+class RunResult:
+    cfg: TinyConfig
+    notes: tuple[str, ...]
+    layout: tuple[RankInfo, ...]
+    losses: list[float]                 # per iteration, full-batch mean
+    grads: dict[str, np.ndarray]        # last iteration, full tensors by global name
+    per_rank: list[dict]                # meters, by rank
+    wall_s: float
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_local(cluster: Cluster, plan: Plan, iterations: int = 3, seed: int = 0, dtype: str = "float32",
+              hidden: int | None = None, seq_len: int = 16, vocab: int = 96, lr: float = 0.1,
+              timeout_s: float = 300.0) -> RunResult:
+    layout = tuple(rank_layout(cluster, plan))
+    if len(layout) > MAX_LOCAL_PROCESSES:
+        raise InputError("plan", f"uses {len(layout)} GPUs; run-local starts one process per GPU on this machine "
+                                 f"and allows at most {MAX_LOCAL_PROCESSES}")
+    cfg, notes = scaled_config(plan, hidden=hidden, seq_len=seq_len, vocab=vocab)
+    spec = RunSpec(plan, cfg, layout, worker_op_orders(cluster, plan), iterations, seed, dtype, lr, _free_port(), timeout_s)
+    ctx = mp.get_context("spawn")
+    results_queue = ctx.Queue()
+    t0 = time.perf_counter()
+    procs = mp.spawn(worker_main, args=(spec, results_queue), nprocs=len(layout), join=False)
+    results = []
+    while len(results) < len(layout):
+        try:
+            results.append(results_queue.get(timeout=0.2))
+        except queue_module.Empty:
+            if procs.join(timeout=0) and results_queue.empty():
+                break
+    while not procs.join(timeout=1):
+        pass
+    wall = time.perf_counter() - t0
+    if len(results) < len(layout):
+        raise RuntimeError(f"only {len(results)} of {len(layout)} processes reported")
+    results.sort(key=lambda x: x["rank"])
+    grads = {}
+    for res in results:
+        grads.update(res["grads"])
+    return RunResult(cfg, tuple(notes), layout, results[0]["losses"], grads, results, wall)
+
+
+def run_reference(plan: Plan, cfg: TinyConfig, iterations: int = 3, seed: int = 0, dtype: str = "float32",
+                  lr: float = 0.1) -> tuple[list[float], dict[str, np.ndarray]]:
+    """The same model, data and SGD steps in one process, full batch at once."""
+    torch.set_num_threads(1)
+    model = Chunk(cfg, 0, cfg.layers, Init(seed, getattr(torch, dtype)), TpGroup(), plan.recompute.value)
+    params = model.global_parameters()
+    losses = []
+    for it in range(iterations):
+        inputs, targets = make_batch(seed, it, plan.global_batch, cfg.seq_len, cfg.vocab)
+        loss = lm_loss(model(inputs), targets)
+        loss.backward()
+        losses.append(loss.item())
+        if it < iterations - 1:
+            with torch.no_grad():
+                for _, p in params:
+                    p -= lr * p.grad
+                    p.grad = None
+    return losses, {name: p.grad.detach().numpy().copy() for name, p in params}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    max_loss_diff: float
+    max_grad_abs_diff: float
+    max_grad_rel_diff: float            # max |a - b| over max |b|, both over every tensor
+    worst_tensor: str                   # where the largest absolute difference is
+    missing: tuple[str, ...]
+
+
+def compare(run: RunResult, ref_losses: list[float], ref_grads: dict[str, np.ndarray]) -> Comparison:
+    missing = tuple(sorted(set(ref_grads) ^ set(run.grads)))
+    loss_diff = max(abs(a - b) for a, b in zip(run.losses, ref_losses))
+    worst_abs, worst_name, largest = 0.0, "", 1e-30
+    for name, ref in ref_grads.items():
+        largest = max(largest, float(np.max(np.abs(ref))))
+        if name not in run.grads:
+            continue
+        diff = float(np.max(np.abs(run.grads[name] - ref)))
+        if diff >= worst_abs:
+            worst_abs, worst_name = diff, name
+    return Comparison(loss_diff, worst_abs, worst_abs / largest, worst_name, missing)
