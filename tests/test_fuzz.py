@@ -237,8 +237,6 @@ def test_fuzz_url_state_into_the_planner_types(params):
             bounded(check_plan_against_cluster, plan, cluster)
 
 
-@pytest.mark.xfail(reason="ui/state.py: a deeply nested `s` token raises RecursionError out of decode "
-                          "(reported to the app's owner); remove this mark once fixed", strict=False)
 def test_url_state_decoder_deep_nesting():
     state_module = _url_state()
     state, warnings = state_module.decode({"s": _token(b"[" * 150_000)})
