@@ -32,6 +32,9 @@ pages = st.navigation({
     "Tools": [page("whatif", "What-if", "science", "what-if"),
               page("export", "Export", "download", "export")],
 })
-sidebar.render(plan_page)
+if st.session_state.get(sidebar.PLAN_REQUEST) and pages.url_path != plan_page.url_path:
+    st.switch_page(plan_page)
+summary = st.sidebar.container()
 pages.run()
+sidebar.render(summary)      # after the page, so it shows what the page's widgets just changed
 session.sync_url()

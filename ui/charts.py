@@ -146,6 +146,28 @@ def _ring_on_view(fig: go.Figure, plans: pd.DataFrame, x: str, y: str) -> None:
                                  marker=dict(symbol="circle-open", size=26, color="#111827", line=dict(width=2))))
 
 
+LABEL_PRIORITY = {"current": 0, "baseline": 1, "pareto": 2, "plan": 3}
+
+
+def point_labels(plans: pd.DataFrame, x: str, y: str, min_gap: float = 0.06) -> pd.Series:
+    """Each point's name, or "" where it would print over a label already placed: the plan on
+    view, baselines and the Pareto front are labelled first; hovering still names every point.
+    `min_gap` is a distance in fractions of the axes' ranges."""
+    def unit(col):
+        span = plans[col].max() - plans[col].min()
+        return (plans[col] - plans[col].min()) / (span if span > 0 else 1)
+
+    ux, uy = unit(x), unit(y)
+    first = plans.get("on_view", pd.Series(False, index=plans.index)).astype(bool)
+    rank = plans["role"].map(LABEL_PRIORITY).fillna(9) - first * 10
+    placed, out = [], pd.Series("", index=plans.index, dtype=object)
+    for i in rank.sort_values(kind="stable").index:
+        if all(((ux[i] - px) ** 2 + ((uy[i] - py) * 0.6) ** 2) ** 0.5 >= min_gap for px, py in placed):
+            out[i] = plans.at[i, "plan"]
+            placed.append((ux[i], uy[i]))
+    return out
+
+
 def cost_vs_throughput(plans: pd.DataFrame) -> go.Figure:
     """$ per million tokens against tokens/s; the Pareto front joined by a line.
     Columns: plan, role (plan/pareto/baseline/current), tokens_per_s, usd_per_m_tokens; optional
@@ -156,13 +178,14 @@ def cost_vs_throughput(plans: pd.DataFrame) -> go.Figure:
     if len(front) > 1:
         fig.add_trace(go.Scatter(x=front["tokens_per_s"], y=front["usd_per_m_tokens"], mode="lines",
                                  line=dict(color="#94a3b8", dash="dot"), name="Pareto front", hoverinfo="skip"))
+    labels = point_labels(plans, "tokens_per_s", "usd_per_m_tokens")
     for role, part in plans.groupby("role", sort=False):
         fig.add_trace(go.Scatter(
             x=part["tokens_per_s"], y=part["usd_per_m_tokens"], mode="markers+text", name=role,
-            text=part["plan"], textposition="top center", textfont=dict(size=10),
+            text=labels[part.index], customdata=part["plan"], textposition="top center", textfont=dict(size=11),
             marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18,
                         color=ROLE_COLOURS.get(role, "#64748b")),
-            hovertemplate="%{text}<br>%{x:,.0f} tokens/s<br>$%{y:.3f} per M tokens<extra></extra>"))
+            hovertemplate="%{customdata}<br>%{x:,.0f} tokens/s<br>$%{y:.3f} per M tokens<extra></extra>"))
     _ring_on_view(fig, plans, "tokens_per_s", "usd_per_m_tokens")
     fig.update_xaxes(title="throughput (tokens/s) →  better")
     fig.update_yaxes(title="$ per million tokens ↓ better")
@@ -173,13 +196,14 @@ def time_vs_dollars(plans: pd.DataFrame) -> go.Figure:
     """Time to train against total dollars. Columns: plan, role, train_days, train_cost_usd."""
     df = plans.dropna(subset=["train_days", "train_cost_usd"])
     fig = go.Figure()
+    labels = point_labels(df, "train_cost_usd", "train_days")
     for role, part in df.groupby("role", sort=False):
         fig.add_trace(go.Scatter(
             x=part["train_cost_usd"], y=part["train_days"], mode="markers+text", name=role,
-            text=part["plan"], textposition="top center", textfont=dict(size=10),
+            text=labels[part.index], customdata=part["plan"], textposition="top center", textfont=dict(size=11),
             marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18,
                         color=ROLE_COLOURS.get(role, "#64748b")),
-            hovertemplate="%{text}<br>$%{x:,.0f}<br>%{y:.1f} days<extra></extra>"))
+            hovertemplate="%{customdata}<br>$%{x:,.0f}<br>%{y:.1f} days<extra></extra>"))
     _ring_on_view(fig, df, "train_cost_usd", "train_days")
     fig.update_xaxes(title="total dollars to train ↓", tickprefix="$")
     fig.update_yaxes(title="days to train ↓")

@@ -95,3 +95,24 @@ def metrics_table(rows: list[dict]) -> pd.DataFrame:
         "$ to train": df["train_cost_usd"].map(lambda v: "-" if v is None or pd.isna(v) else f"${v:,.0f}"),
         "fits": df["fits"].map({True: "yes", False: "NO"}),
     })
+
+
+def _span(values) -> str:
+    lo, hi = min(values), max(values)
+    return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def plan_shape(plan: Plan) -> str:
+    """The plan in one line: stages, data and tensor parallelism, micro-batch, memory savers, schedule."""
+    dp = [len(s.replicas) for s in plan.stages]
+    tp = [r.tp for s in plan.stages for r in s.replicas]
+    schedule = {"1f1b": "1F1B", "gpipe": "GPipe"}.get(plan.schedule.value, plan.schedule.value)
+    if plan.interleave > 1:
+        schedule += f" interleaved ×{plan.interleave}"
+    parts = [f"{plan.num_stages} pipeline stage{'s' if plan.num_stages != 1 else ''} over {plan.model.layers} layers",
+             f"data-parallel {_span(dp)} per stage", f"tensor-parallel {_span(tp)}",
+             f"micro-batch {plan.micro_batch}", f"ZeRO-{plan.zero_stage}", f"recompute {plan.recompute.value}",
+             f"{plan.precision.value}", f"{schedule} schedule"]
+    if plan.sequence_parallel:
+        parts.insert(3, "sequence-parallel")
+    return " · ".join(parts)

@@ -76,5 +76,11 @@ def search_outcome() -> Outcome | None:
     return None
 
 
+def search_is_stale() -> bool:
+    """The planner was asked, but for inputs that have changed since."""
+    saved = st.session_state.get(RESULT_KEY)
+    return bool(saved) and saved[0] != get().job_key()
+
+
 def save_search_outcome(outcome: Outcome) -> None:
     st.session_state[RESULT_KEY] = (get().job_key(), outcome)

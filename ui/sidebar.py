@@ -10,9 +10,15 @@ from ui.planning import build_cluster, build_model
 PLAN_REQUEST = "plan_requested"
 
 
-def render(plan_page) -> None:
+def request_plan() -> None:
+    """Button callback: app.py opens the Plan page, which runs the planner."""
+    st.session_state[PLAN_REQUEST] = True
+
+
+def render(slot) -> None:
+    """The summary and the Plan button, drawn into `slot` (a sidebar container)."""
     state = session.get()
-    with st.sidebar:
+    with slot:
         st.markdown("### hetplan")
         st.caption("Hybrid-parallel training plans for mixed GPU clusters")
         try:
@@ -29,9 +35,7 @@ def render(plan_page) -> None:
         tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
         st.markdown(f"**Job** batch {state.global_batch} × {state.seq_len} tokens, {state.precision}"
                     f"{tokens}; objective {state.objective}")
-        if st.button("Plan", type="primary", width="stretch", icon=":material/rocket_launch:", key="sidebar_plan"):
-            st.session_state[PLAN_REQUEST] = True
-            session.sync_url()
-            st.switch_page(plan_page)
+        st.button("Plan", type="primary", width="stretch", icon=":material/rocket_launch:", key="sidebar_plan",
+                  on_click=request_plan)
         if st.session_state.get("url_too_long"):
             st.caption("The plan is too large for a link; the link keeps the cluster, model and job.")

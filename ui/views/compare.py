@@ -13,8 +13,9 @@ def render() -> None:
     st.title("Compare")
     outcome = session.search_outcome()
     if outcome is None or outcome.error:
-        st.info("Run the planner (sidebar) first: this page compares the plans it found with the baselines.",
-                icon=":material/explore:")
+        stale = " The inputs changed since the last run." if session.search_is_stale() else ""
+        st.info(f"Run the planner (**Plan** in the sidebar) first: this page compares the plans it found with "
+                f"the baselines.{stale}", icon=":material/explore:")
         return
     named = named_plans(outcome.result)
     labels = [n.name for n in named]

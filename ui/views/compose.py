@@ -10,7 +10,7 @@ from catalog.files import parse_yaml
 from planner.types import InputError
 from ui import compose, session
 from ui.planning import build_cluster, build_model, catalog
-from ui.sidebar import PLAN_REQUEST
+from ui.sidebar import request_plan
 from ui.state import presets
 from ui.views.common import show_error
 
@@ -19,7 +19,7 @@ def _preset_row() -> None:
     table = presets()
     c1, c2, c3 = st.columns([3, 1, 3], vertical_alignment="bottom")
     current = session.get().cluster.get("name")
-    key = session.init_widget("preset_choice", current if current in table else next(iter(table)))
+    key = session.init_widget(session.WIDGET_PREFIX + "preset", current if current in table else next(iter(table)))
     choice = c1.selectbox("start from a preset cluster", list(table), key=key,
                           format_func=lambda k: f"{k} ({_gpus(table[k])} GPUs)")
     if c2.button("Load preset", width="stretch"):
@@ -109,7 +109,4 @@ def render() -> None:
     _cluster_section()
     _model_section()
     _job_section()
-    if st.button("Plan", type="primary", icon=":material/rocket_launch:", key="compose_plan"):
-        st.session_state[PLAN_REQUEST] = True
-        session.sync_url()
-        st.switch_page("ui/pages/summary.py")
+    st.button("Plan", type="primary", icon=":material/rocket_launch:", key="compose_plan", on_click=request_plan)

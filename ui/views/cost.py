@@ -30,9 +30,12 @@ def render() -> None:
     outcome = session.search_outcome()
     result = outcome.result if outcome is not None and not outcome.error else None
     if result is None:
-        st.info("Run the planner (sidebar) to compare the plans it found and the baselines.", icon=":material/explore:")
-        if session.get().plan is None:
-            return
+        # one plan alone makes a chart of one point on meaningless axes: say what would fill it
+        stale = " The inputs changed since the last run." if session.search_is_stale() else ""
+        st.info(f"Run the planner (**Plan** in the sidebar) to place the plans it finds and the baselines by "
+                f"speed and price.{stale} The plan on view's own figures are on the **Plan** page.",
+                icon=":material/explore:")
+        return
     cur = current_plan()
     df = plans_frame(result, cur)
     if df.empty:

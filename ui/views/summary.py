@@ -1,10 +1,12 @@
 """Plan: run the planner, pick a plan, and read its summary."""
 from __future__ import annotations
 
+import threading
 import time
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from planner.report import format_duration
 from planner.types import InputError
@@ -26,9 +28,12 @@ def run_planner() -> None:
             show_error(str(e))
             return
         st.write(f"Searching plans for {job.model.name} on {cluster.num_gpus} GPUs "
-                 f"in {len(cluster.pools)} pools (objective: {state.objective})")
+                 f"in {len(cluster.pools)} pools (objective: {state.objective}), then scoring the "
+                 f"Megatron-style and uniform baselines on the same cluster")
+        st.caption(f"Expect {_expected_wait(cluster.num_gpus)}. The answer is kept: pressing Plan again "
+                   "with the same inputs, or coming back to them, is instant.")
         t0 = time.perf_counter()
-        outcome = run_search(state)
+        outcome = _with_clock(lambda: run_search(state), status, "Searching plans…")
         elapsed = time.perf_counter() - t0
         session.save_search_outcome(outcome)
         if outcome.error:
@@ -40,6 +45,39 @@ def run_planner() -> None:
         session.update(plan=named_plans(result)[0].plan_dict if result.plans else None)
         status.update(label=f"Found {len(result.plans)} plans in {elapsed:.2f} s "
                             f"(search {result.search_time_s:.2f} s)", state="complete", expanded=False)
+
+
+def _expected_wait(num_gpus: int) -> str:
+    """A rough expectation, from docs/app.md's measurements on a 2-core machine."""
+    if num_gpus <= 16:
+        return "a few seconds"
+    if num_gpus <= 128:
+        return "up to a minute on a busy machine"
+    return "a minute or more: large clusters have many layouts to try"
+
+
+def _with_clock(work, status, label: str, tick_s: float = 0.5):
+    """`work()` in a helper thread, while the status label counts the seconds: a long search
+    shows that it is alive. The thread shares this session's context, so caches work there."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = work()
+        except BaseException as e:       # re-raised below, in the script's own thread
+            box["error"] = e
+
+    worker = threading.Thread(target=run, daemon=True, name="hetplan-search")
+    add_script_run_ctx(worker, get_script_run_ctx())
+    t0 = time.perf_counter()
+    worker.start()
+    while worker.is_alive():
+        worker.join(tick_s)
+        if worker.is_alive():
+            status.update(label=f"{label} {time.perf_counter() - t0:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _plan_picker(result) -> None:
@@ -98,10 +136,25 @@ def _idle(result, cur) -> None:
     st.markdown("**Idle GPUs**\n" + "\n".join(lines))
 
 
+def _why_no_alternatives() -> None:
+    """Above a plan the planner has not ranked for these inputs: say why, and what to press."""
+    if session.search_is_stale():
+        st.warning("**The inputs changed since the last planning run.** The plan on view is scored on the "
+                   "current cluster and job, but the alternatives and baselines are gone: run the planner "
+                   "for plans made for these inputs.", icon=":material/update:")
+    elif session.get().plan is not None:
+        st.info("This plan came from a link or an upload: its figures below are scored on this cluster. "
+                "Run the planner to rank it against the alternatives and the baselines.",
+                icon=":material/info:")
+
+
 def render() -> None:
     st.title("Plan")
-    if st.session_state.pop(PLAN_REQUEST, False) or st.button("Run the planner", type="primary",
-                                                              icon=":material/rocket_launch:"):
+    requested = st.session_state.pop(PLAN_REQUEST, False)
+    if not requested and session.search_outcome() is None:
+        _why_no_alternatives()
+        requested = st.button("Run the planner", type="primary", icon=":material/rocket_launch:")
+    if requested:
         run_planner()
     outcome = session.search_outcome()
     result = None
@@ -121,6 +174,7 @@ def _plan_on_view(cur, result) -> None:
     est = cur.estimate
     named = find(named_plans(result), session.get().plan) if result is not None else None
     st.subheader(f"Plan on view: {named.name}" if named else "Plan on view")
+    st.markdown(f"**{est.num_gpus} GPUs:** {frames.plan_shape(cur.plan)}")
     if not est.fits:
         st.error(f"**Does not fit in memory:** {est.oom}", icon=":material/warning:")
     _metrics(est)

@@ -136,9 +136,10 @@ def _compare(b, a) -> None:
     c = st.columns(5)
 
     def delta(x, y, fmt):
-        return None if b is None else fmt(y - x)
+        """The change, or None (no arrow) when there is nothing to compare or nothing changed."""
+        return None if b is None or abs(y - x) <= 1e-9 * max(abs(x), abs(y), 1) else fmt(y - x)
 
-    c[0].metric("throughput", f"{a.tokens_per_s:,.0f} tok/s",
+    c[0].metric("throughput (tokens/s)", f"{a.tokens_per_s:,.0f}",
                 delta(b and b.tokens_per_s, a.tokens_per_s, lambda d: f"{d:+,.0f}"))
     c[1].metric("MFU", f"{a.mfu:.1%}", delta(b and b.mfu, a.mfu, lambda d: f"{d * 100:+.1f} pt"))
     c[2].metric("iteration", f"{a.iteration_time_s:.3f} s",
