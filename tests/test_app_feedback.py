@@ -1,0 +1,135 @@
+"""What a user sees change: the sidebar follows edits at once, the planner's wait is counted,
+stale or missing results are explained, labels do not overprint, the plan reads in one line."""
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import pytest
+
+from tests.app_helpers import SMALL, example_plan, new_app, texts, use_search
+from ui import charts, frames
+from ui.state import AppState, encode, presets
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.fixture(autouse=True)
+def _search(monkeypatch):
+    use_search(monkeypatch)
+    import streamlit as st
+    st.cache_data.clear()
+
+
+def _ok(at):
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _sidebar_text(at) -> str:
+    return "\n".join(m.value for m in at.sidebar.markdown)
+
+
+def _with_plan() -> dict:
+    return encode(AppState(cluster=presets()["single-node-8"], model="gpt3-1.3b", global_batch=64, seq_len=2048,
+                           plan=example_plan()))
+
+
+def test_the_sidebar_shows_an_edit_in_the_same_run():
+    at = _ok(new_app(SMALL).run())
+    assert "batch 64 ×" in _sidebar_text(at)
+    at.number_input(key="w.batch").set_value(128).run()
+    _ok(at)
+    assert "batch 128 ×" in _sidebar_text(at)
+    at.selectbox(key="w.model").select("custom architecture…").run()
+    assert "custom" in _sidebar_text(at)
+
+
+def test_the_preset_picker_follows_an_uploaded_or_linked_cluster():
+    at = _ok(new_app({"preset": "lab-mix"}).run())
+    assert at.selectbox(key="w.preset").value == "lab-mix"
+    at.selectbox(key="w.preset").select("single-node-8").run()
+    at.button[0].click().run()
+    _ok(at)
+    assert at.selectbox(key="w.preset").value == "single-node-8"
+
+
+def test_a_planning_run_reports_its_plan_in_one_line():
+    at = _ok(new_app(SMALL).run())
+    at.sidebar.button(key="sidebar_plan").click().run()
+    _ok(at)
+    assert at.title[0].value == "Plan"
+    said = texts(at)
+    assert "pipeline stage" in said and "tensor-parallel" in said and "ZeRO-" in said
+    assert "Expect a few seconds" in said
+    assert not at.button or all(b.label != "Run the planner" for b in at.button), "results are fresh"
+
+
+def test_changed_inputs_say_the_results_are_stale():
+    at = _ok(new_app(SMALL).run())
+    at.sidebar.button(key="sidebar_plan").click().run()
+    at.switch_page("ui/pages/compose.py")
+    _ok(at.run())
+    at.selectbox(key="w.objective").select("cost").run()
+    at.switch_page("ui/pages/summary.py")
+    _ok(at.run())
+    assert any("inputs changed" in w.value for w in at.warning)
+    assert any(b.label == "Run the planner" for b in at.button)
+    at.switch_page("ui/pages/cost.py")
+    _ok(at.run())
+    assert not at.get("plotly_chart") and "inputs changed" in at.info[0].value
+
+
+def test_a_linked_plan_says_where_its_alternatives_are():
+    at = _ok(new_app(_with_plan()).run())
+    at.switch_page("ui/pages/summary.py")
+    _ok(at.run())
+    assert "came from a link" in at.info[0].value
+    at.switch_page("ui/pages/cost.py")
+    _ok(at.run())
+    assert not at.get("plotly_chart"), "no chart of a single point"
+
+
+def test_the_clock_counts_while_the_work_runs_and_returns_its_value():
+    from ui.views.summary import _with_clock
+
+    class Status:
+        labels: list[str] = []
+
+        def update(self, label):
+            self.labels.append(label)
+
+    status = Status()
+    assert _with_clock(lambda: time.sleep(0.35) or 42, status, "Searching…", tick_s=0.1) == 42
+    assert status.labels and status.labels[-1].startswith("Searching… ")
+    with pytest.raises(ValueError, match="boom"):
+        _with_clock(lambda: (_ for _ in ()).throw(ValueError("boom")), status, "x", tick_s=0.05)
+
+
+def test_expected_wait_grows_with_the_cluster():
+    from ui.views.summary import _expected_wait
+    assert _expected_wait(8) == "a few seconds"
+    assert "minute" in _expected_wait(64) and "large" in _expected_wait(4096)
+
+
+def test_point_labels_skip_points_that_would_overprint():
+    df = pd.DataFrame({"plan": ["#1", "#2", "#3", "megatron baseline", "pareto 1"],
+                       "role": ["plan", "plan", "plan", "baseline", "pareto"],
+                       "tokens_per_s": [160e3, 160.5e3, 159.8e3, 120e3, 150e3],
+                       "usd_per_m_tokens": [0.49, 0.49, 0.491, 0.26, 0.45],
+                       "on_view": [False, True, False, False, False]})
+    labels = charts.point_labels(df, "tokens_per_s", "usd_per_m_tokens")
+    assert labels[1] == "#2", "the plan on view keeps its label"
+    assert labels[0] == labels[2] == "", "its close neighbours give theirs up"
+    assert labels[3] == "megatron baseline" and labels[4] == "pareto 1"
+    fig = charts.cost_vs_throughput(df.assign(on_front=False))
+    assert sorted(sum((list(t.customdata) for t in fig.data if t.customdata is not None), [])) == sorted(df["plan"])
+
+
+def test_plan_shape_names_the_parallelism(catalog):
+    from catalog import plan_from_dict
+    plan = plan_from_dict(example_plan(), catalog)
+    line = frames.plan_shape(plan)
+    assert line.startswith("3 pipeline stages over 24 layers")
+    assert "data-parallel 1–3 per stage" in line and "tensor-parallel 1–2" in line
+    assert "micro-batch 4" in line and "1F1B" in line
