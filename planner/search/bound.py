@@ -29,15 +29,20 @@ without recomputation (tensor-parallel collectives included), and L_i >= v the l
        M + that bound is non-decreasing in M (beta_min <= a_min), so T is bounded at M = M0
   (b4) transfers are exact: 2 (p - 1) v x(b)
   (b5) tail >= 0
+  (b6) memory: L_i <= cap_i, an upper bound on the layers stage i can hold at this recompute
+       setting under ZeRO-3 (the most frugal), so M0 is the water level of
+       sum_i min(cap_i, (M - e_i) / a_i) = L; a setting with sum_i cap_i < L cannot fit
+The bound is per recompute setting: tau_g, the shares and cap_i are those of that setting.
 Interleaved plans (v > 1) also need every single-pool stage's even shares in whole groups of p.
 """
 from __future__ import annotations
 
 import math
 
-from planner.search.score import Scorer
-from planner.search.space import INTERLEAVES, Family, Group, micro_batch_sizes
-from planner.types import Recompute
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
+from planner.search.score import Scorer, _Shape
+from planner.search.space import INTERLEAVES, RECOMPUTES, Family, Group, micro_batch_sizes
+from planner.types import Recompute, Schedule
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
 
@@ -46,6 +51,7 @@ class Bounds:
     def __init__(self, scorer: Scorer):
         self.scorer = scorer
         self._rates: dict = {}
+        self._caps: dict = {}
 
     def capacity_s(self, family: Family) -> float:
         """The capacity bound of every layout of `family`."""
@@ -57,8 +63,9 @@ class Bounds:
             capacity += replicas / s.best_sample_layer_s(pool, t, sp)
         return s.job.global_batch * s.model.layers / capacity
 
-    def pipeline_s(self, runs: Runs, max_replicas: int) -> dict[tuple[int, int], float]:
-        """The pipeline bound for every (micro-batch size, interleave) a layout of these runs may use."""
+    def pipeline_s(self, runs: Runs, max_replicas: int) -> dict[tuple[int, int, Recompute], float]:
+        """The pipeline bound for every (micro-batch size, interleave, recompute) a layout of these
+        runs may use; settings that cannot fit in memory are left out."""
         s = self.scorer
         L, B = s.model.layers, s.job.global_batch
         p = sum(count for _, count in runs)
@@ -70,48 +77,83 @@ class Bounds:
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
-                out[(mb, v)] = self._pipeline_s(runs, p, mb, v, sp)
+                for rc in RECOMPUTES:
+                    bound = self._pipeline_s(runs, p, mb, v, rc, sp)
+                    if bound < math.inf:
+                        out[(mb, v, rc)] = bound
         return out
 
-    def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, sp: bool) -> float:
+    def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool) -> float:
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
         if p * v > L:
             return math.inf
-        inv_a, head_over_a, a_min, beta_min, floor = 0.0, 0.0, math.inf, math.inf, 0.0
+        rows, a_min, beta_min, floor, stage = [], math.inf, math.inf, 0.0, 0
         for k, (groups, count) in enumerate(runs):
-            rates = self._stage_rates(groups, mb, sp)
+            stage += count
+            rates = self._stage_rates(groups, mb, rc, sp)
             if rates is None:
                 return math.inf
-            a, beta, head = rates
+            a, beta, head, shares = rates
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
                 return math.inf
+            window = sum(sum(g.count for g in gs) * c for gs, c in runs[k:]) - sum(g.count for g in groups) * (count - 1)
+            cap = self._most_layers(groups, shares, mb, v, rc, sp, p, stage - 1, window, m)
+            if cap < v:
+                return math.inf
             e = head if k == len(runs) - 1 else 0.0
-            inv_a += count / a                                   # (b2)
-            head_over_a += e / a
+            rows.append((count, a, e, cap))
             floor = max(floor, v * a + e)
             a_min, beta_min = min(a_min, a), min(beta_min, beta)
-        busiest = max((L + head_over_a) / inv_a, floor)          # (b2)
+        busiest = _water_level(L, rows)                           # (b2), with memory (b6)
+        if busiest == math.inf:
+            return math.inf
+        busiest = max(busiest, floor)
         fill = beta_min / v * max((p - 1) * v, L - busiest / a_min)   # (b3)
         return busiest + fill + 2 * (p - 1) * v * self._transfer_s(runs, mb)   # (b4)
 
-    def _stage_rates(self, groups: tuple[Group, ...], mb: int, sp: bool):
-        """(a, beta, e) of (b1) and (b3) for a stage of these groups, or None if its shares fail."""
-        key = (groups, mb, sp)
+    def _stage_rates(self, groups: tuple[Group, ...], mb: int, rc: Recompute, sp: bool):
+        """(a, beta, e, shares) of (b1) and (b3) for a stage of these groups, or None if its shares fail."""
+        key = (groups, mb, rc, sp)
         if key not in self._rates:
             s = self.scorer
-            shares = s.stage_shares(groups, mb, Recompute.NONE, sp)
+            shares = s.stage_shares(groups, mb, rc, sp)
             if shares is None:
                 self._rates[key] = None
                 return None
             a, beta, heads, k = 0.0, 0.0, [], 0
             for g in groups:
-                f, b, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, Recompute.NONE, sp)
+                f, b, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
                 most = max(shares[k:k + g.count])
                 k += g.count
                 a, beta = max(a, most * (f + b)), max(beta, f + b)
                 heads.append(most * (hf + hb) if len(groups) == 1 else hf + hb)
-            self._rates[key] = (a, beta, min(heads))
+            self._rates[key] = (a, beta, min(heads), shares)
         return self._rates[key]
+
+    def _most_layers(self, groups, shares, mb, v, rc, sp, p, last_stage, window, m) -> int:
+        """(b6) An upper bound on the layers any stage of a run can hold: ZeRO-3 over its replicas,
+        no embedding or head, and the fewest in-flight micro-batches of the run (its last stage)."""
+        s = self.scorer
+        d = sum(g.count for g in groups)
+        per_param = (WEIGHT_BYTES + MAIN_GRAD_BYTES + OPTIMIZER_BYTES) / d
+        most, k = 10**9, 0
+        for g in groups:
+            own = max(shares[k:k + g.count])
+            k += g.count
+            if v == 1:
+                in_flight = max(1, min(own, -(-window * own // m)))
+            else:
+                in_flight = min(2 * (p - last_stage - 1) + (v - 1) * p + 1, own * v) / v
+            key = (g.pool, g.tp, mb, rc, sp, d, in_flight)
+            if key not in self._caps:
+                pool = s.pools[g.pool]
+                shape = _Shape(s.model, s.job.seq_len, mb, sp, rc, p, Schedule.ONE_F_ONE_B, v, (), m)
+                extra = s.activation_bytes(shape, g.tp, Recompute.NONE) if rc == Recompute.FULL else 0.0
+                free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - extra
+                per_layer = s.layer_params / g.tp * per_param + in_flight * s.activation_bytes(shape, g.tp)
+                self._caps[key] = max(0, math.floor(free / per_layer * (1 + 1e-9)))
+            most = min(most, self._caps[key])
+        return most
 
     def _transfer_s(self, runs: Runs, mb: int) -> float:
         """x of (b4): the slowest transfer across any stage boundary (as score._p2p_s)."""
@@ -126,3 +168,19 @@ class Bounds:
                         worst = max(worst, s.boundary_p2p_s(ga, gb, mb))
             prev = groups
         return worst
+
+
+def _water_level(num_layers: int, rows: list[tuple[int, float, float, int]]) -> float:
+    """Smallest M with sum over runs of count * min(cap, (M - e) / a) >= num_layers: raise the
+    level, capping the runs whose memory it exceeds (rows: count, a, e, cap per stage)."""
+    if sum(c * cap for c, _, _, cap in rows) < num_layers:
+        return math.inf
+    active, left = list(rows), num_layers
+    while active:
+        level = (left + sum(c * e / a for c, a, e, _ in active)) / sum(c / a for c, a, _, _ in active)
+        capped = [r for r in active if (level - r[2]) / r[1] > r[3]]
+        if not capped:
+            return level
+        left -= sum(c * cap for c, _, _, cap in capped)
+        active = [r for r in active if r not in capped]
+    return max(cap * a + e for _, a, e, cap in rows)
