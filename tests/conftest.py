@@ -23,7 +23,7 @@ def catalog():
 # Hypothesis profiles (docs/reliability.md). "ci", the default, is deterministic: the same
 # examples on every run and machine, no example database. "fuzz-long" draws fresh random
 # examples, FUZZ_LONG_SCALE times as many: HYPOTHESIS_PROFILE=fuzz-long python -m pytest tests/test_fuzz.py
-FUZZ_LONG_SCALE = 50
+FUZZ_LONG_SCALE = 20
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("fuzz-long", derandomize=False, deadline=None, print_blob=True,

@@ -24,9 +24,10 @@ from catalog import (builtin_catalog, check_plan_against_cluster, cluster_from_d
 from catalog.files import parse_json, parse_yaml
 from planner.cost import evaluate
 from planner.types import InputError
-from tests.conftest import EXAMPLES, examples
+from tests.conftest import EXAMPLES, PROFILE, examples
 
-pytestmark = pytest.mark.timeout(600)
+# fuzz-long runs for many minutes; each call keeps its own bound there
+pytestmark = pytest.mark.timeout(0 if PROFILE == "fuzz-long" else 600)
 
 CATALOG = builtin_catalog()
 SECONDS_PER_CALL = 5.0

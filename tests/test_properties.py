@@ -24,9 +24,10 @@ from catalog.files import parse_json, parse_yaml
 from planner.cost import evaluate
 from planner.types import (Estimate, InfeasibleError, Job, Objective, Plan, Precision, Recompute, Replica,
                            Schedule, Stage)
-from tests.conftest import examples
+from tests.conftest import PROFILE, examples
 
-pytestmark = pytest.mark.timeout(300)
+# fuzz-long runs for many minutes; each call keeps its own bound there
+pytestmark = pytest.mark.timeout(0 if PROFILE == "fuzz-long" else 300)
 
 CATALOG = builtin_catalog()
 GPU_IDS = ["h100-sxm", "a100-80gb-sxm", "a100-40gb-sxm", "v100-32gb-sxm", "t4", "l4", "rtx-4090", "mi300x"]
