@@ -11,7 +11,7 @@ import pytest
 
 from catalog.formats import load_cluster_file, load_plan_file, plan_from_dict
 from planner.cli import main
-from planner.export import export_files, export_plan
+from planner.export import export_plan, export_result
 from planner.export.megatron import layout_string
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -54,7 +54,7 @@ def test_megatron_layout_matches_published_example(catalog):
 
 
 def test_megatron_arguments_say_what_the_plan_says(catalog, cluster):
-    result = export_plan(_uniform(catalog), cluster, "megatron")
+    result = export_result(_uniform(catalog), cluster, "megatron")
     assert result.warnings == () and result.closest_plan is None
     args, unknown = _megatron_args(result.files["megatron_args.sh"])
     assert (args.tensor_model_parallel_size, args.pipeline_model_parallel_size) == ("2", "4")
@@ -80,7 +80,7 @@ def test_megatron_interleaved_layout_follows_the_round_convention(catalog):
 
 
 def test_torchtitan_toml_parses_and_lists_each_stage_modules(catalog, cluster):
-    files = export_files(_uniform(catalog), cluster, "torchtitan")
+    files = export_plan(_uniform(catalog), cluster, "torchtitan")
     cfg = tomllib.loads(files["torchtitan.toml"])
     par = cfg["parallelism"]
     assert par["pipeline_parallel_degree"] == 4 and par["tensor_parallel_degree"] == 2
@@ -91,7 +91,7 @@ def test_torchtitan_toml_parses_and_lists_each_stage_modules(catalog, cluster):
 
 
 def test_deepspeed_config_and_parts(catalog, cluster):
-    files = export_files(_uniform(catalog), cluster, "deepspeed")
+    files = export_plan(_uniform(catalog), cluster, "deepspeed")
     ds = json.loads(files["ds_config.json"])
     assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * 1
     assert ds["zero_optimization"]["stage"] == 1 and ds["bf16"]["enabled"] is True
@@ -101,7 +101,7 @@ def test_deepspeed_config_and_parts(catalog, cluster):
 
 def test_torchrun_places_every_rank_on_its_pool(catalog, cluster):
     plan = load_plan_file(EXAMPLES / "plans" / "single-node-8-small.json", catalog)
-    files = export_files(plan, cluster, "torchrun")
+    files = export_plan(plan, cluster, "torchrun")
     hosts = dict(line.split(" slots=") for line in files["hostfile"].splitlines())
     assert hosts == {"a100-0": "4", "rtx-4090-0": "4"}
     ranks = json.loads(files["rank_map.json"])
@@ -114,14 +114,14 @@ def test_torchrun_places_every_rank_on_its_pool(catalog, cluster):
 @pytest.mark.parametrize("engine", ["megatron", "torchtitan", "deepspeed"])
 def test_uneven_plan_warns_and_offers_a_runnable_closest_plan(catalog, cluster, engine):
     plan = load_plan_file(EXAMPLES / "plans" / "single-node-8-small.json", catalog)
-    result = export_plan(plan, cluster, engine)
+    result = export_result(plan, cluster, engine)
     assert any("tensor-parallel degree" in w for w in result.warnings)
     closest = result.closest_plan
     assert closest is not None and result.closest_estimate.iteration_time_s > 0
     assert len({r.tp for s in closest.stages for r in s.replicas}) == 1
     assert len({len(s.replicas) for s in closest.stages}) == 1
     assert [(s.layer_start, s.layer_end) for s in closest.stages] == [(s.layer_start, s.layer_end) for s in plan.stages]
-    assert "WARNINGS.txt" in export_files(plan, cluster, engine)
+    assert "WARNINGS.txt" in export_plan(plan, cluster, engine)
 
 
 def test_cli_writes_files_and_closest_plan(tmp_path, capsys):

@@ -22,12 +22,12 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from catalog.formats import check_plan_against_cluster, load_cluster_file, load_plan_file, plan_to_json
-    from planner.export import export_plan
+    from planner.export import export_result
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     plan = load_plan_file(args.plan, catalog)
     check_plan_against_cluster(plan, cluster)
-    result = export_plan(plan, cluster, args.to)
+    result = export_result(plan, cluster, args.to)
     files = dict(result.files)
     if result.closest_plan is not None:
         files["closest-plan.json"] = plan_to_json(result.closest_plan, catalog) + "\n"

@@ -1,9 +1,9 @@
 """Export a plan to the configuration of a training engine.
 
-`export_plan(plan, cluster, engine) -> ExportResult`: files (name -> text), warnings (what the
+`export_result(plan, cluster, engine) -> ExportResult`: files (name -> text), warnings (what the
 engine cannot express), the plan the files describe, and when the engine cannot run the plan as
 it is, the closest plan it can run with its predicted `Estimate`.
-`export_files(plan, cluster, engine) -> dict[str, str]`: just the files, with a WARNINGS.txt when
+`export_plan(plan, cluster, engine) -> dict[str, str]`: just the files, with a WARNINGS.txt when
 there are warnings: what the app offers for download. Pure: nothing here writes files.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from planner.types import Cluster, InputError, Plan
 ENGINES = ("megatron", "torchtitan", "deepspeed", "torchrun")
 
 
-def export_plan(plan: Plan, cluster: Cluster, engine: str) -> ExportResult:
+def export_result(plan: Plan, cluster: Cluster, engine: str) -> ExportResult:
     from planner.export import deepspeed, megatron, torchrun, torchtitan
     modules = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "torchrun": torchrun}
     if engine not in modules:
@@ -23,8 +23,8 @@ def export_plan(plan: Plan, cluster: Cluster, engine: str) -> ExportResult:
     return ExportResult(engine, files, tuple(warnings), target, closest, estimate)
 
 
-def export_files(plan: Plan, cluster: Cluster, engine: str) -> dict[str, str]:
-    result = export_plan(plan, cluster, engine)
+def export_plan(plan: Plan, cluster: Cluster, engine: str) -> dict[str, str]:
+    result = export_result(plan, cluster, engine)
     files = dict(result.files)
     if result.warnings:
         text = "\n".join(f"- {w}" for w in result.warnings) + "\n"
