@@ -133,3 +133,17 @@ def test_plan_shape_names_the_parallelism(catalog):
     assert line.startswith("3 pipeline stages over 24 layers")
     assert "data-parallel 1–3 per stage" in line and "tensor-parallel 1–2" in line
     assert "micro-batch 4" in line and "1F1B" in line
+
+
+def test_a_planner_crash_is_a_message_and_the_next_press_tries_again(monkeypatch):
+    import planner.search as search_module
+    real = search_module.search
+    monkeypatch.setattr(search_module, "search", lambda *a, **k: (_ for _ in ()).throw(ValueError("unpack")))
+    at = _ok(new_app(SMALL).run())
+    at.sidebar.button(key="sidebar_plan").click().run()
+    _ok(at)
+    assert "Planning failed" in at.error[0].value and "ValueError: unpack" in at.error[0].value
+    monkeypatch.setattr(search_module, "search", real)
+    at.sidebar.button(key="sidebar_plan").click().run()
+    _ok(at)
+    assert not at.error and at.session_state["app_state"].plan is not None

@@ -6,6 +6,7 @@ second identical request is answered from memory.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,8 +107,19 @@ def _search(job_key: str, top_k: int) -> Outcome:
     return Outcome(result=result)
 
 
+PLANNER_FAILED = ("the planner stopped with an internal error ({error}). This is a bug in hetplan, not in "
+                  "your input: please report it with the link in the address bar. The other pages still "
+                  "work, and a plan uploaded on the What-if page can be evaluated.")
+
+
 def run_search(state: AppState, top_k: int = 5) -> Outcome:
-    return _search(state.job_key(), top_k)
+    """The planner's answer; a crash inside it becomes a readable outcome (not cached, so the
+    next press tries again) and its traceback goes to the server's log."""
+    try:
+        return _search(state.job_key(), top_k)
+    except Exception as e:  # noqa: BLE001 - a planner bug must not take the page down
+        logging.getLogger("hetplan.app").exception("planner.search failed for %s", state.job_key())
+        return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")
 
 
 @st.cache_data(show_spinner=False, max_entries=256)

@@ -16,7 +16,8 @@ HINTS = {
 
 
 def show_error(message: str, kind: str = "input") -> None:
-    title = {"infeasible": "No plan fits", "unavailable": "Planner not available"}.get(kind, "Cannot use this input")
+    title = {"infeasible": "No plan fits", "unavailable": "Planner not available",
+             "internal": "Planning failed"}.get(kind, "Cannot use this input")
     body = f"**{title}.** {message}"
     hint = HINTS.get(kind)
     if hint and hint.lower() not in message.lower():
