@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -33,19 +35,43 @@ def _uniform(catalog, **extra):
     return plan_from_dict(data, catalog)
 
 
-def _megatron_args(text: str) -> argparse.Namespace:
-    body = text.split("MEGATRON_ARGS=(", 1)[1].split(")", 1)[0]
-    tokens = shlex.split(body)
-    parser = argparse.ArgumentParser()
-    for opt in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
-                "--global-batch-size", "--num-layers", "--pipeline-model-parallel-layout", "--recompute-granularity",
-                "--num-query-groups", "--normalization", "--position-embedding-type"):
-        parser.add_argument(opt)
-    for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--swiglu",
-                 "--group-query-attention", "--untie-embeddings-and-output-weights", "--disable-bias-linear"):
+# Option names and choices as read in NVIDIA/Megatron-LM megatron/training/arguments.py (commit 000c4ac):
+# a second copy, kept here on purpose, so that a renamed flag in the exporter fails a test.
+MEGATRON_VALUED = {"--num-layers": int, "--hidden-size": int, "--ffn-hidden-size": int, "--num-attention-heads": int,
+                   "--seq-length": int, "--max-position-embeddings": int, "--tensor-model-parallel-size": int,
+                   "--pipeline-model-parallel-size": int, "--micro-batch-size": int, "--global-batch-size": int,
+                   "--pipeline-model-parallel-layout": str, "--num-query-groups": int, "--recompute-num-layers": int}
+MEGATRON_CHOICES = {"--recompute-granularity": ["full", "selective"], "--recompute-method": ["uniform", "block"],
+                    "--normalization": ["LayerNorm", "RMSNorm"],
+                    "--position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"]}
+MEGATRON_SWITCHES = {"--group-query-attention", "--bf16", "--fp16", "--sequence-parallel", "--use-distributed-optimizer",
+                     "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias"}
+
+
+def _megatron_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(allow_abbrev=False, exit_on_error=False)
+    for flag, kind in MEGATRON_VALUED.items():
+        parser.add_argument(flag, type=kind)
+    for flag, choices in MEGATRON_CHOICES.items():
+        parser.add_argument(flag, choices=choices)
+    for flag in MEGATRON_SWITCHES:
         parser.add_argument(flag, action="store_true")
-    args, unknown = parser.parse_known_args(tokens)
-    return args, unknown
+    return parser
+
+
+def _megatron_args(text: str) -> argparse.Namespace:
+    """The MEGATRON_ARGS array: one option per line, every option a verified Megatron-LM one."""
+    lines = text.split("MEGATRON_ARGS=(\n", 1)[1].split("\n)\n", 1)[0].splitlines()
+    rows = [shlex.split(line) for line in lines]
+    for row in rows:
+        assert row[0] in MEGATRON_VALUED.keys() | MEGATRON_CHOICES.keys() | MEGATRON_SWITCHES, row
+        assert len(row) == (1 if row[0] in MEGATRON_SWITCHES else 2), f"one `--flag value` a line: {row}"
+    tokens = [t for row in rows for t in row]
+    if shutil.which("bash"):   # the file is valid bash and the array holds exactly these words
+        out = subprocess.run(["bash", "-c", text + '\nprintf "%s\\n" "${MEGATRON_ARGS[@]}"'],
+                             capture_output=True, text=True, check=True).stdout
+        assert out.splitlines() == tokens
+    return _megatron_parser().parse_args(tokens)
 
 
 def test_megatron_layout_matches_published_example(catalog):
@@ -56,16 +82,30 @@ def test_megatron_layout_matches_published_example(catalog):
 def test_megatron_arguments_say_what_the_plan_says(catalog, cluster):
     result = export_result(_uniform(catalog), cluster, "megatron")
     assert result.warnings == () and result.closest_plan is None
-    args, unknown = _megatron_args(result.files["megatron_args.sh"])
-    assert (args.tensor_model_parallel_size, args.pipeline_model_parallel_size) == ("2", "4")
-    assert (args.micro_batch_size, args.global_batch_size, args.num_layers) == ("1", "16", "32")
+    args = _megatron_args(result.files["megatron_args.sh"])
+    assert (args.tensor_model_parallel_size, args.pipeline_model_parallel_size) == (2, 4)
+    assert (args.micro_batch_size, args.global_batch_size, args.num_layers) == (1, 16, 32)
     assert args.pipeline_model_parallel_layout == "Et*5|t*7|t*9|t*11L"
-    assert args.recompute_granularity == "selective"
-    assert args.sequence_parallel and args.use_distributed_optimizer and args.bf16 and args.swiglu
-    assert args.normalization == "RMSNorm" and args.position_embedding_type == "rope"
-    assert args.untie_embeddings_and_output_weights and args.disable_bias_linear
-    assert unknown == ["--hidden-size", "4096", "--ffn-hidden-size", "11008", "--num-attention-heads", "32",
-                       "--seq-length", "4096", "--max-position-embeddings", "4096"]
+    assert args.recompute_granularity == "selective" and args.recompute_method is None
+    assert args.sequence_parallel and args.use_distributed_optimizer and args.bf16 and not args.fp16
+    assert args.swiglu and args.normalization == "RMSNorm" and args.position_embedding_type == "rope"
+    assert args.untie_embeddings_and_output_weights and args.disable_bias_linear and not args.add_qkv_bias
+    assert (args.hidden_size, args.ffn_hidden_size, args.num_attention_heads) == (4096, 11008, 32)
+    assert (args.seq_length, args.max_position_embeddings) == (4096, 4096)
+    assert not args.group_query_attention
+
+
+def test_megatron_full_recompute_fp16_and_interleaving_parse(catalog, cluster):
+    plan = _uniform(catalog, recompute="full", precision="fp16", zero_stage=0, interleave=2, stages=[
+        {"layers": [0, 12], "replicas": [{"pool": "a100", "tp": 2}]},
+        {"layers": [12, 32], "replicas": [{"pool": "a100", "tp": 2}]}])
+    result = export_result(plan, cluster, "megatron")
+    args = _megatron_args(result.files["megatron_args.sh"])
+    assert (args.recompute_granularity, args.recompute_method, args.recompute_num_layers) == ("full", "uniform", 1)
+    assert args.fp16 and not args.bf16 and not args.use_distributed_optimizer
+    # 4 layout parts on pp 2: Megatron infers 2 virtual stages per rank (arguments.py validate_args)
+    assert args.pipeline_model_parallel_layout == "Et*6|t*10|t*6|t*10L"
+    assert args.pipeline_model_parallel_layout.count("|") + 1 == 2 * args.pipeline_model_parallel_size
 
 
 def test_megatron_interleaved_layout_follows_the_round_convention(catalog):
@@ -90,6 +130,80 @@ def test_torchtitan_toml_parses_and_lists_each_stage_modules(catalog, cluster):
     assert cfg["training"]["global_batch_size"] == 16 and cfg["activation_checkpoint"]["mode"] == "selective"
 
 
+# Sections and keys as read in pytorch/torchtitan torchtitan/config/job_config.py (commit 6404b93).
+TORCHTITAN_KEYS = {
+    "job": {"description"},
+    "training": {"local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param"},
+    "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
+                    "tensor_parallel_degree", "disable_loss_parallel", "enable_async_tensor_parallel",
+                    "pipeline_parallel_degree", "module_fqns_per_model_part", "pipeline_parallel_schedule",
+                    "pipeline_parallel_microbatch_size"},
+    "activation_checkpoint": {"mode", "selective_ac_option"},
+}
+
+
+def test_torchtitan_keys_are_known_and_values_follow_the_plan(catalog, cluster):
+    cfg = tomllib.loads(export_plan(_uniform(catalog), cluster, "torchtitan")["torchtitan.toml"])
+    for section, values in cfg.items():
+        assert section in TORCHTITAN_KEYS and set(values) <= TORCHTITAN_KEYS[section], (section, set(values))
+    par = cfg["parallelism"]
+    assert par["pipeline_parallel_schedule"] in ("1F1B", "GPipe", "Interleaved1F1B")
+    assert par["data_parallel_shard_degree"] == 1 and par["data_parallel_replicate_degree"] == 1
+    assert par["fsdp_reshard_after_forward"] in ("default", "always", "never")
+    assert cfg["training"]["mixed_precision_param"] in ("bfloat16", "float32")
+    assert cfg["training"]["local_batch_size"] == 16 and cfg["training"]["seq_len"] == 4096
+
+
+def test_torchtitan_has_no_fp16_and_says_so(catalog, cluster):
+    result = export_result(_uniform(catalog, precision="fp16"), cluster, "torchtitan")
+    assert any("fp16" in w for w in result.warnings)
+    assert result.closest_plan is not None and result.closest_plan.precision.value == "bf16"
+    assert tomllib.loads(result.files["torchtitan.toml"])["training"]["mixed_precision_param"] == "bfloat16"
+
+
+# Keys as read in deepspeedai/DeepSpeed docs/_pages/config-json.md (commit 00376da).
+DEEPSPEED_KEYS = {"train_batch_size": None, "train_micro_batch_size_per_gpu": None, "gradient_accumulation_steps": None,
+                  "zero_optimization": {"stage"}, "bf16": {"enabled"}, "fp16": {"enabled"},
+                  "activation_checkpointing": {"partition_activations", "cpu_checkpointing",
+                                               "contiguous_memory_optimization"}}
+
+
+def test_deepspeed_keys_are_known(catalog, cluster):
+    ds = json.loads(export_plan(_uniform(catalog), cluster, "deepspeed")["ds_config.json"])
+    for key, value in ds.items():
+        assert key in DEEPSPEED_KEYS, key
+        if isinstance(value, dict):
+            assert set(value) <= DEEPSPEED_KEYS[key], (key, set(value))
+    assert not (ds["bf16"]["enabled"] and ds["fp16"]["enabled"])
+
+
+def test_deepspeed_module_sets_parts_and_bounds_like_pipeline_module(catalog, cluster):
+    """Run the snippet's _partition_layers against a stand-in with the attributes module.py gives it."""
+    files = export_plan(_uniform(catalog), cluster, "deepspeed")
+    parts = json.loads(files["pipeline_parts.json"])["parts"]
+    source = files["pipeline_module.py"].replace("from deepspeed.pipe import PipelineModule", "")
+    source = source.replace('json.load(open("pipeline_parts.json"))["parts"]', repr(parts))
+
+    class PipelineModule:
+        def _set_bounds(self, start=None, stop=None):
+            self._local_start, self._local_stop = start, stop
+
+    class Topo:
+        def get_dim(self, name):
+            return 4
+
+        def get_coord(self, rank):
+            return argparse.Namespace(pipe=rank)
+
+    namespace = {"PipelineModule": PipelineModule}
+    exec(compile(source, "pipeline_module.py", "exec"), namespace)
+    for stage in range(4):
+        module = namespace["PlannedPipelineModule"]()
+        module._topo, module.global_rank, module._layer_specs = Topo(), stage, [None] * 34
+        module._partition_layers()
+        assert (module._local_start, module._local_stop) == (parts[stage], parts[stage + 1])
+
+
 def test_deepspeed_config_and_parts(catalog, cluster):
     files = export_plan(_uniform(catalog), cluster, "deepspeed")
     ds = json.loads(files["ds_config.json"])
@@ -109,6 +223,14 @@ def test_torchrun_places_every_rank_on_its_pool(catalog, cluster):
     for r in ranks:
         assert plan.stages[r["stage"]].replicas[r["replica"]].pool == r["host"].rsplit("-", 1)[0]
     assert "--nproc-per-node 4" in files["launch.sh"]
+    # options as read in pytorch/pytorch torch/distributed/run.py (commit 010929f), get_args_parser
+    known = {"--nnodes", "--nproc-per-node", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id"}
+    for line in files["launch.sh"].splitlines():
+        if "exec torchrun" in line:
+            words = shlex.split(line.split("exec torchrun", 1)[1].split(";;")[0])
+            flags = {w for w in words if w.startswith("--") and w != "--rank-map"}
+            assert flags == known, flags
+            assert words[words.index("--rdzv-backend") + 1] == "c10d"
 
 
 @pytest.mark.parametrize("engine", ["megatron", "torchtitan", "deepspeed"])

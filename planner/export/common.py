@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from planner.cost import evaluate
 from planner.placement import check_fits
-from planner.types import Cluster, Estimate, InputError, Plan, Replica, Schedule, Stage
+from planner.types import Cluster, Estimate, InputError, Plan, Precision, Replica, Schedule, Stage
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Capabilities:
     interleave: bool = True
     gpipe: bool = True
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    precisions: tuple[Precision, ...] = (Precision.BF16, Precision.FP16)   # first: the fallback
 
 
 def limits(plan: Plan, caps: Capabilities, engine: str) -> list[str]:
@@ -57,6 +58,8 @@ def limits(plan: Plan, caps: Capabilities, engine: str) -> list[str]:
         out.append(f"{engine} runs 1F1B, not GPipe")
     if plan.zero_stage not in caps.zero_stages:
         out.append(f"{engine} does not offer ZeRO stage {plan.zero_stage} here (it has {list(caps.zero_stages)})")
+    if plan.precision not in caps.precisions:
+        out.append(f"{engine} does not train in {plan.precision.value}; it offers {[p.value for p in caps.precisions]}")
     return out
 
 
@@ -85,7 +88,8 @@ def _with_tp(plan: Plan, cluster: Cluster, tp: int, caps: Capabilities) -> Plan 
     candidate = replace(plan, stages=stages,
                         interleave=plan.interleave if caps.interleave else 1,
                         schedule=plan.schedule if (caps.gpipe or plan.schedule != Schedule.GPIPE) else Schedule.ONE_F_ONE_B,
-                        zero_stage=_nearest_zero(plan.zero_stage, caps))
+                        zero_stage=_nearest_zero(plan.zero_stage, caps),
+                        precision=plan.precision if plan.precision in caps.precisions else caps.precisions[0])
     try:
         check_fits(cluster, candidate)
     except InputError:

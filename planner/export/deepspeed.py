@@ -1,12 +1,16 @@
 """DeepSpeed ds_config JSON and PipelineModule stage boundaries.
 
-Keys checked against DeepSpeed's config documentation (deepspeed.ai/docs/config-json:
-train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * data-parallel
-size; zero_optimization.stage; bf16.enabled / fp16.enabled) and runtime/pipe/module.py
-(PipelineModule(layers, num_stages, partition_method="parameters" | "uniform" | "type:regex",
-activation_checkpoint_interval); its `_partition_layers` sets `self.parts`, the layer index where
-each stage starts, plus the end). Pipeline parallelism runs with ZeRO stage 0 or 1 only
-(runtime/pipe/engine.py asserts stage < 2).
+Keys checked against deepspeedai/DeepSpeed `docs/_pages/config-json.md` (stored copy, commit
+00376da): train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * number
+of GPUs (data-parallel ranks under a pipeline); zero_optimization.stage; fp16.enabled and
+bf16.enabled (the two modes cannot be combined); activation_checkpointing.partition_activations,
+.cpu_checkpointing, .contiguous_memory_optimization.
+Pipeline: `deepspeed/runtime/pipe/module.py` (commit 12e65a6): PipelineModule(layers, num_stages,
+..., partition_method="parameters", activation_checkpoint_interval=0, ...); `_partition_layers`
+knows only "uniform", "parameters" and "type:<regex>" ("profile" raises NotImplementedError), so no
+public argument takes explicit boundaries; it sets `self.parts` (start of each stage, then the end)
+and calls `self._set_bounds(start, stop)`. `deepspeed/runtime/pipe/engine.py` (commit 03f6f75)
+asserts ZeRO stage < 2 under a pipeline and train_batch_size == micro batch * micro batches * dp.
 """
 from __future__ import annotations
 
@@ -39,10 +43,13 @@ def parts(plan: Plan) -> list[int]:
     return [0] + [1 + s.layer_start for s in plan.stages[1:]] + [plan.model.layers + 2]
 
 
-SNIPPET = '''# Stage boundaries from `hetplan export --to deepspeed`. DeepSpeed's partition methods
-# ("parameters", "uniform", "type:regex") cannot take explicit boundaries, so this subclass sets
-# `parts` (the layer index where each stage starts, then the end) over the layer list
-# [embedding, transformer layer 0, ..., layer {last}, head].
+SNIPPET = '''# Stage boundaries from `hetplan export --to deepspeed`.
+# DeepSpeed's partition_method accepts "parameters", "uniform" or "type:<regex>" and none of them takes
+# explicit boundaries (deepspeed/runtime/pipe/module.py), so this subclass replaces the private
+# `_partition_layers`: it sets `parts` (the layer index where each stage starts, then the end) over
+# the layer list [embedding, transformer layer 0, ..., layer {last}, head] and this rank's bounds.
+# It relies on DeepSpeed internals (`_topo`, `global_rank`, `_layer_specs`, `_set_bounds`); recheck them
+# when upgrading DeepSpeed.
 import json
 from deepspeed.pipe import PipelineModule
 
@@ -51,9 +58,13 @@ PARTS = json.load(open("pipeline_parts.json"))["parts"]
 
 class PlannedPipelineModule(PipelineModule):
     def _partition_layers(self, method="uniform"):
-        super()._partition_layers(method="uniform")   # sets up the stage bookkeeping
+        num_stages = self._topo.get_dim("pipe")
+        if len(PARTS) != num_stages + 1 or PARTS[-1] != len(self._layer_specs):
+            raise ValueError(f"pipeline_parts.json has {{PARTS}} for {{num_stages}} stages and "
+                             f"{{len(self._layer_specs)}} layers")
         self.parts = list(PARTS)
-        self._set_bounds(start=self.parts[self.stage_id], stop=self.parts[self.stage_id + 1])
+        stage_id = self._topo.get_coord(self.global_rank).pipe
+        self._set_bounds(start=self.parts[stage_id], stop=self.parts[stage_id + 1])
 
 # model = PlannedPipelineModule(layers=[embedding, *blocks, head], num_stages={stages},
 #                               activation_checkpoint_interval={interval}, loss_fn=...)

@@ -3,11 +3,14 @@
 Every plan is expressible here: the launcher only places processes. Hosts are named
 `<pool>-<node>` (replace them with real host names); each runs as many processes as the plan
 places on it. Nodes may run different numbers of processes, so the script uses the c10d
-rendezvous (torchrun --rdzv-backend c10d; torch.distributed.elastic assigns global ranks from
-the rendezvous, so a training script should find its role by host and LOCAL_RANK in
-rank_map.json rather than by RANK). Options checked against the torchrun documentation
-(docs.pytorch.org/docs/stable/elastic/run.html): --nnodes, --nproc-per-node, --node-rank,
---rdzv-backend, --rdzv-endpoint, --rdzv-id. The hostfile uses DeepSpeed/MPI's `host slots=N`.
+rendezvous, which assigns global ranks itself: a training script should find its role by host
+and LOCAL_RANK in rank_map.json rather than by RANK.
+Options checked against pytorch/pytorch `torch/distributed/run.py` (stored copy, commit 010929f,
+get_args_parser): --nnodes, --nproc-per-node, --rdzv-backend (default "static"), --rdzv-endpoint
+(<host>:<port>), --rdzv-id. --node-rank and --master-addr/--master-port are not written: run.py
+passes node_rank to the rendezvous only when the backend is "static", and uses master_addr/port
+only for a static rendezvous without an endpoint.
+The hostfile uses DeepSpeed/MPI's `host slots=N` lines (not checked against a stored source).
 """
 from __future__ import annotations
 
@@ -33,11 +36,11 @@ def export(plan: Plan, cluster: Cluster):
              "# TRAIN_SCRIPT reads rank_map.json to learn its stage, replica and tensor-parallel rank.",
              "set -euo pipefail", f'MASTER_ADDR="${{MASTER_ADDR:-{first}}}"',
              'TRAIN_SCRIPT="${TRAIN_SCRIPT:-train.py}"', 'case "$HOST" in']
-    for node_rank, (host, infos) in enumerate(hosts.items()):
+    for host, infos in hosts.items():
         gpus = ",".join(str(i.local_gpu) for i in infos)
         lines += [f"  {host})",
                   f"    export CUDA_VISIBLE_DEVICES={gpus}",
-                  f"    exec torchrun --nnodes {len(hosts)} --nproc-per-node {len(infos)} --node-rank {node_rank} "
+                  f"    exec torchrun --nnodes {len(hosts)} --nproc-per-node {len(infos)} "
                   f"--rdzv-backend c10d --rdzv-endpoint \"$MASTER_ADDR:{PORT}\" --rdzv-id hetplan "
                   f"\"$TRAIN_SCRIPT\" --rank-map rank_map.json ;;"]
     lines += ['  *) echo "unknown HOST $HOST" >&2; exit 2 ;;', "esac", ""]

@@ -1,9 +1,17 @@
 """torchtitan job config (TOML).
 
-Keys checked against torchtitan's config (torchtitan/config/job_config.py, `Parallelism`,
-`Training`, `ActivationCheckpoint`) and its pipeline code (distributed/pipeline_parallel.py:
-`parallelism.module_fqns_per_model_part`, one list of module FQNs per model part, in model
-order; with a multi-stage schedule such as Interleaved1F1B, part k runs on rank k mod p).
+Keys checked against pytorch/torchtitan `torchtitan/config/job_config.py` (stored copy, commit
+6404b93), the TOML-era config where `--job.config_file` reads sections named after the JobConfig
+fields: [job] description; [training] local_batch_size, global_batch_size, seq_len,
+mixed_precision_param (Literal "bfloat16" | "float32": no float16, so fp16 plans are exported
+as bf16 with a warning); [parallelism] data_parallel_replicate_degree, data_parallel_shard_degree,
+fsdp_reshard_after_forward ("default" | "always" | "never"), tensor_parallel_degree,
+disable_loss_parallel, enable_async_tensor_parallel, pipeline_parallel_degree,
+module_fqns_per_model_part (one list of module FQNs per model chunk), pipeline_parallel_schedule,
+pipeline_parallel_microbatch_size; [activation_checkpoint] mode ("selective" | "full" | "none"),
+selective_ac_option ("op" or an int). Schedule names are those of
+torch.distributed.pipelining's get_schedule_class ("1F1B", "GPipe", "Interleaved1F1B").
+Newer torchtitan trees replace TOML files by Python config registries (docs/exports.md).
 FQNs follow torchtitan's Llama models: tok_embeddings, layers.N, norm, output.
 """
 from __future__ import annotations
@@ -11,7 +19,7 @@ from __future__ import annotations
 from planner.export.common import Capabilities, layer_segments, resolve
 from planner.types import Cluster, MlpKind, Plan, Precision, Recompute, Schedule
 
-CAPS = Capabilities()
+CAPS = Capabilities(precisions=(Precision.BF16,))   # training.mixed_precision_param has no float16
 
 
 def _toml_value(v) -> str:
@@ -56,7 +64,7 @@ def config(plan: Plan) -> dict[str, dict]:
         "job": {"description": f"{plan.model.id}, written by hetplan export --to torchtitan"},
         "training": {"local_batch_size": plan.global_batch // d, "global_batch_size": plan.global_batch,
                      "seq_len": plan.seq_len,
-                     "mixed_precision_param": "bfloat16" if plan.precision == Precision.BF16 else "float16"},
+                     "mixed_precision_param": "bfloat16"},
         "parallelism": parallelism,
         "activation_checkpoint": {"mode": mode, **({"selective_ac_option": "op"} if mode == "selective" else {})},
     }
