@@ -147,3 +147,12 @@ def test_a_planner_crash_is_a_message_and_the_next_press_tries_again(monkeypatch
     at.sidebar.button(key="sidebar_plan").click().run()
     _ok(at)
     assert not at.error and at.session_state["app_state"].plan is not None
+
+
+def test_breakdown_switches_to_seconds_for_long_iterations_and_labels_shares():
+    long = pd.DataFrame({"term": ["compute", "pipeline bubble"], "total_s": [300.0, 5.0], "exposed_s": [300.0, 5.0]})
+    fig = charts.breakdown(long)
+    assert fig.layout.xaxis.title.text.startswith("s per iteration")
+    assert any("98%" in t for t in fig.data[0].text)
+    short = long.assign(exposed_s=[0.3, 0.01])
+    assert charts.breakdown(short).layout.xaxis.title.text.startswith("ms per iteration")

@@ -133,9 +133,15 @@ def memory(mem: pd.DataFrame) -> go.Figure:
 def breakdown(terms: pd.DataFrame) -> go.Figure:
     """Where the iteration goes: exposed seconds per term. Columns: term, total_s, exposed_s."""
     df = terms[terms["exposed_s"] > 0].sort_values("exposed_s")
-    fig = go.Figure(go.Bar(y=df["term"], x=df["exposed_s"] * 1e3, orientation="h", marker_color="#4f46e5",
-                           hovertemplate="%{y}: %{x:.1f} ms exposed<extra></extra>"))
-    fig.update_xaxes(title="ms per iteration on the critical worker (not hidden by overlap)")
+    longest_s = float(df["exposed_s"].max()) if len(df) else 0.0
+    unit, scale = ("s", 1.0) if longest_s >= 10 else ("ms", 1e3)
+    share = df["exposed_s"] / df["exposed_s"].sum() if len(df) else df["exposed_s"]
+    text = [f"{v * scale:,.3g} {unit} · {f:.0%}" for v, f in zip(df["exposed_s"], share)]
+    fig = go.Figure(go.Bar(y=df["term"], x=df["exposed_s"] * scale, orientation="h", marker_color="#4f46e5",
+                           text=text, textposition="outside", cliponaxis=False,
+                           hovertemplate=f"%{{y}}: %{{x:,.1f}} {unit} exposed<extra></extra>"))
+    fig.update_xaxes(title=f"{unit} per iteration on the critical worker (not hidden by overlap)",
+                     range=[0, longest_s * scale * 1.2 or 1])   # room for the labels
     return _layout(fig, "Iteration time by term", max(220, 34 * len(df) + 100))
 
 
@@ -149,10 +155,10 @@ def _ring_on_view(fig: go.Figure, plans: pd.DataFrame, x: str, y: str) -> None:
 LABEL_PRIORITY = {"current": 0, "baseline": 1, "pareto": 2, "plan": 3}
 
 
-def point_labels(plans: pd.DataFrame, x: str, y: str, min_gap: float = 0.06) -> pd.Series:
+def point_labels(plans: pd.DataFrame, x: str, y: str, gap_x: float = 0.08, gap_y: float = 0.12) -> pd.Series:
     """Each point's name, or "" where it would print over a label already placed: the plan on
     view, baselines and the Pareto front are labelled first; hovering still names every point.
-    `min_gap` is a distance in fractions of the axes' ranges."""
+    A label needs `gap_x` or `gap_y` (fractions of the axes' ranges) from every placed one."""
     def unit(col):
         span = plans[col].max() - plans[col].min()
         return (plans[col] - plans[col].min()) / (span if span > 0 else 1)
@@ -162,7 +168,7 @@ def point_labels(plans: pd.DataFrame, x: str, y: str, min_gap: float = 0.06) -> 
     rank = plans["role"].map(LABEL_PRIORITY).fillna(9) - first * 10
     placed, out = [], pd.Series("", index=plans.index, dtype=object)
     for i in rank.sort_values(kind="stable").index:
-        if all(((ux[i] - px) ** 2 + ((uy[i] - py) * 0.6) ** 2) ** 0.5 >= min_gap for px, py in placed):
+        if all(abs(ux[i] - px) >= gap_x or abs(uy[i] - py) >= gap_y for px, py in placed):
             out[i] = plans.at[i, "plan"]
             placed.append((ux[i], uy[i]))
     return out
