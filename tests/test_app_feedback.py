@@ -156,3 +156,19 @@ def test_breakdown_switches_to_seconds_for_long_iterations_and_labels_shares():
     assert any("98%" in t for t in fig.data[0].text)
     short = long.assign(exposed_s=[0.3, 0.01])
     assert charts.breakdown(short).layout.xaxis.title.text.startswith("ms per iteration")
+
+
+def test_the_deadline_objective_asks_for_its_hours_and_errors_show_once():
+    at = _ok(new_app(SMALL).run())
+    at.selectbox(key="w.objective").select("deadline").run()
+    assert any("set **deadline (hours)**" in w.value for w in at.warning)
+    at.button(key="compose_plan").click().run()
+    _ok(at)
+    assert len(at.error) == 1 and "needs a deadline" in at.error[0].value and "None" not in at.error[0].value
+    at.switch_page("ui/pages/compose.py")
+    _ok(at.run())
+    at.number_input(key="w.deadline").set_value(1.0).run()
+    at.button(key="compose_plan").click().run()
+    _ok(at)
+    assert len(at.error) == 1, "the planner's message once, not in the status and again below"
+    assert "within 1 h" in at.error[0].value and "objective to throughput" in at.error[0].value

@@ -20,6 +20,8 @@ def show_error(message: str, kind: str = "input") -> None:
              "internal": "Planning failed"}.get(kind, "Cannot use this input")
     body = f"**{title}.** {message}"
     hint = HINTS.get(kind)
+    if kind == "infeasible" and " within " in message:      # a missed deadline names its own fixes
+        hint = "Or set the objective to throughput to see the fastest plan and how long it takes."
     if hint and hint.lower() not in message.lower():
         body += f"\n\n{hint}"
     (st.info if kind == "unavailable" else st.error)(body, icon=":material/info:" if kind == "unavailable" else ":material/warning:")

@@ -95,6 +95,12 @@ def _model_section() -> None:
 def _job_section() -> None:
     st.subheader("Job")
     job = compose.job_inputs(session.get())
+    if job.objective == "deadline" and not job.deadline_hours:
+        st.warning("The **deadline** objective finds the cheapest plan that trains the tokens in time: "
+                   "set **deadline (hours)**.", icon=":material/schedule:")
+    if job.objective == "deadline" and not job.tokens_to_train:
+        st.warning("A deadline needs **tokens to train** (billions) to know how long training takes.",
+                   icon=":material/schedule:")
     changes = {k: getattr(job, k) for k in job.__dataclass_fields__}
     state = session.get()
     if any(getattr(state, k) != v for k, v in changes.items()):

@@ -22,6 +22,9 @@ def run_planner() -> None:
     with st.status("Planning…", expanded=True) as status:
         st.write("Checking the cluster, model and job")
         try:
+            if state.objective == "deadline" and not state.deadline_hours:
+                raise InputError("deadline", "the deadline objective needs a deadline: set **deadline (hours)** "
+                                             "in the Job section of the Compose page")
             cluster, job = build_cluster(state), build_job(state)
         except InputError as e:
             status.update(label="The inputs need fixing", state="error")
@@ -36,9 +39,8 @@ def run_planner() -> None:
         outcome = _with_clock(lambda: run_search(state), status, "Searching plans…")
         elapsed = time.perf_counter() - t0
         session.save_search_outcome(outcome)
-        if outcome.error:
-            status.update(label="No plan", state="error", expanded=True)
-            show_error(outcome.error, outcome.kind)
+        if outcome.error:      # the page shows the message once, below the status
+            status.update(label="No plan", state="error", expanded=False)
             return
         result = outcome.result
         st.write("Scoring plans and baselines with the cost model")
