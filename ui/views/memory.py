@@ -20,4 +20,9 @@ def render() -> None:
     caption("One bar per stage and pool (×n: n identical replicas, the fullest shown): the peak memory of one GPU, split into weights, gradients, "
             "optimizer states, stored activations and framework overhead. The black tick is that GPU's "
             "capacity; a bar above its tick does not fit.")
-    st.dataframe(groups.round(2), hide_index=True, width="stretch")
+    gib = {c: st.column_config.NumberColumn(f"{c} GiB", format="%.2f")
+           for c in ("weights", "gradients", "optimizer", "activations", "overhead", "total", "capacity")}
+    st.dataframe(groups, hide_index=True, width="stretch", column_config={
+        **gib, "gpu_type": st.column_config.TextColumn("GPU type"),
+        "tp": st.column_config.NumberColumn("tensor-parallel"),
+        "replicas": st.column_config.NumberColumn("replicas", help="identical replicas; the fullest is shown")})

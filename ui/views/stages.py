@@ -22,6 +22,15 @@ def render() -> None:
             "the layers it holds; the label gives the number of data-parallel replicas, their tensor-parallel "
             "degree and the samples each processes per iteration. Faster GPUs should take more layers or more "
             "samples.")
-    st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={"share": st.column_config.ProgressColumn("share", format="percent",
-                                                                          min_value=0, max_value=1)})
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        "layer_start": st.column_config.NumberColumn("first layer", help="0-based"),
+        "layer_end": st.column_config.NumberColumn("ends before layer"),
+        "layers": st.column_config.NumberColumn("layers"),
+        "gpu_type": st.column_config.TextColumn("GPU type"),
+        "tp": st.column_config.NumberColumn("tensor-parallel", help="GPUs per replica, splitting each layer"),
+        "samples": st.column_config.NumberColumn("samples each", help="sequences each replica processes per "
+                                                                       "iteration"),
+        "replicas": st.column_config.NumberColumn("replicas", help="data-parallel copies of the stage here"),
+        "share": st.column_config.ProgressColumn("share of the batch", format="percent", min_value=0, max_value=1,
+                                                 help="of the stage's batch, done by these replicas; under 100% "
+                                                      "where the stage spans pools")})

@@ -114,15 +114,19 @@ def _metrics(est) -> None:
     c[5].metric("$ to train", "-" if est.train_cost_usd is None else f"${est.train_cost_usd:,.0f}")
 
 
-def _gains(scored) -> None:
+def _gains(scored, same_as: set[str]) -> None:
+    """Gain over each baseline by the objective; "same plan" where the baseline is this plan."""
     gains = {k: v for k, v in (getattr(scored, "gain_over", None) or {}).items() if v is not None}
     if not gains:
         return
     objective = session.get().objective
     cols = st.columns(6)
     for col, (name, gain) in zip(cols, gains.items()):
-        col.metric(f"vs {name} baseline", f"{gain:+.0%}",
-                   help=f"how much better this plan is than the {name}-style baseline on the same cluster, "
+        same = f"{name} baseline" in same_as
+        col.metric(f"vs {name} baseline", "same plan" if same else f"{gain:+.0%}",
+                   help=(f"the {name}-style baseline is this very plan: on this cluster and job nothing beats it "
+                         f"by the objective ({objective})") if same else
+                        f"how much better this plan is than the {name}-style baseline on the same cluster, "
                         f"by the objective ({objective})")
 
 
@@ -181,7 +185,8 @@ def _plan_on_view(cur, result) -> None:
         st.error(f"**Does not fit in memory:** {est.oom}", icon=":material/warning:")
     _metrics(est)
     if named is not None:
-        _gains(named.scored)
+        same_as = {n.name for n in named_plans(result) if n.role == "baseline" and n.plan_dict == named.plan_dict}
+        _gains(named.scored, same_as)
     st.markdown(f"**Bottleneck.** {est.bottleneck}")
     _idle(result, cur)
     for note in est.notes:
