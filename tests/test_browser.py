@@ -1,5 +1,6 @@
 """The app in a real browser: `streamlit run app.py` on a loopback port, driven by headless
-Chromium through Playwright. Opens a shared link, plans, checks the charts and the plan download.
+Chromium through Playwright. Opens a shared link, plans, checks the charts and the plan download,
+reopens the address bar in a fresh page (same plan) and a damaged link (a warning, the defaults).
 
 Screenshots go to test-artifacts/; with HETPLAN_UPDATE_SCREENSHOT=1 the plan page is also written
 to docs/screenshot.png (the README's picture).
@@ -105,6 +106,34 @@ def _charts(page, at_least: int) -> int:
     return page.evaluate(DRAWN_CHARTS_JS)
 
 
+def _first_metric(page) -> str:
+    return page.get_by_test_id("stMetricValue").first.inner_text()
+
+
+def _reopen_the_link(browser, url: str, tokens_per_s: str) -> None:
+    """The address bar, pasted into a fresh page (no session), brings back the same plan."""
+    fresh = browser.new_page(viewport={"width": 1440, "height": 1000})
+    try:
+        fresh.set_default_timeout(STEP_TIMEOUT_MS)
+        fresh.goto(url.replace("/export?", "/plan?"))
+        fresh.get_by_role("heading", name="Plan on view").wait_for()
+        assert _first_metric(fresh) == tokens_per_s
+        fresh.get_by_text("came from a link").wait_for()
+    finally:
+        fresh.close()
+
+
+def _garbage_link(browser, base: str) -> None:
+    bad = browser.new_page(viewport={"width": 1440, "height": 1000})
+    try:
+        bad.set_default_timeout(STEP_TIMEOUT_MS)
+        bad.goto(f"{base}/?v=1&s=not-a-state")
+        bad.get_by_text("could not read the link").wait_for()
+        bad.get_by_role("heading", name="Compose").wait_for()
+    finally:
+        bad.close()
+
+
 def test_shared_link_plan_charts_and_download(server):
     from catalog import load_catalog, plan_from_dict
     sync_playwright = _playwright()
@@ -120,6 +149,7 @@ def test_shared_link_plan_charts_and_download(server):
             page.get_by_role("button", name="Plan").first.click()
             page.get_by_role("heading", name="Plan on view").wait_for()
             assert _charts(page, 1) >= 1
+            tokens_per_s = _first_metric(page)
             page.wait_for_timeout(500)
             page.screenshot(path=str(out / "plan.png"), full_page=False)
             assert "s=" in page.url, "the state is in the address bar"
@@ -130,11 +160,15 @@ def test_shared_link_plan_charts_and_download(server):
             _open_page(page, "Timeline")
             assert _charts(page, 1) >= 1
             page.screenshot(path=str(out / "timeline.png"), full_page=False)
+            _open_page(page, "Cost")
+            assert _charts(page, 1) >= 1
             _open_page(page, "Export")
             with page.expect_download() as download:
                 page.get_by_role("button", name="Plan (JSON)").click()
             text = Path(download.value.path()).read_text()
             page.screenshot(path=str(out / "export.png"), full_page=False)
+            _reopen_the_link(browser, page.url, tokens_per_s)
+            _garbage_link(browser, server)
         finally:
             browser.close()
     data = json.loads(text)
