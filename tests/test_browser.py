@@ -150,6 +150,7 @@ def test_shared_link_plan_charts_and_download(server):
             page.get_by_role("heading", name="Plan on view").wait_for()
             assert _charts(page, 1) >= 1
             tokens_per_s = _first_metric(page)
+            page.mouse.move(5, 995)          # no hover toolbar over a chart in the picture
             page.wait_for_timeout(500)
             page.screenshot(path=str(out / "plan.png"), full_page=False)
             assert "s=" in page.url, "the state is in the address bar"

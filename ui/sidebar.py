@@ -1,6 +1,8 @@
 """The sidebar every page shares: what is being planned, and the Plan button."""
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from planner.types import InputError
@@ -29,7 +31,8 @@ def render(slot) -> None:
             st.markdown("**Cluster** needs fixing (see Compose)")
         try:
             model = build_model(state.model)
-            st.markdown(f"**Model** {model.name} ({model.num_params / 1e9:.1f} B)")
+            size = "" if re.search(r"\d(\.\d+)?\s*B\b", model.name) else f" ({model.num_params / 1e9:.1f} B)"
+            st.markdown(f"**Model** {model.name}{size}")
         except InputError:
             st.markdown("**Model** needs fixing (see Compose)")
         tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""

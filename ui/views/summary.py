@@ -110,8 +110,11 @@ def _metrics(est) -> None:
     c[1].metric("MFU", f"{est.mfu:.1%}", help="model FLOPs / (iteration time × peak FLOP/s of the GPUs used)")
     c[2].metric("iteration", f"{est.iteration_time_s:.2f} s")
     c[3].metric("$ / M tokens", f"${est.cost_per_million_tokens_usd:.3f}", help=f"${est.cost_per_hour_usd:,.0f}/h")
-    c[4].metric("time to train", format_duration(est.train_time_s))
-    c[5].metric("$ to train", "-" if est.train_cost_usd is None else f"${est.train_cost_usd:,.0f}")
+    tokens = session.get().tokens_to_train
+    run = f"{tokens / 1e9:,.0f} B tokens (set on Compose) at this throughput" if tokens else "set tokens to train on Compose"
+    c[4].metric("time to train", format_duration(est.train_time_s), help=run)
+    c[5].metric("$ to train", "-" if est.train_cost_usd is None else f"${est.train_cost_usd:,.0f}",
+                help=f"{run}, at ${est.cost_per_hour_usd:,.0f}/h for the GPUs used")
 
 
 def _gains(scored, same_as: set[str]) -> None:
