@@ -28,20 +28,26 @@ without recomputation (tensor-parallel collectives included), and L_i >= v the l
        >= max((p - 1) v, L - M / a_min) layers, so fill >= beta_min / v * max((p - 1) v, L - M / a_min).
        M + that bound is non-decreasing in M (beta_min <= a_min), so T is bounded at M = M0
   (b4) transfers are exact: 2 (p - 1) v x(b)
-  (b5) tail >= 0
+  (b5) tail >= the optimizer step and (ZeRO-1/2) the weight all-gather after it, c_i per layer,
+       so >= max_i c_i L_i >= L / sum_i 1 / c_i
   (b6) memory: L_i <= cap_i, an upper bound on the layers stage i can hold at this recompute
        setting under ZeRO-3 (the most frugal), so M0 is the water level of
        sum_i min(cap_i, (M - e_i) / a_i) = L; a setting with sum_i cap_i < L cannot fit
-The bound is per recompute setting: tau_g, the shares and cap_i are those of that setting.
+The bound is per recompute setting and ZeRO stage: tau_g, the shares and cap_i are those of the
+recompute setting; under ZeRO-2/3 tau_g is max(forward, weight all-gather) + max(backward,
+all-gather + gradient reduce-scatter) per layer, as score._iteration_s exposes them (ring
+collectives without their latency terms, over the stage's data-parallel link).
 Interleaved plans (v > 1) also need every single-pool stage's even shares in whole groups of p.
 """
 from __future__ import annotations
 
 import math
 
+from planner.comm import LINK_EFFICIENCY
+from planner.cost import GRAD_COMM_BYTES, OPTIMIZER_STEP_BYTES_PER_PARAM
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from planner.search.score import Scorer, _Shape
-from planner.search.space import INTERLEAVES, RECOMPUTES, Family, Group, micro_batch_sizes
+from planner.search.space import INTERLEAVES, RECOMPUTES, ZERO_STAGES, Family, Group, micro_batch_sizes
 from planner.types import Recompute, Schedule
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
@@ -63,13 +69,14 @@ class Bounds:
             capacity += replicas / s.best_sample_layer_s(pool, t, sp)
         return s.job.global_batch * s.model.layers / capacity
 
-    def pipeline_s(self, runs: Runs, max_replicas: int) -> dict[tuple[int, int, Recompute], float]:
-        """The pipeline bound for every (micro-batch size, interleave, recompute) a layout of these
-        runs may use; settings that cannot fit in memory are left out."""
+    def pipeline_s(self, runs: Runs, max_replicas: int) -> dict[tuple[int, int, Recompute, int], float]:
+        """The pipeline bound for every (micro-batch size, interleave, recompute, ZeRO stage) a
+        layout of these runs may use; settings that cannot fit in memory are left out."""
         s = self.scorer
         L, B = s.model.layers, s.job.global_batch
         p = sum(count for _, count in runs)
         sp = any(g.tp > 1 for groups, _ in runs for g in groups)
+        zeros = ZERO_STAGES if max_replicas > 1 else (0,)
         out = {}
         for mb in micro_batch_sizes(B):
             if B // mb < max_replicas:
@@ -78,41 +85,49 @@ class Bounds:
                 if v > 1 and (p == 1 or L % v):
                     continue
                 for rc in RECOMPUTES:
-                    bound = self._pipeline_s(runs, p, mb, v, rc, sp)
-                    if bound < math.inf:
-                        out[(mb, v, rc)] = bound
+                    for zero, bound in zip(zeros, self._pipeline_s(runs, p, mb, v, rc, sp, zeros)):
+                        if bound < math.inf:
+                            out[(mb, v, rc, zero)] = bound
         return out
 
-    def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool) -> float:
+    def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros) -> list[float]:
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
+        never = [math.inf] * len(zeros)
         if p * v > L:
-            return math.inf
-        rows, a_min, beta_min, floor, stage = [], math.inf, math.inf, 0.0, 0
+            return never
+        stages, stage = [], 0
         for k, (groups, count) in enumerate(runs):
             stage += count
             rates = self._stage_rates(groups, mb, rc, sp)
             if rates is None:
-                return math.inf
-            a, beta, head, shares = rates
+                return never
+            per_zero, head, shares = rates
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
-                return math.inf
+                return never
             window = sum(sum(g.count for g in gs) * c for gs, c in runs[k:]) - sum(g.count for g in groups) * (count - 1)
             cap = self._most_layers(groups, shares, mb, v, rc, sp, p, stage - 1, window, m)
             if cap < v:
-                return math.inf
-            e = head if k == len(runs) - 1 else 0.0
-            rows.append((count, a, e, cap))
-            floor = max(floor, v * a + e)
-            a_min, beta_min = min(a_min, a), min(beta_min, beta)
-        busiest = _water_level(L, rows)                           # (b2), with memory (b6)
-        if busiest == math.inf:
-            return math.inf
-        busiest = max(busiest, floor)
-        fill = beta_min / v * max((p - 1) * v, L - busiest / a_min)   # (b3)
-        return busiest + fill + 2 * (p - 1) * v * self._transfer_s(runs, mb)   # (b4)
+                return never
+            stages.append((count, per_zero, head if k == len(runs) - 1 else 0.0, cap))
+        transfers = 2 * (p - 1) * v * self._transfer_s(runs, mb)                    # (b4)
+        out = []
+        for zero in zeros:
+            rows = [(count, per_zero[zero][0], e, cap) for count, per_zero, e, cap in stages]
+            busiest = _water_level(L, rows)                                       # (b2), (b6)
+            if busiest == math.inf:
+                return never
+            busiest = max([busiest] + [v * a + e for _, a, e, _ in rows])
+            a_min = min(per_zero[zero][0] for _, per_zero, _, _ in stages)
+            beta_min = min(per_zero[zero][1] for _, per_zero, _, _ in stages)
+            fill = beta_min / v * max((p - 1) * v, L - busiest / a_min)           # (b3)
+            coefs = [(count, per_zero[zero][2]) for count, per_zero, _, _ in stages]
+            tail = L / sum(count / c for count, c in coefs) if all(c > 0 for _, c in coefs) else 0.0   # (b5)
+            out.append(busiest + fill + transfers + tail)
+        return out
 
     def _stage_rates(self, groups: tuple[Group, ...], mb: int, rc: Recompute, sp: bool):
-        """(a, beta, e, shares) of (b1) and (b3) for a stage of these groups, or None if its shares fail."""
+        """({zero: (a, beta, c)}, e, shares) of (b1), (b3), (b5) for a stage of these groups, or None
+        if its shares fail."""
         key = (groups, mb, rc, sp)
         if key not in self._rates:
             s = self.scorer
@@ -120,14 +135,33 @@ class Bounds:
             if shares is None:
                 self._rates[key] = None
                 return None
-            a, beta, heads, k = 0.0, 0.0, [], 0
+            d = sum(g.count for g in groups)
+            bw, _ = s._dp_link(groups)
+            spread = (d - 1) / d / (bw * LINK_EFFICIENCY)              # ring collective seconds per byte
+            weight_bytes = s.layer_params / min(g.tp for g in groups) * WEIGHT_BYTES
+            gather, grads = spread * weight_bytes, spread * weight_bytes / WEIGHT_BYTES * GRAD_COMM_BYTES
+            per_zero = {}
+            for zero in ZERO_STAGES:
+                zf, zb = {3: (gather, gather + grads), 2: (0.0, grads)}.get(zero, (0.0, 0.0))
+                a = beta = c = 0.0
+                k = 0
+                for g in groups:
+                    f, b, _, _ = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
+                    most = max(shares[k:k + g.count])
+                    k += g.count
+                    tau = max(f, zf) + max(b, zb)
+                    a, beta = max(a, most * tau), max(beta, tau)
+                    gpu = s.pools[g.pool].gpu
+                    step = (s.layer_params / g.tp / (d if zero >= 1 else 1) * OPTIMIZER_STEP_BYTES_PER_PARAM
+                            / (gpu.mem_bw_bytes_per_s * 0.8))
+                    c = max(c, step + (spread * s.layer_params / g.tp * WEIGHT_BYTES if zero in (1, 2) else 0.0))
+                per_zero[zero] = (a, beta, c)
+            heads, k = [], 0
             for g in groups:
-                f, b, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
-                most = max(shares[k:k + g.count])
+                _, _, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
+                heads.append(max(shares[k:k + g.count]) * (hf + hb) if len(groups) == 1 else hf + hb)
                 k += g.count
-                a, beta = max(a, most * (f + b)), max(beta, f + b)
-                heads.append(most * (hf + hb) if len(groups) == 1 else hf + hb)
-            self._rates[key] = (a, beta, min(heads), shares)
+            self._rates[key] = (per_zero, min(heads), shares)
         return self._rates[key]
 
     def _most_layers(self, groups, shares, mb, v, rc, sp, p, last_stage, window, m) -> int:

@@ -172,7 +172,7 @@ def _promising(keyed: dict, keeper: _Keeper, layout: Layout, scorer: Scorer) -> 
     micro-batch sizes from the first whose most memory-frugal setting cannot hold the model
     (activations only grow with the micro-batch)."""
     best: dict[tuple[int, int], float] = {}
-    for (mb, v, _), key in keyed.items():
+    for (mb, v, _, _), key in keyed.items():
         best[(mb, v)] = min(best.get((mb, v), math.inf), key)
     too_big = math.inf
     for (mb, v), key in sorted(best.items(), key=lambda kv: (kv[1], kv[0])):
@@ -205,7 +205,7 @@ class HetplanPlanner:
 
 def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
     """Score every knob setting of the layout that could win, skipping three kinds of loser:
-    (micro-batch, interleave, recompute) settings whose pipeline bound cannot beat the threshold
+    (micro-batch, interleave, recompute, ZeRO) settings whose pipeline bound cannot beat the threshold
     or that cannot fit in memory even under ZeRO-3; a micro-batch
     size (and all larger ones) whose most memory-frugal setting cannot hold the model; and
     selective or full recomputation when the same setting without recomputation fits and memory
@@ -215,7 +215,7 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
             if zero > 0 and layout.max_replicas_per_stage == 1:
                 continue
             for recompute in RECOMPUTES:
-                if keyed.get((mb, v, recompute), math.inf) >= keeper.threshold():
+                if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
                 keeper.c.fast_scores += 1
                 cand = scorer.score(layout, Knobs(mb, zero, recompute, v), precision)
@@ -263,7 +263,8 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
 
 def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
     for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers):
-        if keyed.get((knobs.micro_batch, knobs.interleave, knobs.recompute), math.inf) >= keeper.threshold():
+        if keyed.get((knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage),
+                     math.inf) >= keeper.threshold():
             continue
         keeper.c.fast_scores += 1
         cand = scorer.score(layout, knobs, precision, uniform=True)
