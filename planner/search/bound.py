@@ -77,39 +77,43 @@ class Bounds:
         p = sum(count for _, count in runs)
         sp = any(g.tp > 1 for groups, _ in runs for g in groups)
         zeros = ZERO_STAGES if max_replicas > 1 else (0,)
+        # each run's last stage index and the replicas of it and every later stage (its 1F1B window)
+        replicas = [sum(g.count for g in groups) for groups, _ in runs]
+        last = [sum(c for _, c in runs[:k + 1]) - 1 for k in range(len(runs))]
+        windows = [replicas[k] + sum(r * c for r, (_, c) in zip(replicas[k + 1:], runs[k + 1:])) for k in range(len(runs))]
         out = {}
         for mb in micro_batch_sizes(B):
             if B // mb < max_replicas:
                 break
+            transfers = 2 * (p - 1) * self._transfer_s(runs, mb)
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
                 for rc in RECOMPUTES:
-                    for zero, bound in zip(zeros, self._pipeline_s(runs, p, mb, v, rc, sp, zeros)):
+                    found = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v)
+                    for zero, bound in zip(zeros, found):
                         if bound < math.inf:
                             out[(mb, v, rc, zero)] = bound
         return out
 
-    def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros) -> list[float]:
+    def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros,
+                    last: list[int], windows: list[int], transfers: float) -> list[float]:
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
         never = [math.inf] * len(zeros)
         if p * v > L:
             return never
-        stages, stage = [], 0
+        stages = []
         for k, (groups, count) in enumerate(runs):
-            stage += count
             rates = self._stage_rates(groups, mb, rc, sp)
             if rates is None:
                 return never
             per_zero, head, shares = rates
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
                 return never
-            window = sum(sum(g.count for g in gs) * c for gs, c in runs[k:]) - sum(g.count for g in groups) * (count - 1)
-            cap = self._most_layers(groups, shares, mb, v, rc, sp, p, stage - 1, window, m)
+            cap = self._most_layers(groups, shares, mb, v, rc, sp, p, last[k], windows[k], m)
             if cap < v:
                 return never
             stages.append((count, per_zero, head if k == len(runs) - 1 else 0.0, cap))
-        transfers = 2 * (p - 1) * v * self._transfer_s(runs, mb)                    # (b4)
         out = []
         for zero in zeros:
             rows = [(count, per_zero[zero][0], e, cap) for count, per_zero, e, cap in stages]
@@ -122,7 +126,7 @@ class Bounds:
             fill = beta_min / v * max((p - 1) * v, L - busiest / a_min)           # (b3)
             coefs = [(count, per_zero[zero][2]) for count, per_zero, _, _ in stages]
             tail = L / sum(count / c for count, c in coefs) if all(c > 0 for _, c in coefs) else 0.0   # (b5)
-            out.append(busiest + fill + transfers + tail)
+            out.append(busiest + fill + transfers + tail)                         # (b4)
         return out
 
     def _stage_rates(self, groups: tuple[Group, ...], mb: int, rc: Recompute, sp: bool):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from planner.cost import evaluate
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
+from planner.compute import stage_pass_times
 from planner.search.objective import check_objective, estimate_key, gain
 from planner.search.planners import PLANNERS, Considered, SearchOptions
 from planner.search.score import Candidate
@@ -107,9 +108,51 @@ def _baselines(cluster, job, objective, deadline_hours, options) -> dict[str, Sc
     out: dict[str, ScoredPlan | None] = {}
     for name in BASELINES:
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options)
-        ranked = _rank(cluster, job, objective, deadline_hours, considered, options)
-        out[name] = ScoredPlan(*ranked[0], {}, f"{name} baseline: {describe_plan(ranked[0][0])}") if ranked else None
+        best = _best_of(cluster, job, objective, deadline_hours, considered, options)
+        out[name] = ScoredPlan(*best, {}, f"{name} baseline: {describe_plan(best[0])}") if best else None
     return out
+
+
+def _best_of(cluster, job, objective, deadline_hours, considered: Considered, options) -> tuple[Plan, Estimate] | None:
+    """What `_rank` would put first, re-scoring only candidates that could still beat the best so far:
+    no iteration is shorter than its busiest replica's compute (the cost model's own pass times,
+    without communication), so a candidate whose compute alone cannot win is not simulated."""
+    best, best_key = None, math.inf
+    for _, _, cand in considered.kept:
+        floor = _estimate_key_at(objective, job, _busiest_compute_s(cluster, job, cand, options) * (1 - 1e-12),
+                                 cand.price_per_hour_usd, deadline_hours)
+        if floor >= best_key:
+            continue
+        plan, est = _evaluate(cluster, job, cand, options)
+        key = estimate_key(objective, est, deadline_hours)
+        if key < best_key:
+            best, best_key = (plan, est), key
+    return best
+
+
+def _estimate_key_at(objective: Objective, job: Job, iteration_s: float, price_per_hour: float,
+                     deadline_hours: float | None) -> float:
+    """objective.estimate_key of a plan with this iteration time and price."""
+    tokens_per_s = job.tokens_per_iteration / iteration_s
+    if objective == Objective.THROUGHPUT:
+        return 1.0 / tokens_per_s
+    if objective == Objective.DEADLINE and job.tokens_to_train / tokens_per_s > deadline_hours * 3600:
+        return math.inf
+    return price_per_hour / 3600 / tokens_per_s * 1e6
+
+
+def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
+    """The most compute any replica does in an iteration (planner.compute.stage_pass_times)."""
+    plan, worst = cand.to_plan(job), 0.0
+    for stage in plan.stages:
+        last = stage.layer_end == plan.model.layers
+        for rep in stage.replicas:
+            gpu = cluster.pool(rep.pool).gpu
+            t = stage_pass_times(plan.model, gpu, stage.num_layers, last, plan.seq_len, plan.micro_batch, rep.tp,
+                                 plan.sequence_parallel, plan.recompute, options.cost_options.flash_attention,
+                                 gpu.link_bw_bytes_per_s)
+            worst = max(worst, rep.samples // plan.micro_batch * (t.forward_s + t.backward_s))
+    return worst
 
 
 def _gains(objective: Objective, est: Estimate, base: dict[str, ScoredPlan | None]) -> dict[str, float]:
