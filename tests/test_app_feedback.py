@@ -96,7 +96,7 @@ def test_the_clock_counts_while_the_work_runs_and_returns_its_value():
     class Status:
         labels: list[str] = []
 
-        def update(self, label):
+        def update(self, label, expanded=None):
             self.labels.append(label)
 
     status = Status()
@@ -172,3 +172,20 @@ def test_the_deadline_objective_asks_for_its_hours_and_errors_show_once():
     _ok(at)
     assert len(at.error) == 1, "the planner's message once, not in the status and again below"
     assert "within 1 h" in at.error[0].value and "objective to throughput" in at.error[0].value
+
+
+def test_a_large_cluster_grid_merges_alike_nodes(catalog):
+    from catalog import cluster_from_dict
+    cluster = cluster_from_dict(presets()["cloud-4types-1024"], catalog)
+    grid = frames.gpu_grid(cluster, None)
+    rows = frames.collapse_nodes(grid)["row"].unique()
+    assert len(rows) == len(cluster.pools), rows            # idle nodes of a pool: one row each
+    assert all("nodes 0–" in r for r in rows)
+    small = pd.DataFrame([{"pool": "a", "gpu_type": "x", "node": n, "gpu": g, "stage": n // 2, "replica": 0}
+                          for n in range(40) for g in range(2)])
+    merged = frames.collapse_nodes(small)
+    assert list(merged["row"].unique())[:2] == ["a · nodes 0–1 (2)", "a · nodes 2–3 (2)"]
+    assert len(merged) == 20 * 2, "one node's GPUs per merged row"
+    assert frames.collapse_nodes(small.head(8))["row"].iloc[0] == "a · node 0", "small clusters: every node"
+    fig = charts.cluster_grid(merged)
+    assert len(fig.layout.yaxis.categoryarray) == 20

@@ -31,9 +31,11 @@ def _layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
 
 def cluster_grid(gpus: pd.DataFrame) -> go.Figure:
     """Each node a row of squares, one per GPU, coloured by the stage it runs (grey: idle).
-    Columns: pool, gpu_type, node, gpu, stage, replica."""
+    Columns: pool, gpu_type, node, gpu, stage, replica; optional row (the row's label, see
+    frames.collapse_nodes)."""
     df = gpus.copy()
-    df["row"] = df["pool"] + " · node " + df["node"].astype(str)
+    if "row" not in df:
+        df["row"] = df["pool"] + " · node " + df["node"].astype(str)
     rows = list(dict.fromkeys(df["row"]))
     fig = go.Figure()
     for stage, part in df.groupby(df["stage"].fillna(-1), sort=True):

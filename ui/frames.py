@@ -25,6 +25,26 @@ def gpu_grid(cluster: Cluster, plan: Plan | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def collapse_nodes(grid: pd.DataFrame, max_rows: int = 32) -> pd.DataFrame:
+    """`gpu_grid` with a `row` label per GPU; above `max_rows` nodes, consecutive nodes of a pool
+    whose GPUs run the same stages share one row ("h100 · nodes 0–15 (16)"), so a large cluster
+    stays a readable picture. Merged rows show their first node's GPUs."""
+    df = grid.copy()
+    df["row"] = df["pool"] + " · node " + df["node"].astype(str)
+    if df[["pool", "node"]].drop_duplicates().shape[0] <= max_rows:
+        return df
+    pattern = df.groupby(["pool", "node"], sort=False)["stage"].agg(lambda s: tuple(s.fillna(-1))).reset_index()
+    run = (pattern["pool"] != pattern["pool"].shift()) | (pattern["stage"] != pattern["stage"].shift())
+    pattern["run"] = run.cumsum()
+    first = pattern.groupby("run").agg(pool=("pool", "first"), lo=("node", "min"), hi=("node", "max"))
+    label = {r: (f"{x.pool} · node {x.lo}" if x.lo == x.hi else f"{x.pool} · nodes {x.lo}–{x.hi} ({x.hi - x.lo + 1})")
+             for r, x in first.iterrows()}
+    firsts = set(zip(first.index, first["lo"]))
+    keep = df.merge(pattern[["pool", "node", "run"]], on=["pool", "node"])
+    keep = keep[[(r, n) in firsts for r, n in zip(keep["run"], keep["node"])]]
+    return keep.assign(row=keep["run"].map(label)).drop(columns="run").reset_index(drop=True)
+
+
 def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
     """One row per replica: stage, its layer range, pool, GPU type, tp and share of the batch."""
     rows = []

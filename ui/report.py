@@ -40,7 +40,7 @@ def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str,
 
 def figures(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[go.Figure, str]]:
     out = [
-        (charts.cluster_grid(frames.gpu_grid(cluster, plan)), "GPUs coloured by pipeline stage; grey: idle."),
+        (charts.cluster_grid(frames.collapse_nodes(frames.gpu_grid(cluster, plan))), "GPUs coloured by pipeline stage; grey: idle."),
         (charts.pipeline(frames.replica_groups(plan, cluster), plan.model.layers),
          "Layer ranges, pool, tensor parallelism and batch share of each stage replica."),
         (charts.memory(frames.memory_groups(frames.memory(est))), "Peak memory per GPU against capacity (black tick)."),

@@ -12,7 +12,7 @@ def render() -> None:
     cur = current_plan()
     if cur is None:
         return
-    st.plotly_chart(charts.cluster_grid(frames.gpu_grid(cur.cluster, cur.plan)), width="stretch")
+    st.plotly_chart(charts.cluster_grid(frames.collapse_nodes(frames.gpu_grid(cur.cluster, cur.plan))), width="stretch")
     caption("Each row is a node and each square a GPU, coloured by the pipeline stage it runs; grey GPUs are "
             "idle. Replicas alternate between full and light "
             "shades, so a tensor-parallel group reads as a run of equally shaded squares inside one node.")

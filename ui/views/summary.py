@@ -76,7 +76,7 @@ def _with_clock(work, status, label: str, tick_s: float = 0.5):
     while worker.is_alive():
         worker.join(tick_s)
         if worker.is_alive():
-            status.update(label=f"{label} {time.perf_counter() - t0:.0f} s")
+            status.update(label=f"{label} {time.perf_counter() - t0:.0f} s", expanded=True)
     if "error" in box:
         raise box["error"]
     return box["value"]
