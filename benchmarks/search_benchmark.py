@@ -138,6 +138,34 @@ def gains(catalog, skip_large: bool, options: SearchOptions) -> list[dict]:
     return rows
 
 
+METHOD_NOTES = [
+    "## How the search prunes", "",
+    "Best-first over the space (planner/search/planners.py `_best_first`, bounds in planner/search/bound.py):",
+    "every family of layouts (a chain's pool orders, or one mixed layout) enters a heap with its *capacity bound*",
+    "(all work at the best per-GPU rate); when a family comes out, each pool order goes back with its *pipeline",
+    "bound* for every (micro-batch, interleave, recompute, ZeRO) setting: the busiest stage by water-filling",
+    "the layers under each stage's memory cap (ZeRO-3, fewest in-flight micro-batches), the pipeline fill and",
+    "drain, the exact activation transfers, exposed ZeRO traffic and the optimizer step. Each bound holds for",
+    "every layer split and sample shares of what it covers, so the search stops at the first entry whose bound",
+    "cannot beat the `rescore`-th best fast score, and skips knob settings the same way, without losing a",
+    "candidate that would have been kept. The baselines run the same loop over their own (smaller) spaces, and",
+    "re-score with the cost model only candidates whose busiest replica's compute could still beat their best.", "",
+    "## Limits of the search space (stated, not silent)", "",
+    "- Two layout families: *chain* (each stage on one pool, pools in any order, the same number of replicas d in",
+    "  every stage, each pool holding floor(N_k / (d t_k)) stages) and *mixed* (every stage has",
+    "  r_k = floor(N_k / (p t_k)) replicas of every chosen pool with uneven sample shares). Layouts mixing the",
+    "  two are not searched.",
+    "- Partial use of a pool (cost and deadline objectives) on a halving grid of nodes.",
+    "- Micro-batch sizes: powers of two dividing the global batch. Interleave 1 or 2; interleaved plans need each",
+    "  replica's micro-batches in whole groups of p (Megatron-LM's rule). Sequence parallelism always on with tp > 1.",
+    "- Selective/full recompute are skipped when the same knobs without recompute fit and memory does not limit",
+    "  the split (recomputation then only adds time).",
+    "- The fast-score budget (`SearchOptions.max_fast_scores`) stops a search that has not finished and says so",
+    "  in `SearchResult.notes`; the bounds above are exact pruning, the budget is the only cut.",
+    "- The exhaustive baseline scores every layout and knob setting of this space with `planner.cost.evaluate`",
+    "  (no pruning, no fast model), with the exact min-max layer split.", ""]
+
+
 def _pct(x):
     return "-" if x is None else f"{x:+.1%}"
 
@@ -185,6 +213,7 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows) -> None:
                 lines.append(f"| {r['cluster']} | {r['model']} | {r['objective']} | {r['gpus']} | {r['tokens_per_s']:,.0f} | "
                              f"{r['cost']:.3f} | {_pct(r['megatron'])} | {_pct(r['uniform'])} |")
         lines.append("")
+    lines += METHOD_NOTES
     path.write_text("\n".join(lines) + "\n")
 
 

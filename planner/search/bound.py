@@ -19,9 +19,9 @@ x the slowest boundary's activation transfer). Recomputation, ZeRO traffic and t
 add time, so with tau_g one layer's forward + backward for one micro-batch on replica group g
 without recomputation (tensor-parallel collectives included), and L_i >= v the layers of stage i:
 
-  (b1) W_i >= L_i a_i + e_i,  a_i = min over shares of max_g n_g tau_g (score.share_micro_batches
-       solves it; every share vector is at least as slow), e_i the head on the last stage: n h
-       for a single group (its shares are even), min_g h_g for a mix (every replica has >= 1)
+  (b1) W_i >= L_i a_i + e_i,  a_i = min over shares of max_g n_g tau_g (split.share_micro_batches
+       solves it; every share vector, the baselines' even shares too, is at least as slow), e_i the
+       head on the last stage: n h for a single group (its shares are even), min_g h_g for a mix
   (b2) M = max_i W_i >= M0 = max( (L + sum_i e_i / a_i) / sum_i 1 / a_i,  max_i v a_i + e_i )
        (from L_i <= (M - e_i) / a_i and sum_i L_i = L)
   (b3) t_i >= L_i beta_i, beta_i = max_g tau_g; the p - 1 stages other than c hold
@@ -31,7 +31,8 @@ without recomputation (tensor-parallel collectives included), and L_i >= v the l
   (b5) tail >= the optimizer step and (ZeRO-1/2) the weight all-gather after it, c_i per layer,
        so >= max_i c_i L_i >= L / sum_i 1 / c_i
   (b6) memory: L_i <= cap_i, an upper bound on the layers stage i can hold at this recompute
-       setting under ZeRO-3 (the most frugal), so M0 is the water level of
+       setting under ZeRO-3 (the most frugal), with the fewest in-flight micro-batches its shares
+       (optimal or even) allow, so M0 is the water level of
        sum_i min(cap_i, (M - e_i) / a_i) = L; a setting with sum_i cap_i < L cannot fit
 The bound is per recompute setting and ZeRO stage: tau_g, the shares and cap_i are those of the
 recompute setting; under ZeRO-2/3 tau_g is max(forward, weight all-gather) + max(backward,
@@ -47,6 +48,7 @@ from planner.comm import LINK_EFFICIENCY
 from planner.cost import GRAD_COMM_BYTES, OPTIMIZER_STEP_BYTES_PER_PARAM
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from planner.search.score import Scorer, _Shape
+from planner.search.split import share_micro_batches
 from planner.search.space import INTERLEAVES, RECOMPUTES, ZERO_STAGES, Family, Group, micro_batch_sizes
 from planner.types import Recompute, Schedule
 
@@ -113,10 +115,14 @@ class Bounds:
             cap = self._most_layers(groups, shares, mb, v, rc, sp, p, last[k], windows[k], m)
             if cap < v:
                 return never
-            stages.append((count, per_zero, head if k == len(runs) - 1 else 0.0, cap))
+            if k < len(runs) - 1:
+                stages.append((count, per_zero, 0.0, cap))
+            else:                                # only the very last stage holds the head
+                stages += [(count - 1, per_zero, 0.0, cap)] * (count > 1) + [(1, per_zero, head, cap)]
         out = []
         for zero in zeros:
-            rows = [(count, per_zero[zero][0], e, cap) for count, per_zero, e, cap in stages]
+            rows = [(count, per_zero[zero][0], e if per_zero[zero][3] else 0.0, cap)
+                    for count, per_zero, e, cap in stages]
             busiest = _water_level(L, rows)                                       # (b2), (b6)
             if busiest == math.inf:
                 return never
@@ -130,8 +136,8 @@ class Bounds:
         return out
 
     def _stage_rates(self, groups: tuple[Group, ...], mb: int, rc: Recompute, sp: bool):
-        """({zero: (a, beta, c)}, e, shares) of (b1), (b3), (b5) for a stage of these groups, or None
-        if its shares fail."""
+        """({zero: (a, beta, c, whether e counts)}, e, shares) of (b1), (b3), (b5) for a stage of
+        these groups, or None if its shares fail."""
         key = (groups, mb, rc, sp)
         if key not in self._rates:
             s = self.scorer
@@ -148,18 +154,22 @@ class Bounds:
             for zero in ZERO_STAGES:
                 zf, zb = {3: (gather, gather + grads), 2: (0.0, grads)}.get(zero, (0.0, 0.0))
                 a = beta = c = 0.0
-                k = 0
+                k, taus = 0, []
                 for g in groups:
                     f, b, _, _ = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
                     most = max(shares[k:k + g.count])
                     k += g.count
                     tau = max(f, zf) + max(b, zb)
                     a, beta = max(a, most * tau), max(beta, tau)
+                    taus += [tau] * g.count
+                if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
+                    a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
                     gpu = s.pools[g.pool].gpu
                     step = (s.layer_params / g.tp / (d if zero >= 1 else 1) * OPTIMIZER_STEP_BYTES_PER_PARAM
                             / (gpu.mem_bw_bytes_per_s * 0.8))
                     c = max(c, step + (spread * s.layer_params / g.tp * WEIGHT_BYTES if zero in (1, 2) else 0.0))
-                per_zero[zero] = (a, beta, c)
+                # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
+                per_zero[zero] = (a, beta, c, zero < 2 or d == 1)
             heads, k = [], 0
             for g in groups:
                 _, _, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
@@ -177,6 +187,8 @@ class Bounds:
         most, k = 10**9, 0
         for g in groups:
             own = max(shares[k:k + g.count])
+            if len(groups) > 1:          # even shares (the baselines) may give this group fewer
+                own = min(own, m // d)
             k += g.count
             if v == 1:
                 in_flight = max(1, min(own, -(-window * own // m)))

@@ -1,0 +1,63 @@
+"""The pruning bounds against the fast scores they bound: on random small clusters, every candidate
+of the space (optimal and even splits alike) scores at or above its family's capacity bound and its
+layout's pipeline bound for its knob settings, and a setting the bound leaves out does not fit."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from catalog import cluster_from_dict, load_catalog
+from planner.search.bound import Bounds, _water_level
+from planner.search.score import Scorer
+from planner.search.space import knob_settings, layout_families
+from planner.types import Job
+
+GPUS = ["h100-sxm", "a100-80gb-sxm", "a100-40gb-sxm", "v100-32gb-sxm", "l40s", "rtx-4090"]
+MODELS = ["opt-350m", "gpt3-1.3b", "llama-2-7b"]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def _random_case(rng: random.Random, catalog):
+    pools = [{"name": f"p{j}", "gpu": gpu, "nodes": rng.choice((1, 2)), "gpus_per_node": rng.choice((2, 4)),
+              "inter_node_gbps": rng.choice((100, 400))} for j, gpu in enumerate(rng.sample(GPUS, rng.choice((2, 3))))]
+    cluster = cluster_from_dict({"name": "random", "pools": pools, "between_pools_gbps": 100}, catalog)
+    job = Job(catalog.model(rng.choice(MODELS)), rng.choice((8, 16, 32)), rng.choice((1024, 2048)))
+    return cluster, job
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bounds_hold_for_every_candidate(catalog, seed):
+    cluster, job = _random_case(random.Random(seed), catalog)
+    scorer = Scorer(cluster, job)
+    bounds = Bounds(scorer)
+    checked = 0
+    for family in layout_families(cluster.pools, job.model, job.global_batch, partial=False):
+        capacity = bounds.capacity_s(family)
+        for order in family.orders():
+            layout = family.layout(order)
+            pipeline = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers):
+                key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
+                for uniform in (False, True):
+                    cand = scorer.score(layout, knobs, job.precision, uniform=uniform)
+                    if cand is None:
+                        continue
+                    checked += 1
+                    assert key in pipeline, (layout, knobs, uniform)
+                    assert cand.time_s >= pipeline[key] * (1 - 1e-9), (layout, knobs, uniform)
+                    assert cand.time_s >= capacity * (1 - 1e-9)
+    assert checked > 0
+
+
+def test_water_level():
+    # two stages a = 1 and 2, no head, no memory limit: M / 1 + M / 2 = 9 -> M = 6
+    assert _water_level(9, [(1, 1.0, 0.0, 100), (1, 2.0, 0.0, 100)]) == pytest.approx(6.0)
+    # the fast stage holds at most 4 layers: the slow one takes 5 -> M = 10
+    assert _water_level(9, [(1, 1.0, 0.0, 4), (1, 2.0, 0.0, 100)]) == pytest.approx(10.0)
+    assert _water_level(9, [(1, 1.0, 0.0, 4), (1, 2.0, 0.0, 4)]) == math.inf
