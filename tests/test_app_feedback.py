@@ -189,3 +189,13 @@ def test_a_large_cluster_grid_merges_alike_nodes(catalog):
     assert frames.collapse_nodes(small.head(8))["row"].iloc[0] == "a · node 0", "small clusters: every node"
     fig = charts.cluster_grid(merged)
     assert len(fig.layout.yaxis.categoryarray) == 20
+
+
+def test_pool_errors_name_the_table_row_not_the_file_path():
+    bad = {"name": "x", "pools": [{"gpu": "a100-80gb-sxm", "nodes": 1, "gpus_per_node": 8},
+                                  {"gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 8}]}
+    at = _ok(new_app(encode(AppState(cluster=bad))).run())
+    said = at.error[0].value
+    assert "pool table row 2 (h100-sxm), network Gb/s per node" in said and "pools[" not in said
+    from ui.compose import pool_error_for_people
+    assert "add a row" in pool_error_for_people("cluster: pools: List should have at least 1 item", {"pools": []})

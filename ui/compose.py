@@ -6,6 +6,7 @@ formats or as a `JobInputs`, which the caller folds into the state.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -64,9 +65,10 @@ def pools_editor(cluster: dict) -> dict:
             "name": st.column_config.TextColumn("pool name", help="unique; plans refer to pools by name; "
                                                                   "empty: the GPU type"),
             "gpu": st.column_config.SelectboxColumn("GPU type", options=sorted(catalog().gpus), required=True),
-            "nodes": st.column_config.NumberColumn("nodes", min_value=1, max_value=100_000, step=1, required=True),
+            "nodes": st.column_config.NumberColumn("nodes", min_value=1, max_value=100_000, step=1, required=True,
+                                                   default=1),
             "gpus_per_node": st.column_config.NumberColumn("GPUs / node", min_value=1, max_value=64, step=1,
-                                                           required=True),
+                                                           required=True, default=8),
             "inter_node_gbps": st.column_config.NumberColumn(
                 "network Gb/s per node", min_value=1.0, help="one direction, e.g. 100 GbE, 200 IB HDR, 400 IB NDR"),
             "price_per_gpu_hour": st.column_config.NumberColumn(
@@ -183,3 +185,23 @@ def job_inputs(state) -> JobInputs:
                                disabled=objective != "deadline", help="used with the deadline objective")
     return JobInputs(int(batch), int(seq), precision, tokens_b * 1e9 if tokens_b else None, objective,
                      deadline if objective == "deadline" and deadline else None)
+
+
+COLUMN_TITLES = {"gpus_per_node": "GPUs / node", "inter_node_gbps": "network Gb/s per node",
+                 "price_per_gpu_hour": "$ / GPU-hour", "gpu": "GPU type", "name": "pool name"}
+
+
+def pool_error_for_people(message: str, cluster: dict) -> str:
+    """A cluster error in the words of the pool table: `pools[2].nodes` becomes
+    "pool table row 3 (h100-sxm), nodes"."""
+    pools = cluster.get("pools", [])
+
+    def row(m: re.Match) -> str:
+        i = int(m.group(1))
+        gpu = pools[i].get("gpu") if i < len(pools) and isinstance(pools[i], dict) else None
+        field = COLUMN_TITLES.get(m.group(2), m.group(2)) if m.group(2) else ""
+        return f"pool table row {i + 1}" + (f" ({gpu})" if gpu else "") + (f", {field}" if field else "")
+
+    if "at least 1 item" in message:
+        return "cluster: no pools; add a row to the pool table (GPU type, nodes, GPUs per node)"
+    return re.sub(r"pools\[(\d+)\](?:\.(\w+))?", row, message)

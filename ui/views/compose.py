@@ -71,7 +71,7 @@ def _cluster_section() -> None:
     try:
         built = build_cluster(session.get())
     except InputError as e:
-        show_error(str(e))
+        show_error(compose.pool_error_for_people(str(e), session.get().cluster))
         return
     counts = " + ".join(f"{p.num_gpus} × {p.gpu.id}" for p in built.pools)
     st.success(f"**{built.num_gpus} GPUs** in {len(built.pools)} pools: {counts}", icon=":material/check_circle:")
