@@ -199,3 +199,14 @@ def test_pool_errors_name_the_table_row_not_the_file_path():
     assert "pool table row 2 (h100-sxm), network Gb/s per node" in said and "pools[" not in said
     from ui.compose import pool_error_for_people
     assert "add a row" in pool_error_for_people("cluster: pools: List should have at least 1 item", {"pools": []})
+
+
+def test_money_fits_a_metric_tile_and_the_ring_names_the_plan_on_view():
+    from ui.views.summary import _money
+    assert (_money(663), _money(380_037), _money(1_873_456)) == ("$663", "$380k", "$1.87M")
+    df = pd.DataFrame({"plan": ["#1", "#2"], "role": ["plan", "plan"], "tokens_per_s": [1.0, 2.0],
+                       "usd_per_m_tokens": [1.0, 2.0], "on_view": [True, False]})
+    fig = charts.cost_vs_throughput(df)
+    ring = next(t for t in fig.data if t.name == "on view")
+    assert list(ring.text) == ["#1"]
+    assert list(next(t for t in fig.data if t.name == "plan").text) == ["", "#2"]

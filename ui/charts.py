@@ -148,10 +148,19 @@ def breakdown(terms: pd.DataFrame) -> go.Figure:
 
 
 def _ring_on_view(fig: go.Figure, plans: pd.DataFrame, x: str, y: str) -> None:
+    """A ring round the plan on view, its name above the ring (not under it)."""
     if "on_view" in plans and plans["on_view"].any():
         sel = plans[plans["on_view"]]
-        fig.add_trace(go.Scatter(x=sel[x], y=sel[y], mode="markers", name="on view", hoverinfo="skip",
+        fig.add_trace(go.Scatter(x=sel[x], y=sel[y], mode="markers+text", name="on view", hoverinfo="skip",
+                                 text=sel["plan"], textposition="top center", textfont=dict(size=12, color="#111827"),
                                  marker=dict(symbol="circle-open", size=26, color="#111827", line=dict(width=2))))
+
+
+def _labels_off_the_ring(plans: pd.DataFrame, labels: pd.Series) -> pd.Series:
+    """The ring trace names the plan on view; its own marker stays unlabelled."""
+    if "on_view" in plans:
+        labels = labels.where(~plans["on_view"].astype(bool), "")
+    return labels
 
 
 LABEL_PRIORITY = {"current": 0, "baseline": 1, "pareto": 2, "plan": 3}
@@ -186,7 +195,7 @@ def cost_vs_throughput(plans: pd.DataFrame) -> go.Figure:
     if len(front) > 1:
         fig.add_trace(go.Scatter(x=front["tokens_per_s"], y=front["usd_per_m_tokens"], mode="lines",
                                  line=dict(color="#94a3b8", dash="dot"), name="Pareto front", hoverinfo="skip"))
-    labels = point_labels(plans, "tokens_per_s", "usd_per_m_tokens")
+    labels = _labels_off_the_ring(plans, point_labels(plans, "tokens_per_s", "usd_per_m_tokens"))
     for role, part in plans.groupby("role", sort=False):
         fig.add_trace(go.Scatter(
             x=part["tokens_per_s"], y=part["usd_per_m_tokens"], mode="markers+text", name=role,
@@ -204,7 +213,7 @@ def time_vs_dollars(plans: pd.DataFrame) -> go.Figure:
     """Time to train against total dollars. Columns: plan, role, train_days, train_cost_usd."""
     df = plans.dropna(subset=["train_days", "train_cost_usd"])
     fig = go.Figure()
-    labels = point_labels(df, "train_cost_usd", "train_days")
+    labels = _labels_off_the_ring(df, point_labels(df, "train_cost_usd", "train_days"))
     for role, part in df.groupby("role", sort=False):
         fig.add_trace(go.Scatter(
             x=part["train_cost_usd"], y=part["train_days"], mode="markers+text", name=role,

@@ -104,6 +104,15 @@ def _si(x: float) -> str:
     return f"{x:,.0f}"
 
 
+def _money(usd: float) -> str:
+    """Dollars short enough for a metric tile: $663, $380k, $1.87M."""
+    if usd >= 1e6:
+        return f"${usd / 1e6:,.2f}M"
+    if usd >= 1e4:
+        return f"${usd / 1e3:,.0f}k"
+    return f"${usd:,.0f}"
+
+
 def _metrics(est) -> None:
     c = st.columns(6)
     c[0].metric("tokens / s", _si(est.tokens_per_s), help=f"{est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs")
@@ -113,8 +122,10 @@ def _metrics(est) -> None:
     tokens = session.get().tokens_to_train
     run = f"{tokens / 1e9:,.0f} B tokens (set on Compose) at this throughput" if tokens else "set tokens to train on Compose"
     c[4].metric("time to train", format_duration(est.train_time_s), help=run)
-    c[5].metric("$ to train", "-" if est.train_cost_usd is None else f"${est.train_cost_usd:,.0f}",
-                help=f"{run}, at ${est.cost_per_hour_usd:,.0f}/h for the GPUs used")
+    dollars = est.train_cost_usd
+    c[5].metric("$ to train", "-" if dollars is None else _money(dollars),
+                help=f"{run}, at ${est.cost_per_hour_usd:,.0f}/h for the GPUs used"
+                     + ("" if dollars is None else f": ${dollars:,.0f}"))
 
 
 def _gains(scored, same_as: set[str]) -> None:
