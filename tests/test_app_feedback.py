@@ -210,3 +210,11 @@ def test_money_fits_a_metric_tile_and_the_ring_names_the_plan_on_view():
     ring = next(t for t in fig.data if t.name == "on view")
     assert list(ring.text) == ["#1"]
     assert list(next(t for t in fig.data if t.name == "plan").text) == ["", "#2"]
+
+
+def test_compare_breakdown_in_seconds_for_long_iterations():
+    terms = pd.DataFrame({"plan": ["#1", "#1", "b"], "term": ["compute", "bubble", "compute"],
+                          "total_s": [150.0, 10.0, 300.0], "exposed_s": [150.0, 10.0, 300.0]})
+    assert charts.compare_breakdown(terms).layout.yaxis.title.text == "s per iteration"
+    assert charts.compare_breakdown(terms.assign(exposed_s=[0.1, 0.01, 0.2])).layout.yaxis.title.text == \
+        "ms per iteration"

@@ -242,8 +242,10 @@ def compare_bars(plans: pd.DataFrame) -> go.Figure:
 def compare_breakdown(terms: pd.DataFrame) -> go.Figure:
     """Stacked exposed time per term for each plan. Columns: plan, term, exposed_s."""
     fig = go.Figure()
+    tallest_s = float(terms.groupby("plan")["exposed_s"].sum().max()) if len(terms) else 0.0
+    unit, scale = ("s", 1.0) if tallest_s >= 10 else ("ms", 1e3)
     for term, part in terms.groupby("term", sort=False):
-        fig.add_trace(go.Bar(x=part["plan"], y=part["exposed_s"] * 1e3, name=term,
-                             hovertemplate=f"{term}: %{{y:.1f}} ms<extra></extra>"))
-    fig.update_yaxes(title="ms per iteration")
+        fig.add_trace(go.Bar(x=part["plan"], y=part["exposed_s"] * scale, name=term,
+                             hovertemplate=f"{term}: %{{y:,.1f}} {unit}<extra></extra>"))
+    fig.update_yaxes(title=f"{unit} per iteration")
     return _layout(fig, "Iteration time by term", 400, barmode="stack")

@@ -37,9 +37,12 @@ def render() -> None:
     cols = st.columns(len(picked))
     for col, n in zip(cols, picked):
         with col:
-            st.markdown(f"**{n.name}**: {n.scored.plan.num_stages} stages")
-            st.dataframe(frames.stages(n.scored.plan, _cluster())[["stage", "layers", "pool", "tp", "samples"]],
-                         hide_index=True, width="stretch", height=240)
+            st.markdown(f"**{n.name}**: {frames.plan_shape(n.scored.plan)}")
+            groups = frames.replica_groups(n.scored.plan, _cluster())
+            st.dataframe(groups[["stage", "layers", "pool", "tp", "replicas", "samples"]], hide_index=True,
+                         width="stretch", column_config={
+                             "tp": st.column_config.NumberColumn("tensor-parallel"),
+                             "samples": st.column_config.NumberColumn("samples each")})
 
 
 def _cluster():
