@@ -1,6 +1,6 @@
 """The app in a real browser: `streamlit run app.py` on a loopback port, driven by headless
 Chromium through Playwright. Opens a shared link, plans, checks the charts and the plan download,
-reopens the address bar in a fresh page (same plan) and a damaged link (a warning, the defaults).
+opens the Export page's share link in a fresh page (same plan) and a damaged link (a warning, the defaults).
 
 Screenshots go to test-artifacts/; with HETPLAN_UPDATE_SCREENSHOT=1 the plan page is also written
 to docs/screenshot.png (the README's picture).
@@ -111,7 +111,7 @@ def _first_metric(page) -> str:
 
 
 def _reopen_the_link(browser, url: str, tokens_per_s: str) -> None:
-    """The address bar, pasted into a fresh page (no session), brings back the same plan."""
+    """The Export page's link, pasted into a fresh page (no session), brings back the same plan."""
     fresh = browser.new_page(viewport={"width": 1440, "height": 1000})
     try:
         fresh.set_default_timeout(STEP_TIMEOUT_MS)
@@ -168,7 +168,9 @@ def test_shared_link_plan_charts_and_download(server):
                 page.get_by_role("button", name="Plan (JSON)").click()
             text = Path(download.value.path()).read_text()
             page.screenshot(path=str(out / "export.png"), full_page=False)
-            _reopen_the_link(browser, page.url, tokens_per_s)
+            link = page.get_by_test_id("stCode").first.inner_text().strip()
+            assert link.startswith(server) and "s=" in link, link
+            _reopen_the_link(browser, link, tokens_per_s)
             _garbage_link(browser, server)
         finally:
             browser.close()

@@ -1,16 +1,32 @@
 """Export: the plan, the cluster, a report, launch files for training engines, and the link."""
 from __future__ import annotations
 
+from dataclasses import replace
+from urllib.parse import urlencode
+
 import streamlit as st
 
 from catalog import cluster_to_yaml, plan_to_json
 from planner.report import estimate_to_dict
 from ui import frames, report, session
+from ui import state as url_state
 from ui.planning import catalog, exporter
 from ui.results import named_plans
 from ui.views.common import current_plan
 
 ENGINES = ("megatron", "torchtitan", "deepspeed", "torchrun")
+
+
+def share_link() -> str | None:
+    """The address of this page with the state in it, or None where the app's address is unknown."""
+    base = (getattr(st.context, "url", None) or "").split("?")[0]
+    if not base.startswith("http"):
+        return None
+    try:
+        params = url_state.encode(session.get())
+    except ValueError:
+        params = url_state.encode(replace(session.get(), plan=None))
+    return f"{base}?{urlencode(params)}"
 
 
 def _compared():
@@ -62,7 +78,16 @@ def render() -> None:
                "CLUSTER.yaml --plan PLAN.json` scores it again from the command line.")
     _engine_files(cur)
     st.subheader("Share")
-    st.write("The address bar holds the whole input: cluster, model, job and the plan on view. "
-             "Copy it to share exactly this view.")
+    link = share_link()
+    if link:
+        st.write("This link holds the whole input: cluster, model, job and the plan on view. Whoever opens "
+                 "it sees this plan (the copy button is at the right of the box).")
+        st.code(link, language=None, wrap_lines=True)
+    else:
+        st.write("The address bar holds the whole input: cluster, model, job and the plan on view. "
+                 "Copy it to share exactly this view.")
+    if st.session_state.get("url_too_long"):
+        st.caption("The plan is too large for a link; the link keeps the cluster, model and job. "
+                   "Send the plan JSON with it.")
     with st.expander("Plan JSON"):
         st.code(plan_json, language="json")

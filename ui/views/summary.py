@@ -43,10 +43,10 @@ def run_planner() -> None:
             status.update(label="No plan", state="error", expanded=False)
             return
         result = outcome.result
-        st.write("Scoring plans and baselines with the cost model")
+        st.write(f"Ranked {len(result.plans)} plans in {result.search_time_s:.1f} s "
+                 f"({result.candidates_evaluated:,} candidates scored), then the baselines")
         session.update(plan=named_plans(result)[0].plan_dict if result.plans else None)
-        status.update(label=f"Found {len(result.plans)} plans in {elapsed:.2f} s "
-                            f"(search {result.search_time_s:.2f} s)", state="complete", expanded=False)
+        status.update(label=f"Found {len(result.plans)} plans in {elapsed:.1f} s", state="complete", expanded=False)
 
 
 def _expected_wait(num_gpus: int) -> str:
