@@ -167,6 +167,9 @@ def test_shared_link_plan_charts_and_download(server):
             with page.expect_download() as download:
                 page.get_by_role("button", name="Plan (JSON)").click()
             text = Path(download.value.path()).read_text()
+            with page.expect_download() as report:
+                page.get_by_role("button", name="Report (HTML)").click()
+            assert "<html" in Path(report.value.path()).read_text()[:2000].lower()
             page.screenshot(path=str(out / "export.png"), full_page=False)
             link = page.get_by_test_id("stCode").first.inner_text().strip()
             assert link.startswith(server) and "s=" in link, link

@@ -68,10 +68,11 @@ def render() -> None:
     c[1].download_button("Cluster (YAML)", cluster_to_yaml(cur.cluster), file_name=f"{cur.cluster.name}.yaml",
                          mime="application/x-yaml", icon=":material/download:", width="stretch", key="download_cluster")
     compared = _compared()
-    c[2].download_button("Report (HTML)", report.to_html(cur.cluster, cur.plan, cur.estimate, compared),
+    # the reports draw every figure: built when their button is pressed, not on every visit
+    c[2].download_button("Report (HTML)", lambda: report.to_html(cur.cluster, cur.plan, cur.estimate, compared),
                          file_name=f"{cur.cluster.name}-report.html", mime="text/html", icon=":material/download:",
                          width="stretch", key="download_html")
-    c[3].download_button("Report (Markdown)", report.to_markdown(cur.cluster, cur.plan, cur.estimate, compared),
+    c[3].download_button("Report (Markdown)", lambda: report.to_markdown(cur.cluster, cur.plan, cur.estimate, compared),
                          file_name=f"{cur.cluster.name}-report.md", mime="text/markdown", icon=":material/download:",
                          width="stretch", key="download_md")
     st.caption("The plan file carries the planner's metrics for people; `hetplan evaluate --cluster "
