@@ -18,10 +18,12 @@ ENGINES = ("megatron", "torchtitan", "deepspeed", "torchrun")
 
 
 def share_link() -> str | None:
-    """The address of this page with the state in it, or None where the app's address is unknown."""
+    """The Plan page's address with the state in it, or None where the app's address is unknown."""
     base = (getattr(st.context, "url", None) or "").split("?")[0]
     if not base.startswith("http"):
         return None
+    if base.rstrip("/").endswith("/export"):          # whoever opens it wants the plan, not this page
+        base = base.rstrip("/")[: -len("export")] + "plan"
     try:
         params = url_state.encode(session.get())
     except ValueError:
