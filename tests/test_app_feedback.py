@@ -218,3 +218,19 @@ def test_compare_breakdown_in_seconds_for_long_iterations():
     assert charts.compare_breakdown(terms).layout.yaxis.title.text == "s per iteration"
     assert charts.compare_breakdown(terms.assign(exposed_s=[0.1, 0.01, 0.2])).layout.yaxis.title.text == \
         "ms per iteration"
+
+
+def test_export_lists_what_each_engine_cannot_express(monkeypatch):
+    import types
+    fake = types.ModuleType("planner.export")
+    fake.export_plan = lambda plan, cluster, engine: (
+        {"args.sh": "x", "WARNINGS.txt": "- one tp degree only\n- even split only\n"} if engine == "megatron"
+        else {"launch.sh": "y"})
+    import sys
+    monkeypatch.setitem(sys.modules, "planner.export", fake)
+    at = _ok(new_app(_with_plan()).run())
+    at.switch_page("ui/pages/export.py")
+    _ok(at.run())
+    labels = [e.label for e in at.expander]
+    assert any(l.startswith("megatron: the launch files approximate this plan (2 differences)") for l in labels), labels
+    assert not any(l.startswith("torchrun") for l in labels)

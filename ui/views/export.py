@@ -15,6 +15,7 @@ from ui.results import named_plans
 from ui.views.common import current_plan
 
 ENGINES = ("megatron", "torchtitan", "deepspeed", "torchrun")
+WARNINGS_FILE = "WARNINGS.txt"          # an exporter's list of what its engine cannot express
 
 
 def share_link() -> str | None:
@@ -47,6 +48,7 @@ def _engine_files(cur) -> None:
         return
     st.subheader("Launch files")
     cols = st.columns(len(ENGINES))
+    caveats = {}
     for col, engine in zip(cols, ENGINES):
         try:
             files = export_plan(cur.plan, cur.cluster, engine)
@@ -55,6 +57,13 @@ def _engine_files(cur) -> None:
             continue
         for name, text in files.items():
             col.download_button(f"{engine}: {name}", text, file_name=name, key=f"export.{engine}.{name}")
+        if files.get(WARNINGS_FILE, "").strip():
+            caveats[engine] = files[WARNINGS_FILE].strip()
+    for engine, text in caveats.items():      # what an engine cannot express, before anyone launches it
+        n = sum(1 for line in text.splitlines() if line.startswith("- "))
+        with st.expander(f"{engine}: the launch files approximate this plan"
+                         + (f" ({n} difference{'s' if n != 1 else ''})" if n else ""), icon=":material/warning:"):
+            st.markdown(text)
 
 
 def render() -> None:
