@@ -234,3 +234,17 @@ def test_export_lists_what_each_engine_cannot_express(monkeypatch):
     labels = [e.label for e in at.expander]
     assert any(l.startswith("megatron: the launch files approximate this plan (2 differences)") for l in labels), labels
     assert not any(l.startswith("torchrun") for l in labels)
+
+
+def test_a_new_cluster_after_planning_asks_for_a_new_run_once():
+    at = _ok(new_app(SMALL).run())
+    at.sidebar.button(key="sidebar_plan").click().run()
+    at.switch_page("ui/pages/compose.py")
+    _ok(at.run())
+    at.selectbox(key="w.preset").select("lab-mix").run()
+    at.button[0].click().run()
+    at.switch_page("ui/pages/summary.py")
+    _ok(at.run())
+    assert at.session_state["app_state"].plan is None
+    assert "inputs changed" in at.warning[0].value and "plan on view" not in at.warning[0].value
+    assert not at.info, [i.value for i in at.info]

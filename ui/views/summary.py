@@ -159,10 +159,14 @@ def _idle(result, cur) -> None:
 def _why_no_alternatives() -> None:
     """Above a plan the planner has not ranked for these inputs: say why, and what to press."""
     if session.search_is_stale():
-        st.warning("**The inputs changed since the last planning run.** The plan on view is scored on the "
-                   "current cluster and job, but the alternatives and baselines are gone: run the planner "
-                   "for plans made for these inputs.", icon=":material/update:")
-    elif session.get().plan is not None:
+        kept = (" The plan on view is scored on the current cluster and job, but the alternatives and "
+                "baselines are gone." if session.get().plan is not None else "")
+        st.warning(f"**The inputs changed since the last planning run.**{kept} Run the planner for plans "
+                   "made for these inputs.", icon=":material/update:")
+    elif session.get().plan is None:
+        st.write("The planner searches the cluster, model and job set on **Compose** for the best plan by "
+                 f"the objective ({session.get().objective}), and scores the baselines beside it.")
+    else:
         st.info("This plan came from a link or an upload: its figures below are scored on this cluster. "
                 "Run the planner to rank it against the alternatives and the baselines.",
                 icon=":material/info:")
@@ -182,7 +186,8 @@ def render() -> None:
         show_error(outcome.error, outcome.kind)
     elif outcome is not None:
         result = outcome.result
-    cur = current_plan()
+    # with no plan and no answer, the button above says it all; current_plan() would repeat it
+    cur = current_plan() if session.get().plan is not None or outcome is not None else None
     if cur is not None:
         _plan_on_view(cur, result)
     if result is not None:
