@@ -63,7 +63,9 @@ def pipeline(groups: pd.DataFrame, num_layers: int) -> go.Figure:
     labels = []
     for row in groups.itertuples():
         reps = f"{row.replicas} replica{'s' if row.replicas > 1 else ''}"
-        y = f"stage {row.stage} · {row.replicas}× {row.pool} tp{row.tp} · {row.samples} samples each"
+        span = (f"layer {row.layer_start}" if row.layer_end - row.layer_start == 1
+                else f"layers {row.layer_start}–{row.layer_end - 1}")      # narrow bars hide their text
+        y = f"stage {row.stage} · {span} · {row.replicas}× {row.pool} tp{row.tp} · {row.samples} samples each"
         labels.append(y)
         fig.add_trace(go.Bar(
             y=[y], x=[row.layer_end - row.layer_start], base=[row.layer_start], orientation="h",
