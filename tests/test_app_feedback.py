@@ -248,3 +248,14 @@ def test_a_new_cluster_after_planning_asks_for_a_new_run_once():
     assert at.session_state["app_state"].plan is None
     assert "inputs changed" in at.warning[0].value and "plan on view" not in at.warning[0].value
     assert not at.info, [i.value for i in at.info]
+
+
+def test_compose_edits_survive_a_trip_to_other_pages():
+    at = _ok(new_app(SMALL).run())
+    at.number_input(key="w.batch").set_value(96).run()
+    at.text_input(key="w.cluster_name").input("my-lab").run()
+    for page in ("stages", "cost", "compose"):
+        at.switch_page(f"ui/pages/{page}.py")
+        _ok(at.run())
+    assert at.number_input(key="w.batch").value == 96
+    assert at.text_input(key="w.cluster_name").value == "my-lab"
