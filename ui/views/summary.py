@@ -55,7 +55,8 @@ def _expected_wait(num_gpus: int) -> str:
         return "a few seconds"
     if num_gpus <= 128:
         return "up to a minute on a busy machine"
-    return "a minute or more: large clusters have many layouts to try"
+    return ("several minutes: large clusters have many layouts to try (the 4,096-GPU example took over 10 "
+            "minutes on 2 cores)")
 
 
 def _with_clock(work, status, label: str, tick_s: float = 0.5):
