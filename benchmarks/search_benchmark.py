@@ -86,14 +86,14 @@ def optimality(catalog, count: int, seed: int) -> list[dict]:
     return rows
 
 
-def search_times(catalog, skip_large: bool, repeat: int, options: SearchOptions) -> list[dict]:
+def search_times(catalog, max_gpus: int, repeat: int, options: SearchOptions) -> list[dict]:
     """Search time on each size: CPU seconds of the process (one core; the machine may be shared,
     so wall time is also given), the fastest of `repeat` runs, without and with the baselines
     (what `hetplan plan` and the app run)."""
     rows = []
     for file, model, batch, seq in SIZES:
         cluster = load_cluster_file(ROOT / "examples" / file, catalog)
-        if skip_large and cluster.num_gpus > 64:
+        if cluster.num_gpus > max_gpus:
             continue
         job = Job(catalog.model(model), batch, seq)
         runs, cpu, with_base = [], [], []
@@ -222,6 +222,7 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-large", action="store_true", help="skip the 1,024 and 4,096 GPU clusters")
+    parser.add_argument("--max-gpus", type=int, default=None, help="search times: only clusters up to this size")
     parser.add_argument("--parts", default="optimality,times,gains")
     parser.add_argument("--repeat", type=int, default=3, help="search-time runs per size; the fastest is reported")
     parser.add_argument("--max-fast-scores", type=int, default=SearchOptions().max_fast_scores)
@@ -231,7 +232,8 @@ def main() -> None:
     parts = set(args.parts.split(","))
     opt = optimality(catalog, args.clusters, args.seed) if "optimality" in parts else []
     options = SearchOptions(max_fast_scores=args.max_fast_scores)
-    times = search_times(catalog, args.skip_large, args.repeat, options) if "times" in parts else []
+    max_gpus = args.max_gpus if args.max_gpus is not None else (64 if args.skip_large else 10**9)
+    times = search_times(catalog, max_gpus, args.repeat, options) if "times" in parts else []
     gain_rows = gains(catalog, args.skip_large, options) if "gains" in parts else []
     write_markdown(Path(args.out), "python " + " ".join(sys.argv), opt, times, gain_rows)
 

@@ -99,10 +99,16 @@ def share_micro_batches(num_micro_batches: int, time_per_micro_batch_s: list[flo
     count = len(time_per_micro_batch_s)
     if num_micro_batches < count:
         return None
-    shares = [1] * count
-    heap = [(2 * tau, r) for r, tau in enumerate(time_per_micro_batch_s)]
+    # Greedy hands out the smallest finishing times k tau_r first, so it first gives every replica
+    # all its micro-batches that finish by a level c no larger than the optimum: start there.
+    taus = time_per_micro_batch_s
+    level = num_micro_batches / sum(1 / tau for tau in taus) * (1 - 1e-9)
+    shares = [max(1, math.floor(level / tau)) for tau in taus]
+    if sum(shares) > num_micro_batches:
+        shares = [1] * count
+    heap = [((n + 1) * tau, r) for r, (n, tau) in enumerate(zip(shares, taus))]
     heapq.heapify(heap)
-    for _ in range(num_micro_batches - count):
+    for _ in range(num_micro_batches - sum(shares)):
         _, r = heapq.heappop(heap)
         shares[r] += 1
         heapq.heappush(heap, ((shares[r] + 1) * time_per_micro_batch_s[r], r))
