@@ -96,6 +96,8 @@ class Bounds:
                     for zero, bound in zip(zeros, found):
                         if bound < math.inf:
                             out[(mb, v, rc, zero)] = bound
+            if not any(key[0] == mb and key[1] == 1 for key in out):
+                break   # nothing fits at this micro-batch without interleave: nothing larger fits either
         return out
 
     def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros,
