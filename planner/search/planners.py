@@ -3,14 +3,17 @@
 Each planner turns (cluster, job, objective) into fast-scored `Candidate`s; `rank` then re-scores
 the most promising with planner.cost.evaluate, which alone decides the order and the metrics.
 
-  hetplan     every layout of planner.search.space, visited in order of a lower bound on its
-              iteration time (all work at the best per-GPU rate, no bubble, no communication);
-              a layout whose bound cannot beat the `rescore`-th best candidate found so far is
-              skipped with all its knobs. Exact split and shares (planner.search.split).
+  hetplan     every layout of planner.search.space, best first by the lower bounds of
+              planner.search.bound (capacity per family, then pipeline per pool order and knob
+              setting: busiest stage under memory caps, fill and drain, transfers, ZeRO traffic and
+              optimizer step); a layout or knob setting whose bound cannot beat the `rescore`-th best
+              candidate found so far is skipped. Exact split and shares (planner.search.split).
   megatron    (a) Megatron-style: one GPU type (the best single pool), a d x pp x tp grid, layers
               split evenly, samples split evenly, best knobs.
   uniform     (b) every pool, one tp for all, layers split evenly and samples split evenly over
               all GPUs as if they were alike, best knobs.
+              Both baselines run the same best-first loop over their own spaces (the bounds cover
+              even splits and shares too).
   exhaustive  (c) every layout and knob setting of the space, each scored by planner.cost.evaluate,
               no bounds; for clusters of at most `exhaustive_max_gpus` GPUs.
 """
