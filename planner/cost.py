@@ -39,9 +39,11 @@ class _Links:
 
     def __init__(self, cluster: Cluster, plan: Plan, placement: Placement):
         self.cluster, self.plan, self.placement = cluster, plan, placement
+        self._pools = {p.name: p for p in cluster.pools}
+        self._p2p: dict[tuple[int, int, int, int], float] = {}
 
     def pool_of(self, i: int, r: int) -> Pool:
-        return self.cluster.pool(self.plan.stages[i].replicas[r].pool)
+        return self._pools[self.plan.stages[i].replicas[r].pool]
 
     def intra_bw(self, i: int, r: int) -> float:
         return self.pool_of(i, r).gpu.link_bw_bytes_per_s
@@ -69,6 +71,12 @@ class _Links:
     def p2p_delay(self, i: int, r: int, i2: int, r2: int) -> float:
         """Activation (or its gradient) of one micro-batch from replica (i, r) to (i2, r2); with
         tp > 1 each GPU of the group sends 1/tp of it (Narayanan et al. 2021, scatter/gather)."""
+        key = (i, r, i2, r2)
+        if key not in self._p2p:
+            self._p2p[key] = self._p2p_delay(i, r, i2, r2)
+        return self._p2p[key]
+
+    def _p2p_delay(self, i: int, r: int, i2: int, r2: int) -> float:
         plan = self.plan
         tp = min(plan.stages[i].replicas[r].tp, plan.stages[i2].replicas[r2].tp)
         num_bytes = ACT_BYTES * plan.seq_len * plan.micro_batch * plan.model.hidden
