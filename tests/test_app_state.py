@@ -60,3 +60,23 @@ def test_a_plan_too_large_for_a_link_raises():
         assert "download" in str(e)
     else:
         raise AssertionError("expected ValueError")
+
+
+def test_infinite_deadline_and_long_values_give_short_warnings():
+    import base64
+    import zlib
+
+    from ui import state as st
+    raw = b'{"deadline_hours": 1e999}'
+    token = base64.urlsafe_b64encode(zlib.compress(raw)).decode().rstrip("=")
+    decoded, warnings = st.decode({"v": st.VERSION, "s": token})
+    assert decoded == st.AppState() and warnings and "deadline_hours" in warnings[0]
+    decoded, warnings = st.decode({"batch": "9" * 5000 + "x"})
+    assert warnings and max(len(w) for w in warnings) < 300
+
+
+def test_presets_are_copies():
+    from ui import state as st
+    a = st.presets()
+    a[st.DEFAULT_PRESET]["pools"].clear()
+    assert st.presets()[st.DEFAULT_PRESET]["pools"]

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
+import functools
 import json
+import math
 import zlib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -26,12 +29,20 @@ OBJECTIVES = ("throughput", "cost", "deadline")
 PRECISIONS = ("auto", "bf16", "fp16")
 
 
+@functools.lru_cache(maxsize=1)
+def _read_presets() -> dict[str, dict]:
+    return {path.stem: yaml.safe_load(path.read_text()) for path in sorted(EXAMPLES_DIR.glob("*.yaml"))}
+
+
 def presets() -> dict[str, dict]:
-    """The example clusters (cluster file format), by file stem."""
-    out = {}
-    for path in sorted(EXAMPLES_DIR.glob("*.yaml")):
-        out[path.stem] = yaml.safe_load(path.read_text())
-    return out
+    """The example clusters (cluster file format), by file stem; read once, copied per call."""
+    return copy.deepcopy(_read_presets())
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """repr of a user's value, cut so that a warning stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 @dataclass(frozen=True)
@@ -65,15 +76,16 @@ def _checked(state: AppState) -> AppState:
     for name in ("global_batch", "seq_len"):
         v = getattr(state, name)
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            problems.append(f"{name} must be a positive whole number, got {v!r}")
+            problems.append(f"{name} must be a positive whole number, got {_short(v)}")
     if state.precision not in PRECISIONS:
-        problems.append(f"precision must be one of {PRECISIONS}, got {state.precision!r}")
+        problems.append(f"precision must be one of {PRECISIONS}, got {_short(state.precision)}")
     if state.objective not in OBJECTIVES:
-        problems.append(f"objective must be one of {OBJECTIVES}, got {state.objective!r}")
+        problems.append(f"objective must be one of {OBJECTIVES}, got {_short(state.objective)}")
     for name in ("tokens_to_train", "deadline_hours"):
         v = getattr(state, name)
-        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0):
-            problems.append(f"{name} must be a positive number or empty, got {v!r}")
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0
+                              or not math.isfinite(v)):
+            problems.append(f"{name} must be a positive finite number or empty, got {_short(v)}")
     if state.plan is not None and not isinstance(state.plan, dict):
         problems.append("plan must be a mapping")
     if problems:
@@ -119,7 +131,7 @@ def _from_readable(params: Mapping[str, str]) -> tuple[AppState, list[str]]:
         if params["preset"] in table:
             state = replace(state, cluster=table[params["preset"]])
         else:
-            warnings.append(f"unknown preset {params['preset']!r}; known: {', '.join(table)}")
+            warnings.append(f"unknown preset {_short(params['preset'])}; known: {', '.join(table)}")
     if "model" in params:
         state = replace(state, model=params["model"])
     for key, name in (("batch", "global_batch"), ("seq", "seq_len")):
@@ -127,7 +139,7 @@ def _from_readable(params: Mapping[str, str]) -> tuple[AppState, list[str]]:
             try:
                 state = replace(state, **{name: int(params[key])})
             except ValueError:
-                warnings.append(f"{key} must be a whole number, got {params[key]!r}")
+                warnings.append(f"{key} must be a whole number, got {_short(params[key])}")
     if "objective" in params:
         state = replace(state, objective=params["objective"])
     try:
