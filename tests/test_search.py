@@ -205,3 +205,78 @@ def test_cli_json_and_exit_codes():
     bad = _cli("plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "no-such-model",
                "--global-batch", "8", "--seq-len", "4096")
     assert bad.returncode == 2
+
+
+# ----------------------------------------------------------------------------- limits
+
+def _huge_cluster(catalog, nodes=12_500):
+    return cluster_from_dict({"name": "huge", "pools": [
+        {"name": "h", "gpu": "h100-sxm", "nodes": nodes, "gpus_per_node": 8, "inter_node_gbps": 400}]}, catalog)
+
+
+def test_time_limit_stops_a_huge_search(catalog):
+    """12,500 nodes x 8 H100: the search and its re-scoring stop near the limit, complete=False."""
+    import time
+    job = Job(catalog.model("llama-2-70b"), 512, 4096)
+    start = time.perf_counter()
+    try:
+        result = search(_huge_cluster(catalog), job, options=SearchOptions(time_limit_s=2, baseline_time_limit_s=0.5))
+    except InputError as e:
+        assert e.field == "time_limit"
+    else:
+        assert not result.complete and result.stopped_by == "time limit"
+        assert result.gap is not None and result.gap >= 0
+        assert any("time limit" in n for n in result.notes)
+    assert time.perf_counter() - start < 8
+
+
+def test_time_limit_bounds_enumeration_of_many_pools(catalog):
+    """64 pools have 2^64 subsets: listing families stops at the limit; the gap is honest (>= 0)."""
+    import time
+    gpus = ["h100-sxm", "a100-80gb-sxm", "l40s", "rtx-4090"]
+    cluster = cluster_from_dict({"name": "many", "between_pools_gbps": 100, "pools": [
+        {"name": f"p{i}", "gpu": gpus[i % 4], "nodes": 2, "gpus_per_node": 8, "inter_node_gbps": 200}
+        for i in range(64)]}, catalog)
+    start = time.perf_counter()
+    result = search(cluster, Job(catalog.model("llama-2-7b"), 256, 2048),
+                    options=SearchOptions(time_limit_s=1, baseline_time_limit_s=0.5))
+    assert time.perf_counter() - start < 6
+    assert not result.complete and result.gap is not None and result.gap >= 0
+
+
+def test_complete_search_has_no_gap(lab_result):
+    _, _, result = lab_result
+    assert result.complete and result.gap == 0.0 and result.stopped_by is None
+
+
+def test_budget_stop_is_reported_with_gap(catalog):
+    cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
+    result = search(cluster, Job(catalog.model("llama-2-70b"), 256, 4096), baselines=False,
+                    options=SearchOptions(max_fast_scores=50, time_limit_s=None))
+    assert not result.complete and result.stopped_by == "fast-score budget" and result.gap >= 0
+
+
+def test_time_limit_must_be_positive():
+    with pytest.raises(InputError, match="time_limit_s"):
+        SearchOptions(time_limit_s=0)
+
+
+def test_token_counts_read_in_billions():
+    from planner.search.explain import format_tokens
+    assert format_tokens(3e11) == "300 B tokens"
+    assert format_tokens(1.2e12) == "1.2 T tokens"
+    assert format_tokens(12_000) == "12,000 tokens"
+
+
+def test_cli_time_limit_and_completeness():
+    ok = _cli("plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "gpt3-1.3b",
+              "--global-batch", "16", "--seq-len", "1024", "--time-limit", "10", "--json")
+    assert ok.returncode == 0, ok.stderr
+    out = json.loads(ok.stdout)
+    assert out["complete"] is True and out["gap"] == 0.0 and out["stopped_by"] is None
+    text = _cli("plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "gpt3-1.3b",
+                "--global-batch", "16", "--seq-len", "1024")
+    assert text.returncode == 0 and "complete" in text.stdout.splitlines()[0]
+    bad = _cli("plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "gpt3-1.3b",
+               "--global-batch", "16", "--seq-len", "1024", "--time-limit", "0")
+    assert bad.returncode == 2 and "--time-limit" in bad.stderr

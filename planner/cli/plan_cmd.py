@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from planner.cli.common import catalog_from_args, print_json
 from planner.report import estimate_to_dict, format_duration
+from planner.search.planners import SearchOptions
 from planner.types import InputError, Job, Objective, Precision
 
 
@@ -22,6 +23,10 @@ def register(sub) -> None:
     p.add_argument("--top", type=int, default=5, metavar="K", help="how many plans to return (default 5)")
     p.add_argument("--baseline", choices=("megatron", "uniform", "exhaustive"), default=None,
                    help="run this planner instead of hetplan's search")
+    p.add_argument("--time-limit", type=float, default=SearchOptions().time_limit_s, metavar="S",
+                   help=f"stop the search after S seconds and report the best plan found with its optimality gap "
+                        f"(default {SearchOptions().time_limit_s:g}; each baseline gets "
+                        f"{SearchOptions().baseline_time_limit_s:g} s)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run)
 
@@ -38,8 +43,10 @@ def run(args) -> int:
     model = catalog.model(args.model, "--model")
     job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
               args.tokens)
+    if not args.time_limit > 0:
+        raise InputError("--time-limit", f"must be a positive number of seconds, got {args.time_limit}")
     result = search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
-                    method=args.baseline or "hetplan")
+                    method=args.baseline or "hetplan", options=SearchOptions(time_limit_s=args.time_limit))
 
     def scored(sp) -> dict:
         d = plan_to_dict(sp.plan, catalog, estimate_to_dict(sp.estimate))
@@ -55,6 +62,7 @@ def run(args) -> int:
             "baselines": {k: (scored(v) if v else None) for k, v in result.baselines.items()},
             "idle": result.idle, "search_time_s": result.search_time_s,
             "candidates_evaluated": result.candidates_evaluated, "notes": list(result.notes),
+            "complete": result.complete, "gap": result.gap, "stopped_by": result.stopped_by,
         })
     else:
         print(_text(result))
@@ -64,7 +72,9 @@ def run(args) -> int:
 def _text(result) -> str:
     from planner.search.explain import describe_plan
     lines = [f"{result.method} search for {result.objective.value}: {result.candidates_evaluated:,} candidates "
-             f"in {result.search_time_s:.2f} s"]
+             f"in {result.search_time_s:.2f} s, "
+             + ("complete" if result.complete else f"stopped by its {result.stopped_by}, optimality gap "
+                f"{result.gap:.1%}" if result.gap is not None else f"stopped by its {result.stopped_by}")]
     for k, sp in enumerate(result.plans, 1):
         e = sp.estimate
         lines.append(f"\n#{k}  {e.tokens_per_s:,.0f} tokens/s on {e.num_gpus} GPUs, MFU {e.mfu:.1%}, "

@@ -117,8 +117,17 @@ def infeasible_message(cluster: Cluster, job: Job) -> str:
             f"and every pipeline depth its pools allow)")
 
 
+def format_tokens(tokens: float) -> str:
+    """A token count for people: "300 B tokens", "1.2 T tokens", "450 M tokens", "12,000 tokens"."""
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if tokens >= scale:
+            value = tokens / scale
+            return f"{value:,.0f} {unit} tokens" if value >= 100 else f"{value:.3g} {unit} tokens"
+    return f"{tokens:,.0f} tokens"
+
+
 def deadline_message(job: Job, deadline_hours: float, plan: Plan, est: Estimate) -> str:
     hours = job.tokens_to_train / est.tokens_per_s / 3600
-    return (f"no plan trains {job.tokens_to_train:,.3g} tokens within {deadline_hours:g} h: the fastest plan found "
+    return (f"no plan trains {format_tokens(job.tokens_to_train)} within {deadline_hours:g} h: the fastest plan found "
             f"({est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs) needs {format_duration(hours * 3600)} "
             f"({hours:,.1f} h); allow {math.ceil(hours):,} h, train fewer tokens, or add GPUs")

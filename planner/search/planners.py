@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Protocol
 
@@ -29,7 +30,7 @@ from planner.search.bound import Bounds
 from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
 from planner.search.space import (RECOMPUTES, ZERO_STAGES, Family, Knobs, Layout, knob_settings, layout_families,
-                                  layouts)
+                                  layouts, tp_degrees)
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
 
@@ -40,6 +41,19 @@ class SearchOptions:
     partial_pools: bool | None = None      # also try half, a quarter... of each pool; None: for cost/deadline
     exhaustive_max_gpus: int = 16
     cost_options: CostOptions = field(default_factory=CostOptions)
+    time_limit_s: float | None = 20.0      # wall-clock limit of hetplan's search loop; None: no limit
+    baseline_time_limit_s: float | None = 5.0   # the same, for each baseline (megatron, uniform)
+
+    def __post_init__(self):
+        for name in ("time_limit_s", "baseline_time_limit_s"):
+            limit = getattr(self, name)
+            if limit is not None and not limit > 0:
+                raise InputError(name, f"must be a positive number of seconds (or None for no limit), got {limit!r}")
+
+
+TIME_LIMIT = "time limit"
+SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; the rest re-scores with the cost model
+BUDGET = "fast-score budget"
 
 
 @dataclass
@@ -54,6 +68,21 @@ class Considered:
     fits_with_pool: set[str] = field(default_factory=set)
     precision_excluded: dict[str, str] = field(default_factory=dict)
     exact: bool = False                    # candidates were scored by the cost model directly
+    stopped_by: str | None = None          # TIME_LIMIT or BUDGET when the search did not finish; None: complete
+    lower_bound: float = math.inf          # smallest fast-key bound of what was left unexplored
+    time_limit_s: float | None = None      # the limit this run had
+    rescored: int = 0                      # candidates re-scored with the cost model
+    rescore_cut: bool = False              # the time limit stopped the re-scoring
+
+
+class Clock:
+    """The wall-clock limit of one planner run; `share` of it for a first phase."""
+
+    def __init__(self, limit_s: float | None):
+        self.start, self.limit_s = time.perf_counter(), limit_s
+
+    def expired(self, share: float = 1.0) -> bool:
+        return self.limit_s is not None and time.perf_counter() - self.start >= self.limit_s * share
 
 
 class Planner(Protocol):
@@ -130,44 +159,96 @@ Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], None]
 
 
 def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
-                scan: Scan) -> None:
+                scan: Scan, pools: tuple[Pool, ...], time_limit_s: float | None) -> None:
     """Visit layouts in order of their lower bound (planner.search.bound) and stop at the first
     whose bound cannot beat the `rescore`-th best fast score found so far.
 
     Every family enters a heap with its capacity bound; when one comes out, each of its pool
     orders goes back with its pipeline bound (per micro-batch size and interleave); when a layout
     comes out, `scan` scores its knob settings whose own bound can still win. Both bounds hold
-    for every candidate they cover, so what is skipped could not have been kept."""
+    for every candidate they cover, so what is skipped could not have been kept.
+
+    Two limits cut the search short, and `keeper.c` records which (`stopped_by`) and the smallest
+    bound of what was left (`lower_bound`, for the optimality gap): the deterministic fast-score
+    budget, and the wall-clock `time_limit_s`, checked per family listed, per pool order bounded
+    and per layout scanned. Listing the families may use at most half the time; the families not
+    listed are then bounded by `_whole_cluster_key` (every GPU at its best rate)."""
     c, job, objective, deadline = keeper.c, scorer.job, keeper.objective, keeper.deadline_hours
+    clock = Clock(None if time_limit_s is None else time_limit_s * SEARCH_SHARE)
+    c.time_limit_s = time_limit_s
     bounds = Bounds(scorer)
-    heap = []
+    heap, unlisted = [], math.inf
     for family in families:
+        if clock.expired(share=0.5):
+            unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
+            break
         key = fast_key(objective, job, bounds.capacity_s(family), layout_price(scorer, family), deadline)
         for name in family.gpus_by_pool():
             c.bound_with_pool[name] = min(c.bound_with_pool.get(name, math.inf), key)
         if key < math.inf:
             heap.append((key, len(heap), None, family))
     heapq.heapify(heap)
-    pushed = len(heap)
+    pushed, kept_size = len(heap), len(heap)
     while heap:
         key, _, detail, family = heapq.heappop(heap)
         if key >= keeper.threshold():
+            break
+        if clock.expired() or c.fast_scores >= options.max_fast_scores:
+            c.stopped_by = TIME_LIMIT if clock.expired() else BUDGET
+            c.budget_hit = c.stopped_by == BUDGET
+            c.lower_bound = min(key, unlisted)
             return
         if detail is None:
-            price = layout_price(scorer, family)
-            for order in family.orders():
-                per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
-                keyed = {k: fast_key(objective, job, b, price, deadline) for k, b in per_knob.items() if b < math.inf}
-                best = min(keyed.values(), default=math.inf)
-                if best < math.inf:
-                    heapq.heappush(heap, (best, pushed, (order, keyed), family))
-                    pushed += 1
+            pushed = _push_orders(scorer, bounds, family, key, keeper, heap, pushed, clock)
+            if len(heap) > 2 * kept_size + 1024:   # drop what can no longer win: memory stays bounded
+                threshold = keeper.threshold()
+                heap = [e for e in heap if e[0] < threshold]
+                heapq.heapify(heap)
+                kept_size = len(heap)
             continue
-        if c.fast_scores >= options.max_fast_scores:
-            c.budget_hit = True
-            return
         order, keyed = detail
         scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
+    c.lower_bound = unlisted
+
+
+def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: float, keeper: _Keeper,
+                 heap: list, pushed: int, clock: Clock) -> int:
+    """Each pool order of `family` back on the heap with its pipeline bound per knob setting,
+    keeping only the settings that can still beat the threshold. Out of time, the family goes
+    back whole with its capacity bound, which still bounds its orders not yet pushed."""
+    job, objective, deadline = scorer.job, keeper.objective, keeper.deadline_hours
+    price = layout_price(scorer, family)
+    for order in family.orders():
+        if clock.expired():
+            heapq.heappush(heap, (capacity_key, pushed, None, family))
+            return pushed + 1
+        per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
+        threshold = keeper.threshold()
+        keyed = {k: key for k, b in per_knob.items() if b < math.inf
+                 for key in (fast_key(objective, job, b, price, deadline),) if key < threshold}
+        best = min(keyed.values(), default=math.inf)
+        if best < math.inf:
+            heapq.heappush(heap, (best, pushed, (order, keyed), family))
+            pushed += 1
+    return pushed
+
+
+def _whole_cluster_key(scorer: Scorer, pools: tuple[Pool, ...], objective: Objective,
+                       deadline_hours: float | None) -> float:
+    """A fast-key lower bound for every layout on `pools`: all the work at every GPU's best
+    per-sample rate (the capacity bound with every GPU used). For cost, time x price >=
+    B L min_k (price_k / rate_k) (a ratio of sums is at least the smallest ratio)."""
+    s = scorer
+    rates = {}
+    for pool in pools:
+        rates[pool.name] = max(1 / (t * s.best_sample_layer_s(pool, t, sp))
+                               for t in tp_degrees(pool, s.model) for sp in (False, True))
+    work = s.job.global_batch * s.model.layers
+    if not rates:
+        return math.inf
+    if objective == Objective.THROUGHPUT:
+        return work / sum(p.num_gpus * rates[p.name] for p in pools)
+    return work * min(p.price_per_gpu_hour_usd / rates[p.name] for p in pools)
 
 
 def _promising(keyed: dict, keeper: _Keeper, layout: Layout, scorer: Scorer) -> Iterator[tuple[int, int]]:
@@ -202,7 +283,7 @@ class HetplanPlanner:
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options))
-        _best_first(scorer, families, keeper, options, _scan_layout)
+        _best_first(scorer, families, keeper, options, _scan_layout, pools, options.time_limit_s)
         return considered
 
 
@@ -236,9 +317,8 @@ class MegatronPlanner:
 
     def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
         pools, excluded = usable_pools(cluster, job)
-        single = (f for f in layout_families(pools, job.model, job.global_batch, _partial(objective, options))
-                  if len(f.subset) == 1)
-        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single)
+        single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,))
+        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools)
 
 
 class UniformPlanner:
@@ -248,19 +328,20 @@ class UniformPlanner:
     def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
         pools, excluded = usable_pools(cluster, job)
         everything = tuple(pools)
-        every_pool_one_tp = (f for f in layout_families(everything, job.model, job.global_batch, False)
-                             if len(f.subset) == len(everything) and len(set(f.tps)) == 1)
-        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp)
+        every_pool_one_tp = layout_families(everything, job.model, job.global_batch, False,
+                                            subset_sizes=(len(everything),), one_tp=True)
+        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp,
+                               everything)
 
 
 def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
-                    families: Iterable[Family]) -> Considered:
+                    families: Iterable[Family], pools: tuple[Pool, ...]) -> Considered:
     """The baselines' plans are pruned by the same bounds (an even split or even shares is one of
     the splits and shares the bounds cover)."""
     scorer = Scorer(cluster, job, options.cost_options)
     considered = Considered(precision_excluded=excluded)
     keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
-    _best_first(scorer, families, keeper, options, _scan_uniform)
+    _best_first(scorer, families, keeper, options, _scan_uniform, pools, options.baseline_time_limit_s)
     return considered
 
 

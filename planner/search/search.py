@@ -10,7 +10,7 @@ from planner.search.explain import (describe_plan, explain_ranking, idle_reasons
                                     deadline_message)
 from planner.compute import stage_pass_times
 from planner.search.objective import check_objective, estimate_key, gain
-from planner.search.planners import PLANNERS, Considered, SearchOptions
+from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions
 from planner.search.score import Candidate
 from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Plan
 
@@ -36,6 +36,9 @@ class SearchResult:
     objective: Objective
     method: str = "hetplan"
     notes: tuple[str, ...] = ()
+    complete: bool = True                # False: a limit stopped the search (see stopped_by)
+    gap: float | None = 0.0              # best fast score over the smallest bound left unexplored, minus 1
+    stopped_by: str | None = None        # "time limit" or "fast-score budget"; None when complete
 
 
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
@@ -50,22 +53,56 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     if not isinstance(top_k, int) or top_k < 1:
         raise InputError("top_k", f"must be a positive whole number, got {top_k!r}")
     start = time.perf_counter()
+    clock = Clock(options.time_limit_s)
     considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options)
-    ranked = _rank(cluster, job, objective, deadline_hours, considered, options)
+    if not considered.kept and considered.stopped_by == TIME_LIMIT:
+        raise InputError("time_limit", f"no plan found within {considered.time_limit_s:g} s on this "
+                                       f"{cluster.num_gpus:,}-GPU cluster; raise the time limit (--time-limit, "
+                                       f"SearchOptions.time_limit_s) or plan on fewer pools or GPUs")
+    ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock)
     if not ranked:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
     search_time = time.perf_counter() - start
-    base = _baselines(cluster, job, objective, deadline_hours, options) if baselines else {}
+    base, base_notes = _baselines(cluster, job, objective, deadline_hours, options) if baselines else ({}, ())
     top = ranked[:top_k]
     explanations = explain_ranking(objective, top, ranked)
     plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
                   for (plan, est), text in zip(top, explanations))
     pareto = _pareto(cluster, job, considered, options,
-                     ranked + [(b.plan, b.estimate) for b in base.values() if b is not None])
-    notes = (f"the search stopped at its budget of {options.max_fast_scores:,} fast scores; "
-             f"raise SearchOptions.max_fast_scores for a complete search",) if considered.budget_hit else ()
+                     ranked + [(b.plan, b.estimate) for b in base.values() if b is not None], clock)
+    gap = optimality_gap(considered)
+    notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
-    return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes)
+    return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes,
+                        considered.stopped_by is None, gap, considered.stopped_by)
+
+
+def optimality_gap(considered: Considered) -> float | None:
+    """How much better than the best candidate found an unexplored plan could still be, on the
+    search's fast estimate: best fast key / smallest lower bound left - 1 (0: proven best within
+    the search space; None: nothing found). Bounds and keys are per iteration (throughput) or
+    per dollar-iteration (cost), smaller is better."""
+    if not considered.kept:
+        return None
+    best = considered.kept[0][0]
+    if considered.stopped_by is None or considered.lower_bound >= best:
+        return 0.0
+    return best / considered.lower_bound - 1
+
+
+def _stop_notes(method: str, considered: Considered, options: SearchOptions, gap: float | None):
+    if considered.stopped_by == BUDGET:
+        yield (f"the {method} search stopped at its budget of {options.max_fast_scores:,} fast scores (deterministic); "
+               f"raise SearchOptions.max_fast_scores for a complete search")
+    elif considered.stopped_by == TIME_LIMIT:
+        yield (f"the {method} search stopped at its time limit of {considered.time_limit_s:g} s (results depend on the "
+               f"machine's speed); raise --time-limit / SearchOptions.time_limit_s for a complete search")
+    if considered.rescore_cut:
+        yield (f"the time limit left room to re-score only {considered.rescored} of the {len(considered.kept)} best "
+               f"candidates with the cost model")
+    if considered.stopped_by is not None and gap is not None:
+        yield (f"optimality gap {gap:.1%}: no unexplored plan can be more than {gap:.1%} better than the best found "
+               f"(on the search's fast estimate)")
 
 
 def _evaluate(cluster: Cluster, job: Job, cand: Candidate, options: SearchOptions) -> tuple[Plan, Estimate]:
@@ -73,11 +110,18 @@ def _evaluate(cluster: Cluster, job: Job, cand: Candidate, options: SearchOption
     return plan, evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
 
 
-def _rank(cluster, job, objective, deadline_hours, considered: Considered, options) -> list[tuple[Plan, Estimate]]:
-    """Re-score the kept candidates with the cost model; best first, ties by the search's order."""
+def _rank(cluster, job, objective, deadline_hours, considered: Considered, options,
+          clock: Clock | None = None) -> list[tuple[Plan, Estimate]]:
+    """Re-score the kept candidates with the cost model; best first, ties by the search's order.
+    Past the `clock`'s limit, stops once one plan that fits is scored (by fast score, the best
+    candidates come first); `considered.rescored` says how many were."""
     scored = []
     for order, (_, _, cand) in enumerate(considered.kept):
+        if scored and clock is not None and clock.expired():
+            considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
+            break
         plan, est = _evaluate(cluster, job, cand, options)
+        considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
             scored.append((key, order, plan, est))
@@ -85,11 +129,13 @@ def _rank(cluster, job, objective, deadline_hours, considered: Considered, optio
     return [(plan, est) for _, _, plan, est in scored]
 
 
-def _pareto(cluster, job, considered: Considered, options, ranked) -> tuple[ScoredPlan, ...]:
+def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock | None = None) -> tuple[ScoredPlan, ...]:
     """Throughput/cost front over the re-scored plans, the baselines and the search's fast front,
-    on the cost model's numbers."""
+    on the cost model's numbers (the fast front's points only while the `clock` has time)."""
     points = list(ranked)
     for cand in considered.front:
+        if clock is not None and clock.expired():
+            break
         plan, est = _evaluate(cluster, job, cand, options)
         if est.fits:
             points.append((plan, est))
@@ -104,26 +150,36 @@ def _pareto(cluster, job, considered: Considered, options, ranked) -> tuple[Scor
     return tuple(ScoredPlan(plan, est, {}, describe_plan(plan)) for plan, est in front)
 
 
-def _baselines(cluster, job, objective, deadline_hours, options) -> dict[str, ScoredPlan | None]:
+def _baselines(cluster, job, objective, deadline_hours, options):
+    """Each baseline's best plan (None when none fits), and notes on baselines a limit cut short."""
     out: dict[str, ScoredPlan | None] = {}
+    notes = []
     for name in BASELINES:
+        clock = Clock(options.baseline_time_limit_s)
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options)
-        best = _best_of(cluster, job, objective, deadline_hours, considered, options)
+        best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock)
         out[name] = ScoredPlan(*best, {}, f"{name} baseline: {describe_plan(best[0])}") if best else None
-    return out
+        notes += [n.replace(f"the {name} search", f"the {name} baseline") for n in
+                  _stop_notes(name, considered, options, optimality_gap(considered))]
+    return out, tuple(notes)
 
 
-def _best_of(cluster, job, objective, deadline_hours, considered: Considered, options) -> tuple[Plan, Estimate] | None:
+def _best_of(cluster, job, objective, deadline_hours, considered: Considered, options,
+             clock: Clock | None = None) -> tuple[Plan, Estimate] | None:
     """What `_rank` would put first, re-scoring only candidates that could still beat the best so far:
     no iteration is shorter than its busiest replica's compute (the cost model's own pass times,
     without communication), so a candidate whose compute alone cannot win is not simulated."""
     best, best_key = None, math.inf
     for _, _, cand in considered.kept:
+        if best is not None and clock is not None and clock.expired():
+            considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
+            break
         floor = _estimate_key_at(objective, job, _busiest_compute_s(cluster, job, cand, options) * (1 - 1e-12),
                                  cand.price_per_hour_usd, deadline_hours)
         if floor >= best_key:
             continue
         plan, est = _evaluate(cluster, job, cand, options)
+        considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < best_key:
             best, best_key = (plan, est), key

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from planner.types import Cluster, Model, Pool, Recompute
 
@@ -88,8 +88,9 @@ def tp_degrees(pool: Pool, model: Model) -> list[int]:
     return out
 
 
-def pool_subsets(pools: tuple[Pool, ...]) -> Iterator[tuple[Pool, ...]]:
-    for size in range(1, len(pools) + 1):
+def pool_subsets(pools: tuple[Pool, ...], sizes: Iterable[int] | None = None) -> Iterator[tuple[Pool, ...]]:
+    """Subsets of the pools, smallest first (or of the given sizes only), lazily: 64 pools have 2^64."""
+    for size in (range(1, len(pools) + 1) if sizes is None else sizes):
         yield from itertools.combinations(pools, size)
 
 
@@ -172,15 +173,26 @@ def mixed_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[i
 
 
 def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
-                    partial: bool) -> Iterator[Family]:
-    """Every family of layouts of the space over `cluster_pools` (already filtered for precision)."""
-    for subset in pool_subsets(cluster_pools):
+                    partial: bool, subset_sizes: Iterable[int] | None = None,
+                    one_tp: bool = False) -> Iterator[Family]:
+    """Every family of layouts of the space over `cluster_pools` (already filtered for precision),
+    lazily; `subset_sizes` keeps only subsets of those sizes and `one_tp` only families whose pools
+    share one tensor-parallel degree (the baselines' spaces, generated without filtering)."""
+    for subset in pool_subsets(cluster_pools, subset_sizes):
         tp_options = [tp_degrees(p, model) for p in subset]
         gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
         for gpus in itertools.product(*gpu_options):
-            for tps in itertools.product(*tp_options):
+            for tps in _tp_choices(tp_options, one_tp):
                 yield from chain_families(subset, tps, gpus, model.layers, max_micro_batches)
                 yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
+
+
+def _tp_choices(tp_options: list[list[int]], one_tp: bool) -> Iterator[tuple[int, ...]]:
+    if not one_tp:
+        yield from itertools.product(*tp_options)
+        return
+    for t in sorted(set.intersection(*(set(ts) for ts in tp_options))):
+        yield (t,) * len(tp_options)
 
 
 def micro_batch_sizes(global_batch: int) -> list[int]:
