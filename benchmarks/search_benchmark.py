@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from catalog import cluster_from_dict, load_catalog, load_cluster_file  # noqa: E402
 from planner.search import SearchOptions, search  # noqa: E402
-from planner.types import InfeasibleError, Job, Objective  # noqa: E402
+from planner.types import InfeasibleError, InputError, Job, Objective  # noqa: E402
 
 GPUS = ["h100-sxm", "a100-80gb-sxm", "a100-40gb-sxm", "v100-32gb-sxm", "l40s", "rtx-4090", "a10g"]
 SMALL_MODELS = ["opt-350m", "gpt3-1.3b", "gpt3-2.7b", "llama-2-7b"]
@@ -99,18 +99,26 @@ def search_times(catalog, max_gpus: int, repeat: int, options: SearchOptions) ->
         runs, cpu, with_base = [], [], []
         for _ in range(repeat):
             start = time.process_time()
-            result = search(cluster, job, baselines=False, options=options)
+            try:
+                result = search(cluster, job, baselines=False, options=options)
+            except InputError as e:
+                print(f"time {file}: {e}", flush=True)
+                rows.append({"cluster": file, "gpus": cluster.num_gpus, "model": model, "error": str(e),
+                             "types": len({p.gpu.id for p in cluster.pools}), "time_s": time.process_time() - start})
+                break
             cpu.append(time.process_time() - start)
             runs.append(result.search_time_s)
             start = time.process_time()
             search(cluster, job, options=options)
             with_base.append(time.process_time() - start)
-        rows.append({"cluster": file, "gpus": cluster.num_gpus, "types": len({p.gpu.id for p in cluster.pools}),
-                     "model": model, "time_s": min(cpu), "wall_s": min(runs), "with_baselines_s": min(with_base),
-                     "candidates": result.candidates_evaluated,
-                     "budget_hit": bool(result.notes), "tokens_per_s": result.plans[0].estimate.tokens_per_s})
-        print(f"time {file}: {min(cpu):.2f} s CPU ({min(runs):.2f} s wall, {min(with_base):.2f} s CPU with baselines), "
-              f"{result.candidates_evaluated:,} fast scores{' (budget hit)' if result.notes else ''}", flush=True)
+        else:
+            rows.append({"cluster": file, "gpus": cluster.num_gpus, "types": len({p.gpu.id for p in cluster.pools}),
+                         "model": model, "time_s": min(cpu), "wall_s": min(runs), "with_baselines_s": min(with_base),
+                         "candidates": result.candidates_evaluated, "stopped_by": result.stopped_by,
+                         "gap": result.gap, "tokens_per_s": result.plans[0].estimate.tokens_per_s})
+            print(f"time {file}: {min(cpu):.2f} s CPU ({min(runs):.2f} s wall, {min(with_base):.2f} s CPU with "
+                  f"baselines), {result.candidates_evaluated:,} fast scores, stopped by "
+                  f"{result.stopped_by or 'nothing (complete)'}, gap {result.gap:.1%}", flush=True)
     return rows
 
 
@@ -192,14 +200,23 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows) -> None:
                   "inflate); `wall s`: its SearchResult.search_time_s; `with baselines s`: CPU seconds of the "
                   "whole `search()` call with the megatron and uniform baselines, as the app and `hetplan plan` "
                   "run it.", "",
-                  "| cluster | GPUs | types | model | search s | wall s | with baselines s | fast scores | budget hit | best tokens/s |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['cluster']} | {r['gpus']:,} | {r['types']} | {r['model']} | {r['time_s']:.2f} | "
-                  f"{r['wall_s']:.2f} | {r['with_baselines_s']:.2f} | {r['candidates']:,} | "
-                  f"{'yes' if r['budget_hit'] else 'no'} | {r['tokens_per_s']:,.0f} |" for r in times]
+                  "| cluster | GPUs | types | model | search s | wall s | with baselines s | fast scores | complete | gap | best tokens/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in times:
+            if "error" in r:
+                lines.append(f"| {r['cluster']} | {r['gpus']:,} | {r['types']} | {r['model']} | {r['time_s']:.2f} | "
+                             f"| | | no: {r['error']} | | |")
+                continue
+            lines.append(f"| {r['cluster']} | {r['gpus']:,} | {r['types']} | {r['model']} | {r['time_s']:.2f} | "
+                         f"{r['wall_s']:.2f} | {r['with_baselines_s']:.2f} | {r['candidates']:,} | "
+                         f"{'yes' if r['stopped_by'] is None else 'no: ' + r['stopped_by']} | {r['gap']:.1%} | "
+                         f"{r['tokens_per_s']:,.0f} |")
         lines.append("")
         lines += [f"Growth from {a['gpus']:,} to {b['gpus']:,} GPUs ({a['types']} to {b['types']} types): "
-                  f"x{b['gpus'] / a['gpus']:.0f} GPUs, x{b['time_s'] / a['time_s']:.1f} search time." for a, b in zip(times, times[1:])]
+                  f"x{b['gpus'] / a['gpus']:.0f} GPUs, x{b['time_s'] / a['time_s']:.1f} search time"
+                  + ("" if b.get("stopped_by") is None else f" (the larger search stopped at its {b.get('stopped_by', 'limit')}"
+                     f"{'' if b.get('gap') is None else ', gap ' + format(b['gap'], '.1%')})") + "."
+                  for a, b in zip(times, times[1:])]
         lines.append("")
     if gain_rows:
         lines += ["## Gain over the baselines", "",
@@ -226,12 +243,14 @@ def main() -> None:
     parser.add_argument("--parts", default="optimality,times,gains")
     parser.add_argument("--repeat", type=int, default=3, help="search-time runs per size; the fastest is reported")
     parser.add_argument("--max-fast-scores", type=int, default=SearchOptions().max_fast_scores)
+    parser.add_argument("--time-limit", type=float, default=SearchOptions().time_limit_s,
+                        help="SearchOptions.time_limit_s (seconds, wall clock) of every search")
     parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
     args = parser.parse_args()
     catalog = load_catalog()
     parts = set(args.parts.split(","))
     opt = optimality(catalog, args.clusters, args.seed) if "optimality" in parts else []
-    options = SearchOptions(max_fast_scores=args.max_fast_scores)
+    options = SearchOptions(max_fast_scores=args.max_fast_scores, time_limit_s=args.time_limit)
     max_gpus = args.max_gpus if args.max_gpus is not None else (64 if args.skip_large else 10**9)
     times = search_times(catalog, max_gpus, args.repeat, options) if "times" in parts else []
     gain_rows = gains(catalog, args.skip_large, options) if "gains" in parts else []

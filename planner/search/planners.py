@@ -199,7 +199,10 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
             c.lower_bound = min(key, unlisted)
             return
         if detail is None:
-            pushed = _push_orders(scorer, bounds, family, key, keeper, heap, pushed, clock)
+            dive = keeper.threshold() == math.inf
+            pushed, best = _push_orders(scorer, bounds, family, key, keeper, heap, pushed, clock, dive)
+            if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
+                scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1])
             if len(heap) > 2 * kept_size + 1024:   # drop what can no longer win: memory stays bounded
                 threshold = keeper.threshold()
                 heap = [e for e in heap if e[0] < threshold]
@@ -212,25 +215,39 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
 
 
 def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: float, keeper: _Keeper,
-                 heap: list, pushed: int, clock: Clock) -> int:
+                 heap: list, pushed: int, clock: Clock, dive: bool = False):
     """Each pool order of `family` back on the heap with its pipeline bound per knob setting,
     keeping only the settings that can still beat the threshold. Out of time, the family goes
-    back whole with its capacity bound, which still bounds its orders not yet pushed."""
+    back whole with its capacity bound, which still bounds its orders not yet pushed.
+    With `dive`, the order with the smallest bound is returned instead of pushed, for scanning
+    at once: until `rescore` candidates are kept nothing is pruned, and an early incumbent lets
+    a search cut short by its time limit return a plan. Returns (pushed, that order or None)."""
     job, objective, deadline = scorer.job, keeper.objective, keeper.deadline_hours
     price = layout_price(scorer, family)
+    entries = []
     for order in family.orders():
         if clock.expired():
+            for e in entries:
+                heapq.heappush(heap, e)
             heapq.heappush(heap, (capacity_key, pushed, None, family))
-            return pushed + 1
+            return pushed + 1, None
         per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
         threshold = keeper.threshold()
         keyed = {k: key for k, b in per_knob.items() if b < math.inf
                  for key in (fast_key(objective, job, b, price, deadline),) if key < threshold}
         best = min(keyed.values(), default=math.inf)
         if best < math.inf:
-            heapq.heappush(heap, (best, pushed, (order, keyed), family))
+            entries.append((best, pushed, (order, keyed), family))
             pushed += 1
-    return pushed
+    if dive and entries:
+        first = min(entries, key=lambda e: (e[0], e[1]))
+        entries.remove(first)
+        for e in entries:
+            heapq.heappush(heap, e)
+        return pushed, first[2]
+    for e in entries:
+        heapq.heappush(heap, e)
+    return pushed, None
 
 
 def _whole_cluster_key(scorer: Scorer, pools: tuple[Pool, ...], objective: Objective,

@@ -82,6 +82,7 @@ class Scorer:
         self._act: dict = {}
         self._caps: dict = {}
         self._p2p: dict = {}
+        self._best_rate: dict = {}
         self.layer_params = layer_params(self.model)
         self.embedding_params = embedding_params(self.model)
         self.head_params = head_params(self.model)
@@ -102,11 +103,14 @@ class Scorer:
     def best_sample_layer_s(self, pool: Pool, tp: int, sp: bool) -> float:
         """Fastest time of one sample through one layer, forward and backward, over micro-batch
         sizes, without recomputation: the lower bound used for pruning."""
-        best = math.inf
-        for mb in _powers_of_two_dividing(self.job.global_batch):
-            f, b, _, _ = self.pass_times(pool, tp, mb, Recompute.NONE, sp)
-            best = min(best, (f + b) / mb)
-        return best
+        key = (pool.name, tp, sp)
+        if key not in self._best_rate:
+            best = math.inf
+            for mb in _powers_of_two_dividing(self.job.global_batch):
+                f, b, _, _ = self.pass_times(pool, tp, mb, Recompute.NONE, sp)
+                best = min(best, (f + b) / mb)
+            self._best_rate[key] = best
+        return self._best_rate[key]
 
     def activation_bytes(self, shape: _Shape, tp: int, recompute: Recompute | None = None) -> float:
         key = (shape.micro_batch, shape.sequence_parallel, shape.recompute, tp, recompute)
