@@ -71,9 +71,16 @@ class Bounds:
             capacity += replicas / s.best_sample_layer_s(pool, t, sp)
         return s.job.global_batch * s.model.layers / capacity
 
-    def pipeline_s(self, runs: Runs, max_replicas: int) -> dict[tuple[int, int, Recompute, int], float]:
+    def pipeline_s(self, runs: Runs, max_replicas: int,
+                   any_order: bool = False) -> dict[tuple[int, int, Recompute, int], float]:
         """The pipeline bound for every (micro-batch size, interleave, recompute, ZeRO stage) a
-        layout of these runs may use; settings that cannot fit in memory are left out."""
+        layout of these runs may use; settings that cannot fit in memory are left out.
+
+        `any_order`: a bound for every order of the runs at once (one call instead of one per pool
+        order): each run's memory cap as if it were last (fewest in-flight micro-batches, so the
+        largest cap and the lowest water level), no head time e, and only the transfers inside a
+        run (every order has them). Each relaxation only lowers the bound of (b2)-(b4), and
+        M + fill stays non-decreasing in M, so it is at most the bound of any one order."""
         s = self.scorer
         L, B = s.model.layers, s.job.global_batch
         p = sum(count for _, count in runs)
@@ -83,16 +90,18 @@ class Bounds:
         replicas = [sum(g.count for g in groups) for groups, _ in runs]
         last = [sum(c for _, c in runs[:k + 1]) - 1 for k in range(len(runs))]
         windows = [replicas[k] + sum(r * c for r, (_, c) in zip(replicas[k + 1:], runs[k + 1:])) for k in range(len(runs))]
+        if any_order:
+            last, windows = [p - 1] * len(runs), list(replicas)
         out = {}
         for mb in micro_batch_sizes(B):
             if B // mb < max_replicas:
                 break
-            transfers = 2 * (p - 1) * self._transfer_s(runs, mb)
+            transfers = 2 * (p - 1) * self._transfer_s(runs, mb, within_runs_only=any_order)
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
                 for rc in RECOMPUTES:
-                    found = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v)
+                    found = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v, any_order)
                     for zero, bound in zip(zeros, found):
                         if bound < math.inf:
                             out[(mb, v, rc, zero)] = bound
@@ -101,7 +110,7 @@ class Bounds:
         return out
 
     def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros,
-                    last: list[int], windows: list[int], transfers: float) -> list[float]:
+                    last: list[int], windows: list[int], transfers: float, no_head: bool = False) -> list[float]:
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
         never = [math.inf] * len(zeros)
         if p * v > L:
@@ -112,6 +121,7 @@ class Bounds:
             if rates is None:
                 return never
             per_zero, head, shares = rates
+            head = 0.0 if no_head else head
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
                 return never
             cap = self._most_layers(groups, shares, mb, v, rc, sp, p, last[k], windows[k], m)
@@ -207,11 +217,12 @@ class Bounds:
             most = min(most, self._caps[key])
         return most
 
-    def _transfer_s(self, runs: Runs, mb: int) -> float:
-        """x of (b4): the slowest transfer across any stage boundary (as score._p2p_s)."""
+    def _transfer_s(self, runs: Runs, mb: int, within_runs_only: bool = False) -> float:
+        """x of (b4): the slowest transfer across any stage boundary (as score._p2p_s); or across
+        the boundaries inside runs only, which every order of the runs has."""
         s, worst, prev = self.scorer, 0.0, None
         for groups, count in runs:
-            pairs = [(prev, groups)] if prev is not None else []
+            pairs = [(prev, groups)] if prev is not None and not within_runs_only else []
             if count > 1:
                 pairs.append((groups, groups))
             for a, b in pairs:

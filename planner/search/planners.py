@@ -16,6 +16,11 @@ the most promising with planner.cost.evaluate, which alone decides the order and
               even splits and shares too).
   exhaustive  (c) every layout and knob setting of the space, each scored by planner.cost.evaluate,
               no bounds; for clusters of at most `exhaustive_max_gpus` GPUs.
+
+Limits (explicit, in SearchOptions): the deterministic fast-score budget `max_fast_scores`, and the
+wall-clock `time_limit_s` (hetplan; `baseline_time_limit_s` for each baseline), of which SEARCH_SHARE
+goes to the best-first loop and the rest to re-scoring. A planner cut short records which limit
+stopped it and the smallest lower bound left unexplored, from which search reports the gap.
 """
 from __future__ import annotations
 
@@ -198,7 +203,13 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
             c.budget_hit = c.stopped_by == BUDGET
             c.lower_bound = min(key, unlisted)
             return
-        if detail is None:
+        if detail is None and len(family.subset) > 1 and family.kind == "chain" and keeper.threshold() < math.inf:
+            any_order = _any_order_key(scorer, bounds, family, keeper)   # one bound for all its orders first
+            if any_order < keeper.threshold():
+                heapq.heappush(heap, (max(key, any_order), pushed, ANY_ORDER, family))
+                pushed += 1
+            continue
+        if detail is None or detail is ANY_ORDER:
             dive = keeper.threshold() == math.inf
             pushed, best = _push_orders(scorer, bounds, family, key, keeper, heap, pushed, clock, dive)
             if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
@@ -212,6 +223,19 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
         order, keyed = detail
         scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
     c.lower_bound = unlisted
+
+
+ANY_ORDER = ("any order",)    # heap entry of a chain family bounded for all its pool orders at once
+
+
+def _any_order_key(scorer: Scorer, bounds: Bounds, family: Family, keeper: _Keeper) -> float:
+    """The smallest fast key of bound.pipeline_s(any_order=True) over knob settings: a lower bound
+    for every pool order of the family, for one call instead of one per order."""
+    per_knob = bounds.pipeline_s(family.runs(tuple(range(len(family.subset)))), family.max_replicas_per_stage,
+                                 any_order=True)
+    price = layout_price(scorer, family)
+    return min((fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours) for b in per_knob.values()),
+               default=math.inf)
 
 
 def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: float, keeper: _Keeper,

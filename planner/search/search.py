@@ -55,6 +55,8 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     start = time.perf_counter()
     clock = Clock(options.time_limit_s)
     considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options)
+    if considered.exact:       # the exhaustive planner is bounded by exhaustive_max_gpus, not by the clock
+        clock = None
     if not considered.kept and considered.stopped_by == TIME_LIMIT:
         raise InputError("time_limit", f"no plan found within {considered.time_limit_s:g} s on this "
                                        f"{cluster.num_gpus:,}-GPU cluster; raise the time limit (--time-limit, "
@@ -95,7 +97,8 @@ def _stop_notes(method: str, considered: Considered, options: SearchOptions, gap
         yield (f"the {method} search stopped at its budget of {options.max_fast_scores:,} fast scores (deterministic); "
                f"raise SearchOptions.max_fast_scores for a complete search")
     elif considered.stopped_by == TIME_LIMIT:
-        yield (f"the {method} search stopped at its time limit of {considered.time_limit_s:g} s (results depend on the "
+        limit = considered.time_limit_s or options.time_limit_s
+        yield (f"the {method} search stopped at its time limit of {limit:g} s (results depend on the "
                f"machine's speed); raise --time-limit / SearchOptions.time_limit_s for a complete search")
     if considered.rescore_cut:
         yield (f"the time limit left room to re-score only {considered.rescored} of the {len(considered.kept)} best "
