@@ -45,8 +45,21 @@ def run_planner() -> None:
         result = outcome.result
         st.write(f"Ranked {len(result.plans)} plans in {result.search_time_s:.1f} s "
                  f"({result.candidates_evaluated:,} candidates scored), then the baselines")
+        completeness = search_completeness(result)
+        if completeness:
+            st.write(completeness)
         session.update(plan=named_plans(result)[0].plan_dict if result.plans else None)
         status.update(label=f"Found {len(result.plans)} plans in {elapsed:.1f} s", state="complete", expanded=False)
+
+
+def search_completeness(result) -> str:
+    """One sentence when a limit stopped the search: which, and how far from optimal it can be."""
+    if getattr(result, "complete", True):
+        return ""
+    gap = getattr(result, "gap", None)
+    bound = (f"no plan it did not reach can be more than {gap:.1%} better (by the search's lower bounds)"
+             if gap is not None else "how close its best plan is to the optimum is unknown")
+    return f"The search stopped at its {getattr(result, 'stopped_by', None) or 'limit'}: {bound}."
 
 
 def _expected_wait(num_gpus: int) -> str:
@@ -54,9 +67,9 @@ def _expected_wait(num_gpus: int) -> str:
     if num_gpus <= 16:
         return "a few seconds"
     if num_gpus <= 128:
-        return "up to a minute on a busy machine"
-    return ("several minutes: large clusters have many layouts to try (the 4,096-GPU example took over 10 "
-            "minutes on 2 cores)")
+        return "a few seconds to half a minute on a busy machine"
+    return ("up to about half a minute: the search stops at its time limit (20 s, then 5 s per baseline) "
+            "and says how close to optimal its best plan is")
 
 
 def _with_clock(work, status, label: str, tick_s: float = 0.5):
