@@ -66,6 +66,10 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
     search_time = time.perf_counter() - start
     base, base_notes = _baselines(cluster, job, objective, deadline_hours, options) if baselines else ({}, ())
+    ranked, adopted = _adopt_baselines(objective, deadline_hours, ranked, base)
+    if adopted:
+        base_notes += (f"a limit cut the search short of the {', '.join(adopted)} baseline's plan, which is in "
+                       f"its space; that plan is ranked with the search's own",)
     top = ranked[:top_k]
     explanations = explain_ranking(objective, top, ranked)
     plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
@@ -77,6 +81,22 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     idle = idle_reasons(cluster, objective, plans[0], considered)
     return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes,
                         considered.stopped_by is None, gap, considered.stopped_by)
+
+
+def _adopt_baselines(objective, deadline_hours, ranked, base):
+    """The baselines' plans lie in the search's space, so the search never answers worse than
+    they do: when a limit cut it short of one, that plan joins the ranking (the search's own plans
+    first on ties). Returns the ranking and the names of the baselines adopted."""
+    best = estimate_key(objective, ranked[0][1], deadline_hours)
+    adopted = [name for name, b in base.items()
+               if b is not None and estimate_key(objective, b.estimate, deadline_hours) < best
+               and all(b.plan != plan for plan, _ in ranked)]
+    if not adopted:
+        return ranked, []
+    merged = ranked + [(base[name].plan, base[name].estimate) for name in adopted]
+    order = {id(pe): k for k, pe in enumerate(merged)}
+    merged.sort(key=lambda pe: (estimate_key(objective, pe[1], deadline_hours), order[id(pe)]))
+    return merged, adopted
 
 
 def optimality_gap(considered: Considered) -> float | None:
