@@ -109,7 +109,7 @@ def test_the_clock_counts_while_the_work_runs_and_returns_its_value():
 def test_expected_wait_grows_with_the_cluster():
     from ui.views.summary import _expected_wait
     assert _expected_wait(8) == "a few seconds"
-    assert "minute" in _expected_wait(64) and "large" in _expected_wait(4096)
+    assert "minute" in _expected_wait(64) and "time limit" in _expected_wait(4096)
 
 
 def test_point_labels_skip_points_that_would_overprint():
