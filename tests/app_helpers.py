@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {"preset": "single-node-8", "model": "gpt3-1.3b", "batch": "64", "seq": "2048"}
 TIMEOUT_S = 60
@@ -36,3 +38,17 @@ def texts(at) -> str:
     parts = [e.value for kind in ("markdown", "caption", "error", "warning", "info", "success") for e in at.get(kind)]
     parts += [f"{m.label} {m.value}" for m in at.metric]
     return "\n".join(str(p) for p in parts)
+
+
+@pytest.fixture(autouse=True)
+def real_search_and_fresh_cache(monkeypatch):
+    """Autouse in the modules that import it: the real search (or the stand-in), an empty cache."""
+    use_search(monkeypatch)
+    import streamlit as st
+    st.cache_data.clear()
+
+
+def ok(at):
+    """The AppTest run raised nothing; returns it for chaining."""
+    assert not at.exception, [e.value for e in at.exception]
+    return at

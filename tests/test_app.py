@@ -6,22 +6,14 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.app_helpers import SMALL, example_plan, new_app, texts, use_search
+from tests.app_helpers import (SMALL, example_plan, new_app, ok, real_search_and_fresh_cache,  # noqa: F401
+                               texts)
 from ui.state import AppState, decode, encode, presets
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
-@pytest.fixture(autouse=True)
-def _search(monkeypatch):
-    use_search(monkeypatch)
-    import streamlit as st
-    st.cache_data.clear()
-
-
-def _ok(at):
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+_ok = ok
 
 
 def _plan(at):

@@ -7,23 +7,15 @@ import time
 import pandas as pd
 import pytest
 
-from tests.app_helpers import SMALL, example_plan, new_app, texts, use_search
+from tests.app_helpers import (SMALL, example_plan, new_app, ok, real_search_and_fresh_cache,  # noqa: F401
+                               texts)
 from ui import charts, frames
 from ui.state import AppState, encode, presets
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
-@pytest.fixture(autouse=True)
-def _search(monkeypatch):
-    use_search(monkeypatch)
-    import streamlit as st
-    st.cache_data.clear()
-
-
-def _ok(at):
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+_ok = ok
 
 
 def _sidebar_text(at) -> str:
