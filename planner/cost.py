@@ -122,7 +122,10 @@ def _zero_per_micro_batch_s(plan: Plan, i: int, stage_bytes_per_gpu: float, bw: 
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
-             options: CostOptions = CostOptions(), timeline: bool = False) -> Estimate:
+             options: CostOptions = CostOptions(), timeline: bool = False, detail: bool = True) -> Estimate:
+    """`detail=False` skips the second simulation (without transfer times) that splits pipeline
+    waiting into bubble and exposed transfers: the breakdown then counts both as bubble, and
+    every other figure is identical. The search ranks with it and reports full estimates."""
     placement = place(cluster, plan)
     links = _Links(cluster, plan, placement)
     p = plan.num_stages
@@ -157,7 +160,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         dp_sync.append(_dp_sync_s(plan, i, params / min_tp, dp_bw, dp_lat))
         after_step.append(_after_step_s(plan, i, params, dp_bw, dp_lat, cluster))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
-    sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave)
+    sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)
     return _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
                      tp_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)

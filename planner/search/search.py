@@ -70,6 +70,7 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     if adopted:
         base_notes += (f"a limit cut the search short of the {', '.join(adopted)} baseline's plan, which is in "
                        f"its space; that plan is ranked with the search's own",)
+    ranked[:top_k + 1] = [(plan, _full(cluster, job, plan, options)) for plan, _ in ranked[:top_k + 1]]
     top = ranked[:top_k]
     explanations = explain_ranking(objective, top, ranked)
     plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
@@ -129,8 +130,15 @@ def _stop_notes(method: str, considered: Considered, options: SearchOptions, gap
 
 
 def _evaluate(cluster: Cluster, job: Job, cand: Candidate, options: SearchOptions) -> tuple[Plan, Estimate]:
+    """The cost model's estimate for ranking: exact iteration time and metrics, without the
+    bubble/transfer split of the breakdown (`_full` adds it to what is returned)."""
     plan = cand.to_plan(job)
-    return plan, evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
+    return plan, evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
+
+
+def _full(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions) -> Estimate:
+    """Exactly what `planner.cost.evaluate(cluster, plan)` reports: the metrics a returned plan carries."""
+    return evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
 
 
 def _rank(cluster, job, objective, deadline_hours, considered: Considered, options,
@@ -170,7 +178,7 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
         if not dominated and all(plan != p for p, _ in front):
             front.append((plan, est))
     front.sort(key=lambda pe: -pe[1].tokens_per_s)
-    return tuple(ScoredPlan(plan, est, {}, describe_plan(plan)) for plan, est in front)
+    return tuple(ScoredPlan(plan, _full(cluster, job, plan, options), {}, describe_plan(plan)) for plan, _ in front)
 
 
 def _baselines(cluster, job, objective, deadline_hours, options):
@@ -181,7 +189,8 @@ def _baselines(cluster, job, objective, deadline_hours, options):
         clock = Clock(options.baseline_time_limit_s)
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options)
         best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock)
-        out[name] = ScoredPlan(*best, {}, f"{name} baseline: {describe_plan(best[0])}") if best else None
+        out[name] = (ScoredPlan(best[0], _full(cluster, job, best[0], options), {},
+                                f"{name} baseline: {describe_plan(best[0])}") if best else None)
         notes += [n.replace(f"the {name} search", f"the {name} baseline") for n in
                   _stop_notes(name, considered, options, optimality_gap(considered))]
     return out, tuple(notes)
