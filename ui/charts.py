@@ -198,17 +198,23 @@ def cost_vs_throughput(plans: pd.DataFrame) -> go.Figure:
         fig.add_trace(go.Scatter(x=front["tokens_per_s"], y=front["usd_per_m_tokens"], mode="lines",
                                  line=dict(color="#94a3b8", dash="dot"), name="Pareto front", hoverinfo="skip"))
     labels = _labels_off_the_ring(plans, point_labels(plans, "tokens_per_s", "usd_per_m_tokens"))
-    for role, part in plans.groupby("role", sort=False):
-        fig.add_trace(go.Scatter(
-            x=part["tokens_per_s"], y=part["usd_per_m_tokens"], mode="markers+text", name=role,
-            text=labels[part.index], customdata=part["plan"], textposition="top center", textfont=dict(size=11),
-            marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18,
-                        color=ROLE_COLOURS.get(role, "#64748b")),
-            hovertemplate="%{customdata}<br>%{x:,.0f} tokens/s<br>$%{y:.3f} per M tokens<extra></extra>"))
+    _role_points(fig, plans, "tokens_per_s", "usd_per_m_tokens", labels,
+                 "%{customdata}<br>%{x:,.0f} tokens/s<br>$%{y:.3f} per M tokens<extra></extra>")
     _ring_on_view(fig, plans, "tokens_per_s", "usd_per_m_tokens")
     fig.update_xaxes(title="throughput (tokens/s) →  better")
     fig.update_yaxes(title="$ per million tokens ↓ better")
     return _layout(fig, "Cost against throughput", 420)
+
+
+def _role_points(fig: go.Figure, df: pd.DataFrame, x: str, y: str, labels: pd.Series, hover: str) -> None:
+    """One labelled marker trace per role (plan, baseline, pareto, current), in the roles' symbols."""
+    for role, part in df.groupby("role", sort=False):
+        fig.add_trace(go.Scatter(
+            x=part[x], y=part[y], mode="markers+text", name=role,
+            text=labels[part.index], customdata=part["plan"], textposition="top center", textfont=dict(size=11),
+            marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18,
+                        color=ROLE_COLOURS.get(role, "#64748b")),
+            hovertemplate=hover))
 
 
 def time_vs_dollars(plans: pd.DataFrame) -> go.Figure:
@@ -216,13 +222,8 @@ def time_vs_dollars(plans: pd.DataFrame) -> go.Figure:
     df = plans.dropna(subset=["train_days", "train_cost_usd"])
     fig = go.Figure()
     labels = _labels_off_the_ring(df, point_labels(df, "train_cost_usd", "train_days"))
-    for role, part in df.groupby("role", sort=False):
-        fig.add_trace(go.Scatter(
-            x=part["train_cost_usd"], y=part["train_days"], mode="markers+text", name=role,
-            text=labels[part.index], customdata=part["plan"], textposition="top center", textfont=dict(size=11),
-            marker=dict(symbol=ROLE_SYMBOLS.get(role, "circle"), size=13 if role != "current" else 18,
-                        color=ROLE_COLOURS.get(role, "#64748b")),
-            hovertemplate="%{customdata}<br>$%{x:,.0f}<br>%{y:.1f} days<extra></extra>"))
+    _role_points(fig, df, "train_cost_usd", "train_days", labels,
+                 "%{customdata}<br>$%{x:,.0f}<br>%{y:.1f} days<extra></extra>")
     _ring_on_view(fig, df, "train_cost_usd", "train_days")
     fig.update_xaxes(title="total dollars to train ↓", tickprefix="$")
     fig.update_yaxes(title="days to train ↓")
