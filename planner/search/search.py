@@ -70,13 +70,14 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     if adopted:
         base_notes += (f"a limit cut the search short of the {', '.join(adopted)} baseline's plan, which is in "
                        f"its space; that plan is ranked with the search's own",)
-    ranked[:top_k + 1] = [(plan, _full(cluster, job, plan, options)) for plan, _ in ranked[:top_k + 1]]
+    full: dict[Plan, Estimate] = {b.plan: b.estimate for b in base.values() if b is not None}
+    ranked[:top_k + 1] = [(plan, _full(cluster, job, plan, options, full)) for plan, _ in ranked[:top_k + 1]]
     top = ranked[:top_k]
     explanations = explain_ranking(objective, top, ranked)
     plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
                   for (plan, est), text in zip(top, explanations))
     pareto = _pareto(cluster, job, considered, options,
-                     ranked + [(b.plan, b.estimate) for b in base.values() if b is not None], clock)
+                     ranked + [(b.plan, b.estimate) for b in base.values() if b is not None], clock, full)
     gap = optimality_gap(considered)
     notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
@@ -136,9 +137,15 @@ def _evaluate(cluster: Cluster, job: Job, cand: Candidate, options: SearchOption
     return plan, evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
 
 
-def _full(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions) -> Estimate:
-    """Exactly what `planner.cost.evaluate(cluster, plan)` reports: the metrics a returned plan carries."""
-    return evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
+def _full(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions,
+          memo: dict[Plan, Estimate] | None = None) -> Estimate:
+    """Exactly what `planner.cost.evaluate(cluster, plan)` reports: the metrics a returned plan
+    carries. `memo` keeps those already computed, as the front repeats the top plans and baselines."""
+    if memo is None:
+        return evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
+    if plan not in memo:
+        memo[plan] = evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
+    return memo[plan]
 
 
 def _rank(cluster, job, objective, deadline_hours, considered: Considered, options,
@@ -160,7 +167,8 @@ def _rank(cluster, job, objective, deadline_hours, considered: Considered, optio
     return [(plan, est) for _, _, plan, est in scored]
 
 
-def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock | None = None) -> tuple[ScoredPlan, ...]:
+def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock | None = None,
+            full: dict[Plan, Estimate] | None = None) -> tuple[ScoredPlan, ...]:
     """Throughput/cost front over the re-scored plans, the baselines and the search's fast front,
     on the cost model's numbers (the fast front's points only while the `clock` has time)."""
     points = list(ranked)
@@ -178,7 +186,8 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
         if not dominated and all(plan != p for p, _ in front):
             front.append((plan, est))
     front.sort(key=lambda pe: -pe[1].tokens_per_s)
-    return tuple(ScoredPlan(plan, _full(cluster, job, plan, options), {}, describe_plan(plan)) for plan, _ in front)
+    return tuple(ScoredPlan(plan, _full(cluster, job, plan, options, full), {}, describe_plan(plan))
+                 for plan, _ in front)
 
 
 def _baselines(cluster, job, objective, deadline_hours, options):
