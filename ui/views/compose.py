@@ -78,7 +78,7 @@ def _cluster_section() -> None:
     with st.expander("GPU key figures (from the catalog)", expanded=True):
         st.dataframe(compose.gpu_figures([p.gpu.id for p in built.pools]), hide_index=True, width="stretch")
     st.download_button("Download cluster YAML", cluster_to_yaml(built), file_name=f"{built.name}.yaml",
-                       mime="application/x-yaml", icon=":material/download:")
+                       mime="application/x-yaml", icon=":material/download:", on_click="ignore")
 
 
 def _model_section() -> None:

@@ -56,7 +56,8 @@ def _engine_files(cur) -> None:
             col.caption(f"{engine}: {e}")
             continue
         for name, text in files.items():
-            col.download_button(f"{engine}: {name}", text, file_name=name, key=f"export.{engine}.{name}")
+            col.download_button(f"{engine}: {name}", text, file_name=name, key=f"export.{engine}.{name}",
+                                on_click="ignore")
         if files.get(WARNINGS_FILE, "").strip():
             caveats[engine] = files[WARNINGS_FILE].strip()
     for engine, text in caveats.items():      # what an engine cannot express, before anyone launches it
@@ -75,17 +76,17 @@ def render() -> None:
     plan_json = plan_to_json(cur.plan, catalog(), metrics=metrics)
     c = st.columns(4)
     c[0].download_button("Plan (JSON)", plan_json, file_name=f"{cur.cluster.name}-plan.json",
-                         mime="application/json", icon=":material/download:", width="stretch", key="download_plan")
+                         mime="application/json", icon=":material/download:", width="stretch", key="download_plan", on_click="ignore")
     c[1].download_button("Cluster (YAML)", cluster_to_yaml(cur.cluster), file_name=f"{cur.cluster.name}.yaml",
-                         mime="application/x-yaml", icon=":material/download:", width="stretch", key="download_cluster")
+                         mime="application/x-yaml", icon=":material/download:", width="stretch", key="download_cluster", on_click="ignore")
     compared = _compared()
     # the reports draw every figure: built when their button is pressed, not on every visit
     c[2].download_button("Report (HTML)", lambda: report.to_html(cur.cluster, cur.plan, cur.estimate, compared),
                          file_name=f"{cur.cluster.name}-report.html", mime="text/html", icon=":material/download:",
-                         width="stretch", key="download_html")
+                         width="stretch", key="download_html", on_click="ignore")
     c[3].download_button("Report (Markdown)", lambda: report.to_markdown(cur.cluster, cur.plan, cur.estimate, compared),
                          file_name=f"{cur.cluster.name}-report.md", mime="text/markdown", icon=":material/download:",
-                         width="stretch", key="download_md")
+                         width="stretch", key="download_md", on_click="ignore")
     st.caption("The plan file carries the planner's metrics for people; `hetplan evaluate --cluster "
                "CLUSTER.yaml --plan PLAN.json` scores it again from the command line.")
     _engine_files(cur)
