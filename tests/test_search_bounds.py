@@ -11,6 +11,7 @@ import pytest
 from catalog import cluster_from_dict, load_catalog
 from planner.search.bound import Bounds, _water_level
 from planner.search.score import Scorer
+from planner.search.screen import screen_s
 from planner.search.space import knob_settings, layout_families
 from planner.types import Job
 
@@ -37,7 +38,9 @@ def test_bounds_hold_for_every_candidate(catalog, seed):
     scorer = Scorer(cluster, job)
     bounds = Bounds(scorer)
     checked = 0
-    for family in layout_families(cluster.pools, job.model, job.global_batch, partial=False):
+    families = list(layout_families(cluster.pools, job.model, job.global_batch, partial=False))
+    screened = screen_s(scorer, families)
+    for family, screen in zip(families, screened):
         capacity = bounds.capacity_s(family)
         any_order = bounds.pipeline_s(family.runs(family.orders()[0]), family.max_replicas_per_stage, any_order=True)
         for order in family.orders():
@@ -53,6 +56,7 @@ def test_bounds_hold_for_every_candidate(catalog, seed):
                     assert key in pipeline, (layout, knobs, uniform)
                     assert cand.time_s >= pipeline[key] * (1 - 1e-9), (layout, knobs, uniform)
                     assert cand.time_s >= capacity * (1 - 1e-9)
+                    assert cand.time_s >= screen * (1 - 1e-9), (layout, knobs, uniform, screen)
                     assert key in any_order and cand.time_s >= any_order[key] * (1 - 1e-9), (layout, knobs)
     assert checked > 0
 

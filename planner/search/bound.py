@@ -31,7 +31,8 @@ without recomputation (tensor-parallel collectives included), and L_i >= v the l
   (b5) tail >= the optimizer step and (ZeRO-1/2) the weight all-gather after it, c_i per layer,
        so >= max_i c_i L_i >= L / sum_i 1 / c_i
   (b6) memory: L_i <= cap_i, an upper bound on the layers stage i can hold at this recompute
-       setting under ZeRO-3 (the most frugal), with the fewest in-flight micro-batches its shares
+       setting and ZeRO stage (weights, gradients and optimizer states sharded as that stage
+       shards them, no embedding or head), with the fewest in-flight micro-batches its shares
        (optimal or even) allow, so M0 is the water level of
        sum_i min(cap_i, (M - e_i) / a_i) = L; a setting with sum_i cap_i < L cannot fit
 The bound is per recompute setting and ZeRO stage: tau_g, the shares and cap_i are those of the
@@ -124,20 +125,25 @@ class Bounds:
             head = 0.0 if no_head else head
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
                 return never
-            cap = self._most_layers(groups, shares, mb, v, rc, sp, p, last[k], windows[k], m)
-            if cap < v:
+            caps = [self._most_layers(groups, shares, mb, v, rc, sp, p, last[k], windows[k], m, zero)
+                    for zero in zeros]
+            if caps[-1] < v:                     # the last ZeRO stage shards the most
                 return never
             if k < len(runs) - 1:
-                stages.append((count, per_zero, 0.0, cap))
+                stages.append((count, per_zero, 0.0, caps))
             else:                                # only the very last stage holds the head
-                stages += [(count - 1, per_zero, 0.0, cap)] * (count > 1) + [(1, per_zero, head, cap)]
+                stages += [(count - 1, per_zero, 0.0, caps)] * (count > 1) + [(1, per_zero, head, caps)]
         out = []
-        for zero in zeros:
-            rows = [(count, per_zero[zero][0], e if per_zero[zero][3] else 0.0, cap)
-                    for count, per_zero, e, cap in stages]
+        for z, zero in enumerate(zeros):
+            rows = [(count, per_zero[zero][0], e if per_zero[zero][3] else 0.0, caps[z])
+                    for count, per_zero, e, caps in stages]
+            if any(cap < v for _, _, _, cap in rows):
+                out.append(math.inf)
+                continue
             busiest = _water_level(L, rows)                                       # (b2), (b6)
             if busiest == math.inf:
-                return never
+                out.append(math.inf)
+                continue
             busiest = max([busiest] + [v * a + e for _, a, e, _ in rows])
             a_min = min(per_zero[zero][0] for _, per_zero, _, _ in stages)
             beta_min = min(per_zero[zero][1] for _, per_zero, _, _ in stages)
@@ -174,12 +180,14 @@ class Bounds:
                     tau = max(f, zf) + max(b, zb)
                     a, beta = max(a, most * tau), max(beta, tau)
                     taus += [tau] * g.count
-                if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
-                    a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
+                    # (b5): the optimizer step over this group's shard of one layer, and the weight
+                    # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
                     gpu = s.pools[g.pool].gpu
                     step = (s.layer_params / g.tp / (d if zero >= 1 else 1) * OPTIMIZER_STEP_BYTES_PER_PARAM
                             / (gpu.mem_bw_bytes_per_s * 0.8))
                     c = max(c, step + (spread * s.layer_params / g.tp * WEIGHT_BYTES if zero in (1, 2) else 0.0))
+                if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
+                    a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
                 # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
                 per_zero[zero] = (a, beta, c, zero < 2 or d == 1)
             heads, k = [], 0
@@ -190,12 +198,14 @@ class Bounds:
             self._rates[key] = (per_zero, min(heads), shares)
         return self._rates[key]
 
-    def _most_layers(self, groups, shares, mb, v, rc, sp, p, last_stage, window, m) -> int:
-        """(b6) An upper bound on the layers any stage of a run can hold: ZeRO-3 over its replicas,
-        no embedding or head, and the fewest in-flight micro-batches of the run (its last stage)."""
+    def _most_layers(self, groups, shares, mb, v, rc, sp, p, last_stage, window, m, zero) -> int:
+        """(b6) An upper bound on the layers any stage of a run can hold at this ZeRO stage: its
+        sharding over the stage's replicas, no embedding or head, and the fewest in-flight
+        micro-batches of the run (its last stage)."""
         s = self.scorer
         d = sum(g.count for g in groups)
-        per_param = (WEIGHT_BYTES + MAIN_GRAD_BYTES + OPTIMIZER_BYTES) / d
+        per_param = (WEIGHT_BYTES / (d if zero >= 3 else 1) + MAIN_GRAD_BYTES / (d if zero >= 2 else 1)
+                     + OPTIMIZER_BYTES / (d if zero >= 1 else 1))
         most, k = 10**9, 0
         for g in groups:
             own = max(shares[k:k + g.count])
@@ -206,7 +216,7 @@ class Bounds:
                 in_flight = max(1, min(own, -(-window * own // m)))
             else:
                 in_flight = min(2 * (p - last_stage - 1) + (v - 1) * p + 1, own * v) / v
-            key = (g.pool, g.tp, mb, rc, sp, d, in_flight)
+            key = (g.pool, g.tp, mb, rc, sp, d, in_flight, zero)
             if key not in self._caps:
                 pool = s.pools[g.pool]
                 shape = _Shape(s.model, s.job.seq_len, mb, sp, rc, p, Schedule.ONE_F_ONE_B, v, (), m)

@@ -1,0 +1,247 @@
+"""A screening bound for every layout family at once, vectorised over families with numpy.
+
+planner.search.bound's pipeline bound is tight but costs about a millisecond per family in
+Python; a 1,024-GPU cluster of four types has some 60,000 families, most of them far from the
+best plan. This screen bounds them all in one pass, so that the best-first search only spends
+Python time on families that could still win. It relaxes the pipeline bound (b1)-(b6) of
+planner.search.bound, for every pool order of a family at once, as follows; each relaxation only
+lowers it, so the screen is a lower bound on the fast iteration time of every layout, knob
+setting, layer split and sample shares of the family.
+
+Per micro-batch size b (m = B / b micro-batches), interleave v, recompute setting and ZeRO
+class, with tau_g = forward + backward of one layer for one micro-batch on group g:
+
+  time   ZeRO 0/1 use tau_g; ZeRO-2 adds the gradient reduce-scatter to the backward, ZeRO-3
+         also the weight all-gather to both passes (max(compute, collective), ring bandwidth
+         terms over the stage's data-parallel link, as score._iteration_s exposes them).
+         A chain stage on pool k has a_k = ceil(m / d) tau_k per layer (even shares over its d
+         replicas); a mixed stage a >= m / sum_g (r_g / tau_g) (any shares: the busiest replica
+         takes at least the harmonic share); beta = the slowest group's tau. No head (e = 0),
+         no tail (the optimizer step only adds time).
+  memory a stage of pool k holds at most cap = free / (W_k + f A_k) layers, with W_k the bytes
+         per layer of weights, gradients and optimizer states as the ZeRO class shards them over
+         the stage's replicas (ZeRO-1 for the 0/1 class: ZeRO-0 is as fast and needs more), A_k
+         one micro-batch's activations per layer and f the in-flight micro-batches. In any order,
+         the q_k stages of a chain run sit somewhere in the pipeline, and the j-th from the run's
+         end holds at least min(own, j + 1) micro-batches (1F1B), so the run holds at most
+         sum_j free / (W + min(own, j + 1) A) <= free / A ln((W + min(q, own) A) / W)
+         + max(0, q - own) free / (W + own A) layers (the integral bound of the sum). Interleaved
+         plans hold at least min((v - 1) p + 1, own v) / v; mixed stages at least one.
+  bound  M = the water level of sum_k q_k min(cap_k, M / a_k) = L (planner.search.bound._water_level,
+         here for at most one row per pool), at least v max_k a_k; then
+         T >= M + beta_min / v max((p - 1) v, L - M / a_min) + 2 (p - 1) v x, with x the slowest
+         transfer every order has (inside a chain run; between any two groups of a mixed stage).
+
+The screen is the smallest T over the settings; tests/test_search_bounds.py checks it against
+every candidate of random small spaces.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from planner.comm import LINK_EFFICIENCY
+from planner.cost import GRAD_COMM_BYTES
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
+from planner.search.score import Scorer, _Shape
+from planner.search.space import INTERLEAVES, RECOMPUTES, Family, Group, micro_batch_sizes, tp_degrees
+from planner.types import Recompute, Schedule
+
+ZERO_CLASSES = (1, 2, 3)    # 1 stands for ZeRO-0 and ZeRO-1 (same time here, ZeRO-1 needs less memory)
+
+
+def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
+    """A lower bound on the fast iteration time (seconds) of every layout of each family;
+    inf where no knob setting can fit. Arrays are (pool, family): reductions over the few pools
+    run along the first axis, elementwise over families."""
+    if not families:
+        return np.zeros(0)
+    s = scorer
+    pools = sorted({p.name: p for f in families for p in f.subset}.values(), key=lambda p: p.name)
+    index = {p.name: k for k, p in enumerate(pools)}
+    P, F = len(pools), len(families)
+    L, B = s.model.layers, s.job.global_batch
+
+    present = np.zeros((P, F), bool)
+    tps = np.ones((P, F), np.int64)
+    width = np.zeros((P, F), np.int64)
+    lanes = np.zeros(F, np.int64)
+    chain = np.zeros(F, bool)
+    first = np.zeros(F, np.int64)
+    for i, f in enumerate(families):
+        cols = [index[p.name] for p in f.subset]
+        present[cols, i] = True
+        tps[cols, i] = f.tps
+        width[cols, i] = f.width
+        lanes[i] = f.lanes
+        chain[i] = f.kind == "chain"
+        first[i] = cols[0]
+    sp = (tps > 1).any(axis=0)
+    p_stages = np.where(chain, width.sum(axis=0), lanes)
+    replicas = np.where(chain, lanes, width.sum(axis=0))          # replicas per stage
+    min_tp = np.where(present, tps, 10**6).min(axis=0)
+    rows = np.broadcast_to(np.arange(P)[:, None], (P, F))
+
+    tp_list = sorted({t for p in pools for t in tp_degrees(p, s.model)} | {1})
+    tpi = np.searchsorted(np.array(tp_list), tps)
+    mem = np.array([p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES for p in pools], float)[:, None]
+    gpn = np.array([p.gpus_per_node for p in pools], np.int64)[:, None]
+    link = np.array([p.gpu.link_bw_bytes_per_s for p in pools], float)[:, None]
+    inter = np.array([p.inter_node_bw_bytes_per_s for p in pools], float)[:, None]
+    between = np.array([[s.cluster.bw_between_pools(a, b) if a.name != b.name else math.inf for b in pools]
+                        for a in pools], float)
+
+    # the data-parallel link of a stage (score._dp_link), bandwidth per rank
+    t_arr = tps.astype(float)
+    group_count = np.where(chain, lanes, width)
+    flows = np.minimum(group_count, gpn // tps)
+    used = np.maximum(np.minimum(gpn, group_count * tps), 1)
+    share = inter * flows / used
+    share = np.where(~chain & (rows != first), np.minimum(share, between[rows, first] * flows / used), share)
+    group_bw = np.minimum(share, link)
+    group_bw = np.where(chain & (replicas * tps <= gpn), link, group_bw)
+    # chain: each run has its own link; mixed: the stage's slowest member binds
+    bw = np.where(chain, group_bw, np.where(present, group_bw, np.inf).min(axis=0))
+    d = replicas.astype(float)
+    spread = (d - 1) / d / (bw * LINK_EFFICIENCY)
+    weight_bytes = s.layer_params / np.where(chain, t_arr, min_tp.astype(float)) * WEIGHT_BYTES
+    gather = spread * weight_bytes
+    grads = gather / WEIGHT_BYTES * GRAD_COMM_BYTES
+    groups_tp = [(k, j, t) for k in range(P) for j, t in enumerate(tp_list)]
+
+    best = np.full(F, np.inf)
+    for mb in micro_batch_sizes(B):
+        m = B // mb
+        live = np.flatnonzero(m >= replicas)                        # families with a micro-batch per replica
+        if live.size == 0:
+            break
+        sub = _Sub(live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
+                   group_count)
+        own = -(-m // sub.lanes)                                   # chain: ceil(m / d)
+        p2p = np.zeros((P, len(tp_list), P, len(tp_list)))
+        for ka, ja, ta in groups_tp:
+            for kb, jb, tb in groups_tp:
+                p2p[ka, ja, kb, jb] = s.boundary_p2p_s(Group(pools[ka].name, ta, 1), Group(pools[kb].name, tb, 1), mb)
+        own_p2p = np.where(sub.present, p2p[sub.rows, sub.tpi, sub.rows, sub.tpi], 0.0)
+        chain_x = np.where(sub.width > 1, own_p2p, 0.0).max(axis=0)
+        mixed_x = np.zeros(live.size)
+        for ka in range(P):
+            for kb in range(P):
+                both = sub.present[ka] & sub.present[kb]
+                mixed_x = np.where(both, np.maximum(mixed_x, p2p[ka, sub.tpi[ka], kb, sub.tpi[kb]]), mixed_x)
+        x = np.where(sub.chain, chain_x, mixed_x)
+        for rc in RECOMPUTES:
+            f_t, b_t, act = _per_pool(s, pools, tp_list, mb, rc)
+            spi = sub.sp.astype(np.int64)
+            act_l = act[spi, sub.rows, sub.tpi]
+            fw = f_t[spi, sub.rows, sub.tpi]
+            bw_t = b_t[spi, sub.rows, sub.tpi]
+            extra = 0.0
+            if rc == Recompute.FULL:
+                extra = _per_pool(s, pools, tp_list, mb, Recompute.NONE)[2][spi, sub.rows, sub.tpi]
+            free = np.broadcast_to(mem - extra, act_l.shape)
+            for zero in ZERO_CLASSES:
+                if zero == 1:
+                    tau = fw + bw_t
+                elif zero == 2:
+                    tau = fw + np.maximum(bw_t, sub.grads)
+                else:
+                    tau = np.maximum(fw, sub.gather) + np.maximum(bw_t, sub.gather + sub.grads)
+                dd = sub.d
+                per_param = (WEIGHT_BYTES / (dd if zero >= 3 else 1) + MAIN_GRAD_BYTES / (dd if zero >= 2 else 1)
+                             + OPTIMIZER_BYTES / dd)
+                W = s.layer_params / sub.t_arr * per_param
+                tau = np.where(sub.present, tau, np.inf)
+                beta_min = tau.min(axis=0)
+                a_chain = own * tau
+                a_mixed = m / np.where(sub.present, sub.group_count / tau, 0.0).sum(axis=0)
+                ch, mx = sub.chain, ~sub.chain
+                a_max = np.where(ch, np.where(sub.present, a_chain, 0.0).max(axis=0), a_mixed)
+                a_min = np.where(ch, a_chain.min(axis=0), a_mixed)
+                if mx.any():
+                    mixed_cap = np.where(sub.present[:, mx], free[:, mx] / (W[:, mx] + act_l[:, mx]), np.inf).min(axis=0)
+                    mixed_level = np.where(sub.p[mx] * np.floor(mixed_cap) >= L, a_mixed[mx] * L / sub.p[mx], np.inf)
+                for v in INTERLEAVES:
+                    ok = sub.p * v <= L
+                    if v > 1:
+                        ok &= (sub.p > 1) & (L % v == 0)
+                        ok &= ~ch | ((m % sub.lanes == 0) & ((m // sub.lanes) % sub.p == 0))
+                    M = np.full(live.size, np.inf)
+                    on = np.flatnonzero(ok & ch)
+                    if on.size:
+                        M[on] = _chain_level(L, v, sub.width[:, on], sub.present[:, on], a_chain[:, on], free[:, on],
+                                             W[:, on], act_l[:, on], own[on], sub.p[on])
+                    if mx.any():
+                        M[mx] = np.where(ok[mx], mixed_level, np.inf)
+                    M = np.maximum(M, v * a_max)
+                    with np.errstate(invalid="ignore"):
+                        fill = beta_min / v * np.maximum((sub.p - 1) * v, L - M / a_min)
+                    T = M + fill + 2 * (sub.p - 1) * v * x
+                    best[live] = np.minimum(best[live], np.where(np.isnan(T), np.inf, T))
+    return best
+
+
+class _Sub:
+    """The columns of the live families."""
+
+    def __init__(self, live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
+                 group_count):
+        self.present, self.width, self.t_arr = present[:, live], width[:, live], t_arr[:, live]
+        self.rows, self.tpi = rows[:, live], tpi[:, live]
+        self.gather, self.grads, self.group_count = gather[:, live], grads[:, live], group_count[:, live]
+        self.lanes, self.chain, self.p, self.sp, self.d = lanes[live], chain[live], p_stages[live], sp[live], d[live]
+
+
+def _chain_level(L, v, width, present, a, free, W, act, own, p_stages):
+    """Water level M of (b2)/(b6) for chain families (rows: the runs), memory caps relaxed as the
+    module docstring says; inf where the runs cannot hold L layers."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = width.astype(float)
+        ownf = own.astype(float)
+        if v == 1:
+            k = np.minimum(q, ownf)
+            total = free / act * np.log1p(k * act / W) + np.maximum(0.0, q - ownf) * free / (W + ownf * act)
+            per_stage = free / (W + act)
+        else:
+            flight = np.minimum((v - 1) * p_stages + 1, ownf * v) / v
+            per_stage = free / (W + flight * act)
+            total = q * per_stage
+        cap = np.where(present & (free > 0), np.minimum(total / np.maximum(q, 1), per_stage), 0.0)
+        feasible = (q * cap).sum(axis=0) >= L * (1 - 1e-12)
+        active = present.copy()
+        left = np.full(q.shape[1], float(L))
+        level = np.zeros(q.shape[1])
+        for _ in range(q.shape[0] + 1):
+            denom = np.where(active, q / a, 0.0).sum(axis=0)
+            level = np.where(denom > 0, left / np.where(denom > 0, denom, 1.0), level)
+            capped = active & (level / a > cap)
+            if not capped.any():
+                break
+            left = left - np.where(capped, q * cap, 0.0).sum(axis=0)
+            active &= ~capped
+        none_left = ~active.any(axis=0)
+        level = np.where(none_left, np.where(present, cap * a, 0.0).max(axis=0), level)
+        return np.where(feasible, level, np.inf)
+
+
+def _per_pool(s: Scorer, pools, tp_list, mb, rc):
+    """(forward, backward, activation bytes per layer) tables [sp][pool, tp] for one micro-batch."""
+    key = (tuple(p.name for p in pools), tuple(tp_list), mb, rc)
+    cache = s.__dict__.setdefault("_screen_tables", {})
+    if key not in cache:
+        f = np.full((2, len(pools), len(tp_list)), np.inf)
+        b = np.full((2, len(pools), len(tp_list)), np.inf)
+        act = np.full((2, len(pools), len(tp_list)), np.inf)
+        for spi, sp in enumerate((False, True)):
+            shape = _Shape(s.model, s.job.seq_len, mb, sp, rc, 1, Schedule.ONE_F_ONE_B, 1, (), s.job.global_batch // mb)
+            for k, pool in enumerate(pools):
+                allowed = set(tp_degrees(pool, s.model))
+                for j, t in enumerate(tp_list):
+                    if t not in allowed:
+                        continue
+                    fw, bw, _, _ = s.pass_times(pool, t, mb, rc, sp)
+                    f[spi, k, j], b[spi, k, j] = fw, bw
+                    act[spi, k, j] = s.activation_bytes(shape, t)
+        cache[key] = (f, b, act)
+    return cache[key]
