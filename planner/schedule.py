@@ -132,19 +132,68 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     """
     totals = {sum(c) for c in micro_batches}
     assert len(totals) == 1, f"stages handle different numbers of micro-batches: {micro_batches}"
+    if not timeline:
+        lanes = _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave)
+        if lanes is not None:
+            return lanes
     if interleave > 1:
         return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline)
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline)
 
 
-def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline) -> SimResult:
+def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave) -> SimResult | None:
+    """The same result from one simulation per kind of lane, when the replicas form lanes.
+
+    When every stage has the same replica counts [n_0 .. n_{d-1}], micro-batch j has the same
+    owner r on every stage (assign_micro_batches is deterministic), so replica r of every stage
+    forms lane r, and no operation of one lane waits for another lane. Lanes with the same
+    micro-batch count, pass times, in-flight limits and transfer delays run identically (their
+    micro-batches keep their relative order), so each kind is simulated once as a one-replica
+    pipeline and its figures are copied to its lanes. None when the replicas do not form lanes
+    or every lane differs (nothing to save)."""
+    p, counts = len(micro_batches), micro_batches[0]
+    d = len(counts)
+    if d < 2 or any(c != counts for c in micro_batches):
+        return None
+    total = sum(counts)
+    gpipe = schedule == Schedule.GPIPE
+    replicas = [d] * p
+    kinds: dict[tuple, list[int]] = {}
+    for r, n in enumerate(counts):
+        key = (n, tuple(forward_s[i][r] for i in range(p)), tuple(backward_s[i][r] for i in range(p)),
+               tuple(delay(i, r, i + 1, r) for i in range(p - 1)), tuple(delay(i + 1, r, i, r) for i in range(p - 1)),
+               tuple(total if gpipe else in_flight_limit(replicas, i, n, total) for i in range(p)))
+        kinds.setdefault(key, []).append(r)
+    if len(kinds) == d:
+        return None
+    end_s = [[0.0] * d for _ in range(p)]
+    busy_s = [[0.0] * d for _ in range(p)]
+    last_bwd = [[0.0] * d for _ in range(p)]
+    for (n, _, _, _, _, limits), lane in kinds.items():
+        r0 = lane[0]
+        one = [[n] for _ in range(p)]
+        fwd = [[forward_s[i][r0]] for i in range(p)]
+        bwd = [[backward_s[i][r0]] for i in range(p)]
+        link = (lambda i, _r, i2, _r2, r0=r0: delay(i, r0, i2, r0))
+        if interleave > 1:
+            sim = _simulate_static(one, fwd, bwd, link, schedule, interleave, False)
+        else:
+            sim = _simulate_events(one, fwd, bwd, link, schedule, False, [[x] for x in limits])
+        for r in lane:
+            for i in range(p):
+                end_s[i][r], busy_s[i][r], last_bwd[i][r] = sim.end_s[i][0], sim.busy_s[i][0], sim.last_backward_s[i][0]
+    return SimResult(max(max(row) for row in end_s), end_s, busy_s, last_bwd)
+
+
+def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline, limit=None) -> SimResult:
     p = len(micro_batches)
     total = next(iter({sum(c) for c in micro_batches}))
     owners = [assign_micro_batches(c) for c in micro_batches]
     replicas = [len(c) for c in micro_batches]
     gpipe = schedule == Schedule.GPIPE
-    limit = [[total if gpipe else in_flight_limit(replicas, i, n, total) for n in c]
-             for i, c in enumerate(micro_batches)]
+    if limit is None:
+        limit = [[total if gpipe else in_flight_limit(replicas, i, n, total) for n in c]
+                 for i, c in enumerate(micro_batches)]
     ready_f = [[[] for _ in c] for c in micro_batches]
     ready_b = [[[] for _ in c] for c in micro_batches]
     in_flight = [[0] * len(c) for c in micro_batches]

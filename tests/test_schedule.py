@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.schedule import assign_micro_batches, closed_form_1f1b_s, simulate
+from planner.schedule import _simulate_lanes, assign_micro_batches, closed_form_1f1b_s, simulate
 from planner.types import Schedule
 
 NO_DELAY = lambda *a: 0.0  # noqa: E731
@@ -111,3 +111,33 @@ def test_exhaustive_small_orders_agree_with_brute_force_list_schedule():
         for e in b_end1:
             t0 = max(t0, e) + b0
         assert sim.makespan_s == pytest.approx(t0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), p=st.integers(1, 5), d=st.integers(2, 5),
+       schedule=st.sampled_from([Schedule.ONE_F_ONE_B, Schedule.GPIPE]), interleave=st.sampled_from([1, 2]))
+def test_lanes_simulated_once_per_kind_equal_the_full_simulation(data, p, d, schedule, interleave):
+    """Replicas that form identical lanes are simulated once per kind of lane (schedule._simulate_lanes);
+    the result must equal the full simulation of every worker (what timeline=True runs)."""
+    if interleave > 1 and (p == 1 or schedule == Schedule.GPIPE):
+        interleave = 1
+    per = data.draw(st.integers(1, 4)) * (p if interleave > 1 else 1)
+    odd = data.draw(st.sampled_from([0] + list(range(2, d)))) if interleave == 1 else 0
+    counts = [per + (1 if r < odd else 0) for r in range(d)]          # uneven shares make two kinds of lane
+    kind = [data.draw(st.integers(0, 1)) for _ in range(d)]             # and so do slower replicas
+    kind[1] = kind[0]                                                   # lanes 0 and 1 alike: some lane repeats
+    fwd = [[(1.0 + i * 0.3) * (1.5 if kind[r] else 1.0) for r in range(d)] for i in range(p)]
+    bwd = [[2 * f for f in row] for row in fwd]
+    slow_link = data.draw(st.integers(2, d)) if d > 2 else d            # d: no slow lane
+
+    def delay(i, r, i2, r2):
+        return 0.25 if r == slow_link else 0.1
+
+    stages = [list(counts) for _ in range(p)]
+    lanes = simulate(stages, fwd, bwd, delay, schedule, interleave)
+    assert _simulate_lanes(stages, fwd, bwd, delay, schedule, interleave) is not None
+    full = simulate(stages, fwd, bwd, delay, schedule, interleave, timeline=True)
+    assert lanes.makespan_s == pytest.approx(full.makespan_s, rel=1e-12)
+    for row in ("end_s", "busy_s", "last_backward_s"):
+        for a, b in zip(getattr(lanes, row), getattr(full, row)):
+            assert a == pytest.approx(b, rel=1e-12), row

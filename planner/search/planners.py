@@ -34,6 +34,7 @@ from planner.cost import CostOptions
 from planner.search.bound import Bounds
 from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
+from planner.search.screen import screen_s
 from planner.search.space import (RECOMPUTES, ZERO_STAGES, Family, Knobs, Layout, knob_settings, layout_families,
                                   layouts, tp_degrees)
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
@@ -59,6 +60,8 @@ class SearchOptions:
 TIME_LIMIT = "time limit"
 SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; the rest re-scores with the cost model
 BUDGET = "fast-score budget"
+LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families, 0.5 with screening them
+SCREEN_CELLS = 32768    # (pool, family) cells per vectorised screening pass; the clock is checked between
 
 
 @dataclass
@@ -182,12 +185,21 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
     clock = Clock(None if time_limit_s is None else time_limit_s * SEARCH_SHARE)
     c.time_limit_s = time_limit_s
     bounds = Bounds(scorer)
-    heap, unlisted = [], math.inf
+    heap, unlisted, listed = [], math.inf, []
     for family in families:
-        if clock.expired(share=0.5):
+        if clock.expired(share=LISTING_SHARE):
             unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
             break
-        key = fast_key(objective, job, bounds.capacity_s(family), layout_price(scorer, family), deadline)
+        listed.append((family, bounds.capacity_s(family), layout_price(scorer, family)))
+    screened = [0.0] * len(listed)           # vectorised, in chunks: a bound for every order of each family
+    size = max(64, SCREEN_CELLS // max(1, len(pools)))
+    for start in range(0, len(listed), size):
+        if clock.expired(share=0.5):         # out of time: the rest keep their capacity bound
+            break
+        chunk = [family for family, _, _ in listed[start:start + size]]
+        screened[start:start + size] = screen_s(scorer, chunk).tolist()
+    for (family, capacity, price), screen in zip(listed, screened):
+        key = fast_key(objective, job, max(capacity, screen), price, deadline)
         for name in family.gpus_by_pool():
             c.bound_with_pool[name] = min(c.bound_with_pool.get(name, math.inf), key)
         if key < math.inf:
@@ -198,8 +210,8 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
         key, _, detail, family = heapq.heappop(heap)
         if key >= keeper.threshold():
             break
-        if clock.expired() or c.fast_scores >= options.max_fast_scores:
-            c.stopped_by = TIME_LIMIT if clock.expired() else BUDGET
+        if _out_of_time(clock, c) or c.fast_scores >= options.max_fast_scores:
+            c.stopped_by = TIME_LIMIT if _out_of_time(clock, c) else BUDGET
             c.budget_hit = c.stopped_by == BUDGET
             c.lower_bound = min(key, unlisted)
             return
@@ -223,6 +235,12 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
         order, keyed = detail
         scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
     c.lower_bound = unlisted
+
+
+def _out_of_time(clock: Clock, c: Considered) -> bool:
+    """The loop's share of the time limit is spent; until it has a plan, it may also use the
+    re-scoring share (there is nothing to re-score yet), so that a short limit still answers."""
+    return clock.expired(share=1.0 if c.kept else 1 / SEARCH_SHARE)
 
 
 ANY_ORDER = ("any order",)    # heap entry of a chain family bounded for all its pool orders at once
@@ -250,7 +268,7 @@ def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: f
     price = layout_price(scorer, family)
     entries = []
     for order in family.orders():
-        if clock.expired():
+        if _out_of_time(clock, keeper.c):
             for e in entries:
                 heapq.heappush(heap, e)
             heapq.heappush(heap, (capacity_key, pushed, None, family))

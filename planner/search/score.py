@@ -91,7 +91,7 @@ class Scorer:
 
     def pass_times(self, pool: Pool, tp: int, mb: int, recompute: Recompute, sp: bool):
         """(forward, backward) of one layer, and of the head alone, for one micro-batch."""
-        key = (pool.name, tp, mb, recompute, sp)
+        key = (pool.gpu.id, tp, mb, recompute, sp)       # the passes depend on the GPU, not on its pool
         if key not in self._pass:
             m, s, flash = self.model, self.job.seq_len, self.options.flash_attention
             link = pool.gpu.link_bw_bytes_per_s

@@ -45,7 +45,8 @@ from planner.comm import LINK_EFFICIENCY
 from planner.cost import GRAD_COMM_BYTES
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from planner.search.score import Scorer, _Shape
-from planner.search.space import INTERLEAVES, RECOMPUTES, Family, Group, micro_batch_sizes, tp_degrees
+from planner.compute import ACT_BYTES
+from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, tp_degrees
 from planner.types import Recompute, Schedule
 
 ZERO_CLASSES = (1, 2, 3)    # 1 stands for ZeRO-0 and ZeRO-1 (same time here, ZeRO-1 needs less memory)
@@ -89,6 +90,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     gpn = np.array([p.gpus_per_node for p in pools], np.int64)[:, None]
     link = np.array([p.gpu.link_bw_bytes_per_s for p in pools], float)[:, None]
     inter = np.array([p.inter_node_bw_bytes_per_s for p in pools], float)[:, None]
+    lat = np.array([p.inter_node_latency_s for p in pools], float)[:, None]
     between = np.array([[s.cluster.bw_between_pools(a, b) if a.name != b.name else math.inf for b in pools]
                         for a in pools], float)
 
@@ -108,7 +110,6 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     weight_bytes = s.layer_params / np.where(chain, t_arr, min_tp.astype(float)) * WEIGHT_BYTES
     gather = spread * weight_bytes
     grads = gather / WEIGHT_BYTES * GRAD_COMM_BYTES
-    groups_tp = [(k, j, t) for k in range(P) for j, t in enumerate(tp_list)]
 
     best = np.full(F, np.inf)
     for mb in micro_batch_sizes(B):
@@ -117,19 +118,17 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
         if live.size == 0:
             break
         sub = _Sub(live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
-                   group_count)
+                   group_count, first)
         own = -(-m // sub.lanes)                                   # chain: ceil(m / d)
-        p2p = np.zeros((P, len(tp_list), P, len(tp_list)))
-        for ka, ja, ta in groups_tp:
-            for kb, jb, tb in groups_tp:
-                p2p[ka, ja, kb, jb] = s.boundary_p2p_s(Group(pools[ka].name, ta, 1), Group(pools[kb].name, tb, 1), mb)
-        own_p2p = np.where(sub.present, p2p[sub.rows, sub.tpi, sub.rows, sub.tpi], 0.0)
-        chain_x = np.where(sub.width > 1, own_p2p, 0.0).max(axis=0)
-        mixed_x = np.zeros(live.size)
-        for ka in range(P):
-            for kb in range(P):
-                both = sub.present[ka] & sub.present[kb]
-                mixed_x = np.where(both, np.maximum(mixed_x, p2p[ka, sub.tpi[ka], kb, sub.tpi[kb]]), mixed_x)
+        size = ACT_BYTES * s.job.seq_len * mb * s.model.hidden
+        diag = np.where(sub.present, _p2p_s(size, inter, gpn, lat, between, sub.rows, sub.tp, sub.rows, sub.tp), 0.0)
+        chain_x = np.where(sub.width > 1, diag, 0.0).max(axis=0)
+        # a mixed stage sends from every group to every group of the next: the pairs with the first
+        # pool and each pool with itself are some of them (a lower bound on the slowest)
+        f_rows, f_tp = sub.first[None, :], np.take_along_axis(sub.tp, sub.first[None, :], axis=0)
+        out_of_first = _p2p_s(size, inter, gpn, lat, between, f_rows, f_tp, sub.rows, sub.tp)
+        into_first = _p2p_s(size, inter, gpn, lat, between, sub.rows, sub.tp, f_rows, f_tp)
+        mixed_x = np.where(sub.present, np.maximum(diag, np.maximum(out_of_first, into_first)), 0.0).max(axis=0)
         x = np.where(sub.chain, chain_x, mixed_x)
         for rc in RECOMPUTES:
             f_t, b_t, act = _per_pool(s, pools, tp_list, mb, rc)
@@ -186,11 +185,21 @@ class _Sub:
     """The columns of the live families."""
 
     def __init__(self, live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
-                 group_count):
-        self.present, self.width, self.t_arr = present[:, live], width[:, live], t_arr[:, live]
+                 group_count, first):
+        self.present, self.width, self.t_arr, self.tp = present[:, live], width[:, live], t_arr[:, live], tps[:, live]
+        self.first = first[live]
         self.rows, self.tpi = rows[:, live], tpi[:, live]
         self.gather, self.grads, self.group_count = gather[:, live], grads[:, live], group_count[:, live]
         self.lanes, self.chain, self.p, self.sp, self.d = lanes[live], chain[live], p_stages[live], sp[live], d[live]
+
+
+def _p2p_s(size, inter, gpn, lat, between, a, ta, b, tb):
+    """score.boundary_p2p_s for arrays of (pool, tp) pairs: one activation transfer from a replica
+    of pool a (tp ta) to one of pool b (tp tb)."""
+    tp = np.minimum(ta, tb)
+    bw = np.minimum(inter[a, 0], inter[b, 0]) * tp / np.maximum(gpn[a, 0], gpn[b, 0])
+    bw = np.minimum(bw, between[a, b] * tp / gpn[a, 0])      # between is inf on the diagonal
+    return np.maximum(lat[a, 0], lat[b, 0]) + size / (bw * LINK_EFFICIENCY)
 
 
 def _chain_level(L, v, width, present, a, free, W, act, own, p_stages):
