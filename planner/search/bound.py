@@ -72,10 +72,11 @@ class Bounds:
             capacity += replicas / s.best_sample_layer_s(pool, t, sp)
         return s.job.global_batch * s.model.layers / capacity
 
-    def pipeline_s(self, runs: Runs, max_replicas: int,
-                   any_order: bool = False) -> dict[tuple[int, int, Recompute, int], float]:
+    def pipeline_s(self, runs: Runs, max_replicas: int, any_order: bool = False,
+                   limit: float = math.inf) -> dict[tuple[int, int, Recompute, int], float]:
         """The pipeline bound for every (micro-batch size, interleave, recompute, ZeRO stage) a
-        layout of these runs may use; settings that cannot fit in memory are left out.
+        layout of these runs may use; settings that cannot fit in memory are left out, and so
+        are settings whose bound is at least `limit` (the caller's threshold, in seconds).
 
         `any_order`: a bound for every order of the runs at once (one call instead of one per pool
         order): each run's memory cap as if it were last (fewest in-flight micro-batches, so the
@@ -98,60 +99,80 @@ class Bounds:
             if B // mb < max_replicas:
                 break
             transfers = 2 * (p - 1) * self._transfer_s(runs, mb, within_runs_only=any_order)
+            fits = False
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
                 for rc in RECOMPUTES:
-                    found = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v, any_order)
+                    found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v,
+                                                  any_order, limit)
+                    fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
-                        if bound < math.inf:
+                        if bound < limit:
                             out[(mb, v, rc, zero)] = bound
-            if not any(key[0] == mb and key[1] == 1 for key in out):
+            if not fits:
                 break   # nothing fits at this micro-batch without interleave: nothing larger fits either
         return out
 
     def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros,
-                    last: list[int], windows: list[int], transfers: float, no_head: bool = False) -> list[float]:
+                    last: list[int], windows: list[int], transfers: float, no_head: bool = False,
+                    limit: float = math.inf) -> tuple[list[float], bool]:
+        """(bound per ZeRO stage, whether some ZeRO stage might fit). A ZeRO stage whose bound
+        without memory caps is already at least `limit` is not capped (its bound is returned
+        uncapped: a valid lower bound that the caller drops)."""
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
         never = [math.inf] * len(zeros)
         if p * v > L:
-            return never
+            return never, False
         stages = []
         for k, (groups, count) in enumerate(runs):
             rates = self._stage_rates(groups, mb, rc, sp)
             if rates is None:
-                return never
+                return never, False
             per_zero, head, shares = rates
             head = 0.0 if no_head else head
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
-                return never
-            caps = [self._most_layers(groups, shares, mb, v, rc, sp, p, last[k], windows[k], m, zero)
-                    for zero in zeros]
-            if caps[-1] < v:                     # the last ZeRO stage shards the most
-                return never
+                return never, False
             if k < len(runs) - 1:
-                stages.append((count, per_zero, 0.0, caps))
+                stages.append((k, count, per_zero, 0.0))
             else:                                # only the very last stage holds the head
-                stages += [(count - 1, per_zero, 0.0, caps)] * (count > 1) + [(1, per_zero, head, caps)]
-        out = []
-        for z, zero in enumerate(zeros):
-            rows = [(count, per_zero[zero][0], e if per_zero[zero][3] else 0.0, caps[z])
-                    for count, per_zero, e, caps in stages]
-            if any(cap < v for _, _, _, cap in rows):
+                stages += [(k, count - 1, per_zero, 0.0)] * (count > 1) + [(k, 1, per_zero, head)]
+        out, fits = [], False
+        caps: dict = {}
+        for zero in zeros:
+            rows = [(count, per_zero[zero][0], e if per_zero[zero][3] else 0.0, k)
+                    for k, count, per_zero, e in stages]
+            a_min = min(a for _, a, _, _ in rows)
+            beta_min = min(per_zero[zero][1] for _, _, per_zero, _ in stages)
+            coefs = [(count, per_zero[zero][2]) for _, count, per_zero, _ in stages]
+            tail = L / sum(count / c for count, c in coefs) if all(c > 0 for _, c in coefs) else 0.0   # (b5)
+            floor = max(v * a + e for _, a, e, _ in rows)
+
+            def total(level):
+                busiest = max(level, floor)
+                return busiest + beta_min / v * max((p - 1) * v, L - busiest / a_min) + transfers + tail  # (b3), (b4)
+
+            uncapped = (L + sum(c * e / a for c, a, e, _ in rows)) / sum(c / a for c, a, _, _ in rows)
+            if total(uncapped) >= limit:         # memory only raises the level: no need to cap
+                out.append(total(uncapped))
+                fits = True                      # unknown: the caller must not stop at this micro-batch
+                continue
+            for k in {k for _, _, _, k in rows}:
+                if (k, zero) not in caps:
+                    groups = runs[k][0]
+                    caps[(k, zero)] = self._most_layers(groups, self._rates[(groups, mb, rc, sp)][2], mb, v, rc, sp,
+                                                        p, last[k], windows[k], m, zero)
+            capped = [(c, a, e, caps[(k, zero)]) for c, a, e, k in rows]
+            if any(cap < v for _, _, _, cap in capped):
                 out.append(math.inf)
                 continue
-            busiest = _water_level(L, rows)                                       # (b2), (b6)
+            busiest = _water_level(L, capped)                                     # (b2), (b6)
             if busiest == math.inf:
                 out.append(math.inf)
                 continue
-            busiest = max([busiest] + [v * a + e for _, a, e, _ in rows])
-            a_min = min(per_zero[zero][0] for _, per_zero, _, _ in stages)
-            beta_min = min(per_zero[zero][1] for _, per_zero, _, _ in stages)
-            fill = beta_min / v * max((p - 1) * v, L - busiest / a_min)           # (b3)
-            coefs = [(count, per_zero[zero][2]) for count, per_zero, _, _ in stages]
-            tail = L / sum(count / c for count, c in coefs) if all(c > 0 for _, c in coefs) else 0.0   # (b5)
-            out.append(busiest + fill + transfers + tail)                         # (b4)
-        return out
+            fits = True
+            out.append(total(busiest))
+        return out, fits
 
     def _stage_rates(self, groups: tuple[Group, ...], mb: int, rc: Recompute, sp: bool):
         """({zero: (a, beta, c, whether e counts)}, e, shares) of (b1), (b3), (b5) for a stage of

@@ -237,6 +237,15 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
     c.lower_bound = unlisted
 
 
+def _seconds(keeper: _Keeper, price_per_hour: float) -> float:
+    """The iteration time at which a layout of this price stops beating the threshold: the
+    fast key is the time (throughput) or the time times the price (cost, deadline)."""
+    threshold = keeper.threshold()
+    if keeper.objective == Objective.THROUGHPUT or threshold == math.inf:
+        return threshold
+    return threshold / price_per_hour if price_per_hour > 0 else math.inf
+
+
 def _out_of_time(clock: Clock, c: Considered) -> bool:
     """The loop's share of the time limit is spent; until it has a plan, it may also use the
     re-scoring share (there is nothing to re-score yet), so that a short limit still answers."""
@@ -249,9 +258,9 @@ ANY_ORDER = ("any order",)    # heap entry of a chain family bounded for all its
 def _any_order_key(scorer: Scorer, bounds: Bounds, family: Family, keeper: _Keeper) -> float:
     """The smallest fast key of bound.pipeline_s(any_order=True) over knob settings: a lower bound
     for every pool order of the family, for one call instead of one per order."""
-    per_knob = bounds.pipeline_s(family.runs(tuple(range(len(family.subset)))), family.max_replicas_per_stage,
-                                 any_order=True)
     price = layout_price(scorer, family)
+    per_knob = bounds.pipeline_s(family.runs(tuple(range(len(family.subset)))), family.max_replicas_per_stage,
+                                 any_order=True, limit=_seconds(keeper, price))
     return min((fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours) for b in per_knob.values()),
                default=math.inf)
 
@@ -273,7 +282,8 @@ def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: f
                 heapq.heappush(heap, e)
             heapq.heappush(heap, (capacity_key, pushed, None, family))
             return pushed + 1, None
-        per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
+        per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
+                                     limit=_seconds(keeper, price))
         threshold = keeper.threshold()
         keyed = {k: key for k, b in per_knob.items() if b < math.inf
                  for key in (fast_key(objective, job, b, price, deadline),) if key < threshold}
