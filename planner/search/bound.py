@@ -73,10 +73,11 @@ class Bounds:
         return s.job.global_batch * s.model.layers / capacity
 
     def pipeline_s(self, runs: Runs, max_replicas: int, any_order: bool = False,
-                   limit: float = math.inf) -> dict[tuple[int, int, Recompute, int], float]:
+                   limit: float = math.inf, only=None) -> dict[tuple[int, int, Recompute, int], float]:
         """The pipeline bound for every (micro-batch size, interleave, recompute, ZeRO stage) a
         layout of these runs may use; settings that cannot fit in memory are left out, and so
-        are settings whose bound is at least `limit` (the caller's threshold, in seconds).
+        are settings whose bound is at least `limit` (the caller's threshold, in seconds) and,
+        given `only`, settings not in it (those an any-order bound already ruled out).
 
         `any_order`: a bound for every order of the runs at once (one call instead of one per pool
         order): each run's memory cap as if it were last (fewest in-flight micro-batches, so the
@@ -95,7 +96,8 @@ class Bounds:
         if any_order:
             last, windows = [p - 1] * len(runs), list(replicas)
         out = {}
-        for mb in micro_batch_sizes(B):
+        wanted = None if only is None else {key[:3] for key in only}
+        for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
                 break
             transfers = 2 * (p - 1) * self._transfer_s(runs, mb, within_runs_only=any_order)
@@ -104,13 +106,15 @@ class Bounds:
                 if v > 1 and (p == 1 or L % v):
                     continue
                 for rc in RECOMPUTES:
+                    if wanted is not None and (mb, v, rc) not in wanted:
+                        continue
                     found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v,
                                                   any_order, limit)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
-                        if bound < limit:
+                        if bound < limit and (only is None or (mb, v, rc, zero) in only):
                             out[(mb, v, rc, zero)] = bound
-            if not fits:
+            if not fits and only is None:
                 break   # nothing fits at this micro-batch without interleave: nothing larger fits either
         return out
 

@@ -28,7 +28,7 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
 from planner.cost import CostOptions
 from planner.search.bound import Bounds
@@ -216,14 +216,15 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
             c.lower_bound = min(key, unlisted)
             return
         if detail is None and len(family.subset) > 1 and family.kind == "chain" and keeper.threshold() < math.inf:
-            any_order = _any_order_key(scorer, bounds, family, keeper)   # one bound for all its orders first
+            any_order, settings = _any_order_key(scorer, bounds, family, keeper)   # one bound for all its orders first
             if any_order < keeper.threshold():
-                heapq.heappush(heap, (max(key, any_order), pushed, ANY_ORDER, family))
+                heapq.heappush(heap, (max(key, any_order), pushed, AnyOrder(settings), family))
                 pushed += 1
             continue
-        if detail is None or detail is ANY_ORDER:
+        if detail is None or isinstance(detail, AnyOrder):
             dive = keeper.threshold() == math.inf
-            pushed, best = _push_orders(scorer, bounds, family, key, keeper, heap, pushed, clock, dive)
+            only = detail.settings if isinstance(detail, AnyOrder) else None
+            pushed, best = _push_orders(scorer, bounds, family, key, keeper, heap, pushed, clock, dive, only)
             if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
                 scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1])
             if len(heap) > 2 * kept_size + 1024:   # drop what can no longer win: memory stays bounded
@@ -252,21 +253,26 @@ def _out_of_time(clock: Clock, c: Considered) -> bool:
     return clock.expired(share=1.0 if c.kept else 1 / SEARCH_SHARE)
 
 
-ANY_ORDER = ("any order",)    # heap entry of a chain family bounded for all its pool orders at once
+class AnyOrder(NamedTuple):
+    """Heap entry detail of a chain family bounded for all its pool orders at once: the knob
+    settings whose any-order bound could still win (no order can do better with the others)."""
+    settings: frozenset
 
 
-def _any_order_key(scorer: Scorer, bounds: Bounds, family: Family, keeper: _Keeper) -> float:
-    """The smallest fast key of bound.pipeline_s(any_order=True) over knob settings: a lower bound
-    for every pool order of the family, for one call instead of one per order."""
+def _any_order_key(scorer: Scorer, bounds: Bounds, family: Family, keeper: _Keeper) -> tuple[float, frozenset]:
+    """The smallest fast key of bound.pipeline_s(any_order=True) over knob settings, a lower bound
+    for every pool order of the family for one call instead of one per order, and the settings
+    whose key beats the threshold."""
     price = layout_price(scorer, family)
     per_knob = bounds.pipeline_s(family.runs(tuple(range(len(family.subset)))), family.max_replicas_per_stage,
                                  any_order=True, limit=_seconds(keeper, price))
-    return min((fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours) for b in per_knob.values()),
-               default=math.inf)
+    keys = {k: fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours) for k, b in per_knob.items()}
+    threshold = keeper.threshold()
+    return min(keys.values(), default=math.inf), frozenset(k for k, key in keys.items() if key < threshold)
 
 
 def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: float, keeper: _Keeper,
-                 heap: list, pushed: int, clock: Clock, dive: bool = False):
+                 heap: list, pushed: int, clock: Clock, dive: bool = False, only: frozenset | None = None):
     """Each pool order of `family` back on the heap with its pipeline bound per knob setting,
     keeping only the settings that can still beat the threshold. Out of time, the family goes
     back whole with its capacity bound, which still bounds its orders not yet pushed.
@@ -283,7 +289,7 @@ def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: f
             heapq.heappush(heap, (capacity_key, pushed, None, family))
             return pushed + 1, None
         per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
-                                     limit=_seconds(keeper, price))
+                                     limit=_seconds(keeper, price), only=only)
         threshold = keeper.threshold()
         keyed = {k: key for k, b in per_knob.items() if b < math.inf
                  for key in (fast_key(objective, job, b, price, deadline),) if key < threshold}

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from planner.types import Cluster, Model, Pool, Recompute
 
 
-@dataclass(frozen=True)
-class Group:
-    """`count` replicas of a stage, each on `tp` GPUs of pool `pool`."""
+class Group(NamedTuple):
+    """`count` replicas of a stage, each on `tp` GPUs of pool `pool` (a named tuple: the bounds
+    key their caches by tuples of groups, and tuples hash in C)."""
     pool: str
     tp: int
     count: int
