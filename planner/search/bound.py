@@ -61,6 +61,7 @@ class Bounds:
         self.scorer = scorer
         self._rates: dict = {}
         self._caps: dict = {}
+        self._run: dict = {}
 
     def capacity_s(self, family: Family) -> float:
         """The capacity bound of every layout of `family`."""
@@ -138,17 +139,16 @@ class Bounds:
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
                 return never, False
             if k < len(runs) - 1:
-                stages.append((k, count, per_zero, 0.0))
+                stages.append((k, count, per_zero, 0.0, "all"))
             else:                                # only the very last stage holds the head
-                stages += [(k, count - 1, per_zero, 0.0)] * (count > 1) + [(k, 1, per_zero, head)]
+                stages += [(k, count - 1, per_zero, 0.0, "others")] * (count > 1) + [(k, 1, per_zero, head, "last")]
         out, fits = [], False
-        caps: dict = {}
         for zero in zeros:
-            rows = [(count, per_zero[zero][0], e if per_zero[zero][3] else 0.0, k)
-                    for k, count, per_zero, e in stages]
+            rows = [(count, per_zero[zero][0], e if per_zero[zero][3] else 0.0, (k, part))
+                    for k, count, per_zero, e, part in stages]
             a_min = min(a for _, a, _, _ in rows)
-            beta_min = min(per_zero[zero][1] for _, _, per_zero, _ in stages)
-            coefs = [(count, per_zero[zero][2]) for _, count, per_zero, _ in stages]
+            beta_min = min(per_zero[zero][1] for _, _, per_zero, _, _ in stages)
+            coefs = [(count, per_zero[zero][2]) for _, count, per_zero, _, _ in stages]
             tail = L / sum(count / c for count, c in coefs) if all(c > 0 for _, c in coefs) else 0.0   # (b5)
             floor = max(v * a + e for _, a, e, _ in rows)
 
@@ -161,15 +161,16 @@ class Bounds:
                 out.append(total(uncapped))
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
-            for k in {k for _, _, _, k in rows}:
-                if (k, zero) not in caps:
-                    groups = runs[k][0]
-                    caps[(k, zero)] = self._most_layers(groups, self._rates[(groups, mb, rc, sp)][2], mb, v, rc, sp,
-                                                        p, last[k], windows[k], m, zero)
-            capped = [(c, a, e, caps[(k, zero)]) for c, a, e, k in rows]
-            if any(cap < v for _, _, _, cap in capped):
+            caps, smallest = {}, math.inf
+            for k, (groups, count) in enumerate(runs):
+                cap_last, others, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
+                smallest = min(smallest, least)
+                caps[(k, "last")], caps[(k, "all")] = cap_last, (cap_last + others) / count
+                caps[(k, "others")] = others / (count - 1) if count > 1 else math.inf
+            if smallest < v:                     # some stage cannot hold its v layers
                 out.append(math.inf)
                 continue
+            capped = [(c, a, e, caps[part]) for c, a, e, part in rows]
             busiest = _water_level(L, capped)                                     # (b2), (b6)
             if busiest == math.inf:
                 out.append(math.inf)
@@ -222,6 +223,22 @@ class Bounds:
                 k += g.count
             self._rates[key] = (per_zero, min(heads), shares)
         return self._rates[key]
+
+    def _run_caps(self, groups, mb, v, rc, sp, p, last_stage, window, count, m, zero) -> tuple[int, int, int]:
+        """(b6) for the `count` stages of a run ending at stage `last_stage` with 1F1B window
+        `window`: (layers its last stage can hold, the sum over its other stages, the fewest any
+        stage can hold). The j-th stage before the run's last holds the in-flight micro-batches
+        of window + j d (d its replicas) at position last_stage - j; a water level over a run
+        with the average cap of its stages holds no fewer layers than one with each stage's own
+        (sum_j min(cap_j, x) <= min(sum_j cap_j, count x)), so the level stays a lower bound."""
+        key = (groups, mb, v, rc, sp, p, last_stage, window, count, zero)
+        if key not in self._run:
+            shares = self._rates[(groups, mb, rc, sp)][2]
+            d = sum(g.count for g in groups)
+            caps = [self._most_layers(groups, shares, mb, v, rc, sp, p, last_stage - j, window + j * d, m, zero)
+                    for j in range(count)]
+            self._run[key] = (caps[0], sum(caps[1:]), min(caps))
+        return self._run[key]
 
     def _most_layers(self, groups, shares, mb, v, rc, sp, p, last_stage, window, m, zero) -> int:
         """(b6) An upper bound on the layers any stage of a run can hold at this ZeRO stage: its

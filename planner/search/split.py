@@ -28,8 +28,7 @@ class StageCosts:
         return most - most % multiple
 
 
-def split_layers(num_layers: int, stages: list[StageCosts], multiple: int = 1,
-                 rel_tol: float = 1e-7) -> tuple[tuple[int, ...], bool] | None:
+def split_layers(num_layers: int, stages: list[StageCosts], multiple: int = 1) -> tuple[tuple[int, ...], bool] | None:
     """Contiguous split of `num_layers` layers over the stages minimising the slowest stage.
 
     Formulation (integer program; L_i the layers of stage i, B the slowest stage's time):
@@ -38,40 +37,32 @@ def split_layers(num_layers: int, stages: list[StageCosts], multiple: int = 1,
         (c2) L_i >= multiple, L_i = multiple * k_i       each stage non-empty; whole virtual stages
         (c3) slope_ig L_i + intercept_ig <= B  for all g  every replica group of stage i within B
         (c4) L_i <= max_layers_i                          memory of every GPU of stage i
-    For fixed B, (c3)-(c4) give each stage an upper bound U_i(B), so B is feasible iff
-    U_i(B) >= multiple for all i and sum_i U_i(B) >= num_layers; feasibility is monotone in B,
-    so bisection on B finds the optimum to `rel_tol` (the split it returns is optimal up to that
-    tolerance). Among optimal splits, layers are taken first from the stages with the steepest
-    slope, which shortens the pipeline's fill and drain. Returns (split, whether memory (c4) binds
-    at the optimum), or None when memory rules out every split.
+    Each stage's time is convex and increasing in its layers, so handing out the layers `multiple`
+    at a time, each time to the stage that would be slowest the least after taking them (within
+    its memory), is optimal (the classic greedy for min-max allocation with convex costs); it
+    needs at most num_layers / multiple heap steps. With B the optimum it reaches, each stage's
+    upper bound U_i(B) from (c3)-(c4) is taken, and among optimal splits layers are removed first
+    from the stages with the steepest slope, which shortens the pipeline's fill and drain.
+    Returns (split, whether memory (c4) binds at the optimum), or None when memory rules out
+    every split.
     """
     if num_layers % multiple or len(stages) * multiple > num_layers or any(s.max_layers < multiple for s in stages):
         return None
-    if sum(s.max_layers - s.max_layers % multiple for s in stages) < num_layers:
+    caps = [s.max_layers - s.max_layers % multiple for s in stages]
+    if sum(caps) < num_layers:
         return None
-    hi = max(s.time_s(num_layers) for s in stages)
-    lo = 0.0
-    if not _feasible(num_layers, stages, hi, multiple):
-        hi = max(s.time_s(s.max_layers) for s in stages)
-    while hi - lo > rel_tol * hi:
-        mid = (lo + hi) / 2
-        if _feasible(num_layers, stages, mid, multiple):
-            hi = mid
-        else:
-            lo = mid
-    upper = [s.most_layers_within(hi, multiple) for s in stages]
-    memory_binds = any(s.max_layers < s.most_layers_within(hi, multiple, memory=False) for s in stages)
+    layers = [multiple] * len(stages)
+    heap = [(s.time_s(2 * multiple), i) for i, s in enumerate(stages) if caps[i] >= 2 * multiple]
+    heapq.heapify(heap)
+    for _ in range((num_layers - multiple * len(stages)) // multiple):
+        _, i = heapq.heappop(heap)
+        layers[i] += multiple
+        if layers[i] + multiple <= caps[i]:
+            heapq.heappush(heap, (stages[i].time_s(layers[i] + multiple), i))
+    best = max(s.time_s(n) for s, n in zip(stages, layers))
+    upper = [max(n, s.most_layers_within(best, multiple)) for s, n in zip(stages, layers)]
+    memory_binds = any(s.max_layers < s.most_layers_within(best, multiple, memory=False) for s in stages)
     return _trim(upper, num_layers, stages, multiple), memory_binds
-
-
-def _feasible(num_layers: int, stages: list[StageCosts], budget_s: float, multiple: int) -> bool:
-    total = 0
-    for s in stages:
-        most = s.most_layers_within(budget_s, multiple)
-        if most < multiple:
-            return False
-        total += most
-    return total >= num_layers
 
 
 def _trim(upper: list[int], num_layers: int, stages: list[StageCosts], multiple: int) -> tuple[int, ...]:
