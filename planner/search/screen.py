@@ -24,8 +24,9 @@ class, with tau_g = forward + backward of one layer for one micro-batch on group
          one micro-batch's activations per layer and f the in-flight micro-batches. In any order,
          the q_k stages of a chain run sit somewhere in the pipeline, and the j-th from the run's
          end holds at least min(own, j + 1) micro-batches (1F1B), so the run holds at most
-         sum_j free / (W + min(own, j + 1) A) <= free / A ln((W + min(q, own) A) / W)
-         + max(0, q - own) free / (W + own A) layers (the integral bound of the sum). Interleaved
+         sum_j free / (W + min(own, j + 1) A) <= free / A ln((W + (k + 1/2) A) / (W + A / 2))
+         + max(0, q - own) free / (W + own A) layers, k = min(q, own) (the terms are convex in
+         j, so each is at most its integral over [j - 1/2, j + 1/2]). Interleaved
          plans hold at least min((v - 1) p + 1, own v) / v; mixed stages at least one.
   bound  M = the water level of sum_k q_k min(cap_k, M / a_k) = L (planner.search.bound._water_level,
          here for at most one row per pool), at least v max_k a_k; then
@@ -159,8 +160,14 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                 a_max = np.where(ch, np.where(sub.present, a_chain, 0.0).max(axis=0), a_mixed)
                 a_min = np.where(ch, a_chain.min(axis=0), a_mixed)
                 if mx.any():
-                    mixed_cap = np.where(sub.present[:, mx], free[:, mx] / (W[:, mx] + act_l[:, mx]), np.inf).min(axis=0)
-                    mixed_level = np.where(sub.p[mx] * np.floor(mixed_cap) >= L, a_mixed[mx] * L / sub.p[mx], np.inf)
+                    pm, fm, wm, am = sub.present[:, mx], free[:, mx], W[:, mx], act_l[:, mx]
+                    mixed_cap = np.where(pm, fm / (wm + am), np.inf).min(axis=0)
+                    # the first stage: the group with the largest share (>= m / R) holds at least
+                    # min(ceil(m / R), p) micro-batches (its window is p R), and must fit a layer
+                    held = np.minimum(np.ceil(m / sub.d[mx] * (1 - 1e-12)), sub.p[mx])
+                    room = np.where(pm & (fm > 0), np.floor(fm / (wm + held * am) * (1 + 1e-9)), 0.0).max(axis=0)
+                    mixed_level = np.where((sub.p[mx] * np.floor(mixed_cap) >= L) & (room >= 1),
+                                           a_mixed[mx] * L / sub.p[mx], np.inf)
                 for v in INTERLEAVES:
                     ok = sub.p * v <= L
                     if v > 1:
@@ -170,7 +177,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                     on = np.flatnonzero(ok & ch)
                     if on.size:
                         M[on] = _chain_level(L, v, sub.width[:, on], sub.present[:, on], a_chain[:, on], free[:, on],
-                                             W[:, on], act_l[:, on], own[on], sub.p[on])
+                                             W[:, on], act_l[:, on], own[on], sub.p[on], sub.lanes[on], m)
                     if mx.any():
                         M[mx] = np.where(ok[mx], mixed_level, np.inf)
                     M = np.maximum(M, v * a_max)
@@ -202,22 +209,31 @@ def _p2p_s(size, inter, gpn, lat, between, a, ta, b, tb):
     return np.maximum(lat[a, 0], lat[b, 0]) + size / (bw * LINK_EFFICIENCY)
 
 
-def _chain_level(L, v, width, present, a, free, W, act, own, p_stages):
+def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m):
     """Water level M of (b2)/(b6) for chain families (rows: the runs), memory caps relaxed as the
     module docstring says; inf where the runs cannot hold L layers."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         q = width.astype(float)
         ownf = own.astype(float)
         if v == 1:
-            k = np.minimum(q, ownf)
-            total = free / act * np.log1p(k * act / W) + np.maximum(0.0, q - ownf) * free / (W + ownf * act)
-            per_stage = free / (W + act)
+            # the stage x = j + 1 from the run's end holds >= min(own, ceil(x c)) micro-batches,
+            # c = d own / m >= 1 (its window x d over the m micro-batches, own of them its own)
+            c = lanes * ownf / m
+            k = np.clip(np.ceil(ownf / c) - 1, 0, q)                 # stages with x c < own
+            first = np.minimum(ownf, np.ceil(c * (1 - 1e-12)))
+            per_stage = free / (W + first * act)
+            rest = np.where(k >= 2, free / (c * act) * np.log((W + (k + 0.5) * c * act) / (W + 1.5 * c * act)), 0.0)
+            total = np.where(k >= 1, per_stage, 0.0) + rest + (q - k) * free / (W + ownf * act)
+            # the run's first stage (x = q) holds the most: it must still fit v layers
+            least = free / (W + np.minimum(ownf, np.ceil(q * c * (1 - 1e-12))) * act)
         else:
             flight = np.minimum((v - 1) * p_stages + 1, ownf * v) / v
             per_stage = free / (W + flight * act)
             total = q * per_stage
+            least = free / (W + np.minimum(2 * (q - 1) + (v - 1) * p_stages + 1, ownf * v) / v * act)
         cap = np.where(present & (free > 0), np.minimum(total / np.maximum(q, 1), per_stage), 0.0)
         feasible = (q * cap).sum(axis=0) >= L * (1 - 1e-12)
+        feasible &= (~present | (np.floor(np.where(free > 0, least, 0.0) * (1 + 1e-9)) >= v)).all(axis=0)
         active = present.copy()
         left = np.full(q.shape[1], float(L))
         level = np.zeros(q.shape[1])
