@@ -235,39 +235,42 @@ class Bounds:
         if key not in self._run:
             shares = self._rates[(groups, mb, rc, sp)][2]
             d = sum(g.count for g in groups)
-            caps = [self._most_layers(groups, shares, mb, v, rc, sp, p, last_stage - j, window + j * d, m, zero)
-                    for j in range(count)]
+            owns, k = [], 0
+            for g in groups:
+                own = max(shares[k:k + g.count])
+                owns.append(min(own, m // d) if len(groups) > 1 else own)   # even shares may give fewer
+                k += g.count
+            caps = []
+            for j in range(count):
+                flights = [self._in_flight(own, v, p, last_stage - j, window + j * d, m) for own in owns]
+                caps.append(min(self._cap(g, mb, v, rc, sp, p, d, f, m, zero) for g, f in zip(groups, flights)))
+                if all(f >= own for f, own in zip(flights, owns)):   # every later stage holds as many
+                    caps += [caps[-1]] * (count - j - 1)
+                    break
             self._run[key] = (caps[0], sum(caps[1:]), min(caps))
         return self._run[key]
 
-    def _most_layers(self, groups, shares, mb, v, rc, sp, p, last_stage, window, m, zero) -> int:
-        """(b6) An upper bound on the layers any stage of a run can hold at this ZeRO stage: its
-        sharding over the stage's replicas, no embedding or head, and the fewest in-flight
-        micro-batches of the run (its last stage)."""
-        s = self.scorer
-        d = sum(g.count for g in groups)
-        per_param = (WEIGHT_BYTES / (d if zero >= 3 else 1) + MAIN_GRAD_BYTES / (d if zero >= 2 else 1)
-                     + OPTIMIZER_BYTES / (d if zero >= 1 else 1))
-        most, k = 10**9, 0
-        for g in groups:
-            own = max(shares[k:k + g.count])
-            if len(groups) > 1:          # even shares (the baselines) may give this group fewer
-                own = min(own, m // d)
-            k += g.count
-            if v == 1:
-                in_flight = max(1, min(own, -(-window * own // m)))
-            else:
-                in_flight = min(2 * (p - last_stage - 1) + (v - 1) * p + 1, own * v) / v
-            key = (g.pool, g.tp, mb, rc, sp, d, in_flight, zero)
-            if key not in self._caps:
-                pool = s.pools[g.pool]
-                shape = _Shape(s.model, s.job.seq_len, mb, sp, rc, p, Schedule.ONE_F_ONE_B, v, (), m)
-                extra = s.activation_bytes(shape, g.tp, Recompute.NONE) if rc == Recompute.FULL else 0.0
-                free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - extra
-                per_layer = s.layer_params / g.tp * per_param + in_flight * s.activation_bytes(shape, g.tp)
-                self._caps[key] = max(0, math.floor(free / per_layer * (1 + 1e-9)))
-            most = min(most, self._caps[key])
-        return most
+    @staticmethod
+    def _in_flight(own: int, v: int, p: int, stage: int, window: int, m: int) -> float:
+        """The fewest micro-batches (of its `own`) a replica of `stage` holds in flight (memory.in_flight_micro_batches)."""
+        if v == 1:
+            return max(1, min(own, -(-window * own // m)))
+        return min(2 * (p - stage - 1) + (v - 1) * p + 1, own * v) / v
+
+    def _cap(self, g: Group, mb, v, rc, sp, p, d, in_flight, m, zero) -> int:
+        """Most layers a GPU of group g holds at this in-flight count, ZeRO stage and sharding over d."""
+        key = (g.pool, g.tp, mb, rc, sp, d, in_flight, zero)
+        if key not in self._caps:
+            s = self.scorer
+            per_param = (WEIGHT_BYTES / (d if zero >= 3 else 1) + MAIN_GRAD_BYTES / (d if zero >= 2 else 1)
+                         + OPTIMIZER_BYTES / (d if zero >= 1 else 1))
+            pool = s.pools[g.pool]
+            shape = _Shape(s.model, s.job.seq_len, mb, sp, rc, p, Schedule.ONE_F_ONE_B, v, (), m)
+            extra = s.activation_bytes(shape, g.tp, Recompute.NONE) if rc == Recompute.FULL else 0.0
+            free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - extra
+            per_layer = s.layer_params / g.tp * per_param + in_flight * s.activation_bytes(shape, g.tp)
+            self._caps[key] = max(0, math.floor(free / per_layer * (1 + 1e-9)))
+        return self._caps[key]
 
     def _transfer_s(self, runs: Runs, mb: int, within_runs_only: bool = False) -> float:
         """x of (b4): the slowest transfer across any stage boundary (as score._p2p_s); or across

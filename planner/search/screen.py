@@ -141,6 +141,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
             if rc == Recompute.FULL:
                 extra = _per_pool(s, pools, tp_list, mb, Recompute.NONE)[2][spi, sub.rows, sub.tpi]
             free = np.broadcast_to(mem - extra, act_l.shape)
+            tau0 = np.where(sub.present, fw + bw_t, np.inf)      # what the shares balance (no ZeRO traffic)
             for zero in ZERO_CLASSES:
                 if zero == 1:
                     tau = fw + bw_t
@@ -161,13 +162,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                 a_min = np.where(ch, a_chain.min(axis=0), a_mixed)
                 if mx.any():
                     pm, fm, wm, am = sub.present[:, mx], free[:, mx], W[:, mx], act_l[:, mx]
-                    mixed_cap = np.where(pm, fm / (wm + am), np.inf).min(axis=0)
-                    # the first stage: the group with the largest share (>= m / R) holds at least
-                    # min(ceil(m / R), p) micro-batches (its window is p R), and must fit a layer
-                    held = np.minimum(np.ceil(m / sub.d[mx] * (1 - 1e-12)), sub.p[mx])
-                    room = np.where(pm & (fm > 0), np.floor(fm / (wm + held * am) * (1 + 1e-9)), 0.0).max(axis=0)
-                    mixed_level = np.where((sub.p[mx] * np.floor(mixed_cap) >= L) & (room >= 1),
-                                           a_mixed[mx] * L / sub.p[mx], np.inf)
+                    n_lo = _mixed_share_floor(m, tau0[:, mx], pm, sub.group_count[:, mx], sub.d[mx])
                 for v in INTERLEAVES:
                     ok = sub.p * v <= L
                     if v > 1:
@@ -179,7 +174,8 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                         M[on] = _chain_level(L, v, sub.width[:, on], sub.present[:, on], a_chain[:, on], free[:, on],
                                              W[:, on], act_l[:, on], own[on], sub.p[on], sub.lanes[on], m)
                     if mx.any():
-                        M[mx] = np.where(ok[mx], mixed_level, np.inf)
+                        fits = _mixed_fits(L, v, sub.p[mx], m, sub.d[mx], n_lo, pm, fm, wm, am)
+                        M[mx] = np.where(ok[mx] & fits, a_mixed[mx] * L / sub.p[mx], np.inf)
                     M = np.maximum(M, v * a_max)
                     with np.errstate(invalid="ignore"):
                         fill = beta_min / v * np.maximum((sub.p - 1) * v, L - M / a_min)
@@ -200,6 +196,54 @@ class _Sub:
         self.lanes, self.chain, self.p, self.sp, self.d = lanes[live], chain[live], p_stages[live], sp[live], d[live]
 
 
+def _mixed_share_floor(m, tau0, present, count, replicas):
+    """A lower bound on every replica's micro-batches in a mixed stage, for the shares the search
+    gives (split.share_micro_batches starts each replica at floor(level / tau) with level just
+    under m / sum(1 / tau), or at one when those add up to more than m) and for even shares
+    (the baselines: at least floor(m / R))."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = m / np.where(present, count / tau0, 0.0).sum(axis=0) * (1 - 1e-9)
+        start = np.where(present, np.maximum(1.0, np.floor(level / tau0)), 0.0)
+        greedy = np.where((start * count).sum(axis=0) <= m, start, 1.0)
+        return np.where(present, np.minimum(greedy, np.maximum(1.0, np.floor(m / replicas))), 1.0)
+
+
+def _mixed_fits(L, v, p, m, replicas, n_lo, present, free, W, act):
+    """Whether p identical mixed stages can hold L layers: stage x from the end (x = 1..p) holds,
+    on a replica of group g, at least min(n_g, ceil(x c_g)) micro-batches (1F1B: c_g = R n_g / m,
+    its window of x R replicas; interleaved: at least min(n_g, x), c_g = 1), so the stages hold at
+    most min_g of the sum over x of free_g / (W_g + that A_g) layers (a sum of minima is at most
+    the minimum of the sums; each sum bounded as for a chain run), and the first stage (x = p)
+    must hold v layers."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        c = np.maximum(replicas * n_lo / m, 1e-12) if v == 1 else np.ones_like(n_lo)
+        q = p.astype(float)
+        total = _run_total(q, c, n_lo, free, W, act)
+        least = np.where(free > 0, np.floor(free / (W + np.minimum(n_lo, np.ceil(q * c * (1 - 1e-12))) * act)
+                                            * (1 + 1e-9)), 0.0)
+        total = np.where(present, total, np.inf).min(axis=0)
+        least = np.where(present, least, np.inf).min(axis=0)
+        return (total >= L * (1 - 1e-12)) & (least >= v)
+
+
+def _run_total(q, c, own, free, W, act):
+    """An upper bound on the layers q stages hold when the x-th from the end (x = 1..q) holds at
+    least f_x = min(own, max(1, ceil(x c))) micro-batches of A bytes per layer (and W bytes per
+    layer of states): sum_x floor(free / (W + f_x A)). The last stage (x = 1), the stages with
+    x c <= 1 (f = 1) and those at own are counted exactly; in between, f_x >= x c and each term is
+    at most its integral over [x - 1/2, x + 1/2] (convex in x)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        last = np.floor(free / (W + np.minimum(own, np.maximum(1.0, np.ceil(c * (1 - 1e-12)))) * act) * (1 + 1e-9))
+        ones = np.clip(np.floor(1 / c), 1, q)                          # x <= ones: one micro-batch
+        ones = np.where(own <= 1, q, ones)
+        k = np.clip(np.ceil(own / c) - 1, ones, q)                     # x <= k: x c < own
+        middle = np.where(k > ones, free / (c * act) * np.log((W + (k + 0.5) * c * act) / (W + (ones + 0.5) * c * act)),
+                          0.0)
+        total = (last + (ones - 1) * np.floor(free / (W + act) * (1 + 1e-9)) + middle
+                 + (q - k) * np.floor(free / (W + own * act) * (1 + 1e-9)))
+        return np.where((free > 0) & (q >= 1), total, 0.0)
+
+
 def _p2p_s(size, inter, gpn, lat, between, a, ta, b, tb):
     """score.boundary_p2p_s for arrays of (pool, tp) pairs: one activation transfer from a replica
     of pool a (tp ta) to one of pool b (tp tb)."""
@@ -216,14 +260,11 @@ def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m)
         q = width.astype(float)
         ownf = own.astype(float)
         if v == 1:
-            # the stage x = j + 1 from the run's end holds >= min(own, ceil(x c)) micro-batches,
-            # c = d own / m >= 1 (its window x d over the m micro-batches, own of them its own)
+            # the stage x from the run's end holds >= min(own, ceil(x c)) micro-batches, c = d own / m
+            # (its window x d over the m micro-batches, own of them its own)
             c = lanes * ownf / m
-            k = np.clip(np.ceil(ownf / c) - 1, 0, q)                 # stages with x c < own
-            first = np.minimum(ownf, np.ceil(c * (1 - 1e-12)))
-            per_stage = free / (W + first * act)
-            rest = np.where(k >= 2, free / (c * act) * np.log((W + (k + 0.5) * c * act) / (W + 1.5 * c * act)), 0.0)
-            total = np.where(k >= 1, per_stage, 0.0) + rest + (q - k) * free / (W + ownf * act)
+            per_stage = free / (W + np.minimum(ownf, np.ceil(c * (1 - 1e-12))) * act)
+            total = _run_total(q, c, ownf, free, W, act)
             # the run's first stage (x = q) holds the most: it must still fit v layers
             least = free / (W + np.minimum(ownf, np.ceil(q * c * (1 - 1e-12))) * act)
         else:
