@@ -74,7 +74,7 @@ class Bounds:
         return s.job.global_batch * s.model.layers / capacity
 
     def pipeline_s(self, runs: Runs, max_replicas: int, any_order: bool = False,
-                   limit: float = math.inf, only=None) -> dict[tuple[int, int, Recompute, int], float]:
+                   limit: float = math.inf, only=None, fixed: int | None = None) -> dict[tuple[int, int, Recompute, int], float]:
         """The pipeline bound for every (micro-batch size, interleave, recompute, ZeRO stage) a
         layout of these runs may use; settings that cannot fit in memory are left out, and so
         are settings whose bound is at least `limit` (the caller's threshold, in seconds) and,
@@ -84,7 +84,12 @@ class Bounds:
         order): each run's memory cap as if it were last (fewest in-flight micro-batches, so the
         largest cap and the lowest water level), no head time e, and only the transfers inside a
         run (every order has them). Each relaxation only lowers the bound of (b2)-(b4), and
-        M + fill stays non-decreasing in M, so it is at most the bound of any one order."""
+        M + fill stays non-decreasing in M, so it is at most the bound of any one order.
+        `fixed`: a bound for every order that starts with the first `fixed` runs as given (the
+        rest in any order): those runs have their exact stage positions and 1F1B windows (the
+        runs after them form the same set whatever their order) and the transfers between them;
+        the others are relaxed as for any_order. fixed = 0 is any_order; fixed = len(runs), the
+        default without any_order, is the order as given."""
         s = self.scorer
         L, B = s.model.layers, s.job.global_batch
         p = sum(count for _, count in runs)
@@ -94,14 +99,16 @@ class Bounds:
         replicas = [sum(g.count for g in groups) for groups, _ in runs]
         last = [sum(c for _, c in runs[:k + 1]) - 1 for k in range(len(runs))]
         windows = [replicas[k] + sum(r * c for r, (_, c) in zip(replicas[k + 1:], runs[k + 1:])) for k in range(len(runs))]
-        if any_order:
-            last, windows = [p - 1] * len(runs), list(replicas)
+        if fixed is None:
+            fixed = 0 if any_order else len(runs)
+        any_order = fixed < len(runs)           # no head time, and only known transfers
+        last[fixed:], windows[fixed:] = [p - 1] * (len(runs) - fixed), replicas[fixed:]
         out = {}
         wanted = None if only is None else {key[:3] for key in only}
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
                 break
-            transfers = 2 * (p - 1) * self._transfer_s(runs, mb, within_runs_only=any_order)
+            transfers = 2 * (p - 1) * self._transfer_s(runs, mb, fixed)
             fits = False
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
@@ -272,12 +279,14 @@ class Bounds:
             self._caps[key] = max(0, math.floor(free / per_layer * (1 + 1e-9)))
         return self._caps[key]
 
-    def _transfer_s(self, runs: Runs, mb: int, within_runs_only: bool = False) -> float:
-        """x of (b4): the slowest transfer across any stage boundary (as score._p2p_s); or across
-        the boundaries inside runs only, which every order of the runs has."""
+    def _transfer_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
+        """x of (b4): the slowest transfer across a stage boundary every order starting with the
+        first `fixed` runs has (as score._p2p_s): inside each run, and between consecutive fixed
+        runs (all boundaries when `fixed` is None or len(runs))."""
         s, worst, prev = self.scorer, 0.0, None
-        for groups, count in runs:
-            pairs = [(prev, groups)] if prev is not None and not within_runs_only else []
+        fixed = len(runs) if fixed is None else fixed
+        for k, (groups, count) in enumerate(runs):
+            pairs = [(prev, groups)] if prev is not None and k < fixed else []
             if count > 1:
                 pairs.append((groups, groups))
             for a, b in pairs:

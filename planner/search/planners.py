@@ -281,18 +281,22 @@ def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: f
     a search cut short by its time limit return a plan. Returns (pushed, that order or None)."""
     job, objective, deadline = scorer.job, keeper.objective, keeper.deadline_hours
     price = layout_price(scorer, family)
+
+    def keyed_bounds(order, fixed, settings):
+        per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
+                                     limit=_seconds(keeper, price), only=settings, fixed=fixed)
+        threshold = keeper.threshold()
+        return {k: key for k, b in per_knob.items() if b < math.inf
+                for key in (fast_key(objective, job, b, price, deadline),) if key < threshold}
+
     entries = []
-    for order in family.orders():
+    for order, settings in _orders_worth_bounding(family, only, keyed_bounds):
         if _out_of_time(clock, keeper.c):
             for e in entries:
                 heapq.heappush(heap, e)
             heapq.heappush(heap, (capacity_key, pushed, None, family))
             return pushed + 1, None
-        per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
-                                     limit=_seconds(keeper, price), only=only)
-        threshold = keeper.threshold()
-        keyed = {k: key for k, b in per_knob.items() if b < math.inf
-                 for key in (fast_key(objective, job, b, price, deadline),) if key < threshold}
+        keyed = keyed_bounds(order, None, settings)
         best = min(keyed.values(), default=math.inf)
         if best < math.inf:
             entries.append((best, pushed, (order, keyed), family))
@@ -306,6 +310,22 @@ def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: f
     for e in entries:
         heapq.heappush(heap, e)
     return pushed, None
+
+
+def _orders_worth_bounding(family: Family, only, keyed_bounds) -> Iterator[tuple[tuple[int, ...], frozenset | None]]:
+    """The pool orders of `family` with the knob settings still open for each. A chain of three
+    or more pools is first bounded per first pool (bound.pipeline_s with fixed=1: that run's
+    exact positions, the rest in any order); the orders behind a first pool whose bound cannot
+    win are skipped, and the others carry only the settings that bound left open."""
+    orders = family.orders()
+    if family.kind != "chain" or len(family.subset) < 3:
+        yield from ((order, only) for order in orders)
+        return
+    for head in range(len(family.subset)):
+        rest = tuple(j for j in range(len(family.subset)) if j != head)
+        settings = frozenset(keyed_bounds((head,) + rest, 1, only))
+        if settings:
+            yield from ((order, settings) for order in orders if order[0] == head)
 
 
 def _whole_cluster_key(scorer: Scorer, pools: tuple[Pool, ...], objective: Objective,
