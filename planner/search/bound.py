@@ -24,8 +24,10 @@ without recomputation (tensor-parallel collectives included), and L_i >= v the l
        head on the last stage: n h for a single group (its shares are even), min_g h_g for a mix
   (b2) M = max_i W_i >= M0 = max( (L + sum_i e_i / a_i) / sum_i 1 / a_i,  max_i v a_i + e_i )
        (from L_i <= (M - e_i) / a_i and sum_i L_i = L)
-  (b3) t_i >= L_i beta_i, beta_i = max_g tau_g; the p - 1 stages other than c hold
-       >= max((p - 1) v, L - M / a_min) layers, so fill >= beta_min / v * max((p - 1) v, L - M / a_min).
+  (b3) t_i >= L_i beta_i, beta_i = max_g tau_g; the p - 1 stages other than c hold v layers
+       each and >= L - M / a_min together, so
+       fill >= sum_{i != c} beta_i + beta_min / v * max(0, L - M / a_min - (p - 1) v)
+       with sum_{i != c} beta_i >= sum_i beta_i - max_i beta_i (c is not known).
        M + that bound is non-decreasing in M (beta_min <= a_min), so T is bounded at M = M0
   (b4) transfers are exact: 2 (p - 1) v x(b)
   (b5) tail >= the optimizer step and (ZeRO-1/2) the weight all-gather after it, c_i per layer,
@@ -154,14 +156,17 @@ class Bounds:
             rows = [(count, per_zero[zero][0], e if per_zero[zero][3] else 0.0, (k, part))
                     for k, count, per_zero, e, part in stages]
             a_min = min(a for _, a, _, _ in rows)
-            beta_min = min(per_zero[zero][1] for _, _, per_zero, _, _ in stages)
+            betas = [(count, per_zero[zero][1]) for _, count, per_zero, _, _ in stages]
+            beta_min = min(beta for _, beta in betas)
+            others = sum(count * beta for count, beta in betas) - max(beta for _, beta in betas)
             coefs = [(count, per_zero[zero][2]) for _, count, per_zero, _, _ in stages]
             tail = L / sum(count / c for count, c in coefs) if all(c > 0 for _, c in coefs) else 0.0   # (b5)
             floor = max(v * a + e for _, a, e, _ in rows)
 
             def total(level):
                 busiest = max(level, floor)
-                return busiest + beta_min / v * max((p - 1) * v, L - busiest / a_min) + transfers + tail  # (b3), (b4)
+                fill = others + beta_min / v * max(0.0, L - busiest / a_min - (p - 1) * v)     # (b3)
+                return busiest + fill + transfers + tail                                        # (b4)
 
             uncapped = (L + sum(c * e / a for c, a, e, _ in rows)) / sum(c / a for c, a, _, _ in rows)
             if total(uncapped) >= limit:         # memory only raises the level: no need to cap
@@ -170,10 +175,10 @@ class Bounds:
                 continue
             caps, smallest = {}, math.inf
             for k, (groups, count) in enumerate(runs):
-                cap_last, others, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
+                cap_last, before, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
                 smallest = min(smallest, least)
-                caps[(k, "last")], caps[(k, "all")] = cap_last, (cap_last + others) / count
-                caps[(k, "others")] = others / (count - 1) if count > 1 else math.inf
+                caps[(k, "last")], caps[(k, "all")] = cap_last, (cap_last + before) / count
+                caps[(k, "others")] = before / (count - 1) if count > 1 else math.inf
             if smallest < v:                     # some stage cannot hold its v layers
                 out.append(math.inf)
                 continue

@@ -30,8 +30,9 @@ class, with tau_g = forward + backward of one layer for one micro-batch on group
          plans hold at least min((v - 1) p + 1, own v) / v; mixed stages at least one.
   bound  M = the water level of sum_k q_k min(cap_k, M / a_k) = L (planner.search.bound._water_level,
          here for at most one row per pool), at least v max_k a_k; then
-         T >= M + beta_min / v max((p - 1) v, L - M / a_min) + 2 (p - 1) v x, with x the slowest
-         transfer every order has (inside a chain run; between any two groups of a mixed stage).
+         T >= M + sum_{i != c} beta_i + beta_min / v max(0, L - M / a_min - (p - 1) v) + 2 (p - 1) v x,
+         with x the slowest transfer every order has (inside a chain run; between the first pool and
+         each pool of a mixed stage, and each pool with itself).
 
 The screen is the smallest T over the settings; tests/test_search_bounds.py checks it against
 every candidate of random small spaces.
@@ -155,6 +156,11 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                 W = s.layer_params / sub.t_arr * per_param
                 tau = np.where(sub.present, tau, np.inf)
                 beta_min = tau.min(axis=0)
+                # (b3): every other stage holds v layers; a mixed stage's beta is its slowest group's
+                slowest = np.where(sub.present, tau, 0.0).max(axis=0)
+                beta_stage = np.where(sub.present, np.where(sub.chain, tau, slowest), 0.0)
+                others = np.where(sub.chain, (beta_stage * sub.width).sum(axis=0) - slowest, (sub.p - 1) * slowest)
+                beta_min = np.where(sub.chain, beta_min, slowest)
                 a_chain = own * tau
                 a_mixed = m / np.where(sub.present, sub.group_count / tau, 0.0).sum(axis=0)
                 ch, mx = sub.chain, ~sub.chain
@@ -178,7 +184,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                         M[mx] = np.where(ok[mx] & fits, a_mixed[mx] * L / sub.p[mx], np.inf)
                     M = np.maximum(M, v * a_max)
                     with np.errstate(invalid="ignore"):
-                        fill = beta_min / v * np.maximum((sub.p - 1) * v, L - M / a_min)
+                        fill = others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)
                     T = M + fill + 2 * (sub.p - 1) * v * x
                     best[live] = np.minimum(best[live], np.where(np.isnan(T), np.inf, T))
     return best
