@@ -188,7 +188,9 @@ class Bounds:
                 out.append(math.inf)
                 continue
             fits = True
-            out.append(total(busiest))
+            level = max(busiest, floor)
+            placed = _placed_fill(L, v, level, capped, [beta for _, beta in betas])
+            out.append(max(total(busiest), placed + level + transfers + tail))
         return out, fits
 
     def _stage_rates(self, groups: tuple[Group, ...], mb: int, rc: Recompute, sp: bool):
@@ -300,6 +302,32 @@ class Bounds:
                         worst = max(worst, s.boundary_p2p_s(ga, gb, mb))
             prev = groups
         return worst
+
+
+def _placed_fill(L: int, v: int, level: float, rows, betas: list[float]) -> float:
+    """(b3'), a tighter fill when it applies: with the busiest stage at `level`, stage i holds
+    v <= L_i <= u_i = min(cap_i, (level - e_i) / a_i) layers, so sum_i beta_i L_i is at least the
+    cheapest way to place L layers within those bounds (fill the smallest beta first: a
+    fractional knapsack), and the critical stage's t_c <= max_i beta_i u_i. As a function of the
+    level M that fill is convex (an LP's value in its right-hand side), so M + fill is convex;
+    where its slope at the water level is >= 0 it is smallest there, and this is a lower bound
+    for every split. The slope is at least 1 - (beta_max sum_i 1 / a_i + max_i beta_i / a_i) / v;
+    where that may be negative the caller keeps (b3). Returns 0.0 then, or when it does not apply."""
+    slope = 1 - (max(betas) * sum(c / a for c, a, _, _ in rows) + max(b / a for b, (_, a, _, _) in zip(betas, rows))) / v
+    if slope < 0:
+        return 0.0
+    bounds = [(beta, c, max(float(v), min(cap, (level - e) / a))) for beta, (c, a, e, cap) in zip(betas, rows)]
+    left = L - sum(c * v for _, c, _ in bounds)
+    cost = sum(c * v * beta for beta, c, _ in bounds)
+    for beta, c, upper in sorted(bounds):
+        take = min(left, c * (upper - v))
+        if take <= 0:
+            continue
+        cost += take * beta
+        left -= take
+    if left > 1e-9:
+        return 0.0
+    return (cost - max(beta * upper for beta, _, upper in bounds)) / v
 
 
 def _water_level(num_layers: int, rows: list[tuple[int, float, float, int]]) -> float:
