@@ -12,8 +12,8 @@ from catalog import cluster_from_dict, load_catalog
 from planner.search.bound import Bounds, _water_level
 from planner.search.score import Scorer
 from planner.search.screen import screen_s
-from planner.search.space import knob_settings, layout_families
-from planner.types import Job
+from planner.search.space import knob_settings, layout_families, searched_recomputes
+from planner.types import Job, Recompute
 
 GPUS = ["h100-sxm", "a100-80gb-sxm", "a100-40gb-sxm", "v100-32gb-sxm", "l40s", "rtx-4090"]
 MODELS = ["opt-350m", "gpt3-1.3b", "llama-2-7b"]
@@ -54,7 +54,7 @@ def test_bounds_hold_for_every_candidate(catalog, seed, tight):
             layout = family.layout(order)
             pipeline = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
             first_fixed = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage, fixed=1)
-            for knobs in knob_settings(job.global_batch, layout, job.model.layers):
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, scorer.options.flash_attention):
                 key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
                 for uniform in (False, True):
                     cand = scorer.score(layout, knobs, job.precision, uniform=uniform)
@@ -76,3 +76,20 @@ def test_water_level():
     # the fast stage holds at most 4 layers: the slow one takes 5 -> M = 10
     assert _water_level(9, [(1, 1.0, 0.0, 4), (1, 2.0, 0.0, 100)]) == pytest.approx(10.0)
     assert _water_level(9, [(1, 1.0, 0.0, 4), (1, 2.0, 0.0, 4)]) == math.inf
+
+
+def test_selective_recompute_left_out_only_where_it_keeps_what_none_keeps(catalog):
+    """With FlashAttention, selective recomputation stores exactly the activations of none (the
+    scores it would drop are never stored) and adds time: the space leaves it out of single-pool
+    stages (space.searched_recomputes); without FlashAttention, or on mixed stages, it stays."""
+    from planner.memory import layer_activation_bytes
+    from planner.search.score import _Shape
+    from planner.types import Schedule
+    model = catalog.model("llama-2-7b")
+    for flash in (True, False):
+        shape = _Shape(model, 4096, 2, True, Recompute.SELECTIVE, 4, Schedule.ONE_F_ONE_B, 1, (), 8)
+        none, selective = (layer_activation_bytes(shape, 2, flash, rc) for rc in (Recompute.NONE, Recompute.SELECTIVE))
+        assert (none == selective) == flash
+    assert Recompute.SELECTIVE not in searched_recomputes(True, mixed=False)
+    assert Recompute.SELECTIVE in searched_recomputes(True, mixed=True)
+    assert Recompute.SELECTIVE in searched_recomputes(False, mixed=False)

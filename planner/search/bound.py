@@ -52,7 +52,8 @@ from planner.cost import GRAD_COMM_BYTES, OPTIMIZER_STEP_BYTES_PER_PARAM
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from planner.search.score import Scorer, _Shape
 from planner.search.split import share_micro_batches
-from planner.search.space import INTERLEAVES, RECOMPUTES, ZERO_STAGES, Family, Group, micro_batch_sizes
+from planner.search.space import (INTERLEAVES, ZERO_STAGES, Family, Group, micro_batch_sizes,
+                                  searched_recomputes)
 from planner.types import Recompute, Schedule
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
@@ -96,6 +97,7 @@ class Bounds:
         L, B = s.model.layers, s.job.global_batch
         p = sum(count for _, count in runs)
         sp = any(g.tp > 1 for groups, _ in runs for g in groups)
+        mixed = any(len(groups) > 1 for groups, _ in runs)
         zeros = ZERO_STAGES if max_replicas > 1 else (0,)
         # each run's last stage index and the replicas of it and every later stage (its 1F1B window)
         replicas = [sum(g.count for g in groups) for groups, _ in runs]
@@ -115,7 +117,7 @@ class Bounds:
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
-                for rc in RECOMPUTES:
+                for rc in searched_recomputes(s.options.flash_attention, mixed):
                     if wanted is not None and (mb, v, rc) not in wanted:
                         continue
                     found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v,

@@ -35,7 +35,7 @@ from planner.search.bound import Bounds
 from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
 from planner.search.screen import screen_s
-from planner.search.space import (RECOMPUTES, ZERO_STAGES, Family, Knobs, Layout, knob_settings, layout_families,
+from planner.search.space import (ZERO_STAGES, searched_recomputes, Family, Knobs, Layout, knob_settings, layout_families,
                                   layouts, tp_degrees)
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
@@ -393,7 +393,7 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
         for zero in ZERO_STAGES:
             if zero > 0 and layout.max_replicas_per_stage == 1:
                 continue
-            for recompute in RECOMPUTES:
+            for recompute in searched_recomputes(scorer.options.flash_attention, layout.family == "mixed"):
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
                 keeper.c.fast_scores += 1
@@ -441,7 +441,7 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
 
 
 def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
-    for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers):
+    for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention):
         if keyed.get((knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage),
                      math.inf) >= keeper.threshold():
             continue
@@ -467,7 +467,7 @@ class ExhaustivePlanner:
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
         for subset, layout in layouts(pools, job.model, job.global_batch, _partial(objective, options)):
             precision = precision_for(job, subset)
-            for knobs in knob_settings(job.global_batch, layout, job.model.layers):
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, options.cost_options.flash_attention):
                 cand = scorer.score(layout, knobs, precision)
                 if cand is None:
                     continue

@@ -48,7 +48,7 @@ from planner.cost import GRAD_COMM_BYTES
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from planner.search.score import Scorer, _Shape
 from planner.compute import ACT_BYTES
-from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, tp_degrees
+from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, searched_recomputes, tp_degrees
 from planner.types import Recompute, Schedule
 
 ZERO_CLASSES = (1, 2, 3)    # 1 stands for ZeRO-0 and ZeRO-1 (same time here, ZeRO-1 needs less memory)
@@ -116,12 +116,12 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     best = np.full(F, np.inf)
     for mb in micro_batch_sizes(B):
         m = B // mb
-        live = np.flatnonzero(m >= replicas)                        # families with a micro-batch per replica
+        live = live_mb = np.flatnonzero(m >= replicas)              # families with a micro-batch per replica
         if live.size == 0:
             break
-        sub = _Sub(live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
-                   group_count, first)
-        own = -(-m // sub.lanes)                                   # chain: ceil(m / d)
+        sub = sub_all = _Sub(live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
+                             group_count, first)
+        own = own_all = -(-m // sub.lanes)                         # chain: ceil(m / d)
         size = ACT_BYTES * s.job.seq_len * mb * s.model.hidden
         diag = np.where(sub.present, _p2p_s(size, inter, gpn, lat, between, sub.rows, sub.tp, sub.rows, sub.tp), 0.0)
         chain_x = np.where(sub.width > 1, diag, 0.0).max(axis=0)
@@ -131,8 +131,16 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
         out_of_first = _p2p_s(size, inter, gpn, lat, between, f_rows, f_tp, sub.rows, sub.tp)
         into_first = _p2p_s(size, inter, gpn, lat, between, sub.rows, sub.tp, f_rows, f_tp)
         mixed_x = np.where(sub.present, np.maximum(diag, np.maximum(out_of_first, into_first)), 0.0).max(axis=0)
-        x = np.where(sub.chain, chain_x, mixed_x)
+        x = x_all = np.where(sub.chain, chain_x, mixed_x)
         for rc in RECOMPUTES:
+            sel = None
+            if rc not in searched_recomputes(s.options.flash_attention, mixed=False):
+                keep = ~sub_all.chain     # searched for mixed stages only (see space.searched_recomputes)
+                if not keep.any():
+                    continue
+                sel = keep
+            sub, live = (sub_all, live_mb) if sel is None else (sub_all.take(sel), live_mb[sel])
+            own, x = (own_all, x_all) if sel is None else (own_all[sel], x_all[sel])
             f_t, b_t, act = _per_pool(s, pools, tp_list, mb, rc)
             spi = sub.sp.astype(np.int64)
             act_l = act[spi, sub.rows, sub.tpi]
@@ -192,6 +200,13 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
 
 class _Sub:
     """The columns of the live families."""
+
+    def take(self, keep):
+        """The same for a subset of them (a boolean mask over these columns)."""
+        out = object.__new__(_Sub)
+        for name, value in vars(self).items():
+            setattr(out, name, value[..., keep])        # the last axis is the family
+        return out
 
     def __init__(self, live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
                  group_count, first):

@@ -71,6 +71,15 @@ class Knobs:
 
 
 RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+
+
+def searched_recomputes(flash_attention: bool, mixed: bool) -> tuple[Recompute, ...]:
+    """The recompute settings of the space. With FlashAttention the attention scores are never
+    stored, so selective recomputation keeps exactly the activations of none and only adds the
+    attention core's recomputation to every backward pass; on single-pool stages (even shares)
+    it is left out of the space. Stages that mix pools keep it: their shares follow the pass
+    times, and other shares can come out ahead."""
+    return (Recompute.NONE, Recompute.FULL) if flash_attention and not mixed else RECOMPUTES
 ZERO_STAGES = (0, 1, 2, 3)
 INTERLEAVES = (1, 2)
 
@@ -204,15 +213,16 @@ def micro_batch_sizes(global_batch: int) -> list[int]:
     return out
 
 
-def knob_settings(global_batch: int, layout: Layout, num_layers: int) -> Iterator[Knobs]:
+def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_attention: bool = True) -> Iterator[Knobs]:
     most_replicas = layout.max_replicas_per_stage
+    recomputes = searched_recomputes(flash_attention, layout.family == "mixed")
     for mb in micro_batch_sizes(global_batch):
         if global_batch // mb < most_replicas:
             break
         for v in INTERLEAVES:
             if v > 1 and (layout.num_stages == 1 or num_layers % v):
                 continue
-            for recompute in RECOMPUTES:
+            for recompute in recomputes:
                 for zero in ZERO_STAGES:
                     if zero > 0 and most_replicas == 1:
                         continue  # nothing to shard across
