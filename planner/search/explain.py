@@ -88,8 +88,9 @@ def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> di
                               f"(by the search's fast estimate): its GPUs do not pay for themselves "
                               f"({pool.gpu.id}, ${pool.price_per_gpu_hour_usd:.2f}/GPU-hour)")
         else:
-            out[pool.name] = (f"even at its best per-GPU rate, with no bubble or communication, no plan using it "
-                              f"beats the chosen one on {describe(objective)}")
+            out[pool.name] = (f"by the search's lower bounds (each GPU at its best rate, the pipeline's fill and "
+                              f"drain, what fits in memory), no plan using it beats the chosen one on "
+                              f"{describe(objective)}")
     return out
 
 

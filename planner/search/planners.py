@@ -171,10 +171,13 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
     """Visit layouts in order of their lower bound (planner.search.bound) and stop at the first
     whose bound cannot beat the `rescore`-th best fast score found so far.
 
-    Every family enters a heap with its capacity bound; when one comes out, each of its pool
-    orders goes back with its pipeline bound (per micro-batch size and interleave); when a layout
-    comes out, `scan` scores its knob settings whose own bound can still win. Both bounds hold
-    for every candidate they cover, so what is skipped could not have been kept.
+    Families are listed with their capacity bound and screened, cheapest first and a vectorised
+    chunk at a time, when the heap reaches them (planner.search.screen: a bound for all their pool
+    orders); a screened family that comes out is bounded in Python for all its orders at once
+    (chains of several pools), then per first pool and per order (planner.search.bound, per knob
+    setting); when a layout comes out, `scan` scores its knob settings whose own bound can still
+    win. Every bound holds for every candidate it covers, so what is skipped could not have been
+    kept.
 
     Two limits cut the search short, and `keeper.c` records which (`stopped_by`) and the smallest
     bound of what was left (`lower_bound`, for the optimality gap): the deterministic fast-score
@@ -190,22 +193,53 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
         if clock.expired(share=LISTING_SHARE):
             unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
             break
-        listed.append((family, bounds.capacity_s(family), layout_price(scorer, family)))
-    screened = [0.0] * len(listed)           # vectorised, in chunks: a bound for every order of each family
-    size = max(64, SCREEN_CELLS // max(1, len(pools)))
-    for start in range(0, len(listed), size):
-        if clock.expired(share=0.5):         # out of time: the rest keep their capacity bound
-            break
-        chunk = [family for family, _, _ in listed[start:start + size]]
-        screened[start:start + size] = screen_s(scorer, chunk).tolist()
-    for (family, capacity, price), screen in zip(listed, screened):
-        key = fast_key(objective, job, max(capacity, screen), price, deadline)
-        for name in family.gpus_by_pool():
-            c.bound_with_pool[name] = min(c.bound_with_pool.get(name, math.inf), key)
+        price = layout_price(scorer, family)
+        key = fast_key(objective, job, bounds.capacity_s(family), price, deadline)
         if key < math.inf:
-            heap.append((key, len(heap), None, family))
-    heapq.heapify(heap)
-    pushed, kept_size = len(heap), len(heap)
+            listed.append((key, len(listed), family, price))
+    # families are screened lazily, cheapest capacity bound first, a vectorised chunk at a time: a
+    # sentinel entry stands for those not yet screened, keyed by the smallest capacity bound among
+    # them; families whose capacity bound cannot win are never screened
+    listed.sort()
+    final = [entry[0] for entry in listed]      # each family's best bound so far (for bound_with_pool)
+    state = {"next": 0, "pushed": 0}
+    chunk_size = max(64, SCREEN_CELLS // max(1, len(pools)))
+
+    def push(entry):
+        heapq.heappush(heap, entry[:1] + (state["pushed"],) + entry[2:])
+        state["pushed"] += 1
+
+    def screen_next():
+        start = state["next"]
+        chunk = listed[start:start + chunk_size]
+        state["next"] += len(chunk)
+        values = screen_s(scorer, [family for _, _, family, _ in chunk])
+        threshold = keeper.threshold()
+        for j, ((capacity_key, _, family, price), value) in enumerate(zip(chunk, values.tolist())):
+            key = max(capacity_key, fast_key(objective, job, value, price, deadline))
+            final[start + j] = key
+            if key < threshold:
+                push((key, 0, None, family))
+        if state["next"] < len(listed):
+            push((listed[state["next"]][0], 0, UNSCREENED, None))
+
+    if listed:
+        push((listed[0][0], 0, UNSCREENED, None))
+    try:
+        _visit(scorer, bounds, heap, push, screen_next, state, keeper, options, scan, clock, unlisted)
+    finally:
+        for (_, _, family, _), key in zip(listed, final):
+            for name in family.gpus_by_pool():
+                c.bound_with_pool[name] = min(c.bound_with_pool.get(name, math.inf), key)
+
+
+UNSCREENED = ("not screened",)   # heap sentinel: the families not yet screened (planner.search.screen)
+
+
+def _visit(scorer, bounds, heap, push, screen_next, state, keeper, options, scan, clock, unlisted) -> None:
+    """The best-first loop of _best_first over the heap of (key, tie, detail, family) entries."""
+    c, job = keeper.c, scorer.job
+    kept_size = len(heap)
     while heap:
         key, _, detail, family = heapq.heappop(heap)
         if key >= keeper.threshold():
@@ -215,21 +249,24 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
             c.budget_hit = c.stopped_by == BUDGET
             c.lower_bound = min(key, unlisted)
             return
+        if detail is UNSCREENED:
+            screen_next()
+            continue
         if detail is None and len(family.subset) > 1 and family.kind == "chain" and keeper.threshold() < math.inf:
             any_order, settings = _any_order_key(scorer, bounds, family, keeper)   # one bound for all its orders first
             if any_order < keeper.threshold():
-                heapq.heappush(heap, (max(key, any_order), pushed, AnyOrder(settings), family))
-                pushed += 1
+                push((max(key, any_order), 0, AnyOrder(settings), family))
             continue
         if detail is None or isinstance(detail, AnyOrder):
             dive = keeper.threshold() == math.inf
             only = detail.settings if isinstance(detail, AnyOrder) else None
-            pushed, best = _push_orders(scorer, bounds, family, key, keeper, heap, pushed, clock, dive, only)
+            state["pushed"], best = _push_orders(scorer, bounds, family, key, keeper, heap, state["pushed"], clock,
+                                                 dive, only)
             if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
                 scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1])
             if len(heap) > 2 * kept_size + 1024:   # drop what can no longer win: memory stays bounded
                 threshold = keeper.threshold()
-                heap = [e for e in heap if e[0] < threshold]
+                heap[:] = [e for e in heap if e[0] < threshold]
                 heapq.heapify(heap)
                 kept_size = len(heap)
             continue
