@@ -1,6 +1,7 @@
 """Planner search benchmark: optimality against exhaustive search, search time, gains over baselines.
 
-    python benchmarks/search_benchmark.py [--clusters 30] [--seed 0] [--skip-large] [--parts optimality,times,gains]
+    python benchmarks/search_benchmark.py [--clusters 30] [--seed 0] [--skip-large]
+                                          [--parts optimality,times,anytime,cli,gains]
                                           [--repeat 3] [--max-fast-scores N] [--out docs/performance.md]
 
 Runs on one core (the search is single-threaded pure Python). Writes the tables to --out.
@@ -146,18 +147,74 @@ def gains(catalog, skip_large: bool, options: SearchOptions) -> list[dict]:
     return rows
 
 
+TARGETS_S = {16: 1.0, 64: 2.0, 1024: 10.0, 4096: 30.0}     # issue 3: search time on one core
+
+
+def anytime(catalog, limits: list[float]) -> list[dict]:
+    """What a shorter time limit gives on the large clusters: the plan and the proven gap."""
+    rows = []
+    for file, model, batch, seq in SIZES:
+        cluster = load_cluster_file(ROOT / "examples" / file, catalog)
+        if cluster.num_gpus < 1024:
+            continue
+        job = Job(catalog.model(model), batch, seq)
+        for limit in limits:
+            start = time.process_time()
+            result = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=limit))
+            rows.append({"cluster": file, "gpus": cluster.num_gpus, "limit": limit, "time_s": time.process_time() - start,
+                         "complete": result.stopped_by is None, "gap": result.gap,
+                         "tokens_per_s": result.plans[0].estimate.tokens_per_s})
+            print(f"anytime {file} limit {limit:g} s: {rows[-1]['tokens_per_s']:,.0f} tokens/s, gap {result.gap:.1%}",
+                  flush=True)
+    return rows
+
+
+def cli_run(catalog) -> list[dict]:
+    """`hetplan plan` end to end on the 4,096-GPU example, as a user runs it (with the baselines):
+    wall seconds and the child process's peak resident memory."""
+    import resource
+    import subprocess
+    file, model, batch, seq = SIZES[-1]
+    command = [sys.executable, "-m", "planner", "plan", "--cluster", f"examples/{file}", "--model", model,
+               "--global-batch", str(batch), "--seq-len", str(seq), "--json"]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {done.stderr.strip()}")
+    import json
+    best = json.loads(done.stdout)["plans"][0]
+    return [{"command": "hetplan " + " ".join(command[3:]), "wall_s": wall, "peak_mib": peak_mib,
+             "tokens_per_s": best["metrics"]["tokens_per_s"] if "metrics" in best else None}]
+
+
 METHOD_NOTES = [
     "## How the search prunes", "",
-    "Best-first over the space (planner/search/planners.py `_best_first`, bounds in planner/search/bound.py):",
-    "every family of layouts (a chain's pool orders, or one mixed layout) enters a heap with its *capacity bound*",
-    "(all work at the best per-GPU rate); when a family comes out, each pool order goes back with its *pipeline",
-    "bound* for every (micro-batch, interleave, recompute, ZeRO) setting: the busiest stage by water-filling",
-    "the layers under each stage's memory cap (ZeRO-3, fewest in-flight micro-batches), the pipeline fill and",
-    "drain, the exact activation transfers, exposed ZeRO traffic and the optimizer step. Each bound holds for",
-    "every layer split and sample shares of what it covers, so the search stops at the first entry whose bound",
-    "cannot beat the `rescore`-th best fast score, and skips knob settings the same way, without losing a",
-    "candidate that would have been kept. The baselines run the same loop over their own (smaller) spaces, and",
-    "re-score with the cost model only candidates whose busiest replica's compute could still beat their best.", "",
+    "Best-first over the space (planner/search/planners.py `_best_first`), every step a lower bound that holds for",
+    "every layer split, sample shares and knob setting of what it covers, so what is skipped could not have been kept:",
+    "",
+    "1. **List** every family of layouts (a chain's pool orders, or one mixed layout) with its *capacity bound* (all",
+    "   work at each GPU's best per-sample rate), and sort them.",
+    "2. **Screen** them lazily, cheapest capacity bound first, 32,768 (pool, family) cells per vectorised numpy pass",
+    "   (planner/search/screen.py): for every micro-batch size, interleave, recompute and ZeRO class, the busiest",
+    "   stage by water-filling the layers under memory caps that count each run's stages by their 1F1B in-flight",
+    "   micro-batches, the fill and drain with every other stage holding its own slowest layer, and the transfers",
+    "   every order has. A sentinel entry keyed by the smallest capacity bound not yet screened stands for the rest;",
+    "   families whose capacity bound cannot win are never screened.",
+    "3. **Bound in Python** (planner/search/bound.py) a screened chain of several pools for all its orders at once,",
+    "   then per first pool (that run's exact positions, the rest in any order), then per order, each step keeping",
+    "   only the knob settings the previous one left open: exact shares, per-stage memory caps by position, head,",
+    "   transfers, ZeRO traffic, the optimizer step, and a fill that places the layers cheapest-first at the",
+    "   water level where that is provably a lower bound.",
+    "4. **Scan** a layout that comes out: score its open knob settings with the exact split (a greedy for the",
+    "   convex min-max) and shares; keep the `rescore` (24) best fast scores.",
+    "5. **Stop** at the first heap entry whose bound cannot beat the 24th best; re-score those 24 with",
+    "   `planner.cost.evaluate` (a simulation per plan; lanes of identical replicas are simulated once per kind,",
+    "   exactly), which alone ranks the plans.", "",
+    "tests/test_search_bounds.py checks the screen and every Python bound against every candidate of random small",
+    "spaces (including memory-bound ones); tests/test_schedule.py checks the lane simulation against the full one.",
+    "The baselines run the same loop over their own (smaller) spaces.", "",
     "## Limits of the search space (stated, not silent)", "",
     "- Two layout families: *chain* (each stage on one pool, pools in any order, the same number of replicas d in",
     "  every stage, each pool holding floor(N_k / (d t_k)) stages) and *mixed* (every stage has",
@@ -166,19 +223,23 @@ METHOD_NOTES = [
     "- Partial use of a pool (cost and deadline objectives) on a halving grid of nodes.",
     "- Micro-batch sizes: powers of two dividing the global batch. Interleave 1 or 2; interleaved plans need each",
     "  replica's micro-batches in whole groups of p (Megatron-LM's rule). Sequence parallelism always on with tp > 1.",
-    "- Selective/full recompute are skipped when the same knobs without recompute fit and memory does not limit",
-    "  the split (recomputation then only adds time).",
+    "- With FlashAttention (the default cost options), selective recomputation is left out of single-pool stages:",
+    "  it stores exactly the activations that no recomputation stores (the attention scores are never kept) and",
+    "  adds the attention core's recomputation to every backward pass. Mixed stages keep it (their shares follow",
+    "  the pass times). Selective/full recompute are also skipped in a scan when the same knobs without",
+    "  recompute fit and memory does not limit the split (recomputation then only adds time).",
     "- Two limits cut a search short, and `SearchResult` says which (`stopped_by`), with `complete=False` and the",
     "  optimality gap: the deterministic fast-score budget (`SearchOptions.max_fast_scores`, default 200,000) and",
     "  the wall-clock time limit (`SearchOptions.time_limit_s`, default 20 s, `hetplan plan --time-limit S`; each",
-    "  baseline gets `baseline_time_limit_s`, default 5 s). The time limit is checked for every family listed (at",
-    "  most half the limit goes to listing them: 64 pools have 2^64 subsets), every pool order bounded, every",
-    "  layout scanned; 75% of it goes to the best-first loop and the rest to re-scoring with the cost model, which",
-    "  stops past the limit once one plan that fits is scored. A search cut by the time limit depends on the",
+    "  baseline gets `baseline_time_limit_s`, default 5 s). 75% of the limit goes to the best-first loop (at most",
+    "  30% to listing the families, 64 pools have 2^64 subsets) and the rest to re-scoring with the cost model;",
+    "  until the loop has a plan it may use the whole limit. A search cut by the time limit depends on the",
     "  machine's speed; the budget does not. The gap is the best fast score over the smallest lower bound left",
     "  unexplored (families never listed are bounded by every GPU of the cluster at its best rate), minus 1, on",
     "  the search's fast estimate; 0 when the search completed. When nothing is found in time the search raises",
     "  `InputError('time_limit', ...)`. The bounds above are exact pruning; the two limits are the only cuts.",
+    "- Fast scores rank the candidates; `planner.cost.evaluate` (a simulation) ranks the 24 best of them. A plan",
+    "  whose fast score is outside the 24 best is not re-scored even if the simulation would rank it higher.",
     "- The exhaustive baseline scores every layout and knob setting of this space with `planner.cost.evaluate`",
     "  (no pruning, no fast model), with the exact min-max layer split.", ""]
 
@@ -187,7 +248,7 @@ def _pct(x):
     return "-" if x is None else f"{x:+.1%}"
 
 
-def write_markdown(path: Path, command: str, opt, times, gain_rows) -> None:
+def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows=(), cli_rows=()) -> None:
     lines = ["# Planner search performance", "",
              f"Generated by `{command}` (one core, pure Python). All numbers are planner.cost.evaluate's.", ""]
     if opt:
@@ -227,6 +288,31 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows) -> None:
                      f"{'' if b.get('gap') is None else ', gap ' + format(b['gap'], '.1%')})") + "."
                   for a, b in zip(times, times[1:])]
         lines.append("")
+        verdicts = []
+        for r in times:
+            target = TARGETS_S.get(r["gpus"])
+            if target is None or "error" in r:
+                continue
+            met = r["time_s"] <= target and r["stopped_by"] is None
+            verdicts.append(f"{r['gpus']:,} GPUs: {r['time_s']:.2f} s against {target:g} s, "
+                            f"{'met' if met else 'NOT met'}{'' if r['stopped_by'] is None else ' (incomplete)'}")
+        if verdicts:
+            lines += ["**Targets** (complete search, CPU seconds of `search s`): " + "; ".join(verdicts) + ".", ""]
+    if anytime_rows:
+        lines += ["## Shorter time limits", "",
+                  "The search is anytime: cut short, it returns its best plan and the gap it proved. CPU seconds of "
+                  "`search(..., baselines=False, options=SearchOptions(time_limit_s=LIMIT))`.", "",
+                  "| cluster | GPUs | limit s | search s | complete | gap | best tokens/s |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['cluster']} | {r['gpus']:,} | {r['limit']:g} | {r['time_s']:.2f} | "
+                  f"{'yes' if r['complete'] else 'no'} | {r['gap']:.1%} | {r['tokens_per_s']:,.0f} |" for r in anytime_rows]
+        lines.append("")
+    if cli_rows:
+        lines += ["## The command line, end to end", "",
+                  "One run of the command below (it also runs the two baselines), as a subprocess: wall seconds "
+                  "and the child's peak resident memory (`getrusage`).", ""]
+        lines += [f"- `{r['command']}`: {r['wall_s']:.1f} s wall, {r['peak_mib']:,.0f} MiB peak; best plan "
+                  f"{r['tokens_per_s']:,.0f} tokens/s." for r in cli_rows]
+        lines.append("")
     if gain_rows:
         lines += ["## Gain over the baselines", "",
                   "(a) megatron: best uniform plan on one GPU type; (b) uniform: every GPU, layers and samples split evenly.", "",
@@ -249,7 +335,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-large", action="store_true", help="skip the 1,024 and 4,096 GPU clusters")
     parser.add_argument("--max-gpus", type=int, default=None, help="search times: only clusters up to this size")
-    parser.add_argument("--parts", default="optimality,times,gains")
+    parser.add_argument("--parts", default="optimality,times,anytime,cli,gains")
     parser.add_argument("--repeat", type=int, default=3, help="search-time runs per size; the fastest is reported")
     parser.add_argument("--max-fast-scores", type=int, default=SearchOptions().max_fast_scores)
     parser.add_argument("--time-limit", type=float, default=SearchOptions().time_limit_s,
@@ -263,7 +349,9 @@ def main() -> None:
     max_gpus = args.max_gpus if args.max_gpus is not None else (64 if args.skip_large else 10**9)
     times = search_times(catalog, max_gpus, args.repeat, options) if "times" in parts else []
     gain_rows = gains(catalog, args.skip_large, options) if "gains" in parts else []
-    write_markdown(Path(args.out), "python " + " ".join(sys.argv), opt, times, gain_rows)
+    anytime_rows = anytime(catalog, [2.0, 5.0]) if "anytime" in parts and not args.skip_large else []
+    cli_rows = cli_run(catalog) if "cli" in parts and not args.skip_large else []
+    write_markdown(Path(args.out), "python " + " ".join(sys.argv), opt, times, gain_rows, anytime_rows, cli_rows)
 
 
 if __name__ == "__main__":
