@@ -53,6 +53,7 @@ def test_bounds_hold_for_every_candidate(catalog, seed, tight):
         for order in family.orders():
             layout = family.layout(order)
             pipeline = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
+            even = Bounds(scorer, even=True).pipeline_s(family.runs(order), family.max_replicas_per_stage)
             first_fixed = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage, fixed=1)
             for knobs in knob_settings(job.global_batch, layout, job.model.layers, scorer.options.flash_attention):
                 key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
@@ -67,6 +68,8 @@ def test_bounds_hold_for_every_candidate(catalog, seed, tight):
                     assert cand.time_s >= screen * (1 - 1e-9), (layout, knobs, uniform, screen)
                     assert key in any_order and cand.time_s >= any_order[key] * (1 - 1e-9), (layout, knobs)
                     assert key in first_fixed and cand.time_s >= first_fixed[key] * (1 - 1e-9), (layout, knobs)
+                    if uniform:       # the baselines' even splits have a tighter bound of their own
+                        assert key in even and cand.time_s >= even[key] * (1 - 1e-9), (layout, knobs)
     assert checked > 0
 
 

@@ -60,8 +60,12 @@ Runs = tuple[tuple[tuple[Group, ...], int], ...]
 
 
 class Bounds:
-    def __init__(self, scorer: Scorer):
+    def __init__(self, scorer: Scorer, even: bool = False):
+        """`even`: bounds for even layer splits only (the baselines' plans), which fix every stage's
+        layers to floor or ceil of L / p: each stage then holds at least floor(L / (p v)) v layers,
+        which raises the busiest stage and the fill of (b2) and (b3)."""
         self.scorer = scorer
+        self.even = even
         self._rates: dict = {}
         self._caps: dict = {}
         self._run: dict = {}
@@ -160,14 +164,15 @@ class Bounds:
             a_min = min(a for _, a, _, _ in rows)
             betas = [(count, per_zero[zero][1]) for _, count, per_zero, _, _ in stages]
             beta_min = min(beta for _, beta in betas)
-            others = sum(count * beta for count, beta in betas) - max(beta for _, beta in betas)
             coefs = [(count, per_zero[zero][2]) for _, count, per_zero, _, _ in stages]
             tail = L / sum(count / c for count, c in coefs) if all(c > 0 for _, c in coefs) else 0.0   # (b5)
-            floor = max(v * a + e for _, a, e, _ in rows)
+            fewest = (L // (p * v)) * v if self.even else v                       # layers of any stage
+            floor = max(fewest * a + e for _, a, e, _ in rows)
+            others = fewest / v * (sum(count * beta for count, beta in betas) - max(beta for _, beta in betas))
 
             def total(level):
                 busiest = max(level, floor)
-                fill = others + beta_min / v * max(0.0, L - busiest / a_min - (p - 1) * v)     # (b3)
+                fill = others + beta_min / v * max(0.0, L - busiest / a_min - (p - 1) * fewest)   # (b3)
                 return busiest + fill + transfers + tail                                        # (b4)
 
             uncapped = (L + sum(c * e / a for c, a, e, _ in rows)) / sum(c / a for c, a, _, _ in rows)

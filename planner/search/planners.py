@@ -167,7 +167,7 @@ Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], None]
 
 
 def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
-                scan: Scan, pools: tuple[Pool, ...], time_limit_s: float | None) -> None:
+                scan: Scan, pools: tuple[Pool, ...], time_limit_s: float | None, even: bool = False) -> None:
     """Visit layouts in order of their lower bound (planner.search.bound) and stop at the first
     whose bound cannot beat the `rescore`-th best fast score found so far.
 
@@ -187,7 +187,7 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
     c, job, objective, deadline = keeper.c, scorer.job, keeper.objective, keeper.deadline_hours
     clock = Clock(None if time_limit_s is None else time_limit_s * SEARCH_SHARE)
     c.time_limit_s = time_limit_s
-    bounds = Bounds(scorer)
+    bounds = Bounds(scorer, even)      # even: the baselines' even layer splits
     heap, unlisted, listed = [], math.inf, []
     for family in families:
         if clock.expired(share=LISTING_SHARE):
@@ -473,7 +473,7 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
     scorer = Scorer(cluster, job, options.cost_options)
     considered = Considered(precision_excluded=excluded)
     keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
-    _best_first(scorer, families, keeper, options, _scan_uniform, pools, options.baseline_time_limit_s)
+    _best_first(scorer, families, keeper, options, _scan_uniform, pools, options.baseline_time_limit_s, even=True)
     return considered
 
 
