@@ -280,3 +280,38 @@ def test_cli_time_limit_and_completeness():
     bad = _cli("plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "gpt3-1.3b",
                "--global-batch", "16", "--seq-len", "1024", "--time-limit", "0")
     assert bad.returncode == 2 and "--time-limit" in bad.stderr
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")   # PuLP 3.3 announces its 4.0 API
+def test_split_matches_the_integer_program_on_large_instances():
+    """The greedy split (split.split_layers) against the integer program of its docstring, solved by
+    PuLP's CBC, on pipelines too large for brute force (up to 24 stages, 126 layers)."""
+    pulp = pytest.importorskip("pulp")
+    rng = random.Random(11)
+    solved = 0
+    for _ in range(12):
+        p, layers, multiple = rng.randint(6, 24), rng.choice((80, 96, 126)), rng.choice((1, 2))
+        if layers % multiple:
+            multiple = 1
+        stages = [StageCosts(tuple(rng.uniform(0.5, 4) for _ in range(g)), tuple(rng.uniform(0, 3) for _ in range(g)),
+                             rng.randint(2, 3 * layers // p)) for g in [rng.randint(1, 3) for _ in range(p)]]
+        found = split_layers(layers, stages, multiple)
+        problem = pulp.LpProblem("split", pulp.LpMinimize)
+        chunks = [pulp.LpVariable(f"k{i}", lowBound=1, upBound=s.max_layers // multiple, cat="Integer")
+                  for i, s in enumerate(stages)]
+        slowest = pulp.LpVariable("B")
+        problem += slowest
+        problem += pulp.lpSum(chunks) * multiple == layers
+        for k, s in zip(chunks, stages):
+            for a, c in zip(s.slopes, s.intercepts):
+                problem += a * multiple * k + c <= slowest
+        status = problem.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=60))
+        if pulp.LpStatus[status] == "Infeasible":
+            assert found is None
+            continue
+        assert pulp.LpStatus[status] == "Optimal" and found is not None
+        split, _ = found
+        assert sum(split) == layers
+        assert max(s.time_s(n) for n, s in zip(split, stages)) == pytest.approx(pulp.value(slowest), rel=1e-6)
+        solved += 1
+    assert solved >= 8
