@@ -301,7 +301,11 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows
     if anytime_rows:
         lines += ["## Shorter time limits", "",
                   "The search is anytime: cut short, it returns its best plan and the gap it proved. CPU seconds of "
-                  "`search(..., baselines=False, options=SearchOptions(time_limit_s=LIMIT))`.", "",
+                  "`search(..., baselines=False, options=SearchOptions(time_limit_s=LIMIT))`. Before the search "
+                  "completes, a longer limit is not always better: the plans it has reached, and so the 24 it "
+                  "re-scores with the cost model, depend on where the limit cuts it. When the limit cuts the "
+                  "listing of the families short (30% of the loop's share), the families not listed are bounded "
+                  "by every GPU of the cluster at its best rate, and the gap is large.", "",
                   "| cluster | GPUs | limit s | search s | complete | gap | best tokens/s |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['cluster']} | {r['gpus']:,} | {r['limit']:g} | {r['time_s']:.2f} | "
                   f"{'yes' if r['complete'] else 'no'} | {r['gap']:.1%} | {r['tokens_per_s']:,.0f} |" for r in anytime_rows]
