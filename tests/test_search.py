@@ -3,6 +3,7 @@ plan invariants, metrics equal to the cost model's, objectives, errors and the C
 from __future__ import annotations
 
 import itertools
+import math
 import json
 import random
 import subprocess
@@ -315,3 +316,19 @@ def test_split_matches_the_integer_program_on_large_instances():
         assert max(s.time_s(n) for n, s in zip(split, stages)) == pytest.approx(pulp.value(slowest), rel=1e-6)
         solved += 1
     assert solved >= 8
+
+
+def test_fast_key_of_an_infinite_time_is_infinite_for_every_objective(catalog):
+    """A screen or bound of inf (no setting fits) ranks last whatever the objective; the deadline
+    objective once divided by zero on it (a regression from the screening bounds)."""
+    from planner.search.objective import fast_key
+    job = Job(catalog.model("llama-2-7b"), 64, 4096, tokens_to_train=1e10)
+    for objective in Objective:
+        assert fast_key(objective, job, math.inf, 10.0, 100.0) == math.inf
+
+
+def test_deadline_search_where_some_families_cannot_fit(catalog):
+    cluster = load_cluster_file(EXAMPLES / "lab-mix.yaml", catalog)
+    job = Job(catalog.model("llama-2-70b"), 64, 4096, tokens_to_train=1e10)
+    result = search(cluster, job, Objective.DEADLINE, deadline_hours=1000, top_k=1)
+    assert result.plans[0].estimate.train_time_s <= 1000 * 3600

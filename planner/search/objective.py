@@ -17,8 +17,9 @@ def check_objective(objective: Objective, job: Job, deadline_hours: float | None
 def fast_key(objective: Objective, job: Job, time_s: float, price_per_hour: float,
              deadline_hours: float | None) -> float:
     """Smaller is better: seconds per iteration, or dollars per iteration (the cost and deadline
-    objectives; a plan over the deadline scores infinity)."""
-    if objective == Objective.THROUGHPUT:
+    objectives; a plan over the deadline scores infinity, and so does an infinite time: a bound
+    that rules out every setting)."""
+    if objective == Objective.THROUGHPUT or time_s == math.inf:
         return time_s
     if objective == Objective.DEADLINE and train_time_s(job, time_s) > deadline_hours * 3600:
         return math.inf
