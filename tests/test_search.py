@@ -332,3 +332,17 @@ def test_deadline_search_where_some_families_cannot_fit(catalog):
     job = Job(catalog.model("llama-2-70b"), 64, 4096, tokens_to_train=1e10)
     result = search(cluster, job, Objective.DEADLINE, deadline_hours=1000, top_k=1)
     assert result.plans[0].estimate.train_time_s <= 1000 * 3600
+
+
+def test_free_gpus_under_the_cost_objective(catalog):
+    """GPUs a team owns may be priced at 0: the ranking, the gains and the explanations must not divide
+    by a zero cost (they did, before)."""
+    cluster = cluster_from_dict({"name": "owned", "between_pools_gbps": 100, "pools": [
+        {"name": "mine", "gpu": "a100-80gb-sxm", "nodes": 1, "gpus_per_node": 4, "inter_node_gbps": 200,
+         "price_per_gpu_hour": 0},
+        {"name": "rented", "gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 4, "inter_node_gbps": 400}]}, catalog)
+    result = search(cluster, Job(catalog.model("gpt3-1.3b"), 32, 2048), Objective.COST, top_k=3)
+    best = result.plans[0]
+    assert best.estimate.cost_per_million_tokens_usd == 0 and set(best.plan.gpus_by_pool()) == {"mine"}
+    assert all(g is None or g == 0.0 for g in best.gain_over.values())
+    assert best.explanation and all(isinstance(reason, str) for reason in result.idle.values())

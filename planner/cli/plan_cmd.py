@@ -83,7 +83,8 @@ def _text(result) -> str:
                         if e.train_time_s is not None else ""))
         lines.append(f"    {describe_plan(sp.plan)}")
         if sp.gain_over:
-            lines.append("    gain over " + ", ".join(f"{name} {g:+.1%}" for name, g in sp.gain_over.items()))
+            lines.append("    gain over " + ", ".join(f"{name} {g:+.1%}" if g is not None else f"{name} n/a (free GPUs)"
+                                                  for name, g in sp.gain_over.items()))
         lines.append(f"    {sp.explanation}")
     for name, b in result.baselines.items():
         lines.append(f"\nbaseline {name}: " + (f"{b.estimate.tokens_per_s:,.0f} tokens/s, "

@@ -46,6 +46,9 @@ def differences(a: Plan, b: Plan) -> str:
 def _loss(objective: Objective, best: Estimate, other: Estimate) -> str:
     if objective == Objective.THROUGHPUT:
         return f"{1 - other.tokens_per_s / best.tokens_per_s:.1%} fewer tokens/s"
+    if best.cost_per_million_tokens_usd <= 0:    # free GPUs (a price of 0)
+        extra = other.cost_per_million_tokens_usd
+        return "the same cost per token (free GPUs)" if extra <= 0 else f"${extra:.3f} more per million tokens"
     return f"{other.cost_per_million_tokens_usd / best.cost_per_million_tokens_usd - 1:.1%} more per token"
 
 
@@ -83,8 +86,10 @@ def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> di
             out[pool.name] = (f"no plan using {pool.gpu.id} fits in memory ({pool.gpu.mem_bytes / GIB:.0f} GiB per GPU) "
                               f"with the model's layers as the search split them")
         elif pool.name in considered.best_with_pool:
-            loss = considered.best_with_pool[pool.name] / best_key - 1
-            out[pool.name] = (f"the best plan found that uses it is {loss:.0%} worse on {describe(objective)} "
+            other = considered.best_with_pool[pool.name]
+            worse = (f"{other / best_key - 1:.0%} worse" if best_key > 0
+                     else "worse" if other > 0 else "no better")           # a free plan (price 0) has key 0
+            out[pool.name] = (f"the best plan found that uses it is {worse} on {describe(objective)} "
                               f"(by the search's fast estimate): its GPUs do not pay for themselves "
                               f"({pool.gpu.id}, ${pool.price_per_gpu_hour_usd:.2f}/GPU-hour)")
         else:

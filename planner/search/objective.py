@@ -41,10 +41,13 @@ def estimate_key(objective: Objective, est: Estimate, deadline_hours: float | No
     return est.cost_per_million_tokens_usd
 
 
-def gain(objective: Objective, est: Estimate, baseline: Estimate) -> float:
-    """Relative gain on the objective: 0.35 = 35% more tokens/s, or 35% more tokens per dollar."""
+def gain(objective: Objective, est: Estimate, baseline: Estimate) -> float | None:
+    """Relative gain on the objective: 0.35 = 35% more tokens/s, or 35% more tokens per dollar;
+    None where the plan is free and the baseline is not (no finite ratio)."""
     if objective == Objective.THROUGHPUT:
         return est.tokens_per_s / baseline.tokens_per_s - 1.0
+    if est.cost_per_million_tokens_usd <= 0:      # free GPUs (a price of 0): no ratio against a paid baseline
+        return 0.0 if baseline.cost_per_million_tokens_usd <= 0 else None
     return baseline.cost_per_million_tokens_usd / est.cost_per_million_tokens_usd - 1.0
 
 
