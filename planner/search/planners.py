@@ -25,6 +25,7 @@ stopped it and the smallest lower bound left unexplored, from which search repor
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -188,7 +189,7 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
     clock = Clock(None if time_limit_s is None else time_limit_s * SEARCH_SHARE)
     c.time_limit_s = time_limit_s
     bounds = Bounds(scorer, even)      # even: the baselines' even layer splits
-    heap, unlisted, listed = [], math.inf, []
+    unlisted, listed = math.inf, []
     for family in families:
         if clock.expired(share=LISTING_SHARE):
             unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
@@ -197,51 +198,74 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
         key = fast_key(objective, job, bounds.capacity_s(family), price, deadline)
         if key < math.inf:
             listed.append((key, len(listed), family, price))
-    # families are screened lazily, cheapest capacity bound first, a vectorised chunk at a time: a
-    # sentinel entry stands for those not yet screened, keyed by the smallest capacity bound among
-    # them; families whose capacity bound cannot win are never screened
-    listed.sort()
-    final = [entry[0] for entry in listed]      # each family's best bound so far (for bound_with_pool)
-    state = {"next": 0, "pushed": 0}
-    chunk_size = max(64, SCREEN_CELLS // max(1, len(pools)))
-
-    def push(entry):
-        heapq.heappush(heap, entry[:1] + (state["pushed"],) + entry[2:])
-        state["pushed"] += 1
-
-    def screen_next():
-        start = state["next"]
-        chunk = listed[start:start + chunk_size]
-        state["next"] += len(chunk)
-        values = screen_s(scorer, [family for _, _, family, _ in chunk])
-        threshold = keeper.threshold()
-        for j, ((capacity_key, _, family, price), value) in enumerate(zip(chunk, values.tolist())):
-            key = max(capacity_key, fast_key(objective, job, value, price, deadline))
-            final[start + j] = key
-            if key < threshold:
-                push((key, 0, None, family))
-        if state["next"] < len(listed):
-            push((listed[state["next"]][0], 0, UNSCREENED, None))
-
-    if listed:
-        push((listed[0][0], 0, UNSCREENED, None))
+    frontier = _Frontier(scorer, keeper, listed, max(64, SCREEN_CELLS // max(1, len(pools))))
     try:
-        _visit(scorer, bounds, heap, push, screen_next, state, keeper, options, scan, clock, unlisted)
+        _visit(scorer, bounds, frontier, keeper, options, scan, clock, unlisted)
     finally:
-        for (_, _, family, _), key in zip(listed, final):
+        frontier.record_pool_bounds(c)
+
+
+class _Frontier:
+    """The best-first heap of (key, tie, detail, family) entries. Families are screened lazily
+    (planner.search.screen), cheapest capacity bound first, a vectorised chunk at a time: one
+    sentinel entry, keyed by the smallest capacity bound not yet screened, stands for the rest, so
+    families whose capacity bound cannot win are never screened."""
+
+    def __init__(self, scorer: Scorer, keeper: _Keeper, listed: list, chunk_size: int):
+        self.scorer, self.keeper, self.chunk_size = scorer, keeper, chunk_size
+        self.listed = sorted(listed)                      # (capacity key, tie, family, price)
+        self.bound = [entry[0] for entry in self.listed]  # each family's best key so far
+        self.heap: list = []
+        self.ties = itertools.count()
+        self.next = 0
+        self.kept_size = 0
+        if self.listed:
+            self.push(self.listed[0][0], UNSCREENED, None)
+
+    def push(self, key: float, detail, family: Family | None) -> None:
+        heapq.heappush(self.heap, (key, next(self.ties), detail, family))
+
+    def pop(self):
+        return heapq.heappop(self.heap)
+
+    def screen_next(self) -> None:
+        """Screen the next chunk of listed families and put those that can still win on the heap."""
+        s, keeper = self.scorer, self.keeper
+        start, chunk = self.next, self.listed[self.next:self.next + self.chunk_size]
+        self.next += len(chunk)
+        values = screen_s(s, [family for _, _, family, _ in chunk]).tolist()
+        threshold = keeper.threshold()
+        for j, ((capacity_key, _, family, price), value) in enumerate(zip(chunk, values)):
+            key = max(capacity_key, fast_key(keeper.objective, s.job, value, price, keeper.deadline_hours))
+            self.bound[start + j] = key
+            if key < threshold:
+                self.push(key, None, family)
+        if self.next < len(self.listed):
+            self.push(self.listed[self.next][0], UNSCREENED, None)
+
+    def drop_losers(self) -> None:
+        """Drop the entries that can no longer win, once the heap has grown: memory stays bounded."""
+        if len(self.heap) > 2 * self.kept_size + 1024:
+            threshold = self.keeper.threshold()
+            self.heap = [e for e in self.heap if e[0] < threshold]
+            heapq.heapify(self.heap)
+            self.kept_size = len(self.heap)
+
+    def record_pool_bounds(self, c: Considered) -> None:
+        for (_, _, family, _), key in zip(self.listed, self.bound):
             for name in family.gpus_by_pool():
                 c.bound_with_pool[name] = min(c.bound_with_pool.get(name, math.inf), key)
 
 
-UNSCREENED = ("not screened",)   # heap sentinel: the families not yet screened (planner.search.screen)
+UNSCREENED = ("not screened",)   # heap sentinel: the families not yet screened
 
 
-def _visit(scorer, bounds, heap, push, screen_next, state, keeper, options, scan, clock, unlisted) -> None:
-    """The best-first loop of _best_first over the heap of (key, tie, detail, family) entries."""
+def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper, options: SearchOptions,
+           scan: Scan, clock: Clock, unlisted: float) -> None:
+    """The best-first loop of _best_first."""
     c, job = keeper.c, scorer.job
-    kept_size = len(heap)
-    while heap:
-        key, _, detail, family = heapq.heappop(heap)
+    while frontier.heap:
+        key, _, detail, family = frontier.pop()
         if key >= keeper.threshold():
             break
         if _out_of_time(clock, c) or c.fast_scores >= options.max_fast_scores:
@@ -250,25 +274,20 @@ def _visit(scorer, bounds, heap, push, screen_next, state, keeper, options, scan
             c.lower_bound = min(key, unlisted)
             return
         if detail is UNSCREENED:
-            screen_next()
+            frontier.screen_next()
             continue
         if detail is None and len(family.subset) > 1 and family.kind == "chain" and keeper.threshold() < math.inf:
             any_order, settings = _any_order_key(scorer, bounds, family, keeper)   # one bound for all its orders first
             if any_order < keeper.threshold():
-                push((max(key, any_order), 0, AnyOrder(settings), family))
+                frontier.push(max(key, any_order), AnyOrder(settings), family)
             continue
         if detail is None or isinstance(detail, AnyOrder):
             dive = keeper.threshold() == math.inf
             only = detail.settings if isinstance(detail, AnyOrder) else None
-            state["pushed"], best = _push_orders(scorer, bounds, family, key, keeper, heap, state["pushed"], clock,
-                                                 dive, only)
+            best = _push_orders(scorer, bounds, family, key, keeper, frontier, clock, dive, only)
             if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
                 scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1])
-            if len(heap) > 2 * kept_size + 1024:   # drop what can no longer win: memory stays bounded
-                threshold = keeper.threshold()
-                heap[:] = [e for e in heap if e[0] < threshold]
-                heapq.heapify(heap)
-                kept_size = len(heap)
+            frontier.drop_losers()
             continue
         order, keyed = detail
         scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
@@ -309,13 +328,13 @@ def _any_order_key(scorer: Scorer, bounds: Bounds, family: Family, keeper: _Keep
 
 
 def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: float, keeper: _Keeper,
-                 heap: list, pushed: int, clock: Clock, dive: bool = False, only: frozenset | None = None):
+                 frontier: _Frontier, clock: Clock, dive: bool = False, only: frozenset | None = None):
     """Each pool order of `family` back on the heap with its pipeline bound per knob setting,
     keeping only the settings that can still beat the threshold. Out of time, the family goes
     back whole with its capacity bound, which still bounds its orders not yet pushed.
     With `dive`, the order with the smallest bound is returned instead of pushed, for scanning
     at once: until `rescore` candidates are kept nothing is pruned, and an early incumbent lets
-    a search cut short by its time limit return a plan. Returns (pushed, that order or None)."""
+    a search cut short by its time limit return a plan. Returns that (order, settings) or None."""
     job, objective, deadline = scorer.job, keeper.objective, keeper.deadline_hours
     price = layout_price(scorer, family)
 
@@ -329,24 +348,18 @@ def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: f
     entries = []
     for order, settings in _orders_worth_bounding(family, only, keyed_bounds):
         if _out_of_time(clock, keeper.c):
-            for e in entries:
-                heapq.heappush(heap, e)
-            heapq.heappush(heap, (capacity_key, pushed, None, family))
-            return pushed + 1, None
+            for best, detail in entries:
+                frontier.push(best, detail, family)
+            frontier.push(capacity_key, None, family)
+            return None
         keyed = keyed_bounds(order, None, settings)
-        best = min(keyed.values(), default=math.inf)
-        if best < math.inf:
-            entries.append((best, pushed, (order, keyed), family))
-            pushed += 1
-    if dive and entries:
-        first = min(entries, key=lambda e: (e[0], e[1]))
-        entries.remove(first)
-        for e in entries:
-            heapq.heappush(heap, e)
-        return pushed, first[2]
-    for e in entries:
-        heapq.heappush(heap, e)
-    return pushed, None
+        if keyed:
+            entries.append((min(keyed.values()), (order, keyed)))
+    first = min(entries, key=lambda e: e[0]) if dive and entries else None     # the first of the smallest
+    for entry in entries:
+        if entry is not first:
+            frontier.push(*entry, family)
+    return first[1] if first else None
 
 
 def _orders_worth_bounding(family: Family, only, keyed_bounds) -> Iterator[tuple[tuple[int, ...], frozenset | None]]:

@@ -30,7 +30,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
-from planner.types import Cluster, Model, Pool, Recompute
+from planner.types import Model, Pool, Recompute
 
 
 class Group(NamedTuple):
