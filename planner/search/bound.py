@@ -186,7 +186,7 @@ class Bounds:
                 smallest = min(smallest, least)
                 caps[(k, "last")], caps[(k, "all")] = cap_last, (cap_last + before) / count
                 caps[(k, "others")] = before / (count - 1) if count > 1 else math.inf
-            if smallest < v:                     # some stage cannot hold its v layers
+            if smallest < fewest:                # some stage cannot hold the layers it must
                 out.append(math.inf)
                 continue
             capped = [(c, a, e, caps[part]) for c, a, e, part in rows]
