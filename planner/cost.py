@@ -139,11 +139,15 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         min_tp = min(r.tp for r in stage.replicas)
         weight_bytes = params / min_tp * WEIGHT_BYTES
         zf, zb = _zero_per_micro_batch_s(plan, i, weight_bytes, dp_bw, dp_lat)
+        passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
-            times = stage_pass_times(plan.model, pool.gpu, stage.num_layers, stage.layer_end == plan.model.layers,
-                                     plan.seq_len, plan.micro_batch, rep.tp, plan.sequence_parallel,
-                                     plan.recompute, options.flash_attention, pool.gpu.link_bw_bytes_per_s)
+            if (rep.pool, rep.tp) not in passes:
+                passes[(rep.pool, rep.tp)] = stage_pass_times(
+                    plan.model, pool.gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
+                    plan.micro_batch, rep.tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
+                    pool.gpu.link_bw_bytes_per_s)
+            times = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
             f_exp = max(0.0, zf - f_comp)
             b_exp = max(0.0, zb - times.backward_s)
@@ -154,7 +158,10 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             tp_comm[(i, r)] = times.tp_comm_s * own
             compute[(i, r)] = times.compute_s * own
             zero_exposed[(i, r)] = (f_exp + b_exp) * own
-            memory = replica_memory(plan, i, r, pool.gpu.mem_bytes, options.flash_attention)
+            if (rep.pool, rep.tp, rep.samples) not in memories:      # memory depends on these alone
+                memories[(rep.pool, rep.tp, rep.samples)] = replica_memory(plan, i, r, pool.gpu.mem_bytes,
+                                                                           options.flash_attention)
+            memory = memories[(rep.pool, rep.tp, rep.samples)]
             replica_estimates.append(ReplicaEstimate(i, r, pool.name, pool.gpu.id, rep.tp, rep.samples,
                                                      fwd[i][r], bwd[i][r], memory))
         dp_sync.append(_dp_sync_s(plan, i, params / min_tp, dp_bw, dp_lat))

@@ -228,7 +228,9 @@ def test_time_limit_stops_a_huge_search(catalog):
         assert not result.complete and result.stopped_by == "time limit"
         assert result.gap is not None and result.gap >= 0
         assert any("time limit" in n for n in result.notes)
-    assert time.perf_counter() - start < 8
+    # generous on purpose: this guards against a search that ignores its limit (it once took 104 s),
+    # not the machine's speed (about 5 s here, with every 12,000-replica plan re-scored in full)
+    assert time.perf_counter() - start < 20
 
 
 def test_time_limit_bounds_enumeration_of_many_pools(catalog):
@@ -241,7 +243,7 @@ def test_time_limit_bounds_enumeration_of_many_pools(catalog):
     start = time.perf_counter()
     result = search(cluster, Job(catalog.model("llama-2-7b"), 256, 2048),
                     options=SearchOptions(time_limit_s=1, baseline_time_limit_s=0.5))
-    assert time.perf_counter() - start < 6
+    assert time.perf_counter() - start < 15     # generous: against unbounded enumeration, not a timing
     assert not result.complete and result.gap is not None and result.gap >= 0
 
 
