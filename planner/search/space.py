@@ -62,8 +62,8 @@ class Layout:
         return max(sum(g.count for g in stage) for stage in self.stages)
 
 
-@dataclass(frozen=True)
-class Knobs:
+class Knobs(NamedTuple):
+    """The training knobs of a candidate (a named tuple: the scorer keys its caches by them)."""
     micro_batch: int
     zero_stage: int
     recompute: Recompute
