@@ -156,9 +156,9 @@ class Scorer:
         stage_shapes = tuple(_StageShape(range(sum(g.count for g in groups))) for groups in layout.stages)
         shape = _Shape(self.model, self.job.seq_len, knobs.micro_batch, sp, knobs.recompute, p,
                        Schedule.ONE_F_ONE_B, knobs.interleave, stage_shapes, self.job.global_batch // knobs.micro_batch)
-        costs = []
+        costs, windows = [], _windows(layout)
         for i in range(p):
-            costs.append(self._stage_costs(layout, knobs, shape, i, shares[i], sp))
+            costs.append(self._stage_costs(layout, knobs, shape, i, shares[i], sp, windows[i]))
             if costs[-1].max_layers < knobs.interleave:
                 return None
         memory_binds = False
@@ -187,9 +187,9 @@ class Scorer:
         stage_shapes = tuple(_StageShape(range(sum(g.count for g in groups))) for groups in layout.stages)
         shape = _Shape(self.model, self.job.seq_len, micro_batch, sp, Recompute.FULL, p,
                        Schedule.ONE_F_ONE_B, interleave, stage_shapes, self.job.global_batch // micro_batch)
-        room = 0
+        room, windows = 0, _windows(layout)
         for i in range(p):
-            most = self._stage_costs(layout, knobs, shape, i, shares[i], sp).max_layers
+            most = self._stage_costs(layout, knobs, shape, i, shares[i], sp, windows[i]).max_layers
             if most < interleave:
                 return False
             room += most - most % interleave
@@ -212,7 +212,7 @@ class Scorer:
             k += g.count
         return out
 
-    def _stage_costs(self, layout, knobs, shape, i, shares, sp) -> StageCosts:
+    def _stage_costs(self, layout, knobs, shape, i, shares, sp, window: int) -> StageCosts:
         groups = layout.stages[i]
         p = layout.num_stages
         last = i == p - 1
@@ -222,13 +222,15 @@ class Scorer:
             f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp)
             slopes.append(n * (f + b))
             intercepts.append(n * (hf + hb) if last else 0.0)
-            max_layers = min(max_layers, self._max_layers(pool, g.tp, knobs, shape, i, n, sum(x.count for x in groups)))
+            max_layers = min(max_layers, self._max_layers(pool, g.tp, knobs, shape, i, n, sum(x.count for x in groups),
+                                                          window))
         return StageCosts(tuple(slopes), tuple(intercepts), max_layers)
 
-    def _max_layers(self, pool: Pool, tp: int, knobs: Knobs, shape: _Shape, i: int, own: int, replicas: int) -> int:
-        """Most layers stage i can hold on one GPU of this replica (planner.memory, solved for L)."""
+    def _max_layers(self, pool: Pool, tp: int, knobs: Knobs, shape: _Shape, i: int, own: int, replicas: int,
+                    window: int) -> int:
+        """Most layers stage i can hold on one GPU of this replica (planner.memory, solved for L);
+        `window`: the replicas of stage i and every later stage (its 1F1B window)."""
         p = shape.num_stages
-        window = sum(len(s.replicas) for s in shape.stages[i:])
         key = (pool.name, tp, knobs, shape.sequence_parallel, p, i == 0, i == p - 1, own, replicas,
                window if shape.interleave == 1 else i)
         if key not in self._caps:
@@ -347,6 +349,15 @@ class Scorer:
                 bw = min(bw, self.cluster.bw_between_pools(pa, pb) * tp / pa.gpus_per_node)
             self._p2p[key] = p2p_s(num_bytes, bw, max(pa.inter_node_latency_s, pb.inter_node_latency_s))
         return self._p2p[key]
+
+
+def _windows(layout: Layout) -> list[int]:
+    """For each stage, the replicas of it and of every later stage."""
+    out, total = [], 0
+    for stage in reversed(layout.stages):
+        total += sum(g.count for g in stage)
+        out.append(total)
+    return out[::-1]
 
 
 def _zero_per_micro_batch(zero: int, weight_bytes: float, d: int, bw: float, lat: float) -> tuple[float, float]:
