@@ -158,24 +158,35 @@ class Bounds:
             else:                                # only the very last stage holds the head
                 stages += [(k, count - 1, per_zero, 0.0, "others")] * (count > 1) + [(k, 1, per_zero, head, "last")]
         out, fits = [], False
+        fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
         for zero in zeros:
-            rows = [(count, per_zero[zero][0], e if per_zero[zero][3] else 0.0, (k, part))
-                    for k, count, per_zero, e, part in stages]
-            a_min = min(a for _, a, _, _ in rows)
-            betas = [(count, per_zero[zero][1]) for _, count, per_zero, _, _ in stages]
-            beta_min = min(beta for _, beta in betas)
-            coefs = [(count, per_zero[zero][2]) for _, count, per_zero, _, _ in stages]
-            tail = L / sum(count / c for count, c in coefs) if all(c > 0 for _, c in coefs) else 0.0   # (b5)
-            fewest = (L // (p * v)) * v if self.even else v                       # layers of any stage
-            floor = max(fewest * a + e for _, a, e, _ in rows)
-            others = fewest / v * (sum(count * beta for count, beta in betas) - max(beta for _, beta in betas))
+            rows, betas = [], []
+            a_min = beta_min = math.inf
+            beta_max = beta_sum = floor = inverse = weighted = tail_rate = 0.0
+            tail_known = True
+            for k, count, per_zero, e, part in stages:
+                a, beta, c, keep_e = per_zero[zero]
+                e = e if keep_e else 0.0
+                rows.append((count, a, e, (k, part)))
+                betas.append(beta)
+                a_min, beta_min, beta_max = min(a_min, a), min(beta_min, beta), max(beta_max, beta)
+                beta_sum += count * beta
+                floor = max(floor, fewest * a + e)
+                inverse += count / a
+                weighted += count * e / a
+                if c > 0:
+                    tail_rate += count / c
+                else:
+                    tail_known = False
+            tail = L / tail_rate if tail_known else 0.0                                           # (b5)
+            others = fewest / v * (beta_sum - beta_max)
 
             def total(level):
                 busiest = max(level, floor)
                 fill = others + beta_min / v * max(0.0, L - busiest / a_min - (p - 1) * fewest)   # (b3)
                 return busiest + fill + transfers + tail                                        # (b4)
 
-            uncapped = (L + sum(c * e / a for c, a, e, _ in rows)) / sum(c / a for c, a, _, _ in rows)
+            uncapped = (L + weighted) / inverse
             if total(uncapped) >= limit:         # memory only raises the level: no need to cap
                 out.append(total(uncapped))
                 fits = True                      # unknown: the caller must not stop at this micro-batch
@@ -196,7 +207,7 @@ class Bounds:
                 continue
             fits = True
             level = max(busiest, floor)
-            placed = _placed_fill(L, v, level, capped, [beta for _, beta in betas])
+            placed = _placed_fill(L, v, level, capped, betas)
             out.append(max(total(busiest), placed + level + transfers + tail))
         return out, fits
 
