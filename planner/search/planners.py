@@ -61,7 +61,7 @@ class SearchOptions:
 TIME_LIMIT = "time limit"
 SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; the rest re-scores with the cost model
 BUDGET = "fast-score budget"
-LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families, 0.5 with screening them
+LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families
 SCREEN_CELLS = 32768    # (pool, family) cells per vectorised screening pass; the clock is checked between
 
 
@@ -183,8 +183,8 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
     Two limits cut the search short, and `keeper.c` records which (`stopped_by`) and the smallest
     bound of what was left (`lower_bound`, for the optimality gap): the deterministic fast-score
     budget, and the wall-clock `time_limit_s`, checked per family listed, per pool order bounded
-    and per layout scanned. Listing the families may use at most half the time; the families not
-    listed are then bounded by `_whole_cluster_key` (every GPU at its best rate)."""
+    and per layout scanned. Listing the families may use at most LISTING_SHARE of the loop's time;
+    the families not listed are then bounded by `_whole_cluster_key` (every GPU at its best rate)."""
     c, job, objective, deadline = keeper.c, scorer.job, keeper.objective, keeper.deadline_hours
     clock = Clock(None if time_limit_s is None else time_limit_s * SEARCH_SHARE)
     c.time_limit_s = time_limit_s
@@ -316,15 +316,23 @@ class AnyOrder(NamedTuple):
 
 
 def _any_order_key(scorer: Scorer, bounds: Bounds, family: Family, keeper: _Keeper) -> tuple[float, frozenset]:
-    """The smallest fast key of bound.pipeline_s(any_order=True) over knob settings, a lower bound
-    for every pool order of the family for one call instead of one per order, and the settings
-    whose key beats the threshold."""
-    price = layout_price(scorer, family)
-    per_knob = bounds.pipeline_s(family.runs(tuple(range(len(family.subset)))), family.max_replicas_per_stage,
-                                 any_order=True, limit=_seconds(keeper, price))
-    keys = {k: fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours) for k, b in per_knob.items()}
+    """The smallest fast key of bound.pipeline_s(any_order=True) over the knob settings that can
+    still win (inf when none can), a lower bound for every pool order of the family for one call
+    instead of one per order, and those settings."""
+    keyed = _keyed_bounds(scorer, bounds, family, layout_price(scorer, family), keeper,
+                          tuple(range(len(family.subset))), fixed=0)
+    return min(keyed.values(), default=math.inf), frozenset(keyed)
+
+
+def _keyed_bounds(scorer: Scorer, bounds: Bounds, family: Family, price: float, keeper: _Keeper,
+                  order: tuple[int, ...], fixed: int | None = None, only: frozenset | None = None) -> dict:
+    """bound.pipeline_s of the family's runs in `order` (the first `fixed` of them fixed, all when
+    None) as fast keys, for the knob settings whose key beats the threshold."""
+    per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
+                                 limit=_seconds(keeper, price), only=only, fixed=fixed)
     threshold = keeper.threshold()
-    return min(keys.values(), default=math.inf), frozenset(k for k, key in keys.items() if key < threshold)
+    return {k: key for k, b in per_knob.items() if b < math.inf
+            for key in (fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours),) if key < threshold}
 
 
 def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: float, keeper: _Keeper,
@@ -335,15 +343,10 @@ def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: f
     With `dive`, the order with the smallest bound is returned instead of pushed, for scanning
     at once: until `rescore` candidates are kept nothing is pruned, and an early incumbent lets
     a search cut short by its time limit return a plan. Returns that (order, settings) or None."""
-    job, objective, deadline = scorer.job, keeper.objective, keeper.deadline_hours
     price = layout_price(scorer, family)
 
     def keyed_bounds(order, fixed, settings):
-        per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
-                                     limit=_seconds(keeper, price), only=settings, fixed=fixed)
-        threshold = keeper.threshold()
-        return {k: key for k, b in per_knob.items() if b < math.inf
-                for key in (fast_key(objective, job, b, price, deadline),) if key < threshold}
+        return _keyed_bounds(scorer, bounds, family, price, keeper, order, fixed, settings)
 
     entries = []
     for order, settings in _orders_worth_bounding(family, only, keyed_bounds):
