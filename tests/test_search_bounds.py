@@ -96,3 +96,26 @@ def test_selective_recompute_left_out_only_where_it_keeps_what_none_keeps(catalo
     assert Recompute.SELECTIVE not in searched_recomputes(True, mixed=False)
     assert Recompute.SELECTIVE in searched_recomputes(True, mixed=True)
     assert Recompute.SELECTIVE in searched_recomputes(False, mixed=False)
+
+
+def test_screen_transfers_equal_the_scorers(catalog):
+    """The screen's vectorised transfer time (screen._p2p_s) is a copy of score.boundary_p2p_s over
+    arrays: the two must agree on every pair of (pool, tp), or the screen drifts from what it bounds."""
+    import numpy as np
+    from planner.compute import ACT_BYTES
+    from planner.search.screen import _p2p_s, _pool_links
+    from planner.search.space import Group, tp_degrees
+    cluster, job = _random_case(random.Random(5), catalog)
+    scorer = Scorer(cluster, job)
+    pools = list(cluster.pools)
+    gpn, _, inter, lat, between = _pool_links(scorer, pools)
+    for mb in (1, 4):
+        size = ACT_BYTES * job.seq_len * mb * job.model.hidden
+        for a, pa in enumerate(pools):
+            for b, pb in enumerate(pools):
+                for ta in tp_degrees(pa, job.model):
+                    for tb in tp_degrees(pb, job.model):
+                        got = _p2p_s(size, inter, gpn, lat, between, np.array([a]), np.array([ta]),
+                                     np.array([b]), np.array([tb]))[0]
+                        want = scorer.boundary_p2p_s(Group(pa.name, ta, 1), Group(pb.name, tb, 1), mb)
+                        assert got == pytest.approx(want, rel=1e-12), (pa.name, ta, pb.name, tb, mb)

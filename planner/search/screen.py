@@ -89,12 +89,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     tp_list = sorted({t for p in pools for t in tp_degrees(p, s.model)} | {1})
     tpi = np.searchsorted(np.array(tp_list), tps)
     mem = np.array([p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES for p in pools], float)[:, None]
-    gpn = np.array([p.gpus_per_node for p in pools], np.int64)[:, None]
-    link = np.array([p.gpu.link_bw_bytes_per_s for p in pools], float)[:, None]
-    inter = np.array([p.inter_node_bw_bytes_per_s for p in pools], float)[:, None]
-    lat = np.array([p.inter_node_latency_s for p in pools], float)[:, None]
-    between = np.array([[s.cluster.bw_between_pools(a, b) if a.name != b.name else math.inf for b in pools]
-                        for a in pools], float)
+    gpn, link, inter, lat, between = _pool_links(s, pools)
 
     # the data-parallel link of a stage (score._dp_link), bandwidth per rank
     t_arr = tps.astype(float)
@@ -263,6 +258,18 @@ def _run_total(q, c, own, free, W, act):
         total = (last + (ones - 1) * np.floor(free / (W + act) * (1 + 1e-9)) + middle
                  + (q - k) * np.floor(free / (W + own * act) * (1 + 1e-9)))
         return np.where((free > 0) & (q >= 1), total, 0.0)
+
+
+def _pool_links(scorer: Scorer, pools) -> tuple[np.ndarray, ...]:
+    """Per pool (column vectors): GPUs per node, intra-node link, inter-node bandwidth and latency;
+    and the (pool, pool) matrix of bandwidth between pools (inf on the diagonal)."""
+    gpn = np.array([p.gpus_per_node for p in pools], np.int64)[:, None]
+    link = np.array([p.gpu.link_bw_bytes_per_s for p in pools], float)[:, None]
+    inter = np.array([p.inter_node_bw_bytes_per_s for p in pools], float)[:, None]
+    lat = np.array([p.inter_node_latency_s for p in pools], float)[:, None]
+    between = np.array([[scorer.cluster.bw_between_pools(a, b) if a.name != b.name else math.inf for b in pools]
+                        for a in pools], float)
+    return gpn, link, inter, lat, between
 
 
 def _p2p_s(size, inter, gpn, lat, between, a, ta, b, tb):
