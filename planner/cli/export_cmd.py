@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from planner.cli.common import catalog_from_args
-from planner.cli.files import write_atomic
+from planner.cli.files import check_output_folder, write_files
 from planner.export import ENGINES
 
 
@@ -16,13 +15,15 @@ def register(sub) -> None:
     p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
     p.add_argument("--plan", required=True, metavar="FILE", help="plan JSON")
     p.add_argument("--to", required=True, choices=ENGINES, help="engine")
-    p.add_argument("--out", metavar="DIR", help="folder to write the files to (default: print them)")
+    p.add_argument("--out", metavar="DIR", help="folder to write the files to, all or none of them (default: print them)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     from catalog.formats import check_plan_against_cluster, load_cluster_file, load_plan_file, plan_to_json
     from planner.export import export_result
+    if args.out:
+        check_output_folder(args.out, "--out")
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     plan = load_plan_file(args.plan, catalog)
@@ -39,9 +40,10 @@ def run(args) -> int:
               f"{est.iteration_time_s:.3f} s per iteration, {est.tokens_per_s:,.0f} tokens/s on "
               f"{result.closest_plan.num_gpus} GPUs", file=sys.stderr)
     if args.out:
-        for name, text in files.items():
-            write_atomic(Path(args.out) / name, text)
-            print(f"wrote {Path(args.out) / name}")
+        folder = check_output_folder(args.out, "--out")
+        write_files({folder / name: text for name, text in files.items()}, "--out")
+        for name in files:
+            print(f"wrote {folder / name}")
     else:
         for name, text in files.items():
             print(f"# ---- {name}")

@@ -8,7 +8,7 @@ from dataclasses import replace
 import yaml
 
 from planner.cli.common import catalog_from_args
-from planner.cli.files import write_atomic
+from planner.cli.files import check_output_file, same_file, write_file
 from planner.types import GB, GIB, InputError
 
 TFLOPS = 1e12
@@ -53,6 +53,8 @@ def _load(args):
 def run_local(args) -> int:
     if args.iterations < 1:
         raise InputError("--iterations", f"must be at least 1, got {args.iterations}")
+    if args.measure:
+        check_output_file(args.measure, "--measure")     # before the run, not after it
     _, cluster, plan = _load(args)
     try:
         import torch  # noqa: F401
@@ -81,7 +83,7 @@ def run_local(args) -> int:
         print(f"single-process check: max loss difference {cmp.max_loss_diff:.2e}, max gradient difference "
               f"{cmp.max_grad_abs_diff:.2e} ({cmp.max_grad_rel_diff:.2e} of the largest gradient, at {cmp.worst_tensor})")
     if args.measure:
-        write_atomic(args.measure, json.dumps(measurements, indent=1) + "\n")
+        write_file(args.measure, json.dumps(measurements, indent=1) + "\n", "--measure")
         print(f"wrote {args.measure}")
     return 0
 
@@ -102,6 +104,11 @@ def calibrate(args) -> int:
     catalog = catalog_from_args(args)
     if bool(args.cluster) != bool(args.plan):
         raise InputError("calibrate", "--cluster and --plan go together")
+    if args.out:
+        check_output_file(args.out, "--out")
+        for path in [*args.measurements, *args.catalog, args.cluster, args.plan]:
+            if path and same_file(path, args.out):
+                raise InputError(f"--out {args.out}", f"is also an input ({path}); write the overlay to another file")
     measurements, devices = [], set()
     for path in args.measurements:
         data, source = read_mapping(path)
@@ -132,7 +139,7 @@ def calibrate(args) -> int:
         text = ("# Catalog overlay written by `hetplan calibrate`: use with `hetplan --catalog THIS_FILE` and name\n"
                 "# the calibrated GPU ids in your cluster file (gpu: <id>-calibrated).\n"
                 + yaml.safe_dump(overlay, sort_keys=False))
-        write_atomic(args.out, text)
+        write_file(args.out, text, "--out")
         print(f"wrote {args.out}")
     return 0
 

@@ -1,0 +1,255 @@
+"""Hostile input found by the attack in issue 12, one regression test per defect.
+
+Output paths: `calibrate --out`, `run-local --measure` and `export --out` write only regular files
+in place of regular files or of nothing; anything else at the path is refused with exit 2 and one
+line naming the option, and a set of files is written completely or not at all.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import socket
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner.cli import files as output_files
+from planner.cli import main
+from tests.conftest import EXAMPLES
+
+CLUSTER = str(EXAMPLES / "single-node-8.yaml")
+PLAN = str(EXAMPLES / "plans" / "single-node-8-small.json")
+TORCHRUN_FILES = ["hostfile", "launch.sh", "rank_map.json"]
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def refused(argv, expect, capsys) -> str:
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert rc == 2, (argv, rc, err[:500])
+    assert len(lines) == 1 and lines[0].startswith("hetplan: error: "), err[:500]
+    assert "Traceback" not in err
+    assert expect in lines[0], (expect, lines[0])
+    return lines[0]
+
+
+def measurements_file(catalog, tmp_path) -> str:
+    from tests.test_calibrate import _document
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_document(catalog, 0.5)))
+    return str(path)
+
+
+# ----------------------------------------------------------------------------- special files at output paths
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _socket(path: Path) -> None:
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    s.close()
+
+
+def _device(path: Path) -> None:                # a copy of /dev/null; only root may make one
+    if os.geteuid() != 0:
+        pytest.skip("making a device file needs root")
+    os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(*divmod(os.stat("/dev/null").st_rdev, 256)))
+
+
+def _link_to_fifo(path: Path) -> None:
+    os.mkfifo(path.with_name("fifo"))
+    path.symlink_to(path.with_name("fifo"))
+
+
+def _folder(path: Path) -> None:
+    path.mkdir()
+
+
+SPECIAL = {"FIFO": (_fifo, "FIFO"), "socket": (_socket, "socket"), "device": (_device, "character device"),
+           "link to a FIFO": (_link_to_fifo, "FIFO"), "folder": (_folder, "folder")}
+
+
+def _writers(catalog, tmp_path, target: str) -> dict[str, list[str]]:
+    return {"calibrate --out": ["calibrate", "--measurements", measurements_file(catalog, tmp_path), "--out", target],
+            "run-local --measure": ["run-local", "--cluster", CLUSTER, "--plan", PLAN, "--measure", target],
+            "export --out DIR/file": ["export", "--cluster", CLUSTER, "--plan", PLAN, "--to", "torchrun",
+                                      "--out", str(Path(target).parent)]}
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+@pytest.mark.parametrize("writer", ["calibrate --out", "run-local --measure", "export --out DIR/file"])
+def test_output_writers_refuse_what_is_not_a_regular_file(kind, writer, catalog, tmp_path, capsys):
+    make, expect = SPECIAL[kind]
+    folder = tmp_path / "out"
+    folder.mkdir()
+    target = folder / ("hostfile" if writer.startswith("export") else "target")
+    make(target)
+    before = os.lstat(target)
+    line = refused(_writers(catalog, tmp_path, str(target))[writer], expect, capsys)
+    assert writer.split()[1].split("/")[0] in line            # names the option
+    after = os.lstat(target)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino), "the path must be left alone"
+    assert sorted(p.name for p in folder.iterdir()) == sorted({target.name, *(["fifo"] if "link" in kind else [])})
+
+
+def test_export_out_that_is_a_file_or_a_fifo_is_refused(tmp_path, capsys):
+    plain = tmp_path / "plain"
+    plain.write_text("keep")
+    refused(["export", "--cluster", CLUSTER, "--plan", PLAN, "--to", "torchrun", "--out", str(plain)],
+            "--out", capsys)
+    assert plain.read_text() == "keep"
+    os.mkfifo(tmp_path / "fifo")
+    refused(["export", "--cluster", CLUSTER, "--plan", PLAN, "--to", "torchrun", "--out", str(tmp_path / "fifo")],
+            "FIFO", capsys)
+
+
+def test_output_at_a_link_to_a_regular_file_writes_the_file_and_keeps_the_link(catalog, tmp_path, capsys):
+    real = tmp_path / "real.yaml"
+    real.write_text("old")
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.yaml"
+    link.symlink_to(real)
+    assert main(["calibrate", "--measurements", measurements_file(catalog, tmp_path), "--out", str(link)]) == 0
+    assert link.is_symlink() and "gpus:" in real.read_text()
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640, "a replaced file keeps its permissions"
+
+
+def test_calibrate_out_equal_to_an_input_is_refused(catalog, tmp_path, capsys):
+    path = measurements_file(catalog, tmp_path)
+    before = Path(path).read_text()
+    refused(["calibrate", "--measurements", path, "--out", path], "is also an input", capsys)
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    refused(["calibrate", "--measurements", path, "--out", str(link)], "is also an input", capsys)
+    assert Path(path).read_text() == before
+
+
+# ----------------------------------------------------------------------------- file system failures
+
+def test_too_long_name_and_missing_parent_that_is_a_file(catalog, tmp_path, capsys):
+    m = measurements_file(catalog, tmp_path)
+    refused(["calibrate", "--measurements", m, "--out", str(tmp_path / ("x" * 300))], "too long", capsys)
+    (tmp_path / "afile").write_text("")
+    refused(["calibrate", "--measurements", m, "--out", str(tmp_path / "afile" / "o.yaml")], "not a folder", capsys)
+    refused(["calibrate", "--measurements", m, "--out", str(tmp_path / "a\0b")], "not a usable file name", capsys)
+
+
+@pytest.mark.parametrize("code, expect", [(errno.ENOSPC, "disk is full"), (errno.EACCES, "permission denied"),
+                                          (errno.EROFS, "read-only"), (errno.EIO, "cannot write")])
+def test_file_system_errors_are_one_line(code, expect, catalog, tmp_path, capsys, monkeypatch):
+    def fail(*a, **k):
+        raise OSError(code, os.strerror(code))
+    monkeypatch.setattr(output_files.tempfile, "mkstemp", fail)
+    out = tmp_path / "o.yaml"
+    refused(["calibrate", "--measurements", measurements_file(catalog, tmp_path), "--out", str(out)], expect, capsys)
+    assert not out.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_folder_is_one_line(catalog, tmp_path, capsys):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        refused(["calibrate", "--measurements", measurements_file(catalog, tmp_path), "--out",
+                 str(folder / "o.yaml")], "permission denied", capsys)
+    finally:
+        folder.chmod(0o755)
+
+
+# ----------------------------------------------------------------------------- a set of files: all or none
+
+def _export(out: Path) -> list[str]:
+    return ["export", "--cluster", CLUSTER, "--plan", PLAN, "--to", "torchrun", "--out", str(out)]
+
+
+def _fail_on_call(monkeypatch, name: str, n: int, action) -> None:
+    original = getattr(output_files, name) if name != "replace" else os.replace
+    calls = []
+
+    def wrapper(*args, **kw):
+        calls.append(args)
+        if len(calls) == n:
+            action()
+        return original(*args, **kw)
+    if name == "replace":
+        monkeypatch.setattr(output_files.os, "replace", wrapper)
+    else:
+        monkeypatch.setattr(output_files, name, wrapper)
+
+
+def _full_disk():
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_export_writes_the_whole_set(tmp_path, capsys):
+    out = tmp_path / "new" / "deeper"
+    assert main(_export(out)) == 0
+    assert sorted(p.name for p in out.iterdir()) == TORCHRUN_FILES
+
+
+@pytest.mark.parametrize("where", ["_write_temporary", "replace"])
+def test_export_failing_on_its_second_file_writes_none(where, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "new" / "deeper"
+    _fail_on_call(monkeypatch, where, 2, _full_disk)
+    refused(_export(out), "disk is full", capsys)
+    assert not (tmp_path / "new").exists(), "folders made for the set are removed again"
+
+
+@pytest.mark.parametrize("where", ["_write_temporary", "replace"])
+def test_export_failing_midway_keeps_the_previous_set(where, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in TORCHRUN_FILES:
+        (out / name).write_text(f"old {name}")
+    _fail_on_call(monkeypatch, where, 3, _full_disk)
+    refused(_export(out), "disk is full", capsys)
+    assert {p.name: p.read_text() for p in out.iterdir()} == {n: f"old {n}" for n in TORCHRUN_FILES}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_export_interrupted_midway_writes_none(sig, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    _fail_on_call(monkeypatch, "_write_temporary", 2, lambda: os.kill(os.getpid(), sig))
+    previous = signal.getsignal(signal.SIGTERM)
+    assert main(_export(out)) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert not out.exists()
+    assert signal.getsignal(signal.SIGTERM) == previous, "the handler is put back"
+
+
+def test_export_interrupted_during_the_renames_finishes_the_set(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    _fail_on_call(monkeypatch, "replace", 1, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    assert main(_export(out)) == 130
+    assert sorted(p.name for p in out.iterdir()) == TORCHRUN_FILES
+
+
+def test_export_killed_in_a_real_process_leaves_no_temporaries(tmp_path):
+    """SIGTERM from outside while `hetplan export` writes: complete set or nothing, never a temporary."""
+    import subprocess
+    import time
+    out = tmp_path / "out"
+    code = ("import os, signal, sys, time\n"
+            "from planner.cli import files, main\n"
+            "original = files._write_temporary\n"
+            "def slow(*a):\n"
+            "    print('writing', flush=True); time.sleep(0.5); return original(*a)\n"
+            "files._write_temporary = slow\n"
+            f"sys.exit(main({_export(out)!r}))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).resolve().parent.parent))
+    assert proc.stdout.readline().strip() == "writing"
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert not out.exists() or sorted(p.name for p in out.iterdir()) == TORCHRUN_FILES
