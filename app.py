@@ -7,6 +7,7 @@ in `ui.planning`.
 import streamlit as st
 
 from ui import session, sidebar
+from ui.markup import md
 
 st.set_page_config(page_title="hetplan: plan training on mixed GPUs", page_icon=":material/hub:", layout="wide",
                    initial_sidebar_state="expanded")
@@ -18,7 +19,7 @@ def page(view: str, title: str, icon: str, url_path: str, **kw) -> st.Page:
 
 state = session.get()
 for warning in session.url_warnings():
-    st.warning(warning, icon=":material/link_off:")
+    st.warning(md(warning), icon=":material/link_off:")
 
 plan_page = page("summary", "Plan", "rocket_launch", "plan")
 pages = st.navigation({

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -33,11 +34,18 @@ def example_plan() -> dict:
     return json.loads((ROOT / "examples/plans/single-node-8-small.json").read_text())
 
 
+def shown(markdown: str) -> str:
+    """What a reader sees of Markdown text as far as `ui.markup.md` escapes it: backslash escapes
+    resolved, the invisible word joiners dropped."""
+    from ui.markup import WORD_JOINER
+    return re.sub(r"\\(.)", r"\1", str(markdown)).replace(WORD_JOINER, "")
+
+
 def texts(at) -> str:
-    """Everything the page says in markdown, captions, alerts and metrics, as one string."""
+    """Everything the page says in markdown, captions, alerts and metrics, as one string (as shown)."""
     parts = [e.value for kind in ("markdown", "caption", "error", "warning", "info", "success") for e in at.get(kind)]
     parts += [f"{m.label} {m.value}" for m in at.metric]
-    return "\n".join(str(p) for p in parts)
+    return shown("\n".join(str(p) for p in parts))
 
 
 @pytest.fixture(autouse=True)

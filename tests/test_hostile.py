@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 import socket
 import stat
@@ -16,10 +17,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis.strategies import text as st_text
 
 from planner.cli import files as output_files
 from planner.cli import main
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, examples
+from tests.test_browser import server  # noqa: F401  (the app on a loopback port)
+from ui.markup import WORD_JOINER, md, plain
 
 CLUSTER = str(EXAMPLES / "single-node-8.yaml")
 PLAN = str(EXAMPLES / "plans" / "single-node-8-small.json")
@@ -253,3 +258,110 @@ def test_export_killed_in_a_real_process_leaves_no_temporaries(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert not out.exists() or sorted(p.name for p in out.iterdir()) == TORCHRUN_FILES
+
+
+# ----------------------------------------------------------------------------- Markdown injection
+
+HOSTILE_NAMES = ["[x](http://evil)", "![i](http://evil/i.png)", "<img src=x onerror=alert(1)>", "*bold* _it_",
+                 "`code`", "$math$ $$x$$", "line\nbreak\n# heading", "www.evil.com", "http://evil.com/x",
+                 "a@evil.com", ":red[x] :material/home: :smile:", "~~s~~ | a | b |", "1. list", "- item",
+                 "> quote", "<https://evil>", "&#91;x&#93;(http://e)", "x\ud800y", "a\\", "\u202eevil", "---"]
+
+
+def _unescaped(text: str) -> str:
+    """What Markdown shows for `md`'s output: backslash escapes resolved, word joiners dropped."""
+    return re.sub(r"\\(.)", r"\1", text).replace(WORD_JOINER, "")
+
+
+def _structure_free(text: str) -> bool:
+    """No character outside a backslash escape that Markdown or Streamlit could read as structure."""
+    plain_text = re.sub(r"\\.", "", text)
+    return (not set(plain_text) & set("[]()!<>*_`$~|:&{}#+\\\n\r")
+            and not re.search(r"(?i)www\.|://|@", plain_text)
+            and not re.match(r"\s*\d*[-.,/%'\";?=]", text))
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_md_shows_the_text_as_it_is(name):
+    out = md(name)
+    assert _structure_free(out), out
+    assert _unescaped(out) == plain(name)
+    assert "\n" not in out and "\ud800" not in out and "\u202e" not in out
+
+
+@settings(max_examples=examples(300))
+@given(st_text())
+def test_md_shows_any_text_as_it_is(text):
+    out = md(text)
+    assert _structure_free(out), out
+    assert _unescaped(out) == plain(text)
+
+
+def _hostile_state(name: str):
+    from ui.state import AppState, presets
+    cluster = presets()["single-node-8"]
+    cluster = dict(cluster, name=name, pools=[dict(p, name=f"p{k}_x_") for k, p in enumerate(cluster["pools"])])
+    model = {"id": "custom", "name": name, "layers": 4, "hidden": 256, "heads": 4, "kv_heads": 4, "ffn": 1024,
+             "vocab": 1000}
+    return AppState(cluster=cluster, model=model, global_batch=16, seq_len=256)
+
+
+@pytest.mark.parametrize("name", ["[x](http://evil) ![i](http://evil/i.png)", "<img src=x> *b* `c` $m$ :red[r]"])
+def test_sidebar_shows_names_from_a_link_as_text(name):
+    from tests.app_helpers import new_app, ok
+    from ui.state import encode
+    at = ok(new_app(encode(_hostile_state(name))).run())
+    sidebar = "\n".join(m.value for m in at.sidebar.markdown)
+    assert f"**Cluster** {md(name)}:" in sidebar and f"**Model** {md(name)}" in sidebar, sidebar
+    assert name not in sidebar
+
+
+def test_link_warnings_quote_values_as_text():
+    from tests.app_helpers import new_app, ok
+    at = ok(new_app({"preset": "[x](http://evil)", "batch": "![i](http://evil/i.png)"}).run())
+    warnings = " ".join(w.value for w in at.warning)
+    assert "unknown preset" in warnings and "](http" not in warnings.replace("\\]\\(http", "")
+
+
+def test_markdown_report_shows_names_as_text(catalog):
+    from catalog import cluster_from_dict, plan_from_dict
+    from planner.cost import evaluate
+    from ui.report import to_markdown
+    name = "[x](http://evil) ![i](http://evil/i.png) | <b>"
+    state = _hostile_state(name)
+    cluster = cluster_from_dict(state.cluster, catalog)
+    plan_dict = {"format": "hetplan.plan/1", "model": state.model, "global_batch": 16, "seq_len": 256,
+                 "micro_batch": 1, "precision": "bf16", "zero_stage": 0, "recompute": "none",
+                 "sequence_parallel": False, "schedule": "1f1b", "interleave": 1,
+                 "stages": [{"layers": [0, 4], "replicas": [{"pool": "p0_x_", "tp": 1}]}]}
+    plan = plan_from_dict(plan_dict, catalog)
+    text = to_markdown(cluster, plan, evaluate(cluster, plan))
+    assert "](" not in text.replace("\\]\\(", "") and "<b>" not in text
+    assert md(name) in text and "p0\\_x\\_" in text
+    assert all(line.count(" | ") + 2 == line.count("|") - line.count("\\|") for line in text.splitlines()
+               if line.startswith("| ")), "no cell splits into two"
+
+
+@pytest.mark.browser
+def test_names_from_a_link_render_as_text_in_a_real_browser(server):
+    """What Streamlit's Markdown renderer makes of escaped names: text, no link, image or formula."""
+    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, STEP_TIMEOUT_MS, _playwright
+    from ui.state import encode
+    sync_playwright = _playwright()
+    name = "[x](http://evil) ![i](http://evil/i.png) <img src=x> $m$ :material/home: www.evil.com a@evil.com"
+    params = encode(_hostile_state(name))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            page.goto(f"{server}/?v={params['v']}&s={params['s']}")
+            sidebar = page.get_by_test_id("stSidebarUserContent")
+            sidebar.get_by_text("Model", exact=False).first.wait_for()
+            page.get_by_text("8 GPUs", exact=False).first.wait_for()
+            text = sidebar.inner_text().replace(WORD_JOINER, "")
+            assert f"Cluster {name}: 8 GPUs" in text and f"Model {name}" in text, text
+            assert page.locator("a[href*=evil], img[src*=evil], img[src=x], .katex").count() == 0
+            assert sidebar.locator("a, img").count() == 0
+        finally:
+            browser.close()

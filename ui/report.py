@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from planner.report import format_duration
 from planner.types import Cluster, Estimate, Plan
 from ui import charts, frames
+from ui.markup import md
 
 STYLE = """
 body{font-family:Inter,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;color:#1f2430}
@@ -69,9 +70,11 @@ def to_html(cluster: Cluster, plan: Plan, est: Estimate, compared: pd.DataFrame 
 
 
 def _md_table(df: pd.DataFrame) -> str:
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    """A GitHub Markdown table; text cells (names people chose among them) show as they are."""
+    head = "| " + " | ".join(md(c) for c in df.columns) + " |"
     rule = "|" + "---|" * len(df.columns)
-    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    body = ["| " + " | ".join(md(v) if isinstance(v, str) else str(v) for v in row) + " |"
+            for row in df.itertuples(index=False)]
     return "\n".join([head, rule, *body])
 
 

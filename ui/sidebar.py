@@ -7,6 +7,7 @@ import streamlit as st
 
 from planner.types import InputError
 from ui import session
+from ui.markup import md
 from ui.planning import build_cluster, build_model
 
 PLAN_REQUEST = "plan_requested"
@@ -25,14 +26,14 @@ def render(slot) -> None:
         st.caption("Hybrid-parallel training plans for mixed GPU clusters")
         try:
             cluster = build_cluster(state)
-            pools = ", ".join(f"{p.num_gpus}× {p.gpu.id}" for p in cluster.pools)
-            st.markdown(f"**Cluster** {cluster.name}: {cluster.num_gpus} GPUs ({pools})")
+            pools = ", ".join(f"{p.num_gpus}× {md(p.gpu.id)}" for p in cluster.pools)
+            st.markdown(f"**Cluster** {md(cluster.name)}: {cluster.num_gpus} GPUs ({pools})")
         except InputError:
             st.markdown("**Cluster** needs fixing (see Compose)")
         try:
             model = build_model(state.model)
             size = "" if re.search(r"\d(\.\d+)?\s*B\b", model.name) else f" ({model.num_params / 1e9:.1f} B)"
-            st.markdown(f"**Model** {model.name}{size}")
+            st.markdown(f"**Model** {md(model.name)}{size}")
         except InputError:
             st.markdown("**Model** needs fixing (see Compose)")
         tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""

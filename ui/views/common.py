@@ -7,6 +7,7 @@ import streamlit as st
 
 from planner.types import Cluster, Estimate, InputError, Plan
 from ui import session
+from ui.markup import md
 from ui.planning import build_cluster, estimate_of
 
 HINTS = {
@@ -18,7 +19,7 @@ HINTS = {
 def show_error(message: str, kind: str = "input") -> None:
     title = {"infeasible": "No plan fits", "unavailable": "Planner not available",
              "internal": "Planning failed"}.get(kind, "Cannot use this input")
-    body = f"**{title}.** {message}"
+    body = f"**{title}.** {md(message)}"
     hint = HINTS.get(kind)
     if kind == "infeasible" and " within " in message:      # a missed deadline names its own fixes
         hint = "Or set the objective to throughput to see the fastest plan and how long it takes."

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, frames, session
+from ui.markup import md
 from ui.results import named_plans
 from ui.views.common import caption
 
@@ -37,7 +38,7 @@ def render() -> None:
     cols = st.columns(len(picked))
     for col, n in zip(cols, picked):
         with col:
-            st.markdown(f"**{n.name}**: {frames.plan_shape(n.scored.plan)}")
+            st.markdown(f"**{md(n.name)}**: {md(frames.plan_shape(n.scored.plan))}")
             groups = frames.replica_groups(n.scored.plan, _cluster())
             st.dataframe(groups[["stage", "layers", "pool", "tp", "replicas", "samples"]], hide_index=True,
                          width="stretch", column_config={

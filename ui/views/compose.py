@@ -9,6 +9,7 @@ from catalog import cluster_from_dict, cluster_to_yaml
 from catalog.files import parse_yaml
 from planner.types import InputError
 from ui import compose, session
+from ui.markup import md
 from ui.planning import build_cluster, build_model, catalog
 from ui.sidebar import request_plan
 from ui.state import presets
@@ -73,7 +74,7 @@ def _cluster_section() -> None:
     except InputError as e:
         show_error(compose.pool_error_for_people(str(e), session.get().cluster))
         return
-    counts = " + ".join(f"{p.num_gpus} × {p.gpu.id}" for p in built.pools)
+    counts = " + ".join(f"{p.num_gpus} × {md(p.gpu.id)}" for p in built.pools)
     st.success(f"**{built.num_gpus} GPUs** in {len(built.pools)} pools: {counts}", icon=":material/check_circle:")
     with st.expander("GPU key figures (from the catalog)", expanded=True):
         st.dataframe(compose.gpu_figures([p.gpu.id for p in built.pools]), hide_index=True, width="stretch")

@@ -10,6 +10,7 @@ from catalog import cluster_to_yaml, plan_to_json
 from planner.report import estimate_to_dict
 from ui import frames, report, session
 from ui import state as url_state
+from ui.markup import md
 from ui.planning import catalog, exporter
 from ui.results import named_plans
 from ui.views.common import current_plan
@@ -40,6 +41,11 @@ def _compared():
     return frames.metrics_table(rows)
 
 
+def _markdown_lines(text: str) -> str:
+    """A plain-text list (lines starting "- " are items) as Markdown that shows the text as it is."""
+    return "\n".join(f"- {md(line[2:])}" if line.startswith("- ") else md(line) for line in text.splitlines())
+
+
 def _engine_files(cur) -> None:
     export_plan = exporter()
     if export_plan is None:
@@ -53,7 +59,7 @@ def _engine_files(cur) -> None:
         try:
             files = export_plan(cur.plan, cur.cluster, engine)
         except Exception as e:  # an exporter's refusal is shown, not raised
-            col.caption(f"{engine}: {e}")
+            col.caption(f"{engine}: {md(e)}")
             continue
         for name, text in files.items():
             col.download_button(f"{engine}: {name}", text, file_name=name, key=f"export.{engine}.{name}",
@@ -64,7 +70,7 @@ def _engine_files(cur) -> None:
         n = sum(1 for line in text.splitlines() if line.startswith("- "))
         with st.expander(f"{engine}: the launch files approximate this plan"
                          + (f" ({n} difference{'s' if n != 1 else ''})" if n else ""), icon=":material/warning:"):
-            st.markdown(text)
+            st.markdown(_markdown_lines(text))
 
 
 def render() -> None:

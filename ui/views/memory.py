@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import charts, frames
+from ui.markup import md
 from ui.views.common import caption, current_plan
 
 
@@ -14,7 +15,7 @@ def render() -> None:
         return
     table = frames.memory(cur.estimate)
     if not cur.estimate.fits:
-        st.error(f"**Out of memory:** {cur.estimate.oom}", icon=":material/warning:")
+        st.error(f"**Out of memory:** {md(cur.estimate.oom)}", icon=":material/warning:")
     groups = frames.memory_groups(table)
     st.plotly_chart(charts.memory(groups), width="stretch")
     caption("One bar per stage and pool (×n: n identical replicas, the fullest shown): the peak memory of one GPU, split into weights, gradients, "

@@ -11,6 +11,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 from planner.report import format_duration
 from planner.types import InputError
 from ui import charts, frames, session
+from ui.markup import md
 from ui.planning import build_cluster, build_job, run_search
 from ui.results import find, named_plans
 from ui.sidebar import PLAN_REQUEST
@@ -23,14 +24,14 @@ def run_planner() -> None:
         st.write("Checking the cluster, model and job")
         try:
             if state.objective == "deadline" and not state.deadline_hours:
-                raise InputError("deadline", "the deadline objective needs a deadline: set **deadline (hours)** "
+                raise InputError("deadline", "the deadline objective needs a deadline: set deadline (hours) "
                                              "in the Job section of the Compose page")
             cluster, job = build_cluster(state), build_job(state)
         except InputError as e:
             status.update(label="The inputs need fixing", state="error")
             show_error(str(e))
             return
-        st.write(f"Searching plans for {job.model.name} on {cluster.num_gpus} GPUs "
+        st.write(f"Searching plans for {md(job.model.name)} on {cluster.num_gpus} GPUs "
                  f"in {len(cluster.pools)} pools (objective: {state.objective}), then scoring the "
                  f"Megatron-style and uniform baselines on the same cluster")
         st.caption(f"Expect {_expected_wait(cluster.num_gpus)}. The answer is kept: pressing Plan again "
@@ -152,7 +153,7 @@ def _gains(scored, same_as: set[str]) -> None:
     cols = st.columns(6)
     for col, (name, gain) in zip(cols, gains.items()):
         same = f"{name} baseline" in same_as
-        col.metric(f"vs {name} baseline", "same plan" if same else f"{gain:+.0%}",
+        col.metric(f"vs {md(name)} baseline", "same plan" if same else f"{gain:+.0%}",
                    help=(f"the {name}-style baseline is this very plan: on this cluster and job nothing beats it "
                          f"by the objective ({objective})") if same else
                         f"how much better this plan is than the {name}-style baseline on the same cluster, "
@@ -166,7 +167,7 @@ def _idle(result, cur) -> None:
         st.markdown("**All GPUs are used.**")
         return
     why = getattr(result, "idle", {}) if result is not None else {}
-    lines = [f"- **{n} idle GPUs of pool {name}**: {why.get(name, 'the planner found the plan faster without them')}"
+    lines = [f"- **{n} idle GPUs of pool {md(name)}**: {md(why.get(name, 'the planner found the plan faster without them'))}"
              for name, n in idle]
     st.markdown("**Idle GPUs**\n" + "\n".join(lines))
 
@@ -213,21 +214,21 @@ def render() -> None:
 def _plan_on_view(cur, result) -> None:
     est = cur.estimate
     named = find(named_plans(result), session.get().plan) if result is not None else None
-    st.subheader(f"Plan on view: {named.name}" if named else "Plan on view")
-    st.markdown(f"**{est.num_gpus} GPUs:** {frames.plan_shape(cur.plan)}")
+    st.subheader(f"Plan on view: {md(named.name)}" if named else "Plan on view")
+    st.markdown(f"**{est.num_gpus} GPUs:** {md(frames.plan_shape(cur.plan))}")
     if not est.fits:
-        st.error(f"**Does not fit in memory:** {est.oom}", icon=":material/warning:")
+        st.error(f"**Does not fit in memory:** {md(est.oom)}", icon=":material/warning:")
     _metrics(est)
     if named is not None:
         same_as = {n.name for n in named_plans(result) if n.role == "baseline" and n.plan_dict == named.plan_dict}
         _gains(named.scored, same_as)
-    st.markdown(f"**Bottleneck.** {est.bottleneck}")
+    st.markdown(f"**Bottleneck.** {md(est.bottleneck)}")
     _idle(result, cur)
     for note in est.notes:
-        st.caption(f"Note: {note}")
+        st.caption(f"Note: {md(note)}")
     st.plotly_chart(charts.breakdown(frames.breakdown(est)), width="stretch")
     caption("Each bar is time per iteration that the busiest pipeline worker spends on that term and "
             "cannot hide behind computation; shorter overhead bars mean a better plan.")
     if named is not None and getattr(named.scored, "explanation", ""):
         with st.expander("Why this plan"):
-            st.markdown(named.scored.explanation)
+            st.markdown(md(named.scored.explanation))

@@ -12,6 +12,7 @@ import streamlit as st
 from catalog.files import parse_json
 from planner.types import InputError
 from ui import session
+from ui.markup import md
 from ui.planning import catalog, evaluate_plan
 from ui.state import EXAMPLES_DIR, presets
 from ui.views.common import show_error
@@ -149,7 +150,7 @@ def _compare(b, a) -> None:
                 delta_color="inverse")
     c[4].metric("fits in memory", "yes" if a.fits else "no")
     if not a.fits:
-        st.error(f"**Out of memory:** {a.oom}", icon=":material/warning:")
+        st.error(f"**Out of memory:** {md(a.oom)}", icon=":material/warning:")
 
 
 def render() -> None:
