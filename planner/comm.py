@@ -47,8 +47,14 @@ def all_reduce_s(num_bytes: float, ranks: int, bw_bytes_per_s: float, latency_s:
 def all_gather_s(num_bytes: float, ranks: int, bw_bytes_per_s: float, latency_s: float) -> float:
     if ranks <= 1 or num_bytes <= 0:
         return 0.0
-    p, n, B = ranks, num_bytes, bw_bytes_per_s * LINK_EFFICIENCY
-    return (p - 1) * latency_s + (p - 1) / p * n / B
+    return (ranks - 1) * latency_s + num_bytes * ring_s_per_byte(ranks, bw_bytes_per_s)
+
+
+def ring_s_per_byte(ranks, bw_bytes_per_s):
+    """The bandwidth term of a ring all-gather or reduce-scatter, seconds per byte of n:
+    (p - 1) / p / B. Without its latency term it is a lower bound on either collective, which the
+    search's bounds use (numbers or numpy arrays)."""
+    return (ranks - 1) / ranks / (bw_bytes_per_s * LINK_EFFICIENCY)
 
 
 reduce_scatter_s = all_gather_s

@@ -8,24 +8,16 @@ iteration time = pipeline makespan (schedule simulation of per-micro-batch pass 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
-from planner.comm import INTRA_NODE_LATENCY_S, all_gather_s, all_reduce_s, p2p_s, reduce_scatter_s
-from planner.explain import bottleneck
 from planner.compute import ACT_BYTES, stage_pass_times
+from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch_s
+from planner.explain import bottleneck
 from planner.flops import model_flops_per_iteration, stage_params
 from planner.memory import WEIGHT_BYTES, replica_memory
-from planner.placement import Placement, place
+from planner.placement import Links, place, structure_of
 from planner.schedule import simulate
-from planner.types import (GIB, Cluster, Estimate, Plan, Pool, ReplicaEstimate, Schedule, TimeTerm)
-
-# Adam step: read fp32 grad, master, m, v; write master, m, v and the 16-bit weight: 30 bytes
-# per parameter, memory-bound (Megatron-LM's fused Adam / apex multi-tensor apply).
-OPTIMIZER_STEP_BYTES_PER_PARAM = 30
-# Gradients cross the network in 16 bits (Megatron-LM's default grad_reduce_in_fp32=False and
-# DeepSpeed's fp16/bf16 reduction); main gradients are still accumulated in fp32 in memory.
-GRAD_COMM_BYTES = 2
+from planner.types import GIB, Cluster, Estimate, Plan, ReplicaEstimate, TimeTerm
 
 
 @dataclass(frozen=True)
@@ -34,91 +26,10 @@ class CostOptions:
     overlap_grad_reduce: bool = True  # gradient reduction overlapped with the last backward pass
 
 
-class _Links:
-    """Bandwidths of the links a plan's traffic crosses, from its placement."""
-
-    def __init__(self, cluster: Cluster, plan: Plan, placement: Placement):
-        self.cluster, self.plan, self.placement = cluster, plan, placement
-        self._pools = {p.name: p for p in cluster.pools}
-        self._p2p: dict[tuple[int, int, int, int], float] = {}
-
-    def pool_of(self, i: int, r: int) -> Pool:
-        return self._pools[self.plan.stages[i].replicas[r].pool]
-
-    def intra_bw(self, i: int, r: int) -> float:
-        return self.pool_of(i, r).gpu.link_bw_bytes_per_s
-
-    def network_share(self, i: int, r: int, flows: int) -> float:
-        """Bytes/s one of `flows` concurrent streams gets from the node's network (per direction)."""
-        slot = self.placement.slots[(i, r)]
-        gpus_busy = self.placement.gpus_used_per_node[(slot.pool, slot.node)]
-        pool = self.pool_of(i, r)
-        return pool.inter_node_bw_bytes_per_s * flows / gpus_busy
-
-    def cross_bw(self, a: tuple[int, int], b: tuple[int, int], flows_a: int, flows_b: int) -> tuple[float, float]:
-        """(bandwidth, latency) between replicas a and b, each sending over `flows` GPUs."""
-        if self.placement.same_node(a, b):
-            return min(self.intra_bw(*a), self.intra_bw(*b)), INTRA_NODE_LATENCY_S
-        pa, pb = self.pool_of(*a), self.pool_of(*b)
-        share = min(self.network_share(*a, flows_a), self.network_share(*b, flows_b))
-        if pa.name != pb.name:
-            between = self.cluster.bw_between_pools(pa, pb)
-            share = min(share, between * flows_a / self.placement.gpus_used_per_node[
-                (self.placement.slots[a].pool, self.placement.slots[a].node)])
-        share = min(share, self.intra_bw(*a) * flows_a, self.intra_bw(*b) * flows_b)
-        return share, max(pa.inter_node_latency_s, pb.inter_node_latency_s)
-
-    def p2p_delay(self, i: int, r: int, i2: int, r2: int) -> float:
-        """Activation (or its gradient) of one micro-batch from replica (i, r) to (i2, r2); with
-        tp > 1 each GPU of the group sends 1/tp of it (Narayanan et al. 2021, scatter/gather)."""
-        key = (i, r, i2, r2)
-        if key not in self._p2p:
-            self._p2p[key] = self._p2p_delay(i, r, i2, r2)
-        return self._p2p[key]
-
-    def _p2p_delay(self, i: int, r: int, i2: int, r2: int) -> float:
-        plan = self.plan
-        tp = min(plan.stages[i].replicas[r].tp, plan.stages[i2].replicas[r2].tp)
-        num_bytes = ACT_BYTES * plan.seq_len * plan.micro_batch * plan.model.hidden
-        bw, latency = self.cross_bw((i, r), (i2, r2), tp, tp)
-        return p2p_s(num_bytes, bw, latency)
-
-    def dp_group(self, i: int) -> tuple[float, float]:
-        """(bandwidth per rank, latency) of the ring joining stage i's replicas."""
-        members = [(i, r) for r in range(len(self.plan.stages[i].replicas))]
-        nodes = {(self.placement.slots[m].pool, self.placement.slots[m].node) for m in members}
-        if len(nodes) == 1:
-            return min(self.intra_bw(*m) for m in members), INTRA_NODE_LATENCY_S
-        per_node: dict[tuple[str, int], int] = {}
-        for m in members:
-            key = (self.placement.slots[m].pool, self.placement.slots[m].node)
-            per_node[key] = per_node.get(key, 0) + 1
-        worst_bw, worst_latency = math.inf, 0.0
-        first = members[0]
-        for m in members:
-            slot = self.placement.slots[m]
-            flows = per_node[(slot.pool, slot.node)]
-            bw = min(self.network_share(*m, flows), self.intra_bw(*m))
-            if self.pool_of(*m).name != self.pool_of(*first).name:
-                between = self.cluster.bw_between_pools(self.pool_of(*m), self.pool_of(*first))
-                bw = min(bw, between * flows / self.placement.gpus_used_per_node[(slot.pool, slot.node)])
-            worst_bw = min(worst_bw, bw)
-            worst_latency = max(worst_latency, self.pool_of(*m).inter_node_latency_s)
-        return worst_bw, worst_latency
-
-
-def _zero_per_micro_batch_s(plan: Plan, i: int, stage_bytes_per_gpu: float, bw: float, lat: float):
-    """ZeRO-3 gathers weights for each forward and backward and reduce-scatters gradients per
-    micro-batch; ZeRO-2 reduce-scatters gradients per micro-batch (Rajbhandari et al. 2020,
-    section 7; DeepSpeed's behaviour under gradient accumulation). Returns (forward, backward) s."""
-    d = len(plan.stages[i].replicas)
-    if plan.zero_stage < 2 or d == 1:
-        return 0.0, 0.0
-    grads = reduce_scatter_s(stage_bytes_per_gpu / WEIGHT_BYTES * GRAD_COMM_BYTES, d, bw, lat)
-    if plan.zero_stage == 2:
-        return 0.0, grads
-    gather = all_gather_s(stage_bytes_per_gpu, d, bw, lat)
-    return gather, gather + grads
+def plan_links(cluster: Cluster, plan: Plan) -> Links:
+    """The links of `plan`'s placement (planner.placement)."""
+    return Links(cluster, structure_of(plan), place(cluster, plan),
+                 ACT_BYTES * plan.seq_len * plan.micro_batch * plan.model.hidden)
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
@@ -126,8 +37,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     """`detail=False` skips the second simulation (without transfer times) that splits pipeline
     waiting into bubble and exposed transfers: the breakdown then counts both as bubble, and
     every other figure is identical. The search ranks with it and reports full estimates."""
-    placement = place(cluster, plan)
-    links = _Links(cluster, plan, placement)
+    links = plan_links(cluster, plan)
     p = plan.num_stages
     fwd, bwd, counts, replica_estimates = [], [], [], []
     tp_comm, compute, zero_exposed = {}, {}, {}
@@ -138,7 +48,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         params = stage_params(plan.model, stage.layer_start, stage.layer_end, p)
         min_tp = min(r.tp for r in stage.replicas)
         weight_bytes = params / min_tp * WEIGHT_BYTES
-        zf, zb = _zero_per_micro_batch_s(plan, i, weight_bytes, dp_bw, dp_lat)
+        zf, zb = zero_per_micro_batch_s(plan.zero_stage, weight_bytes, len(stage.replicas), dp_bw, dp_lat)
         passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
@@ -164,8 +74,10 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             memory = memories[(rep.pool, rep.tp, rep.samples)]
             replica_estimates.append(ReplicaEstimate(i, r, pool.name, pool.gpu.id, rep.tp, rep.samples,
                                                      fwd[i][r], bwd[i][r], memory))
-        dp_sync.append(_dp_sync_s(plan, i, params / min_tp, dp_bw, dp_lat))
-        after_step.append(_after_step_s(plan, i, params, dp_bw, dp_lat, cluster))
+        d = len(stage.replicas)
+        dp_sync.append(grad_sync_s(plan.zero_stage, params / min_tp, d, dp_bw, dp_lat))
+        after_step.append(max(after_step_s(plan.zero_stage, params / rep.tp, d, cluster.pool(rep.pool).gpu.mem_bw_bytes_per_s,
+                                           dp_bw, dp_lat) for rep in stage.replicas))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)
@@ -173,7 +85,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                      tp_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)
 
 
-def _p2p_per_replica(plan: Plan, counts, links: _Links) -> dict:
+def _p2p_per_replica(plan: Plan, counts, links: Links) -> dict:
     """Transfer time into and out of each replica over an iteration, forward and backward,
     taking each neighbour stage's first replica as the partner (exact when lanes line up)."""
     total = {}
@@ -187,30 +99,6 @@ def _p2p_per_replica(plan: Plan, counts, links: _Links) -> dict:
                 per_mb += 2 * links.p2p_delay(i, r, i + 1, r % len(plan.stages[i + 1].replicas))
             total[(i, r)] = per_mb * counts[i][r] * plan.interleave if p > 1 else 0.0
     return total
-
-
-def _dp_sync_s(plan: Plan, i: int, params_per_gpu: float, bw: float, lat: float) -> float:
-    d = len(plan.stages[i].replicas)
-    grad_bytes = params_per_gpu * GRAD_COMM_BYTES
-    if plan.zero_stage == 0:
-        return all_reduce_s(grad_bytes, d, bw, lat)
-    if plan.zero_stage == 1:
-        return reduce_scatter_s(grad_bytes, d, bw, lat)
-    return 0.0  # ZeRO-2/3 reduced per micro-batch
-
-
-def _after_step_s(plan: Plan, i: int, params: float, bw: float, lat: float, cluster: Cluster) -> float:
-    """Optimizer step on this GPU's shard, then (ZeRO 1-2) all-gather of the updated weights."""
-    stage = plan.stages[i]
-    d = len(stage.replicas)
-    worst = 0.0
-    for rep in stage.replicas:
-        gpu = cluster.pool(rep.pool).gpu
-        shard = params / rep.tp / (d if plan.zero_stage >= 1 else 1)
-        step = shard * OPTIMIZER_STEP_BYTES_PER_PARAM / (gpu.mem_bw_bytes_per_s * 0.8)
-        gather = all_gather_s(params / rep.tp * WEIGHT_BYTES, d, bw, lat) if plan.zero_stage in (1, 2) else 0.0
-        worst = max(worst, step + gather)
-    return worst
 
 
 def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,

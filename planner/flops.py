@@ -57,12 +57,22 @@ def model_params(model: Model, active_only: bool = False) -> int:
 
 
 def stage_params(model: Model, layer_start: int, layer_end: int, num_stages_total: int) -> int:
-    """Parameters a pipeline stage holds. With tied embeddings and more than one stage, the
-    last stage keeps its own copy of the word embedding for the head (as Megatron-LM does)."""
-    n = (layer_end - layer_start) * layer_params(model)
-    if layer_start == 0:
-        n += embedding_params(model)
-    if layer_end == model.layers:
+    """Parameters a pipeline stage holds (stage_param_count of its range)."""
+    return stage_param_count(model, layer_end - layer_start, layer_start == 0, layer_end == model.layers,
+                             num_stages_total)
+
+
+def stage_param_count(model: Model, num_layers: int, first: bool, last: bool, num_stages_total: int) -> int:
+    """Parameters of a stage of `num_layers` layers; the first holds the embedding, the last the
+    head. With tied embeddings and more than one stage, the last stage keeps its own copy of the
+    word embedding for the head (as Megatron-LM does)."""
+    return num_layers * layer_params(model) + edge_param_count(model, first, last, num_stages_total)
+
+
+def edge_param_count(model: Model, first: bool, last: bool, num_stages_total: int) -> int:
+    """The parameters of stage_param_count other than its layers."""
+    n = embedding_params(model) if first else 0
+    if last:
         n += head_params(model)
         if model.tied_embeddings and num_stages_total > 1:
             n += model.vocab * (model.embed_proj_dim or model.hidden)

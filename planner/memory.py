@@ -12,8 +12,8 @@ any MLP width and gated MLPs by keeping each stored tensor of their derivation.
 from __future__ import annotations
 
 from planner.flops import stage_params
-from planner.schedule import in_flight_limit
-from planner.types import GIB, MemoryBreakdown, MlpKind, Plan, Recompute, Schedule, Stage
+from planner.schedule import in_flight_micro_batches as schedule_in_flight
+from planner.types import GIB, MemoryBreakdown, MlpKind, Model, Plan, Recompute, Stage
 
 WEIGHT_BYTES = 2
 MAIN_GRAD_BYTES = 4
@@ -23,19 +23,26 @@ OPTIMIZER_BYTES = 12
 FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 
 
+def state_bytes_per_param(zero_stage: int, replicas: int) -> tuple[float, float, float]:
+    """(weight, gradient, optimizer) bytes per parameter on one GPU when a stage's `replicas`
+    data-parallel copies shard them as ZeRO stage `zero_stage` does (Rajbhandari et al. 2020,
+    section 5: stage 1 shards optimizer states, 2 also gradients, 3 also weights). `replicas`
+    may be a numpy array."""
+    z, d = zero_stage, replicas
+    return (WEIGHT_BYTES / (d if z >= 3 else 1), MAIN_GRAD_BYTES / (d if z >= 2 else 1),
+            OPTIMIZER_BYTES / (d if z >= 1 else 1))
+
+
 def model_state_bytes(plan: Plan, stage_index: int, tp: int) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes on one GPU of a replica with `tp` GPUs."""
     stage = plan.stages[stage_index]
     params_per_gpu = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages) / tp
-    d, z = len(stage.replicas), plan.zero_stage
-    weights = params_per_gpu * WEIGHT_BYTES / (d if z >= 3 else 1)
-    grads = params_per_gpu * MAIN_GRAD_BYTES / (d if z >= 2 else 1)
-    optimizer = params_per_gpu * OPTIMIZER_BYTES / (d if z >= 1 else 1)
-    return weights, grads, optimizer
+    per_param = state_bytes_per_param(plan.zero_stage, len(stage.replicas))
+    return tuple(params_per_gpu * b for b in per_param)
 
 
-def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
-                           recompute: Recompute | None = None) -> float:
+def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
+                               recompute: Recompute, flash_attention: bool) -> float:
     """Stored activations of one layer for one micro-batch on one GPU (Korthikanti eq. 1-6).
 
     Per layer, with g the key/value width and f the MLP width (16-bit tensors, 1-byte masks):
@@ -48,10 +55,9 @@ def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
     Selective recomputation drops the scores term; full recomputation keeps only the layer
     input, 2sbh (divided by tp under sequence parallelism).
     """
-    m, s, b, t = plan.model, plan.seq_len, plan.micro_batch, tp
+    m, s, b, t = model, seq_len, micro_batch, tp
     h, a, g, f = m.hidden, m.heads, m.kv_heads * m.head_dim, m.ffn
-    sp = plan.sequence_parallel and t > 1
-    recompute = plan.recompute if recompute is None else recompute
+    sp = sequence_parallel and t > 1
     if recompute == Recompute.FULL:
         return 2 * s * b * h / (t if sp else 1)
     replicated = 10 * s * b * h
@@ -59,38 +65,48 @@ def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
     sharded = 2 * s * b * h + 4 * s * b * g + 2 * s * b * h + mlp
     scores = 5 * a * s * s * b
     keep_scores = recompute == Recompute.NONE and not flash_attention
-    total = (replicated / (t if sp else 1)) + sharded / t + (scores / t if keep_scores else 0)
-    return total
+    return (replicated / (t if sp else 1)) + sharded / t + (scores / t if keep_scores else 0)
+
+
+def recompute_workspace_bytes(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
+                              recompute: Recompute, flash_attention: bool) -> float:
+    """Under full recomputation the one layer being recomputed holds its full activations during
+    its backward pass; nothing otherwise."""
+    if recompute != Recompute.FULL:
+        return 0.0
+    return activation_bytes_per_layer(model, seq_len, micro_batch, tp, sequence_parallel, Recompute.NONE,
+                                      flash_attention)
+
+
+def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
+                           recompute: Recompute | None = None) -> float:
+    """activation_bytes_per_layer for a plan's job and knobs (`recompute` overrides the plan's)."""
+    recompute = plan.recompute if recompute is None else recompute
+    return activation_bytes_per_layer(plan.model, plan.seq_len, plan.micro_batch, tp, plan.sequence_parallel,
+                                      recompute, flash_attention)
 
 
 def in_flight_micro_batches(plan: Plan, stage_index: int, own_micro_batches: int) -> float:
-    """Micro-batches whose activations a replica holds at its peak.
+    """Micro-batches whose activations a replica holds at its peak (schedule.in_flight_micro_batches)."""
+    return schedule_in_flight(plan.schedule, plan.num_stages, stage_index, plan.interleave, own_micro_batches,
+                              sum(len(s.replicas) for s in plan.stages[stage_index:]), plan.num_micro_batches)
 
-    1F1B: stage i of p holds p - i (Narayanan et al. 2021, section 2.2.1), generalised to
-    replicated stages by `schedule.in_flight_limit`; interleaved with v chunks:
-    (2 (p - i - 1) + (v - 1) p + 1) chunks of 1/v of the stage, which for i = 0 is
-    Korthikanti's p (1 + (p - 1) / (p v)); GPipe: every micro-batch.
-    """
-    p, i, v = plan.num_stages, stage_index, plan.interleave
-    if plan.schedule == Schedule.GPIPE:
-        return own_micro_batches
-    if v == 1:
-        replicas = [len(s.replicas) for s in plan.stages]
-        return in_flight_limit(replicas, i, own_micro_batches, plan.num_micro_batches)
-    chunks = min(2 * (p - i - 1) + (v - 1) * p + 1, own_micro_batches * v)
-    return chunks / v
+
+def edge_activation_bytes_of(model: Model, seq_len: int, micro_batch: int, tp: int, first: bool, last: bool) -> float:
+    """Embedding output on the first stage; logits and the final norm's input on the last
+    (Korthikanti section 4.3: s b h p / t and 4 s b h / t (1 + V / h))."""
+    m, s, b, t = model, seq_len, micro_batch, tp
+    extra = 0.0
+    if first:
+        extra += 2 * s * b * m.hidden / t
+    if last:
+        extra += 4 * s * b * m.hidden / t * (1 + m.vocab / m.hidden)
+    return extra
 
 
 def edge_activation_bytes(plan: Plan, stage: Stage, tp: int) -> float:
-    """Embedding output on the first stage; logits and the final norm's input on the last
-    (Korthikanti section 4.3: s b h p / t and 4 s b h / t (1 + V / h))."""
-    m, s, b, t = plan.model, plan.seq_len, plan.micro_batch, tp
-    extra = 0.0
-    if stage.layer_start == 0:
-        extra += 2 * s * b * m.hidden / t
-    if stage.layer_end == m.layers:
-        extra += 4 * s * b * m.hidden / t * (1 + m.vocab / m.hidden)
-    return extra
+    return edge_activation_bytes_of(plan.model, plan.seq_len, plan.micro_batch, tp, stage.layer_start == 0,
+                                    stage.layer_end == plan.model.layers)
 
 
 def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_bytes: float,
@@ -102,7 +118,6 @@ def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_by
     in_flight = in_flight_micro_batches(plan, stage_index, own)
     layer_act = layer_activation_bytes(plan, replica.tp, flash_attention)
     activations = in_flight * stage.num_layers * layer_act + edge_activation_bytes(plan, stage, replica.tp)
-    if plan.recompute == Recompute.FULL:
-        # the one layer being recomputed holds its full activations during its backward pass
-        activations += layer_activation_bytes(plan, replica.tp, flash_attention, Recompute.NONE)
+    activations += recompute_workspace_bytes(plan.model, plan.seq_len, plan.micro_batch, replica.tp,
+                                             plan.sequence_parallel, plan.recompute, flash_attention)
     return MemoryBreakdown(weights, grads, optimizer, activations, FRAMEWORK_OVERHEAD_BYTES, capacity_bytes)

@@ -6,9 +6,15 @@ stages share nodes where they can. The placement decides which links traffic cro
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Sequence
 
-from planner.types import Cluster, InputError, Plan
+from planner.comm import INTRA_NODE_LATENCY_S, p2p_s
+from planner.types import Cluster, InputError, Plan, Pool
+
+# per stage, per replica: (pool name, tensor-parallel degree): all of a plan that placement reads
+Structure = Sequence[Sequence[tuple[str, int]]]
 
 
 @dataclass(frozen=True)
@@ -56,32 +62,162 @@ def _pool_or_error(cluster: Cluster, name: str, field: str):
         raise InputError(f"{field}.pool", e.message) from None
 
 
+def structure_of(plan: Plan) -> tuple[tuple[tuple[str, int], ...], ...]:
+    return tuple(tuple((r.pool, r.tp) for r in stage.replicas) for stage in plan.stages)
+
+
 def place(cluster: Cluster, plan: Plan) -> Placement:
     check_fits(cluster, plan)
+    return place_structure(cluster, structure_of(plan))
+
+
+def place_structure(cluster: Cluster, structure: Structure) -> Placement:
+    """The placement of `place` for a plan's stage structure alone (the search places layouts
+    before they have a layer split or sample shares)."""
+    pools = {pool.name: pool for pool in cluster.pools}
     free: dict[tuple[str, int], int] = {}
     for pool in cluster.pools:
         for n in range(pool.nodes):
             free[(pool.name, n)] = pool.gpus_per_node
-    order = sorted(((i, j) for i, s in enumerate(plan.stages) for j in range(len(s.replicas))),
-                   key=lambda ij: (-plan.stages[ij[0]].replicas[ij[1]].tp, ij))
+    order = sorted(((i, j) for i, stage in enumerate(structure) for j in range(len(stage))),
+                   key=lambda ij: (-structure[ij[0]][ij[1]][1], ij))
     slots: dict[tuple[int, int], Slot] = {}
     first_open = {pool.name: 0 for pool in cluster.pools}   # nodes before it are full
     for i, j in order:
-        r = plan.stages[i].replicas[j]
-        pool = cluster.pool(r.pool)
+        pool_name, tp = structure[i][j]
+        pool = pools[pool_name]
         while first_open[pool.name] < pool.nodes and free[(pool.name, first_open[pool.name])] == 0:
             first_open[pool.name] += 1
         node = next((n for n in range(first_open[pool.name], pool.nodes)
-                     if free[(pool.name, n)] >= r.tp), None)
+                     if free[(pool.name, n)] >= tp), None)
         if node is None:
-            raise InputError(f"stages[{i}].replicas[{j}]", f"no node of pool {pool.name!r} has {r.tp} free GPUs "
+            raise InputError(f"stages[{i}].replicas[{j}]", f"no node of pool {pool.name!r} has {tp} free GPUs "
                              f"left for this tp group; use fewer or smaller tensor-parallel groups")
         first = pool.gpus_per_node - free[(pool.name, node)]
-        free[(pool.name, node)] -= r.tp
-        slots[(i, j)] = Slot(pool.name, node, first, r.tp)
+        free[(pool.name, node)] -= tp
+        slots[(i, j)] = Slot(pool.name, node, first, tp)
     used = {}
     for key, left in free.items():
-        pool = cluster.pool(key[0])
+        pool = pools[key[0]]
         if left < pool.gpus_per_node:
             used[key] = pool.gpus_per_node - left
     return Placement(slots, used)
+
+
+# ----------------------------------------------------------------------------- links
+
+def network_share_bw(node_bw_bytes_per_s: float, flows: int, gpus_busy: int) -> float:
+    """Bytes/s that `flows` concurrent streams get from a node's network (per direction) when
+    `gpus_busy` of its GPUs send: the node's bandwidth is shared evenly among its busy GPUs."""
+    return node_bw_bytes_per_s * flows / gpus_busy
+
+
+class Links:
+    """Bandwidths of the links a plan's traffic crosses, from its placement; the one source of
+    link figures for planner.cost.evaluate and the search's fast scores. `activation_bytes`: one
+    micro-batch's activation (or its gradient) sent between stages."""
+
+    def __init__(self, cluster: Cluster, structure: Structure, placement: Placement, activation_bytes: float):
+        self.cluster, self.structure, self.placement = cluster, structure, placement
+        self.activation_bytes = activation_bytes
+        self._pools = {p.name: p for p in cluster.pools}
+        self._p2p: dict[tuple[int, int, int, int], float] = {}
+
+    def pool_of(self, i: int, r: int) -> Pool:
+        return self._pools[self.structure[i][r][0]]
+
+    def intra_bw(self, i: int, r: int) -> float:
+        return self.pool_of(i, r).gpu.link_bw_bytes_per_s
+
+    def _busy(self, i: int, r: int) -> int:
+        slot = self.placement.slots[(i, r)]
+        return self.placement.gpus_used_per_node[(slot.pool, slot.node)]
+
+    def network_share(self, i: int, r: int, flows: int) -> float:
+        """Bytes/s one of `flows` concurrent streams gets from the node's network (per direction)."""
+        return network_share_bw(self.pool_of(i, r).inter_node_bw_bytes_per_s, flows, self._busy(i, r))
+
+    def cross_bw(self, a: tuple[int, int], b: tuple[int, int], flows_a: int, flows_b: int) -> tuple[float, float]:
+        """(bandwidth, latency) between replicas a and b, each sending over `flows` GPUs."""
+        if self.placement.same_node(a, b):
+            return min(self.intra_bw(*a), self.intra_bw(*b)), INTRA_NODE_LATENCY_S
+        pa, pb = self.pool_of(*a), self.pool_of(*b)
+        share = min(self.network_share(*a, flows_a), self.network_share(*b, flows_b))
+        if pa.name != pb.name:
+            share = min(share, network_share_bw(self.cluster.bw_between_pools(pa, pb), flows_a, self._busy(*a)))
+        share = min(share, self.intra_bw(*a) * flows_a, self.intra_bw(*b) * flows_b)
+        return share, max(pa.inter_node_latency_s, pb.inter_node_latency_s)
+
+    def p2p_delay(self, i: int, r: int, i2: int, r2: int) -> float:
+        """Activation (or its gradient) of one micro-batch from replica (i, r) to (i2, r2); with
+        tp > 1 each GPU of the group sends 1/tp of it (Narayanan et al. 2021, scatter/gather)."""
+        key = (i, r, i2, r2)
+        if key not in self._p2p:
+            tp = min(self.structure[i][r][1], self.structure[i2][r2][1])
+            bw, latency = self.cross_bw((i, r), (i2, r2), tp, tp)
+            self._p2p[key] = p2p_s(self.activation_bytes, bw, latency)
+        return self._p2p[key]
+
+    def dp_group(self, i: int) -> tuple[float, float]:
+        """(bandwidth per rank, latency) of the ring joining stage i's replicas."""
+        members = [(i, r) for r in range(len(self.structure[i]))]
+        slots = self.placement.slots
+        nodes = {(slots[m].pool, slots[m].node) for m in members}
+        if len(nodes) == 1:
+            return min(self.intra_bw(*m) for m in members), INTRA_NODE_LATENCY_S
+        per_node: dict[tuple[str, int], int] = {}
+        for m in members:
+            key = (slots[m].pool, slots[m].node)
+            per_node[key] = per_node.get(key, 0) + 1
+        worst_bw, worst_latency = math.inf, 0.0
+        first = self.pool_of(*members[0])
+        for m in members:
+            flows = per_node[(slots[m].pool, slots[m].node)]
+            pool = self.pool_of(*m)
+            bw = min(self.network_share(*m, flows), self.intra_bw(*m))
+            if pool.name != first.name:
+                bw = min(bw, network_share_bw(self.cluster.bw_between_pools(pool, first), flows, self._busy(*m)))
+            worst_bw = min(worst_bw, bw)
+            worst_latency = max(worst_latency, pool.inter_node_latency_s)
+        return worst_bw, worst_latency
+
+
+# ----------------------------------------------------------------------------- ceilings for bounds
+
+def dp_link_ceiling(cluster: Cluster, groups: Sequence[tuple[Pool, int, int]]) -> float:
+    """The most bandwidth per rank Links.dp_group can give a stage of these replica groups
+    (pool, tp, count) under any placement: a ring inside one node gets the slowest member's
+    intra-node link; across nodes each member's share of its node's network is at most the
+    node's bandwidth / tp (its node runs at least its own tp GPUs), and at most the bandwidth
+    between its pool and the first group's over tp. For the search's bounds."""
+    if len(groups) == 1:
+        pool, tp, count = groups[0]
+        if count * tp <= pool.gpus_per_node:
+            return pool.gpu.link_bw_bytes_per_s
+    first = groups[0][0]
+    bw = math.inf
+    for pool, tp, _ in groups:
+        share = network_share_bw(pool.inter_node_bw_bytes_per_s, 1, tp)
+        if pool.name != first.name:
+            share = min(share, network_share_bw(cluster.bw_between_pools(pool, first), 1, tp))
+        bw = min(bw, share, pool.gpu.link_bw_bytes_per_s)
+    return bw
+
+
+def p2p_floor_s(cluster: Cluster, a: Pool, tp_a: int, b: Pool, tp_b: int, activation_bytes: float) -> float:
+    """The least Links.p2p_delay between a replica of (a, tp_a) and one of (b, tp_b) under any
+    placement: two replicas of one pool may share a node (its intra-node link); otherwise each
+    side's network share is at most its node's bandwidth times tp / its own tp (Links.cross_bw
+    with gpus_busy >= its tp). For the search's bounds."""
+    tp = min(tp_a, tp_b)
+    share = min(network_share_bw(a.inter_node_bw_bytes_per_s, tp, tp_a),
+                network_share_bw(b.inter_node_bw_bytes_per_s, tp, tp_b),
+                a.gpu.link_bw_bytes_per_s * tp, b.gpu.link_bw_bytes_per_s * tp)
+    if a.name != b.name:
+        share = min(share, network_share_bw(cluster.bw_between_pools(a, b), tp, tp_a))
+    network = p2p_s(activation_bytes, share, max(a.inter_node_latency_s, b.inter_node_latency_s))
+    if a.name != b.name:
+        return network
+    same_node = p2p_s(activation_bytes, min(a.gpu.link_bw_bytes_per_s, b.gpu.link_bw_bytes_per_s),
+                      INTRA_NODE_LATENCY_S)
+    return min(network, same_node)

@@ -114,8 +114,38 @@ def in_flight_limit(replicas_per_stage: list[int], stage: int, own: int, total: 
     holds one, so stage i as a whole may hold W = sum of the replica counts of stages i..p-1,
     and a replica handling `own` of the `total` micro-batches gets its share, ceil(W own / total).
     """
-    window = sum(replicas_per_stage[stage:])
+    return window_in_flight_limit(sum(replicas_per_stage[stage:]), own, total)
+
+
+def window_in_flight_limit(window: int, own: int, total: int) -> int:
+    """in_flight_limit with W, the replicas of the stage and every later one, given."""
     return max(1, min(own, -(-window * own // total)))
+
+
+def interleaved_in_flight(num_stages: int, stage: int, interleave: int, own: int) -> float:
+    """Interleaved 1F1B with v chunks: stage i of p holds (2 (p - i - 1) + (v - 1) p + 1) chunks of
+    1/v of the stage (Megatron-LM's warm-up plus the chunk in progress), which for i = 0 is
+    Korthikanti's p (1 + (p - 1) / (p v)); in stage-equivalents, at most all of its own."""
+    p, i, v = num_stages, stage, interleave
+    return min(2 * (p - i - 1) + (v - 1) * p + 1, own * v) / v
+
+
+def in_flight_micro_batches(schedule: Schedule, num_stages: int, stage: int, interleave: int, own: int,
+                            window: int, total: int) -> float:
+    """Micro-batches whose activations a replica holds at its peak: GPipe every one of its `own`;
+    1F1B its window share (window_in_flight_limit); interleaved 1F1B interleaved_in_flight."""
+    if schedule == Schedule.GPIPE:
+        return own
+    if interleave == 1:
+        return window_in_flight_limit(window, own, total)
+    return interleaved_in_flight(num_stages, stage, interleave, own)
+
+
+def interleave_groups_fit(micro_batches_per_replica, num_stages: int) -> bool:
+    """Interleaved 1F1B runs micro-batches in whole groups of p (Narayanan et al. 2021, section
+    2.2.2; planner.types.Plan refuses other interleaved plans): every replica's count must be a
+    multiple of the number of stages."""
+    return all(n % num_stages == 0 for n in micro_batches_per_replica)
 
 
 def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backward_s: list[list[float]],

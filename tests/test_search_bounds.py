@@ -85,37 +85,52 @@ def test_selective_recompute_left_out_only_where_it_keeps_what_none_keeps(catalo
     """With FlashAttention, selective recomputation stores exactly the activations of none (the
     scores it would drop are never stored) and adds time: the space leaves it out of single-pool
     stages (space.searched_recomputes); without FlashAttention, or on mixed stages, it stays."""
-    from planner.memory import layer_activation_bytes
-    from planner.search.score import _Shape
-    from planner.types import Schedule
+    from planner.memory import activation_bytes_per_layer
     model = catalog.model("llama-2-7b")
     for flash in (True, False):
-        shape = _Shape(model, 4096, 2, True, Recompute.SELECTIVE, 4, Schedule.ONE_F_ONE_B, 1, (), 8)
-        none, selective = (layer_activation_bytes(shape, 2, flash, rc) for rc in (Recompute.NONE, Recompute.SELECTIVE))
+        none, selective = (activation_bytes_per_layer(model, 4096, 2, 2, True, rc, flash)
+                           for rc in (Recompute.NONE, Recompute.SELECTIVE))
         assert (none == selective) == flash
     assert Recompute.SELECTIVE not in searched_recomputes(True, mixed=False)
     assert Recompute.SELECTIVE in searched_recomputes(True, mixed=True)
     assert Recompute.SELECTIVE in searched_recomputes(False, mixed=False)
 
 
-def test_screen_transfers_equal_the_scorers(catalog):
-    """The screen's vectorised transfer time (screen._p2p_s) is a copy of score.boundary_p2p_s over
-    arrays: the two must agree on every pair of (pool, tp), or the screen drifts from what it bounds."""
+def test_screen_link_ceilings_equal_the_placements(catalog):
+    """The screen's vectorised link figures restate placement.dp_link_ceiling and
+    placement.p2p_floor_s over arrays: they must agree on every pool, tp and replica count, or the
+    screen drifts from what it bounds."""
     import numpy as np
+    from planner.placement import dp_link_ceiling, p2p_floor_s
     from planner.compute import ACT_BYTES
-    from planner.search.screen import _p2p_s, _pool_links
-    from planner.search.space import Group, tp_degrees
-    cluster, job = _random_case(random.Random(5), catalog)
-    scorer = Scorer(cluster, job)
-    pools = list(cluster.pools)
-    gpn, _, inter, lat, between = _pool_links(scorer, pools)
-    for mb in (1, 4):
-        size = ACT_BYTES * job.seq_len * mb * job.model.hidden
-        for a, pa in enumerate(pools):
-            for b, pb in enumerate(pools):
-                for ta in tp_degrees(pa, job.model):
-                    for tb in tp_degrees(pb, job.model):
-                        got = _p2p_s(size, inter, gpn, lat, between, np.array([a]), np.array([ta]),
-                                     np.array([b]), np.array([tb]))[0]
-                        want = scorer.boundary_p2p_s(Group(pa.name, ta, 1), Group(pb.name, tb, 1), mb)
-                        assert got == pytest.approx(want, rel=1e-12), (pa.name, ta, pb.name, tb, mb)
+    from planner.search.screen import _diagonal_floor_s, dp_link_ceilings
+    from planner.search.space import tp_degrees
+    for seed in range(6):
+        cluster, job = _random_case(random.Random(seed), catalog)
+        scorer = Scorer(cluster, job)
+        pools = sorted(cluster.pools, key=lambda p: p.name)
+        tp_list = sorted({t for p in pools for t in tp_degrees(p, job.model)} | {1})
+        for mb in (1, 4):
+            table = _diagonal_floor_s(scorer, pools, tp_list, mb)
+            size = ACT_BYTES * job.seq_len * mb * job.model.hidden
+            for k, pool in enumerate(pools):
+                for j, t in enumerate(tp_list):
+                    assert table[k, j] == pytest.approx(p2p_floor_s(cluster, pool, t, pool, t, size), rel=1e-12)
+        rng = np.random.default_rng(seed)
+        for _ in range(40):
+            chain = bool(rng.integers(2))
+            chosen = sorted(rng.choice(len(pools), size=1 if chain else 2, replace=False).tolist())
+            P = len(pools)
+            present = np.zeros((P, 1), bool)
+            tps, counts = np.ones((P, 1), np.int64), np.zeros((P, 1), np.int64)
+            for k in chosen:
+                present[k, 0] = True
+                tps[k, 0] = rng.choice(tp_degrees(pools[k], job.model))
+                counts[k, 0] = rng.integers(1, 9)
+            rows = np.arange(P)[:, None]
+            got = dp_link_ceilings(scorer, pools, present, tps, counts, np.array([chain]), np.array([chosen[0]]), rows)
+            for k in chosen:
+                groups = ([(pools[k], int(tps[k, 0]), int(counts[k, 0]))] if chain else
+                          [(pools[c], int(tps[c, 0]), int(counts[c, 0])) for c in chosen])
+                want = dp_link_ceiling(cluster, groups)
+                assert (got[k, 0] if chain else got[0]) == pytest.approx(want, rel=1e-12), (groups, chain)

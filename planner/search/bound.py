@@ -47,14 +47,17 @@ from __future__ import annotations
 
 import math
 
-from planner.comm import LINK_EFFICIENCY
-from planner.cost import GRAD_COMM_BYTES, OPTIMIZER_STEP_BYTES_PER_PARAM
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
-from planner.search.score import Scorer, _Shape
+from planner.comm import ring_s_per_byte
+from planner.compute import ACT_BYTES
+from planner.dataparallel import optimizer_step_s, step_shard_params, zero_per_micro_batch_floor
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, state_bytes_per_param
+from planner.placement import dp_link_ceiling, p2p_floor_s
+from planner.schedule import interleaved_in_flight, window_in_flight_limit
+from planner.search.score import Scorer
 from planner.search.split import share_micro_batches
-from planner.search.space import (INTERLEAVES, ZERO_STAGES, Family, Group, micro_batch_sizes,
+from planner.search.space import (INTERLEAVES, ZERO_STAGES, Family, Group, Layout, micro_batch_sizes,
                                   searched_recomputes)
-from planner.types import Recompute, Schedule
+from planner.types import Recompute
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
 
@@ -116,7 +119,7 @@ class Bounds:
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
                 break
-            transfers = 2 * (p - 1) * self._transfer_s(runs, mb, fixed)
+            transfers = 2 * self._transfers_floor_s(runs, mb, fixed)
             fits = False
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
@@ -222,13 +225,12 @@ class Bounds:
                 self._rates[key] = None
                 return None
             d = sum(g.count for g in groups)
-            bw, _ = s._dp_link(groups)
-            spread = (d - 1) / d / (bw * LINK_EFFICIENCY)              # ring collective seconds per byte
-            weight_bytes = s.layer_params / min(g.tp for g in groups) * WEIGHT_BYTES
-            gather, grads = spread * weight_bytes, spread * weight_bytes / WEIGHT_BYTES * GRAD_COMM_BYTES
+            bw = dp_link_ceiling(s.cluster, [(s.pools[g.pool], g.tp, g.count) for g in groups])
+            spread = ring_s_per_byte(d, bw)                   # ring collective seconds per byte, at most
             per_zero = {}
             for zero in ZERO_STAGES:
-                zf, zb = {3: (gather, gather + grads), 2: (0.0, grads)}.get(zero, (0.0, 0.0))
+                zf, zb = zero_per_micro_batch_floor(zero, s.layer_params / min(g.tp for g in groups) * WEIGHT_BYTES,
+                                                    d, spread)
                 a = beta = c = 0.0
                 k, taus = 0, []
                 for g in groups:
@@ -236,13 +238,12 @@ class Bounds:
                     most = max(shares[k:k + g.count])
                     k += g.count
                     tau = max(f, zf) + max(b, zb)
-                    a, beta = max(a, most * tau), max(beta, tau)
+                    a, beta = max(a, most * tau), min(beta, tau) if beta else tau
                     taus += [tau] * g.count
                     # (b5): the optimizer step over this group's shard of one layer, and the weight
                     # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
                     gpu = s.pools[g.pool].gpu
-                    step = (s.layer_params / g.tp / (d if zero >= 1 else 1) * OPTIMIZER_STEP_BYTES_PER_PARAM
-                            / (gpu.mem_bw_bytes_per_s * 0.8))
+                    step = optimizer_step_s(step_shard_params(s.layer_params / g.tp, zero, d), gpu.mem_bw_bytes_per_s)
                     c = max(c, step + (spread * s.layer_params / g.tp * WEIGHT_BYTES if zero in (1, 2) else 0.0))
                 if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                     a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
@@ -284,42 +285,61 @@ class Bounds:
 
     @staticmethod
     def _in_flight(own: int, v: int, p: int, stage: int, window: int, m: int) -> float:
-        """The fewest micro-batches (of its `own`) a replica of `stage` holds in flight (memory.in_flight_micro_batches)."""
+        """The fewest micro-batches (of its `own`) a replica of `stage` holds in flight (schedule.in_flight_micro_batches)."""
         if v == 1:
-            return max(1, min(own, -(-window * own // m)))
-        return min(2 * (p - stage - 1) + (v - 1) * p + 1, own * v) / v
+            return window_in_flight_limit(window, own, m)
+        return interleaved_in_flight(p, stage, v, own)
 
     def _cap(self, g: Group, mb, v, rc, sp, p, d, in_flight, m, zero) -> int:
         """Most layers a GPU of group g holds at this in-flight count, ZeRO stage and sharding over d."""
         key = (g.pool, g.tp, mb, rc, sp, d, in_flight, zero)
         if key not in self._caps:
             s = self.scorer
-            per_param = (WEIGHT_BYTES / (d if zero >= 3 else 1) + MAIN_GRAD_BYTES / (d if zero >= 2 else 1)
-                         + OPTIMIZER_BYTES / (d if zero >= 1 else 1))
+            per_param = sum(state_bytes_per_param(zero, d))
             pool = s.pools[g.pool]
-            shape = _Shape(s.model, s.job.seq_len, mb, sp, rc, p, Schedule.ONE_F_ONE_B, v, (), m)
-            extra = s.activation_bytes(shape, g.tp, Recompute.NONE) if rc == Recompute.FULL else 0.0
-            free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - extra
-            per_layer = s.layer_params / g.tp * per_param + in_flight * s.activation_bytes(shape, g.tp)
+            free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - s.workspace_bytes(mb, g.tp, sp, rc)
+            per_layer = s.layer_params / g.tp * per_param + in_flight * s.activation_bytes(mb, g.tp, sp, rc)
             self._caps[key] = max(0, math.floor(free / per_layer * (1 + 1e-9)))
         return self._caps[key]
 
-    def _transfer_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
-        """x of (b4): the slowest transfer across a stage boundary every order starting with the
-        first `fixed` runs has (as score._p2p_s): inside each run, and between consecutive fixed
-        runs (all boundaries when `fixed` is None or len(runs))."""
-        s, worst, prev = self.scorer, 0.0, None
+    def _transfers_floor_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
+        """sum_i x_i of (b4), at least: with every run fixed (one pool order) the layout's own
+        transfers (score.LayoutLinks, the placement evaluate uses); otherwise the least each
+        boundary every such order has can cost under any placement (placement.p2p_floor_s):
+        those inside each run and between consecutive fixed runs."""
+        s = self.scorer
         fixed = len(runs) if fixed is None else fixed
+        if fixed == len(runs):
+            stages = tuple(groups for groups, count in runs for _ in range(count))
+            layout = Layout("mixed" if len(stages[0]) > 1 else "chain", stages)
+            return sum(s.layout_links(layout, mb).boundary)
+        total, prev = 0.0, None
         for k, (groups, count) in enumerate(runs):
-            pairs = [(prev, groups)] if prev is not None and k < fixed else []
-            if count > 1:
-                pairs.append((groups, groups))
-            for a, b in pairs:
-                for ga in a:
-                    for gb in b:
-                        worst = max(worst, s.boundary_p2p_s(ga, gb, mb))
+            if prev is not None and k < fixed:
+                total += self._boundary_floor_s(prev, groups, mb)
+            total += (count - 1) * self._boundary_floor_s(groups, groups, mb)
             prev = groups
-        return worst
+        return total
+
+    def _boundary_floor_s(self, a: tuple[Group, ...], b: tuple[Group, ...], mb: int) -> float:
+        """The least a boundary from a stage of groups `a` to one of `b` costs the fast score: the
+        slowest of the replica pairs it joins (r with r, as score.LayoutLinks pairs them) in either
+        direction, each at its placement.p2p_floor_s."""
+        key = (a, b, mb)
+        if key not in self._run:
+            s = self.scorer
+            size = ACT_BYTES * s.job.seq_len * mb * s.model.hidden
+            owners_a = [g for g in a for _ in range(g.count)]
+            owners_b = [g for g in b for _ in range(g.count)]
+            pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])
+                     for r in range(max(len(owners_a), len(owners_b)))}
+            worst = 0.0
+            for ga, gb in pairs:
+                pa, pb = s.pools[ga.pool], s.pools[gb.pool]
+                worst = max(worst, p2p_floor_s(s.cluster, pa, ga.tp, pb, gb.tp, size),
+                            p2p_floor_s(s.cluster, pb, gb.tp, pa, ga.tp, size))
+            self._run[key] = worst
+        return self._run[key]
 
 
 def _placed_fill(L: int, v: int, level: float, rows, betas: list[float]) -> float:

@@ -1,26 +1,37 @@
 """Fast analytic scoring of a layout with knobs: split, shares, memory check, iteration time.
 
-It uses the cost model's own pieces (planner.compute.stage_pass_times, planner.memory, the
-alpha-beta collectives of planner.comm) but replaces the pipeline simulation by the 1F1B bound
+Every figure comes from the cost model's own functions: pass times (planner.compute), memory
+(planner.memory), the links of the placement evaluate uses (planner.placement.Links, for the
+data-parallel rings and the stage-to-stage transfers), ZeRO collectives, gradient reduction and
+the optimizer step (planner.dataparallel). Only the pipeline simulation is replaced, by
 
-    T ~ max_i W_i + (sum_i t_i - t_crit) / v + 2 (p - 1) x         (Narayanan et al. 2021, eq. 1-2)
+    T ~ max( max_i W_i + (sum_i t_i - t_c) / v + 2 v sum_i x_i,               (Narayanan et al. 2021, eq. 1-2)
+             max_i [ sum_{j<i} (t_j + 2 x_j) + n S_i / k_i ] )          (1F1B's in-flight window, v = 1)
+        + the exposed data-parallel synchronisation and the optimizer step, as planner.cost adds them
 
 with W_i the busiest replica of stage i over an iteration, t_i one micro-batch's forward and
-backward through stage i, v the interleave and x one activation transfer; then adds the exposed
-data-parallel synchronisation and the optimizer step as planner.cost does. Final candidates are
-re-scored by planner.cost.evaluate, which decides the ranking.
+backward through stage i, c the stage of the busiest replica, v the interleave and x_i one
+activation transfer across boundary i. The second term is what transfers cost when they do not
+hide: a replica of stage i holds at most k_i micro-batches in flight (schedule.in_flight_limit),
+each for at least S_i = sum_{j>=i} t_j + 2 sum_{j>=i} x_j (its pass, the downstream stages and
+the transfers there and back), so its n micro-batches take at least n S_i / k_i. Final
+candidates are re-scored by planner.cost.evaluate, which decides the ranking;
+tests/test_one_cost_model.py holds the two within a stated tolerance.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from planner.comm import INTRA_NODE_LATENCY_S, all_gather_s, all_reduce_s, p2p_s, reduce_scatter_s
 from planner.compute import ACT_BYTES, stage_pass_times
-from planner.cost import GRAD_COMM_BYTES, OPTIMIZER_STEP_BYTES_PER_PARAM, CostOptions
-from planner.flops import embedding_params, head_params, layer_params
-from planner.memory import (FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES,
-                            in_flight_micro_batches, layer_activation_bytes)
+from planner.cost import CostOptions
+from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch_s
+from planner.flops import edge_param_count, layer_params, stage_param_count
+from planner.memory import (FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, activation_bytes_per_layer, edge_activation_bytes_of,
+                            recompute_workspace_bytes, state_bytes_per_param)
+from planner.placement import Links, Placement, place_structure
+from planner.schedule import (in_flight_micro_batches, interleave_groups_fit, interleaved_in_flight,
+                              window_in_flight_limit)
 from planner.search.space import Group, Knobs, Layout
 from planner.search.split import StageCosts, even_shares, even_split, share_micro_batches, split_layers
 from planner.types import (Cluster, Job, Plan, Pool, Precision, Recompute, Replica, Schedule, Stage)
@@ -50,28 +61,8 @@ class Candidate:
                     Schedule.ONE_F_ONE_B, self.knobs.interleave)
 
 
-@dataclass(frozen=True)
-class _StageShape:
-    replicas: range
-
-
-@dataclass(frozen=True)
-class _Shape:
-    """The fields of a Plan that planner.memory reads for activations and in-flight micro-batches."""
-    model: object
-    seq_len: int
-    micro_batch: int
-    sequence_parallel: bool
-    recompute: Recompute
-    num_stages: int
-    schedule: Schedule
-    interleave: int
-    stages: tuple[_StageShape, ...]
-    num_micro_batches: int
-
-
 class Scorer:
-    """Scores candidates for one cluster and job; caches per-GPU pass times and shares."""
+    """Scores candidates for one cluster and job; caches per-GPU pass times, shares and links."""
 
     def __init__(self, cluster: Cluster, job: Job, options: CostOptions = CostOptions()):
         self.cluster, self.job, self.options = cluster, job, options
@@ -81,11 +72,9 @@ class Scorer:
         self._shares: dict = {}
         self._act: dict = {}
         self._caps: dict = {}
-        self._p2p: dict = {}
+        self._links: dict = {}
         self._best_rate: dict = {}
         self.layer_params = layer_params(self.model)
-        self.embedding_params = embedding_params(self.model)
-        self.head_params = head_params(self.model)
 
     # ------------------------------------------------------------------ per-GPU coefficients
 
@@ -112,11 +101,35 @@ class Scorer:
             self._best_rate[key] = best
         return self._best_rate[key]
 
-    def activation_bytes(self, shape: _Shape, tp: int, recompute: Recompute | None = None) -> float:
-        key = (shape.micro_batch, shape.sequence_parallel, shape.recompute, tp, recompute)
+    def activation_bytes(self, mb: int, tp: int, sp: bool, recompute: Recompute) -> float:
+        """planner.memory.activation_bytes_per_layer for this job."""
+        key = (mb, tp, sp, recompute)
         if key not in self._act:
-            self._act[key] = layer_activation_bytes(shape, tp, self.options.flash_attention, recompute)
+            self._act[key] = activation_bytes_per_layer(self.model, self.job.seq_len, mb, tp, sp, recompute,
+                                                        self.options.flash_attention)
         return self._act[key]
+
+    def workspace_bytes(self, mb: int, tp: int, sp: bool, recompute: Recompute) -> float:
+        """planner.memory.recompute_workspace_bytes for this job."""
+        return recompute_workspace_bytes(self.model, self.job.seq_len, mb, tp, sp, recompute,
+                                         self.options.flash_attention)
+
+    # ------------------------------------------------------------------ links of a layout's placement
+
+    def layout_links(self, layout: Layout, mb: int) -> "LayoutLinks":
+        """The links planner.cost.evaluate sees for any plan of this layout (its placement depends
+        on the stage structure alone): each stage's data-parallel ring and each boundary's transfer."""
+        key = (layout, mb)
+        if key not in self._links:
+            placed = self._links.get(layout)
+            if placed is None:
+                structure = tuple(tuple((g.pool, g.tp) for g in groups for _ in range(g.count))
+                                  for groups in layout.stages)
+                placed = self._links[layout] = (structure, place_structure(self.cluster, structure))
+            structure, placement = placed
+            links = Links(self.cluster, structure, placement, ACT_BYTES * self.job.seq_len * mb * self.model.hidden)
+            self._links[key] = LayoutLinks.of(links, placement, len(layout.stages))
+        return self._links[key]
 
     # ------------------------------------------------------------------ one candidate
 
@@ -151,14 +164,11 @@ class Scorer:
         if shares is None:
             return None
         p = layout.num_stages
-        if knobs.interleave > 1 and any(n % p for stage in shares for n in stage):
-            return None  # Megatron-LM's interleaved schedule needs micro-batches in whole groups of p
-        stage_shapes = tuple(_StageShape(range(sum(g.count for g in groups))) for groups in layout.stages)
-        shape = _Shape(self.model, self.job.seq_len, knobs.micro_batch, sp, knobs.recompute, p,
-                       Schedule.ONE_F_ONE_B, knobs.interleave, stage_shapes, self.job.global_batch // knobs.micro_batch)
+        if knobs.interleave > 1 and not interleave_groups_fit((n for stage in shares for n in stage), p):
+            return None
         costs, windows = [], _windows(layout)
         for i in range(p):
-            costs.append(self._stage_costs(layout, knobs, shape, i, shares[i], sp, windows[i]))
+            costs.append(self._stage_costs(layout, knobs, i, shares[i], sp, windows[i]))
             if costs[-1].max_layers < knobs.interleave:
                 return None
         memory_binds = False
@@ -171,7 +181,7 @@ class Scorer:
             if found is None:
                 return None
             layers, memory_binds = found
-        time_s = self._iteration_s(layout, knobs, layers, shares, sp)
+        time_s = self.iteration_s(layout, knobs, layers, shares, sp)
         price = sum(n * self.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
         return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds)
 
@@ -183,13 +193,9 @@ class Scorer:
         shares = self.shares(layout, knobs, sp)
         if shares is None:
             return False
-        p = layout.num_stages
-        stage_shapes = tuple(_StageShape(range(sum(g.count for g in groups))) for groups in layout.stages)
-        shape = _Shape(self.model, self.job.seq_len, micro_batch, sp, Recompute.FULL, p,
-                       Schedule.ONE_F_ONE_B, interleave, stage_shapes, self.job.global_batch // micro_batch)
         room, windows = 0, _windows(layout)
-        for i in range(p):
-            most = self._stage_costs(layout, knobs, shape, i, shares[i], sp, windows[i]).max_layers
+        for i in range(layout.num_stages):
+            most = self._stage_costs(layout, knobs, i, shares[i], sp, windows[i]).max_layers
             if most < interleave:
                 return False
             room += most - most % interleave
@@ -212,7 +218,7 @@ class Scorer:
             k += g.count
         return out
 
-    def _stage_costs(self, layout, knobs, shape, i, shares, sp, window: int) -> StageCosts:
+    def _stage_costs(self, layout, knobs, i, shares, sp, window: int) -> StageCosts:
         groups = layout.stages[i]
         p = layout.num_stages
         last = i == p - 1
@@ -222,133 +228,142 @@ class Scorer:
             f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp)
             slopes.append(n * (f + b))
             intercepts.append(n * (hf + hb) if last else 0.0)
-            max_layers = min(max_layers, self._max_layers(pool, g.tp, knobs, shape, i, n, sum(x.count for x in groups),
-                                                          window))
+            max_layers = min(max_layers, self._max_layers(pool, g.tp, knobs, sp, p, i, n,
+                                                          sum(x.count for x in groups), window))
         return StageCosts(tuple(slopes), tuple(intercepts), max_layers)
 
-    def _max_layers(self, pool: Pool, tp: int, knobs: Knobs, shape: _Shape, i: int, own: int, replicas: int,
+    def _max_layers(self, pool: Pool, tp: int, knobs: Knobs, sp: bool, p: int, i: int, own: int, replicas: int,
                     window: int) -> int:
         """Most layers stage i can hold on one GPU of this replica (planner.memory, solved for L);
         `window`: the replicas of stage i and every later stage (its 1F1B window)."""
-        p = shape.num_stages
-        key = (pool.name, tp, knobs, shape.sequence_parallel, p, i == 0, i == p - 1, own, replicas,
-               window if shape.interleave == 1 else i)
+        key = (pool.name, tp, knobs, sp, p, i == 0, i == p - 1, own, replicas,
+               window if knobs.interleave == 1 else i)
         if key not in self._caps:
-            self._caps[key] = self._solve_max_layers(pool, tp, knobs, shape, i, own, replicas)
+            self._caps[key] = self.max_layers(pool, tp, knobs, sp, p, i, own, replicas, window)
         return self._caps[key]
 
-    def _solve_max_layers(self, pool: Pool, tp: int, knobs: Knobs, shape: _Shape, i: int, own: int, replicas: int) -> int:
-        m, s, b, z, d = self.model, self.job.seq_len, knobs.micro_batch, knobs.zero_stage, replicas
-        p = shape.num_stages
-        per_param = (WEIGHT_BYTES / (d if z >= 3 else 1) + MAIN_GRAD_BYTES / (d if z >= 2 else 1)
-                     + OPTIMIZER_BYTES / (d if z >= 1 else 1))
-        fixed_params = (self.embedding_params if i == 0 else 0) + (self.head_params if i == p - 1 else 0)
-        if i == p - 1 and m.tied_embeddings and p > 1:
-            fixed_params += m.vocab * (m.embed_proj_dim or m.hidden)
-        edge = (2 * s * b * m.hidden / tp if i == 0 else 0.0)
-        edge += 4 * s * b * m.hidden / tp * (1 + m.vocab / m.hidden) if i == p - 1 else 0.0
-        extra = self.activation_bytes(shape, tp, Recompute.NONE) if knobs.recompute == Recompute.FULL else 0.0
-        in_flight = in_flight_micro_batches(shape, i, own)
-        free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - fixed_params / tp * per_param - edge - extra
-        per_layer = self.layer_params / tp * per_param + in_flight * self.activation_bytes(shape, tp)
+    def max_layers(self, pool: Pool, tp: int, knobs: Knobs, sp: bool, p: int, i: int, own: int, replicas: int,
+                   window: int) -> int:
+        """planner.memory.replica_memory <= the GPU's memory, solved for the stage's layers L:
+        states (edge + L layer) params / tp x bytes per param, activations in-flight x L x per
+        layer + the edge activations + the recompute workspace + the framework overhead."""
+        mb, m = knobs.micro_batch, self.job.global_batch // knobs.micro_batch
+        per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas))
+        first, last = i == 0, i == p - 1
+        in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, knobs.interleave, own, window, m)
+        fixed = (edge_param_count(self.model, first, last, p) / tp * per_param
+                 + edge_activation_bytes_of(self.model, self.job.seq_len, mb, tp, first, last)
+                 + self.workspace_bytes(mb, tp, sp, knobs.recompute))
+        free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - fixed
+        per_layer = self.layer_params / tp * per_param + in_flight * self.activation_bytes(mb, tp, sp, knobs.recompute)
         if free < 0:
             return 0
         return math.floor(free / per_layer * (1 - 1e-9))
 
     # ------------------------------------------------------------------ time
 
-    def _iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool) -> float:
-        p, v, mb = layout.num_stages, knobs.interleave, knobs.micro_batch
-        worst_load, per_mb, tail = 0.0, [], 0.0
-        crit = 0
+    def iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool) -> float:
+        """The fast iteration time of the module docstring."""
+        p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
+        links = self.layout_links(layout, mb)
+        loads, passes, tail = [], [], 0.0      # per stage, per group: n (f + b), and f + b
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
             d = sum(g.count for g in groups)
-            params = self._stage_params(layers, i, p)
+            params = stage_param_count(self.model, layers[i], i == 0, last, p)
             min_tp = min(g.tp for g in groups)
-            dp_bw, dp_lat = self._dp_link(groups)
-            zf, zb = _zero_per_micro_batch(knobs.zero_stage, params / min_tp * WEIGHT_BYTES, d, dp_bw, dp_lat)
-            stage_mb, stage_bwd = 0.0, 0.0
+            dp_bw, dp_lat = links.dp[i]
+            zf, zb = zero_per_micro_batch_s(zero, params / min_tp * WEIGHT_BYTES, d, dp_bw, dp_lat)
+            stage_bwd, ts, ns = 0.0, [], []
             for g, n in zip(groups, self._group_max_shares(groups, shares[i])):
-                pool = self.pools[g.pool]
-                f1, b1, hf, hb = self.pass_times(pool, g.tp, mb, knobs.recompute, sp)
+                f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
                 f, b = f + max(0.0, zf - f), b + max(0.0, zb - b)
-                stage_mb, stage_bwd = max(stage_mb, f + b), max(stage_bwd, b)
-                if n * (f + b) > worst_load:
-                    worst_load, crit = n * (f + b), i
-            per_mb.append(stage_mb)
-            sync = _dp_sync(knobs.zero_stage, params / min_tp, d, dp_bw, dp_lat)
+                stage_bwd = max(stage_bwd, b)
+                ts.append(f + b)
+                ns.append(n)
+            passes.append(ts)
+            loads.append(ns)
+            sync = grad_sync_s(zero, params / min_tp, d, dp_bw, dp_lat)
             exposed = max(0.0, sync - stage_bwd / v) if self.options.overlap_grad_reduce else sync
-            tail = max(tail, exposed + self._after_step(groups, knobs.zero_stage, params, d, dp_bw, dp_lat))
-        fill = (sum(per_mb) - per_mb[crit]) / v
-        transfers = 2 * (p - 1) * v * self._p2p_s(layout, mb) if p > 1 else 0.0
-        return worst_load + fill + transfers + tail
+            step = max(after_step_s(zero, params / g.tp, d, self.pools[g.pool].gpu.mem_bw_bytes_per_s, dp_bw, dp_lat)
+                       for g in groups)
+            tail = max(tail, exposed + step)
+        m = self.job.global_batch // mb
+        return max(self._lane_s(v, m, [ns[g if len(ns) > 1 else 0] for ns in loads],
+                                [ts[g if len(ts) > 1 else 0] for ts in passes], links, _windows(layout))
+                   for g in range(_lanes(layout))) + tail
 
-    def _stage_params(self, layers, i: int, p: int) -> float:
-        n = layers[i] * self.layer_params
-        if i == 0:
-            n += self.embedding_params
-        if i == p - 1:
-            n += self.head_params
-            if self.model.tied_embeddings and p > 1:
-                n += self.model.vocab * (self.model.embed_proj_dim or self.model.hidden)
-        return n
+    @staticmethod
+    def _lane_s(v: int, m: int, own: list[int], t: list[float], links: "LayoutLinks", windows: list[int]) -> float:
+        """One lane's pipeline time: stage i's replica in the lane handles own[i] of the m
+        micro-batches, t[i] seconds each (forward + backward through the stage)."""
+        p = len(t)
+        crit = max(range(p), key=lambda i: own[i] * t[i])
+        x = links.boundary
+        transfers = 2 * (v * sum(x) + (v - 1) * links.wrap)
+        pipeline = own[crit] * t[crit] + (sum(t) - t[crit]) / v + transfers
+        if p == 1:
+            return pipeline
+        return max(pipeline, _window_s(v, m, own, t, x, links.wrap, windows))
 
-    def _dp_link(self, groups: tuple[Group, ...]) -> tuple[float, float]:
-        """(bandwidth per rank, latency) of a stage's data-parallel ring, as planner.cost sees it
-        when nodes are full: one node's share per replica, the slowest member binding."""
-        if len(groups) == 1:
-            g = groups[0]
-            pool = self.pools[g.pool]
-            if g.count * g.tp <= pool.gpus_per_node:
-                return pool.gpu.link_bw_bytes_per_s, INTRA_NODE_LATENCY_S
-        bw, latency = math.inf, 0.0
-        first = self.pools[groups[0].pool]
-        for g in groups:
-            pool = self.pools[g.pool]
-            flows = min(g.count, pool.gpus_per_node // g.tp)
-            used = min(pool.gpus_per_node, g.count * g.tp)
-            share = pool.inter_node_bw_bytes_per_s * flows / used
-            if pool.name != first.name:
-                share = min(share, self.cluster.bw_between_pools(pool, first) * flows / used)
-            bw = min(bw, share, pool.gpu.link_bw_bytes_per_s)
-            latency = max(latency, pool.inter_node_latency_s)
-        return bw, latency
 
-    def _after_step(self, groups, zero: int, params: float, d: int, bw: float, lat: float) -> float:
-        worst = 0.0
-        for g in groups:
-            gpu = self.pools[g.pool].gpu
-            shard = params / g.tp / (d if zero >= 1 else 1)
-            step = shard * OPTIMIZER_STEP_BYTES_PER_PARAM / (gpu.mem_bw_bytes_per_s * 0.8)
-            gather = all_gather_s(params / g.tp * WEIGHT_BYTES, d, bw, lat) if zero in (1, 2) else 0.0
-            worst = max(worst, step + gather)
-        return worst
+def _window_s(v: int, m: int, own: list[int], t: list[float], x, wrap: float, windows: list[int]) -> float:
+    """max over stages of sum_{j<i} (t_j + 2 x_j) + n S_i / k_i (module docstring). Interleaved
+    (v > 1): k_i chunks in flight (schedule.interleaved_in_flight, in chunks), each held for the
+    rest of its micro-batch's path on average: its own chunk's way down and back, and half of
+    the v - 1 other chunks' full round (every stage, every boundary and the wrap from the last
+    stage to the first)."""
+    p = len(t)
+    around = sum(t) / v + 2 * (sum(x) + wrap)
+    worst, prefix, suffix = 0.0, 0.0, [0.0] * p
+    for i in reversed(range(p)):
+        suffix[i] = t[i] / v + (2 * x[i] if i < p - 1 else 0.0) + (suffix[i + 1] if i < p - 1 else 0.0)
+    for i in range(p):
+        if v == 1:
+            k = window_in_flight_limit(windows[i], own[i], m)
+            held = own[i] * suffix[i]
+        else:
+            k = interleaved_in_flight(p, i, v, own[i]) * v
+            held = own[i] * v * (suffix[i] + (v - 1) / 2 * around)
+        worst = max(worst, prefix + held / k)
+        prefix += t[i] / v + (2 * x[i] if i < p - 1 else 0.0)
+    return worst
 
-    def _p2p_s(self, layout: Layout, mb: int) -> float:
-        """One activation transfer across the slowest stage boundary, over the network."""
-        worst = 0.0
-        for a, b in zip(layout.stages, layout.stages[1:]):
-            for ga in a:
-                for gb in b:
-                    worst = max(worst, self.boundary_p2p_s(ga, gb, mb))
-        return worst
 
-    def boundary_p2p_s(self, ga: Group, gb: Group, mb: int) -> float:
-        """One activation transfer between a replica of group `ga` and one of the next stage's `gb`."""
-        key = (ga.pool, ga.tp, gb.pool, gb.tp, mb)
-        if key not in self._p2p:
-            num_bytes = ACT_BYTES * self.job.seq_len * mb * self.model.hidden
-            pa, pb = self.pools[ga.pool], self.pools[gb.pool]
-            tp = min(ga.tp, gb.tp)
-            bw = min(pa.inter_node_bw_bytes_per_s, pb.inter_node_bw_bytes_per_s) * tp / max(
-                pa.gpus_per_node, pb.gpus_per_node)
-            if pa.name != pb.name:
-                bw = min(bw, self.cluster.bw_between_pools(pa, pb) * tp / pa.gpus_per_node)
-            self._p2p[key] = p2p_s(num_bytes, bw, max(pa.inter_node_latency_s, pb.inter_node_latency_s))
-        return self._p2p[key]
+@dataclass(frozen=True)
+class LayoutLinks:
+    """A layout's links as the fast score uses them: per stage the data-parallel ring's
+    (bandwidth, latency), per boundary the slowest transfer between replicas the schedule pairs
+    (replica r of one stage with replica r of the next: the layouts' stages form lanes)."""
+    dp: tuple[tuple[float, float], ...]
+    boundary: tuple[float, ...]
+    wrap: float          # from the last stage to the first (interleaved chunks), either way
+
+    @staticmethod
+    def of(links: Links, placement: Placement, num_stages: int) -> "LayoutLinks":
+        dp = tuple(links.dp_group(i) for i in range(num_stages))
+        boundary = []
+        for i in range(num_stages - 1):
+            n, n2 = len(links.structure[i]), len(links.structure[i + 1])
+            worst = 0.0
+            for r in range(max(n, n2)):
+                a, b = r % n, r % n2
+                worst = max(worst, links.p2p_delay(i, a, i + 1, b), links.p2p_delay(i + 1, b, i, a))
+            boundary.append(worst)
+        last, n = num_stages - 1, len(links.structure[0])
+        wrap = max((max(links.p2p_delay(last, r % len(links.structure[last]), 0, r % n),
+                        links.p2p_delay(0, r % n, last, r % len(links.structure[last])))
+                    for r in range(max(n, len(links.structure[last])))), default=0.0) if num_stages > 1 else 0.0
+        return LayoutLinks(dp, tuple(boundary), wrap)
+
+
+def _lanes(layout: Layout) -> int:
+    """Lanes of the simulation's lane view: every stage with the same replica groups (mixed
+    layouts) gives one lane per group; stages of one group each (chains) form one kind of lane."""
+    first = layout.stages[0]
+    return len(first) if all(stage == first for stage in layout.stages) else 1
 
 
 def _windows(layout: Layout) -> list[int]:
@@ -358,25 +373,6 @@ def _windows(layout: Layout) -> list[int]:
         total += sum(g.count for g in stage)
         out.append(total)
     return out[::-1]
-
-
-def _zero_per_micro_batch(zero: int, weight_bytes: float, d: int, bw: float, lat: float) -> tuple[float, float]:
-    if zero < 2 or d == 1:
-        return 0.0, 0.0
-    grads = reduce_scatter_s(weight_bytes / WEIGHT_BYTES * GRAD_COMM_BYTES, d, bw, lat)
-    if zero == 2:
-        return 0.0, grads
-    gather = all_gather_s(weight_bytes, d, bw, lat)
-    return gather, gather + grads
-
-
-def _dp_sync(zero: int, params_per_gpu: float, d: int, bw: float, lat: float) -> float:
-    grad_bytes = params_per_gpu * GRAD_COMM_BYTES
-    if zero == 0:
-        return all_reduce_s(grad_bytes, d, bw, lat)
-    if zero == 1:
-        return reduce_scatter_s(grad_bytes, d, bw, lat)
-    return 0.0
 
 
 def _powers_of_two_dividing(n: int):

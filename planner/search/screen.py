@@ -43,13 +43,14 @@ import math
 
 import numpy as np
 
-from planner.comm import LINK_EFFICIENCY
-from planner.cost import GRAD_COMM_BYTES
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
-from planner.search.score import Scorer, _Shape
+from planner.comm import ring_s_per_byte
 from planner.compute import ACT_BYTES
+from planner.dataparallel import zero_per_micro_batch_floor
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, state_bytes_per_param
+from planner.placement import network_share_bw, p2p_floor_s
+from planner.search.score import Scorer
 from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, searched_recomputes, tp_degrees
-from planner.types import Recompute, Schedule
+from planner.types import Recompute
 
 ZERO_CLASSES = (1, 2, 3)    # 1 stands for ZeRO-0 and ZeRO-1 (same time here, ZeRO-1 needs less memory)
 
@@ -89,25 +90,17 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     tp_list = sorted({t for p in pools for t in tp_degrees(p, s.model)} | {1})
     tpi = np.searchsorted(np.array(tp_list), tps)
     mem = np.array([p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES for p in pools], float)[:, None]
-    gpn, link, inter, lat, between = _pool_links(s, pools)
+    gpn = np.array([p.gpus_per_node for p in pools], np.int64)[:, None]
 
-    # the data-parallel link of a stage (score._dp_link), bandwidth per rank
+    # the most bandwidth per rank a stage's data-parallel ring can get (placement.dp_link_ceiling)
     t_arr = tps.astype(float)
     group_count = np.where(chain, lanes, width)
-    flows = np.minimum(group_count, gpn // tps)
-    used = np.maximum(np.minimum(gpn, group_count * tps), 1)
-    share = inter * flows / used
-    share = np.where(~chain & (rows != first), np.minimum(share, between[rows, first] * flows / used), share)
-    group_bw = np.minimum(share, link)
-    group_bw = np.where(chain & (replicas * tps <= gpn), link, group_bw)
-    # chain: each run has its own link; mixed: the stage's slowest member binds
-    bw = np.where(chain, group_bw, np.where(present, group_bw, np.inf).min(axis=0))
+    bw = dp_link_ceilings(s, pools, present, tps, group_count, chain, first, rows)
     d = replicas.astype(float)
-    spread = (d - 1) / d / (bw * LINK_EFFICIENCY)
+    spread = ring_s_per_byte(d, bw)
     weight_bytes = s.layer_params / np.where(chain, t_arr, min_tp.astype(float)) * WEIGHT_BYTES
-    gather = spread * weight_bytes
-    grads = gather / WEIGHT_BYTES * GRAD_COMM_BYTES
-
+    gather, grads_and_gather = zero_per_micro_batch_floor(3, weight_bytes, d, spread)
+    grads = grads_and_gather - gather
     best = np.full(F, np.inf)
     for mb in micro_batch_sizes(B):
         m = B // mb
@@ -117,15 +110,11 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
         sub = sub_all = _Sub(live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
                              group_count, first)
         own = own_all = -(-m // sub.lanes)                         # chain: ceil(m / d)
-        size = ACT_BYTES * s.job.seq_len * mb * s.model.hidden
-        diag = np.where(sub.present, _p2p_s(size, inter, gpn, lat, between, sub.rows, sub.tp, sub.rows, sub.tp), 0.0)
-        chain_x = np.where(sub.width > 1, diag, 0.0).max(axis=0)
-        # a mixed stage sends from every group to every group of the next: the pairs with the first
-        # pool and each pool with itself are some of them (a lower bound on the slowest)
-        f_rows, f_tp = sub.first[None, :], np.take_along_axis(sub.tp, sub.first[None, :], axis=0)
-        out_of_first = _p2p_s(size, inter, gpn, lat, between, f_rows, f_tp, sub.rows, sub.tp)
-        into_first = _p2p_s(size, inter, gpn, lat, between, sub.rows, sub.tp, f_rows, f_tp)
-        mixed_x = np.where(sub.present, np.maximum(diag, np.maximum(out_of_first, into_first)), 0.0).max(axis=0)
+        # sum_i x_i of every order, at least (bound._transfers_floor_s): a chain run of q stages has
+        # q - 1 boundaries inside it; a mixed stage pairs each group with itself across a boundary
+        diag = _diagonal_floor_s(s, pools, tp_list, mb)[sub.rows, sub.tpi]
+        chain_x = np.where(sub.present, (sub.width - 1) * diag, 0.0).sum(axis=0)
+        mixed_x = (sub.p - 1) * np.where(sub.present, diag, 0.0).max(axis=0)
         x = x_all = np.where(sub.chain, chain_x, mixed_x)
         for rc in RECOMPUTES:
             sel = None
@@ -136,14 +125,12 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                 sel = keep
             sub, live = (sub_all, live_mb) if sel is None else (sub_all.take(sel), live_mb[sel])
             own, x = (own_all, x_all) if sel is None else (own_all[sel], x_all[sel])
-            f_t, b_t, act = _per_pool(s, pools, tp_list, mb, rc)
+            f_t, b_t, act, workspace = _per_pool(s, pools, tp_list, mb, rc)
             spi = sub.sp.astype(np.int64)
             act_l = act[spi, sub.rows, sub.tpi]
             fw = f_t[spi, sub.rows, sub.tpi]
             bw_t = b_t[spi, sub.rows, sub.tpi]
-            extra = 0.0
-            if rc == Recompute.FULL:
-                extra = _per_pool(s, pools, tp_list, mb, Recompute.NONE)[2][spi, sub.rows, sub.tpi]
+            extra = workspace[spi, sub.rows, sub.tpi]
             free = np.broadcast_to(mem - extra, act_l.shape)
             tau0 = np.where(sub.present, fw + bw_t, np.inf)      # what the shares balance (no ZeRO traffic)
             for zero in ZERO_CLASSES:
@@ -153,17 +140,17 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                     tau = fw + np.maximum(bw_t, sub.grads)
                 else:
                     tau = np.maximum(fw, sub.gather) + np.maximum(bw_t, sub.gather + sub.grads)
-                dd = sub.d
-                per_param = (WEIGHT_BYTES / (dd if zero >= 3 else 1) + MAIN_GRAD_BYTES / (dd if zero >= 2 else 1)
-                             + OPTIMIZER_BYTES / dd)
+                per_param = sum(state_bytes_per_param(zero, sub.d))
                 W = s.layer_params / sub.t_arr * per_param
                 tau = np.where(sub.present, tau, np.inf)
                 beta_min = tau.min(axis=0)
-                # (b3): every other stage holds v layers; a mixed stage's beta is its slowest group's
+                # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's
+                # (the busiest lane's fill runs at its own group's rate, at least the fastest's)
                 slowest = np.where(sub.present, tau, 0.0).max(axis=0)
-                beta_stage = np.where(sub.present, np.where(sub.chain, tau, slowest), 0.0)
-                others = np.where(sub.chain, (beta_stage * sub.width).sum(axis=0) - slowest, (sub.p - 1) * slowest)
-                beta_min = np.where(sub.chain, beta_min, slowest)
+                fastest = np.where(sub.present, tau, np.inf).min(axis=0)
+                beta_stage = np.where(sub.present, np.where(sub.chain, tau, fastest), 0.0)
+                others = np.where(sub.chain, (beta_stage * sub.width).sum(axis=0) - slowest, (sub.p - 1) * fastest)
+                beta_min = np.where(sub.chain, beta_min, fastest)
                 a_chain = own * tau
                 a_mixed = m / np.where(sub.present, sub.group_count / tau, 0.0).sum(axis=0)
                 ch, mx = sub.chain, ~sub.chain
@@ -188,7 +175,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                     M = np.maximum(M, v * a_max)
                     with np.errstate(invalid="ignore"):
                         fill = others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)
-                    T = M + fill + 2 * (sub.p - 1) * v * x
+                    T = M + fill + 2 * v * x
                     best[live] = np.minimum(best[live], np.where(np.isnan(T), np.inf, T))
     return best
 
@@ -260,25 +247,30 @@ def _run_total(q, c, own, free, W, act):
         return np.where((free > 0) & (q >= 1), total, 0.0)
 
 
-def _pool_links(scorer: Scorer, pools) -> tuple[np.ndarray, ...]:
-    """Per pool (column vectors): GPUs per node, intra-node link, inter-node bandwidth and latency;
-    and the (pool, pool) matrix of bandwidth between pools (inf on the diagonal)."""
+def dp_link_ceilings(scorer: Scorer, pools, present, tps, count, chain, first, rows) -> np.ndarray:
+    """placement.dp_link_ceiling over arrays (pool, family): per family, the ceiling of its chain
+    runs' rings (each run's own, per row) or of its mixed stage's ring (one value for all rows)."""
     gpn = np.array([p.gpus_per_node for p in pools], np.int64)[:, None]
     link = np.array([p.gpu.link_bw_bytes_per_s for p in pools], float)[:, None]
     inter = np.array([p.inter_node_bw_bytes_per_s for p in pools], float)[:, None]
-    lat = np.array([p.inter_node_latency_s for p in pools], float)[:, None]
-    between = np.array([[scorer.cluster.bw_between_pools(a, b) if a.name != b.name else math.inf for b in pools]
-                        for a in pools], float)
-    return gpn, link, inter, lat, between
+    between = np.array([[scorer.cluster.bw_between_pools(a, b) for b in pools] for a in pools], float)
+    share = network_share_bw(inter, 1, tps)
+    share = np.where(~chain & (rows != first), np.minimum(share, network_share_bw(between[rows, first], 1, tps)),
+                     share)
+    group_bw = np.minimum(share, link)
+    group_bw = np.where(chain & (count * tps <= gpn), link, group_bw)
+    return np.where(chain, group_bw, np.where(present, group_bw, np.inf).min(axis=0))
 
 
-def _p2p_s(size, inter, gpn, lat, between, a, ta, b, tb):
-    """score.boundary_p2p_s for arrays of (pool, tp) pairs: one activation transfer from a replica
-    of pool a (tp ta) to one of pool b (tp tb)."""
-    tp = np.minimum(ta, tb)
-    bw = np.minimum(inter[a, 0], inter[b, 0]) * tp / np.maximum(gpn[a, 0], gpn[b, 0])
-    bw = np.minimum(bw, between[a, b] * tp / gpn[a, 0])      # between is inf on the diagonal
-    return np.maximum(lat[a, 0], lat[b, 0]) + size / (bw * LINK_EFFICIENCY)
+def _diagonal_floor_s(scorer: Scorer, pools, tp_list, mb) -> np.ndarray:
+    """[pool, tp] table of placement.p2p_floor_s from a replica of (pool, tp) to another of the
+    same (the larger of both directions, as bound._boundary_floor_s takes it)."""
+    size = ACT_BYTES * scorer.job.seq_len * mb * scorer.model.hidden
+    out = np.zeros((len(pools), len(tp_list)))
+    for k, pool in enumerate(pools):
+        for j, t in enumerate(tp_list):
+            out[k, j] = p2p_floor_s(scorer.cluster, pool, t, pool, t, size)
+    return out
 
 
 def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m):
@@ -320,22 +312,17 @@ def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m)
 
 
 def _per_pool(s: Scorer, pools, tp_list, mb, rc):
-    """(forward, backward, activation bytes per layer) tables [sp][pool, tp] for one micro-batch."""
-    key = (tuple(p.name for p in pools), tuple(tp_list), mb, rc)
-    cache = s.__dict__.setdefault("_screen_tables", {})
-    if key not in cache:
-        f = np.full((2, len(pools), len(tp_list)), np.inf)
-        b = np.full((2, len(pools), len(tp_list)), np.inf)
-        act = np.full((2, len(pools), len(tp_list)), np.inf)
-        for spi, sp in enumerate((False, True)):
-            shape = _Shape(s.model, s.job.seq_len, mb, sp, rc, 1, Schedule.ONE_F_ONE_B, 1, (), s.job.global_batch // mb)
-            for k, pool in enumerate(pools):
-                allowed = set(tp_degrees(pool, s.model))
-                for j, t in enumerate(tp_list):
-                    if t not in allowed:
-                        continue
-                    fw, bw, _, _ = s.pass_times(pool, t, mb, rc, sp)
-                    f[spi, k, j], b[spi, k, j] = fw, bw
-                    act[spi, k, j] = s.activation_bytes(shape, t)
-        cache[key] = (f, b, act)
-    return cache[key]
+    """(forward, backward, activation bytes per layer, recompute workspace bytes) tables
+    [sp][pool, tp] for one micro-batch (the scorer's, which caches them)."""
+    f, b, act, workspace = (np.full((2, len(pools), len(tp_list)), np.inf) for _ in range(4))
+    for spi, sp in enumerate((False, True)):
+        for k, pool in enumerate(pools):
+            allowed = set(tp_degrees(pool, s.model))
+            for j, t in enumerate(tp_list):
+                if t not in allowed:
+                    continue
+                fw, bw, _, _ = s.pass_times(pool, t, mb, rc, sp)
+                f[spi, k, j], b[spi, k, j] = fw, bw
+                act[spi, k, j] = s.activation_bytes(mb, t, sp, rc)
+                workspace[spi, k, j] = s.workspace_bytes(mb, t, sp, rc)
+    return f, b, act, workspace

@@ -1,0 +1,81 @@
+"""Data-parallel synchronisation of a pipeline stage: gradient reduction, ZeRO's collectives and
+the optimizer step with the weight all-gather after it.
+
+Every function takes numbers (bytes, ranks, link bandwidth and latency) so that
+planner.cost.evaluate and the search's fast scores (planner.search.score) call the same code;
+the search's bounds use `ring_s_per_byte` (planner.comm), the bandwidth term of the same
+collectives, which is a lower bound on them.
+"""
+from __future__ import annotations
+
+from planner.comm import all_gather_s, all_reduce_s, reduce_scatter_s
+from planner.compute import MEM_BW_EFFICIENCY
+from planner.memory import WEIGHT_BYTES
+
+# Gradients cross the network in 16 bits (Megatron-LM's default grad_reduce_in_fp32=False and
+# DeepSpeed's fp16/bf16 reduction); main gradients are still accumulated in fp32 in memory.
+GRAD_COMM_BYTES = 2
+
+# Adam step: read fp32 grad, master, m, v; write master, m, v and the 16-bit weight: 30 bytes
+# per parameter, memory-bound (Megatron-LM's fused Adam / apex multi-tensor apply).
+OPTIMIZER_STEP_BYTES_PER_PARAM = 30
+
+
+def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replicas: int, bw: float,
+                           latency_s: float) -> tuple[float, float]:
+    """(forward, backward) seconds of ZeRO's collectives for one micro-batch. ZeRO-3 gathers the
+    weights for each forward and backward and reduce-scatters gradients per micro-batch; ZeRO-2
+    reduce-scatters gradients per micro-batch (Rajbhandari et al. 2020, section 7; DeepSpeed's
+    behaviour under gradient accumulation); ZeRO-0/1 nothing per micro-batch."""
+    d = replicas
+    if zero_stage < 2 or d == 1:
+        return 0.0, 0.0
+    grads = reduce_scatter_s(weight_bytes_per_gpu / WEIGHT_BYTES * GRAD_COMM_BYTES, d, bw, latency_s)
+    if zero_stage == 2:
+        return 0.0, grads
+    gather = all_gather_s(weight_bytes_per_gpu, d, bw, latency_s)
+    return gather, gather + grads
+
+
+def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, s_per_byte):
+    """zero_per_micro_batch_s without latency terms, with `s_per_byte` = ring_s_per_byte of the
+    ring (or a lower bound on it): a lower bound on it (numbers or numpy arrays)."""
+    gather = s_per_byte * weight_bytes_per_gpu
+    grads = gather / WEIGHT_BYTES * GRAD_COMM_BYTES
+    if zero_stage == 3:
+        return gather, gather + grads
+    if zero_stage == 2:
+        return 0.0 * gather, grads
+    return 0.0 * gather, 0.0 * gather
+
+
+def grad_sync_s(zero_stage: int, params_per_gpu: float, replicas: int, bw: float, latency_s: float) -> float:
+    """Gradient reduction after the last micro-batch: an all-reduce (ZeRO-0) or a reduce-scatter
+    (ZeRO-1, Megatron-LM's distributed optimizer); ZeRO-2/3 reduced per micro-batch instead."""
+    grad_bytes = params_per_gpu * GRAD_COMM_BYTES
+    if zero_stage == 0:
+        return all_reduce_s(grad_bytes, replicas, bw, latency_s)
+    if zero_stage == 1:
+        return reduce_scatter_s(grad_bytes, replicas, bw, latency_s)
+    return 0.0
+
+
+def optimizer_step_s(params_on_gpu, mem_bw_bytes_per_s):
+    """Adam over the parameters this GPU updates, at the memory bandwidth element-wise kernels reach."""
+    return params_on_gpu * OPTIMIZER_STEP_BYTES_PER_PARAM / (mem_bw_bytes_per_s * MEM_BW_EFFICIENCY)
+
+
+def step_shard_params(params_per_gpu, zero_stage: int, replicas):
+    """Parameters a GPU's optimizer step updates: its tensor-parallel slice, sharded over the
+    replicas from ZeRO-1 on."""
+    return params_per_gpu / (replicas if zero_stage >= 1 else 1)
+
+
+def after_step_s(zero_stage: int, params_per_gpu: float, replicas: int, mem_bw_bytes_per_s: float, bw: float,
+                 latency_s: float) -> float:
+    """Optimizer step on this GPU's shard, then (ZeRO-1/2) the all-gather of the updated 16-bit
+    weights; ZeRO-3 gathers them on use instead."""
+    step = optimizer_step_s(step_shard_params(params_per_gpu, zero_stage, replicas), mem_bw_bytes_per_s)
+    gather = (all_gather_s(params_per_gpu * WEIGHT_BYTES, replicas, bw, latency_s)
+              if zero_stage in (1, 2) else 0.0)
+    return step + gather
