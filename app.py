@@ -37,5 +37,5 @@ if st.session_state.get(sidebar.PLAN_REQUEST) and pages.url_path != plan_page.ur
     st.switch_page(plan_page)
 summary = st.sidebar.container()
 pages.run()
-sidebar.render(summary)      # after the page, so it shows what the page's widgets just changed
-session.sync_url()
+session.sync_url()           # after the page, so that the link and sidebar show what its widgets just changed
+sidebar.render(summary)

@@ -47,8 +47,9 @@ def _read_text(path: Path) -> str:
 
 def check_document_size(data, source: str) -> None:
     """Refuse a parsed document with more than MAX_DOCUMENT_VALUES values (YAML aliases counted
-    at each use) or nested deeper than MAX_DOCUMENT_DEPTH. Stops as soon as a limit is passed,
-    so its own cost is bounded."""
+    at each use) or nested deeper than MAX_DOCUMENT_DEPTH, or with text that is not Unicode (a
+    lone surrogate such as "\\ud800", which JSON and YAML escapes can write but no file, page or
+    terminal can show). Stops as soon as a limit is passed, so its own cost is bounded."""
     budget = MAX_DOCUMENT_VALUES
     stack = [(data, 1)]
     while stack:
@@ -60,10 +61,25 @@ def check_document_size(data, source: str) -> None:
         if depth > MAX_DOCUMENT_DEPTH:
             raise InputError(source, f"is nested more than {MAX_DOCUMENT_DEPTH} levels deep; hetplan's "
                                      f"formats need at most a few")
-        if isinstance(value, dict):
+        if isinstance(value, str):
+            _check_text(value, source)
+        elif isinstance(value, dict):
+            for key in value:
+                if isinstance(key, str):
+                    _check_text(key, source)
             stack.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, (list, tuple, set, frozenset)):
             stack.extend((v, depth + 1) for v in value)
+
+
+def _check_text(text: str, source: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(source, f"holds a lone surrogate ({text[e.start]!r}) in {_short(text)}: that is not "
+                                 f"text; write the character itself or its full surrogate pair") from None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -14,6 +14,7 @@ import signal
 import socket
 import stat
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,11 @@ from hypothesis.strategies import text as st_text
 
 from planner.cli import files as output_files
 from planner.cli import main
+from planner.types import InputError
 from tests.conftest import EXAMPLES, examples
 from tests.test_browser import server  # noqa: F401  (the app on a loopback port)
 from ui.markup import WORD_JOINER, md, plain
+from ui.state import encode
 
 CLUSTER = str(EXAMPLES / "single-node-8.yaml")
 PLAN = str(EXAMPLES / "plans" / "single-node-8-small.json")
@@ -365,3 +368,116 @@ def test_names_from_a_link_render_as_text_in_a_real_browser(server):
             assert sidebar.locator("a, img").count() == 0
         finally:
             browser.close()
+
+
+# ----------------------------------------------------------------------------- app crashes
+
+SURROGATE = "x\ud800y"
+
+
+@pytest.mark.parametrize("where", ["cluster name", "model name", "key"])
+def test_a_link_with_a_lone_surrogate_opens_the_defaults_with_a_warning(where):
+    from tests.app_helpers import new_app, ok, shown
+    from ui.state import AppState, decode, encode
+    state = _hostile_state("fine")
+    if where == "cluster name":
+        state = replace(state, cluster=dict(state.cluster, name=SURROGATE))
+    elif where == "model name":
+        state = replace(state, model=dict(state.model, name=SURROGATE))
+    else:
+        state = replace(state, cluster=dict(state.cluster, **{SURROGATE: 1}))
+    params = encode(state)
+    decoded, warnings = decode(params)
+    assert decoded == AppState() and "lone surrogate" in warnings[0]
+    at = ok(new_app(params).run())
+    assert "lone surrogate" in shown(at.warning[0].value)
+
+
+@pytest.mark.parametrize("text", ['name: "x\\ud800y"\npools: []\n', '"x\\udc00": 1\n'])
+def test_an_upload_with_a_lone_surrogate_is_refused(text):
+    from ui.views.compose import parse_cluster_upload
+    with pytest.raises(InputError, match="lone surrogate"):
+        parse_cluster_upload("c.yaml", text.encode())
+
+
+def test_a_plan_upload_with_a_lone_surrogate_is_refused():
+    from ui.state import presets
+    from ui.views.whatif import parse_plan_upload
+    plan = json.loads((EXAMPLES / "plans" / "single-node-8-small.json").read_text())
+    text = json.dumps(dict(plan, name=SURROGATE))          # json.dumps writes it as the escape \ud800
+    with pytest.raises(InputError, match="lone surrogate"):
+        parse_plan_upload("p.json", text.encode(), presets()["single-node-8"])
+
+
+def test_cli_files_with_a_lone_surrogate_are_refused(tmp_path, capsys):
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text((EXAMPLES / "single-node-8.yaml").read_text().replace("name: single-node-8",
+                                                                              'name: "x\\ud800y"'))
+    refused(["export", "--cluster", str(cluster), "--plan", PLAN, "--to", "torchrun"], "lone surrogate", capsys)
+
+
+def _incompressible(n: int) -> str:
+    import random
+    rng = random.Random(12)
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") for _ in range(n))
+
+
+def test_states_too_large_for_a_link_leave_out_the_plan_then_everything():
+    from ui.state import MAX_PARAM_CHARS, encode_for_link
+    state = _hostile_state("fine")
+    assert encode_for_link(state)[1] == ""
+    plan = json.loads((EXAMPLES / "plans" / "single-node-8-small.json").read_text())
+    big_plan = replace(state, plan=dict(plan, notes=_incompressible(MAX_PARAM_CHARS)))
+    params, left_out = encode_for_link(big_plan)
+    assert left_out == "plan" and params == encode(state)
+    huge = replace(state, cluster=dict(state.cluster, name=_incompressible(MAX_PARAM_CHARS)))
+    assert encode_for_link(huge) == ({}, "everything")
+
+
+def test_a_name_too_long_for_the_link_does_not_break_the_app():
+    """A link near the limit whose state grows past it (here: a longer cluster name typed in),
+    or a large upload: every rerun still works, and the sidebar says what the link leaves out."""
+    from tests.app_helpers import new_app, ok, shown
+    from ui.state import MAX_PARAM_CHARS, encode_for_link
+    state = _hostile_state("fine")
+
+    def named(n: int):
+        return replace(state, cluster=dict(state.cluster, name=_incompressible(n)))
+    n = int(MAX_PARAM_CHARS * 0.9)
+    while encode_for_link(named(n + 100))[1] == "":
+        n += 100
+    params = encode(named(n))
+    assert MAX_PARAM_CHARS - 400 < len(params["s"]) <= MAX_PARAM_CHARS
+    at = ok(new_app(params).run())
+    at.text_input(key="w.cluster_name").set_value(_incompressible(n + 1000)).run()
+    ok(at)
+    assert "too large for a link" in shown(" ".join(c.value for c in at.sidebar.caption))
+    at.run()
+    ok(at)
+    ok(at.switch_page("ui/pages/export.py").run())
+
+
+def test_timeline_of_many_one_replica_stages():
+    """More than 24 workers but one replica a stage: the rows slider has nothing to choose (min = max)."""
+    from tests.app_helpers import new_app, ok
+    from ui.state import AppState
+    cluster = {"name": "wide", "pools": [{"name": "a100", "gpu": "a100-80gb-sxm", "nodes": 4, "gpus_per_node": 8,
+                                          "inter_node_gbps": 200}]}
+    plan = {"format": "hetplan.plan/1", "model": "gpt3-2.7b", "global_batch": 32, "seq_len": 256, "micro_batch": 1,
+            "precision": "bf16", "zero_stage": 0, "recompute": "none", "sequence_parallel": False,
+            "schedule": "1f1b", "interleave": 1,
+            "stages": [{"layers": [k, k + 1], "replicas": [{"pool": "a100", "tp": 1}]} for k in range(32)]}
+    state = AppState(cluster=cluster, model="gpt3-2.7b", global_batch=32, seq_len=256, precision="bf16", plan=plan)
+    at = ok(new_app(encode(state)).run())
+    at.switch_page("ui/pages/timeline.py").run()
+    ok(at)
+    assert at.title[0].value == "Timeline" and not at.slider
+    assert at.get("plotly_chart")
+
+
+def test_download_names_are_safe_file_names():
+    from ui.markup import MAX_FILE_STEM_CHARS, file_stem
+    assert file_stem("../../etc/passwd") == "etc_passwd"
+    assert file_stem("a/b\\c d\ud800") == "a_b_c_d"
+    assert file_stem("...") == "cluster" and file_stem("") == "cluster"
+    assert len(file_stem("x" * 10_000)) == MAX_FILE_STEM_CHARS

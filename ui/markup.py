@@ -49,3 +49,14 @@ def md(text: object) -> str:
     """`text` as Markdown that renders as exactly that text, on one line."""
     text = _PUNCTUATION.sub(r"\\\1", _LINK_OR_ICON.sub(WORD_JOINER, plain(text)))
     return _LINE_START.sub(r"\1\\\2", text)
+
+
+_UNSAFE_IN_FILE_NAMES = re.compile(r"[^A-Za-z0-9._+-]+")
+MAX_FILE_STEM_CHARS = 80
+
+
+def file_stem(name: object, default: str = "cluster") -> str:
+    """A name made safe as the start of a downloaded file's name: letters, digits and ._+- only
+    (no folders, no hidden or empty names), at most MAX_FILE_STEM_CHARS characters."""
+    stem = _UNSAFE_IN_FILE_NAMES.sub("_", plain(name)).strip("._")[:MAX_FILE_STEM_CHARS]
+    return stem or default

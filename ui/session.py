@@ -56,14 +56,8 @@ def url_warnings() -> list[str]:
 
 def sync_url() -> None:
     """Write the state into the address bar (only when it changed, to keep history clean)."""
-    state = get()
-    try:
-        params = url_state.encode(state)
-    except ValueError:
-        st.session_state["url_too_long"] = True
-        params = url_state.encode(replace(state, plan=None))
-    else:
-        st.session_state["url_too_long"] = False
+    params, left_out = url_state.encode_for_link(get())
+    st.session_state["url_too_long"] = left_out
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)
 

@@ -9,6 +9,7 @@ from planner.types import InputError
 from ui import session
 from ui.markup import md
 from ui.planning import build_cluster, build_model
+from ui.state import LEFT_OUT_OF_THE_LINK
 
 PLAN_REQUEST = "plan_requested"
 
@@ -41,5 +42,6 @@ def render(slot) -> None:
                     f"{tokens}; objective {state.objective}")
         st.button("Plan", type="primary", width="stretch", icon=":material/rocket_launch:", key="sidebar_plan",
                   on_click=request_plan)
-        if st.session_state.get("url_too_long"):
-            st.caption("The plan is too large for a link; the link keeps the cluster, model and job.")
+        left_out = st.session_state.get("url_too_long")
+        if left_out:
+            st.caption(LEFT_OUT_OF_THE_LINK[left_out])

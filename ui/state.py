@@ -20,6 +20,9 @@ from typing import Any, Mapping
 
 import yaml
 
+from catalog.files import check_document_size
+from planner.types import InputError
+
 VERSION = "1"
 MAX_PARAM_CHARS = 12_000            # browsers and proxies keep URLs of ~16 kB; leave room
 MAX_JSON_BYTES = 200_000            # decompressed; guards against zip bombs
@@ -103,6 +106,27 @@ def encode(state: AppState) -> dict[str, str]:
     return {"v": VERSION, "s": token}
 
 
+def encode_for_link(state: AppState) -> tuple[dict[str, str], str]:
+    """The parameters of the largest link that fits, and what it leaves out: "" (nothing), "plan"
+    (the plan on view is too large) or "everything" (even the cluster, model and job are: a huge
+    upload or long names; the parameters are then empty and the link opens the defaults)."""
+    try:
+        return encode(state), ""
+    except ValueError:
+        pass
+    try:
+        return encode(replace(state, plan=None)), "plan"
+    except ValueError:
+        return {}, "everything"
+
+
+LEFT_OUT_OF_THE_LINK = {
+    "plan": "The plan is too large for a link; the link keeps the cluster, model and job. Send the plan JSON with it.",
+    "everything": "The cluster and model are too large for a link; the link opens the defaults. "
+                  "Send the cluster YAML and plan JSON instead.",
+}
+
+
 def _from_token(token: str) -> AppState:
     if len(token) > MAX_PARAM_CHARS:
         raise ValueError(f"the link's state is {len(token):,} characters, over the {MAX_PARAM_CHARS:,} limit")
@@ -117,6 +141,10 @@ def _from_token(token: str) -> AppState:
         raise ValueError(f"the link's state is damaged (was it cut off when copied?): {e}") from None
     if not isinstance(data, dict):
         raise ValueError("the link's state is not a mapping")
+    try:
+        check_document_size(data, "the link's state")
+    except InputError as e:
+        raise ValueError(e.message) from None
     known = {f.name for f in fields(AppState)}
     unknown = sorted(set(data) - known)
     if unknown:

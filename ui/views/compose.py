@@ -9,7 +9,7 @@ from catalog import cluster_from_dict, cluster_to_yaml
 from catalog.files import parse_yaml
 from planner.types import InputError
 from ui import compose, session
-from ui.markup import md
+from ui.markup import file_stem, md
 from ui.planning import build_cluster, build_model, catalog
 from ui.sidebar import request_plan
 from ui.state import presets
@@ -78,7 +78,7 @@ def _cluster_section() -> None:
     st.success(f"**{built.num_gpus} GPUs** in {len(built.pools)} pools: {counts}", icon=":material/check_circle:")
     with st.expander("GPU key figures (from the catalog)", expanded=True):
         st.dataframe(compose.gpu_figures([p.gpu.id for p in built.pools]), hide_index=True, width="stretch")
-    st.download_button("Download cluster YAML", cluster_to_yaml(built), file_name=f"{built.name}.yaml",
+    st.download_button("Download cluster YAML", cluster_to_yaml(built), file_name=f"{file_stem(built.name)}.yaml",
                        mime="application/x-yaml", icon=":material/download:", on_click="ignore")
 
 

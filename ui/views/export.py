@@ -1,7 +1,6 @@
 """Export: the plan, the cluster, a report, launch files for training engines, and the link."""
 from __future__ import annotations
 
-from dataclasses import replace
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -10,7 +9,7 @@ from catalog import cluster_to_yaml, plan_to_json
 from planner.report import estimate_to_dict
 from ui import frames, report, session
 from ui import state as url_state
-from ui.markup import md
+from ui.markup import file_stem, md
 from ui.planning import catalog, exporter
 from ui.results import named_plans
 from ui.views.common import current_plan
@@ -20,17 +19,15 @@ WARNINGS_FILE = "WARNINGS.txt"          # an exporter's list of what its engine 
 
 
 def share_link() -> str | None:
-    """The Plan page's address with the state in it, or None where the app's address is unknown."""
+    """The Plan page's address with the state in it (or as much as fits), or None where the app's
+    address is unknown or nothing fits."""
     base = (getattr(st.context, "url", None) or "").split("?")[0]
     if not base.startswith("http"):
         return None
     if base.rstrip("/").endswith("/export"):          # whoever opens it wants the plan, not this page
         base = base.rstrip("/")[: -len("export")] + "plan"
-    try:
-        params = url_state.encode(session.get())
-    except ValueError:
-        params = url_state.encode(replace(session.get(), plan=None))
-    return f"{base}?{urlencode(params)}"
+    params, left_out = url_state.encode_for_link(session.get())
+    return None if left_out == "everything" else f"{base}?{urlencode(params)}"
 
 
 def _compared():
@@ -81,32 +78,34 @@ def render() -> None:
     metrics = estimate_to_dict(cur.estimate)
     plan_json = plan_to_json(cur.plan, catalog(), metrics=metrics)
     c = st.columns(4)
-    c[0].download_button("Plan (JSON)", plan_json, file_name=f"{cur.cluster.name}-plan.json",
-                         mime="application/json", icon=":material/download:", width="stretch", key="download_plan", on_click="ignore")
-    c[1].download_button("Cluster (YAML)", cluster_to_yaml(cur.cluster), file_name=f"{cur.cluster.name}.yaml",
-                         mime="application/x-yaml", icon=":material/download:", width="stretch", key="download_cluster", on_click="ignore")
+    stem = file_stem(cur.cluster.name)
+    buttons = dict(icon=":material/download:", width="stretch", on_click="ignore")
+    c[0].download_button("Plan (JSON)", plan_json, file_name=f"{stem}-plan.json", mime="application/json",
+                         key="download_plan", **buttons)
+    c[1].download_button("Cluster (YAML)", cluster_to_yaml(cur.cluster), file_name=f"{stem}.yaml",
+                         mime="application/x-yaml", key="download_cluster", **buttons)
     compared = _compared()
     # the reports draw every figure: built when their button is pressed, not on every visit
     c[2].download_button("Report (HTML)", lambda: report.to_html(cur.cluster, cur.plan, cur.estimate, compared),
-                         file_name=f"{cur.cluster.name}-report.html", mime="text/html", icon=":material/download:",
-                         width="stretch", key="download_html", on_click="ignore")
+                         file_name=f"{stem}-report.html", mime="text/html", key="download_html", **buttons)
     c[3].download_button("Report (Markdown)", lambda: report.to_markdown(cur.cluster, cur.plan, cur.estimate, compared),
-                         file_name=f"{cur.cluster.name}-report.md", mime="text/markdown", icon=":material/download:",
-                         width="stretch", key="download_md", on_click="ignore")
+                         file_name=f"{stem}-report.md", mime="text/markdown", key="download_md", **buttons)
     st.caption("The plan file carries the planner's metrics for people; `hetplan evaluate --cluster "
                "CLUSTER.yaml --plan PLAN.json` scores it again from the command line.")
     _engine_files(cur)
     st.subheader("Share")
     link = share_link()
-    if link:
+    left_out = url_state.encode_for_link(session.get())[1]
+    if left_out == "everything":
+        st.write(url_state.LEFT_OUT_OF_THE_LINK[left_out])
+    elif link:
         st.write("This link holds the whole input: cluster, model, job and the plan on view. Whoever opens "
                  "it sees this plan (the copy button is at the right of the box).")
         st.code(link, language=None, wrap_lines=True)
     else:
         st.write("The address bar holds the whole input: cluster, model, job and the plan on view. "
                  "Copy it to share exactly this view.")
-    if st.session_state.get("url_too_long"):
-        st.caption("The plan is too large for a link; the link keeps the cluster, model and job. "
-                   "Send the plan JSON with it.")
+    if left_out == "plan":
+        st.caption(url_state.LEFT_OUT_OF_THE_LINK[left_out])
     with st.expander("Plan JSON"):
         st.code(plan_json, language="json")

@@ -20,7 +20,7 @@ def render() -> None:
         return
     workers = events[["stage", "replica"]].drop_duplicates()
     most = int(workers.groupby("stage").size().max())
-    if len(workers) > ROWS_BY_DEFAULT:
+    if len(workers) > ROWS_BY_DEFAULT and most > 1:       # one replica a stage: nothing to choose
         default = min(most, max(1, ROWS_BY_DEFAULT // events["stage"].nunique()))
         per_stage = st.slider("replicas drawn per stage", 1, most, default, key="timeline_rows")
         keep = workers.groupby("stage").head(per_stage)
