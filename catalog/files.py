@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 from pathlib import Path
 
@@ -106,6 +107,34 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                  _UniqueKeyLoader.construct_mapping)
+
+
+# YAML 1.1 (what PyYAML reads) and YAML 1.2 disagree on numbers a person writes by accident:
+# 1.1 reads `nodes: 010` as octal 8 and `time: 1:00` as base-60 60, 1.2 reads 10 and the text "1:00".
+# Neither guess is safe, so both forms are refused with the reading each would give.
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
+
+
+def _ambiguous_number(loader, node, construct):
+    text = loader.construct_scalar(node)
+    value = construct(loader, node)
+    if ":" in text:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text} is a base-60 number in YAML 1.1 (read as {value}); write the number in "
+                        f"decimal, or quote it if it is text", node.start_mark)
+    if _LEADING_ZERO.fullmatch(text):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text} has a leading zero, which YAML 1.1 reads as octal ({value}) and YAML 1.2 as "
+                        f"decimal ({int(text.replace('_', ''), 10)}); write it without the leading zero",
+            node.start_mark)
+    return value
+
+
+_UniqueKeyLoader.add_constructor(
+    "tag:yaml.org,2002:int", lambda loader, node: _ambiguous_number(loader, node, yaml.SafeLoader.construct_yaml_int))
+_UniqueKeyLoader.add_constructor(
+    "tag:yaml.org,2002:float",
+    lambda loader, node: _ambiguous_number(loader, node, yaml.SafeLoader.construct_yaml_float))
 
 
 def _short(value, limit: int = 60) -> str:

@@ -7,21 +7,29 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")]
+# Every whole number has a ceiling (most fields have their own, far lower, in planner.types):
+# products of unbounded integers can outgrow what Python will print (4,300 digits).
+MAX_WHOLE_NUMBER = 10**15
 Positive = Annotated[float, Field(gt=0)]
-PositiveInt = Annotated[int, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_WHOLE_NUMBER)]
 NonNegative = Annotated[float, Field(ge=0)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_WHOLE_NUMBER)]
 
 # Ceilings far above any real hardware, so that a typo or a hostile file cannot push the cost
 # model past float range (1e308 Gb/s becomes inf bytes/s; $1e308 an hour makes every cost inf).
 MAX_TFLOPS = 1e6
 MAX_MEMORY_GIB = 1e6
 MAX_GB_S = 1e6                            # memory, link and network bandwidth, GB/s
+# Floors far below any real hardware, so that the cost model's times stay finite (1e-300 TFLOP/s
+# made a pass take 1e300 s, and sums of them overflow).
+MIN_TFLOPS = 0.01                         # 10 GFLOP/s, one core of a 2010 CPU
+MIN_MEMORY_GIB = 0.01
+MIN_GB_S = 0.01                           # 10 MB/s
 MAX_GBPS = 1e6                            # node network, Gb/s
 MIN_GBPS = 0.01                           # 10 Mb/s: below this every plan is bound by the network alone
 MAX_POWER_W = 1e5
@@ -29,8 +37,8 @@ MAX_PRICE_PER_GPU_HOUR = 1e4              # USD
 MAX_LATENCY_US = 1e6
 MIN_EFFICIENCY = 0.01
 
-Tflops = Annotated[float, Field(gt=0, le=MAX_TFLOPS)]
-GBs = Annotated[float, Field(gt=0, le=MAX_GB_S)]
+Tflops = Annotated[float, Field(ge=MIN_TFLOPS, le=MAX_TFLOPS)]
+GBs = Annotated[float, Field(ge=MIN_GB_S, le=MAX_GB_S)]
 Gbps = Annotated[float, Field(ge=MIN_GBPS, le=MAX_GBPS)]
 Price = Annotated[float, Field(ge=0, le=MAX_PRICE_PER_GPU_HOUR)]
 
@@ -45,7 +53,7 @@ class GpuEntry(Strict):
     bf16_fp16_tflops: Tflops              # dense tensor-core peak; fp32 accumulate on consumer cards
     fp32_tflops: Tflops
     bf16: bool
-    memory_gib: Annotated[float, Field(gt=0, le=MAX_MEMORY_GIB)]
+    memory_gib: Annotated[float, Field(ge=MIN_MEMORY_GIB, le=MAX_MEMORY_GIB)]
     memory_bw_gb_s: GBs
     link: str                             # nvlink2..nvlink5, pcie, xgmi
     link_gb_s_per_direction: GBs
@@ -127,7 +135,7 @@ DEFAULT_INTER_NODE_GBPS = 100.0          # used when a single-node pool does not
 class PoolEntry(Strict):
     name: Optional[Id] = None             # defaults to the gpu id
     gpu: str
-    nodes: PositiveInt
+    nodes: Annotated[int, Field(gt=0, le=MAX_GPUS_PER_POOL)]
     gpus_per_node: Annotated[int, Field(gt=0, le=MAX_GPUS_PER_NODE)]
     inter_node_gbps: Optional[Gbps] = None   # Gb/s per node, one direction
     price_per_gpu_hour: Optional[Price] = None
@@ -144,12 +152,22 @@ class ClusterEntry(Strict):
 class ReplicaEntry(Strict):
     pool: str
     tp: Annotated[int, Field(gt=0, le=MAX_GPUS_PER_NODE)]
-    samples: Optional[PositiveInt] = None
+    samples: Optional[Annotated[int, Field(gt=0, le=MAX_GLOBAL_BATCH)]] = None
 
 
 class StageEntry(Strict):
-    layers: Annotated[list[int], Field(min_length=2, max_length=2)]   # [start, end)
+    layers: Annotated[list[Annotated[int, Field(ge=-MAX_WHOLE_NUMBER, le=MAX_WHOLE_NUMBER)]],
+                      Field(min_length=2, max_length=2)]   # [start, end)
     replicas: Annotated[list[ReplicaEntry], Field(min_length=1, max_length=MAX_GPUS_PER_POOL)]
+
+
+def _not_a_bool(value):
+    if isinstance(value, bool):                # Literal[0, 1, ...] alone takes True for 1
+        raise ValueError("must be a whole number, not true or false")
+    return value
+
+
+ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_not_a_bool)]
 
 
 class PlanEntry(Strict):
@@ -160,9 +178,9 @@ class PlanEntry(Strict):
     model: Any                            # a catalog id or an inline object (checked in formats)
     global_batch: Annotated[int, Field(gt=0, le=MAX_GLOBAL_BATCH)]
     seq_len: Annotated[int, Field(gt=0, le=MAX_SEQ_LEN)]
-    micro_batch: PositiveInt = 1
+    micro_batch: Annotated[int, Field(gt=0, le=MAX_GLOBAL_BATCH)] = 1
     precision: Literal["bf16", "fp16"]
-    zero_stage: Literal[0, 1, 2, 3] = 0
+    zero_stage: ZeroStage = 0
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False
     schedule: Literal["1f1b", "gpipe"] = "1f1b"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from planner.compute import stage_pass_times
-from planner.types import Gpu, InputError, Model, Recompute
+from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, Gpu, InputError, Model, Recompute
 
 MIN_EFFICIENCY = 0.01          # the catalog schema's lower bound
 
@@ -31,6 +31,7 @@ class Measurement:
     sequence_parallel: bool
     flash_attention: bool
     measured_s: float          # compute time of one micro-batch, forward + backward
+    where: str = "measurements"  # the record, for messages
 
 
 @dataclass(frozen=True)
@@ -79,16 +80,21 @@ def _split(m: Measurement, gpu: Gpu) -> tuple[float, float]:
 def fit_efficiency(measurements: list[Measurement], gpus: dict[str, Gpu]) -> list[GpuFit]:
     by_gpu: dict[str, list[Measurement]] = {}
     for m in measurements:
-        if m.measured_s <= 0:
-            raise InputError("measurements", f"a record for {m.gpu} has non-positive compute time {m.measured_s}")
+        if not m.measured_s > 0:
+            raise InputError(f"{m.where}.forward_s", f"forward_s + backward_s - tp_comm_s must be positive, "
+                                                    f"got {m.measured_s:g} s")
         by_gpu.setdefault(m.gpu, []).append(m)
     fits = []
     for gpu_id, rows in sorted(by_gpu.items()):
         if gpu_id not in gpus:
-            raise InputError("measurements", f"GPU {gpu_id!r} is not in the catalog; add it with --catalog")
+            raise InputError(f"{rows[0].where}.gpu", f"{gpu_id!r} is not in the catalog; add it with --catalog")
         gpu = gpus[gpu_id]
         parts = [_split(m, gpu) for m in rows]
-        x = sum(a * (m.measured_s - b) for (a, b), m in zip(parts, rows)) / sum(a * a for a, _ in parts)
+        scale = sum(a * a for a, _ in parts)
+        if not scale > 0:
+            raise InputError(f"{rows[0].where}.gpu", f"the cost model's times for {gpu_id} do not depend on its "
+                                                     f"efficiency; nothing to fit")
+        x = sum(a * (m.measured_s - b) for (a, b), m in zip(parts, rows)) / scale
         e = 1 / x if x > 0 else 1.0
         clamped = not MIN_EFFICIENCY <= e <= 1.0
         e = min(1.0, max(MIN_EFFICIENCY, e))
@@ -99,10 +105,15 @@ def fit_efficiency(measurements: list[Measurement], gpus: dict[str, Gpu]) -> lis
     return fits
 
 
+MAX_TP = 64                    # the catalog's GPUs per node
+MAX_MEASURED_S = 1e6           # seconds for one pass: far beyond any real measurement, far from overflow
+
+
 def measurements_from_dict(data: dict, model_by_id, source: str = "measurements") -> list[Measurement]:
     """Records of a hetplan.measurements/1 document. `model` is a catalog id (looked up with
     `model_by_id`) or an object with the model's fields; each record may override seq_len,
-    micro_batch, recompute and the others per row."""
+    micro_batch, recompute and the others per row. Every value is checked for its type and range;
+    an error names the record and the field."""
     if not isinstance(data, dict) or data.get("format") != "hetplan.measurements/1":
         raise InputError(source, "is not a measurement file (expected \"format\": \"hetplan.measurements/1\")")
     records = data.get("records")
@@ -111,26 +122,85 @@ def measurements_from_dict(data: dict, model_by_id, source: str = "measurements"
     out = []
     for k, rec in enumerate(records):
         at = f"{source}: records[{k}]"
-        row = {**data, **rec}
-        try:
-            model = _model_of(row["model"], model_by_id)
-            measured = float(row["forward_s"]) + float(row["backward_s"]) - float(row.get("tp_comm_s", 0.0))
-            out.append(Measurement(gpu=str(row["gpu"]), model=model, seq_len=int(row["seq_len"]),
-                                   micro_batch=int(row["micro_batch"]), tp=int(row.get("tp", 1)),
-                                   layers=int(row["layers"]), has_head=bool(row.get("has_head", False)),
-                                   recompute=Recompute(row.get("recompute", "none")),
-                                   sequence_parallel=bool(row.get("sequence_parallel", False)),
-                                   flash_attention=bool(row.get("flash_attention", True)), measured_s=measured))
-        except KeyError as e:
-            raise InputError(at, f"is missing {e.args[0]!r}") from None
-        except (TypeError, ValueError) as e:
-            raise InputError(at, str(e)) from None
+        if not isinstance(rec, dict):
+            raise InputError(at, f"must be an object of fields, got {type(rec).__name__}")
+        out.append(_measurement({**data, **rec}, model_by_id, at))
     return out
 
 
-def _model_of(value, model_by_id) -> Model:
-    if isinstance(value, str):
-        return model_by_id(value)
+def _measurement(row: dict, model_by_id, at: str) -> Measurement:
+    fields = _Fields(row, at)
+    value = fields.get("model")
+    try:
+        model = model_by_id(value) if isinstance(value, str) else _model_of(value)
+    except InputError as e:
+        if isinstance(value, str):
+            raise                     # model_by_id names the field itself
+        raise InputError(f"{at}.model" + (f".{e.field}" if e.field else ""), e.message) from None
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{at}.model", str(e)) from None
+    forward, backward = fields.seconds("forward_s"), fields.seconds("backward_s")
+    tp_comm = fields.seconds("tp_comm_s", 0.0)
+    measured = forward + backward - tp_comm         # fit_efficiency refuses one that is not positive
+    recompute = fields.get("recompute", "none")
+    if recompute not in [r.value for r in Recompute]:
+        raise InputError(f"{at}.recompute", f"must be one of {[r.value for r in Recompute]}, got {_short(recompute)}")
+    gpu = fields.get("gpu")
+    if not isinstance(gpu, str):
+        raise InputError(f"{at}.gpu", f"must be a catalog GPU id, got {_short(gpu)}")
+    return Measurement(gpu=gpu, model=model, seq_len=fields.whole("seq_len", high=MAX_SEQ_LEN),
+                       micro_batch=fields.whole("micro_batch", high=MAX_GLOBAL_BATCH),
+                       tp=fields.whole("tp", 1, high=MAX_TP), layers=fields.whole("layers", high=model.layers),
+                       has_head=fields.flag("has_head", False), recompute=Recompute(recompute),
+                       sequence_parallel=fields.flag("sequence_parallel", False),
+                       flash_attention=fields.flag("flash_attention", True), measured_s=measured, where=at)
+
+
+_MISSING = object()
+
+
+class _Fields:
+    """A record's values, each read as the type it must have (no text for numbers, no 1 for true)."""
+
+    def __init__(self, row: dict, at: str):
+        self.row, self.at = row, at
+
+    def get(self, key: str, default=_MISSING):
+        value = self.row.get(key, default)
+        if value is _MISSING:
+            raise InputError(self.at, f"is missing {key!r}")
+        return value
+
+    def whole(self, key: str, default=_MISSING, high: int = 10**9) -> int:
+        value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{self.at}.{key}", f"must be a whole number, got {_short(value)}")
+        if not 1 <= value <= high:
+            raise InputError(f"{self.at}.{key}", f"must be from 1 to {high:,}, got {_short(value)}")
+        return value
+
+    def seconds(self, key: str, default=_MISSING) -> float:
+        value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{self.at}.{key}", f"must be a number of seconds, got {_short(value)}")
+        if not 0 <= value <= MAX_MEASURED_S:
+            raise InputError(f"{self.at}.{key}", f"must be from 0 to {MAX_MEASURED_S:g} seconds, got {_short(value)}")
+        return float(value)
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise InputError(f"{self.at}.{key}", f"must be true or false, got {_short(value)}")
+        return value
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**limit else f"a number of over {limit} digits"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _model_of(value) -> Model:
+    """A model written into the measurement file (as `hetplan run-local` does for its small model)."""
     fields = {k: v for k, v in dict(value).items() if k in Model.__dataclass_fields__}
     fields.setdefault("name", fields.get("id", "measured"))
     from planner.types import MlpKind, NormKind, PositionKind

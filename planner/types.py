@@ -25,6 +25,10 @@ class InputError(ValueError):
         super().__init__(f"{field}: {message}" if field else message)
 
 
+class TooManyPassesError(InputError):
+    """A plan whose schedule would take too long to simulate (see MAX_SIMULATED_PASSES)."""
+
+
 class InfeasibleError(InputError):
     """No plan fits: the message says what is short and what would help."""
 
@@ -369,10 +373,11 @@ class Plan:
         self._check_layers()
         self._check_samples()
         passes = len(self.stages) * self.num_micro_batches * self.interleave
-        _require(passes <= MAX_SIMULATED_PASSES, "micro_batch",
-                 f"{len(self.stages)} stages x {self.num_micro_batches:,} micro-batches x interleave "
-                 f"{self.interleave} = {passes:,} passes to simulate, over the limit of "
-                 f"{MAX_SIMULATED_PASSES:,}; raise micro_batch (or use fewer stages)")
+        if passes > MAX_SIMULATED_PASSES:
+            raise TooManyPassesError(
+                "micro_batch", f"{len(self.stages)} stages x {self.num_micro_batches:,} micro-batches x interleave "
+                               f"{self.interleave} = {passes:,} passes to simulate, over the limit of "
+                               f"{MAX_SIMULATED_PASSES:,}; use a larger micro_batch or fewer stages")
         if self.interleave > 1:
             _require(self.schedule == Schedule.ONE_F_ONE_B, "interleave",
                      "interleaving needs schedule '1f1b'; set interleave to 1 for gpipe")

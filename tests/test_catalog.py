@@ -206,7 +206,7 @@ def test_unknown_lookup_suggests_close_matches(catalog):
 
 
 @pytest.mark.parametrize("override,field,message", [
-    ("memory_gib: -3\n", "gpus.my-gpu.memory_gib", "must be a positive number, got -3"),
+    ("memory_gib: -3\n", "gpus.my-gpu.memory_gib", "must be a positive number of at least 0.01, got -3"),
     ("memory_gibs: 3\n", "gpus.my-gpu.memory_gibs", "unknown key"),
     ("power_w: '300'\n", "gpus.my-gpu.power_w", "must be a finite number"),
     ("efficiency: 1.5\n", "gpus.my-gpu.efficiency", "at most 1"),

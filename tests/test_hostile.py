@@ -481,3 +481,143 @@ def test_download_names_are_safe_file_names():
     assert file_stem("a/b\\c d\ud800") == "a_b_c_d"
     assert file_stem("...") == "cluster" and file_stem("") == "cluster"
     assert len(file_stem("x" * 10_000)) == MAX_FILE_STEM_CHARS
+
+
+# ----------------------------------------------------------------------------- exit 2, not an internal error
+
+BIG = "9" * 4300                                   # as many digits as Python will read
+
+
+def _cluster_file(tmp_path, old: str, new: str) -> str:
+    text = (EXAMPLES / "single-node-8.yaml").read_text()
+    assert old in text
+    path = tmp_path / "c.yaml"
+    path.write_text(text.replace(old, new, 1))
+    return str(path)
+
+
+@pytest.mark.parametrize("old, new, expect", [
+    ("nodes: 1", f"nodes: {BIG}", "pools[0].nodes: must be at most 100000"),
+    ("nodes: 1", "nodes: 010", "leading zero, which YAML 1.1 reads as octal (8)"),
+    ("inter_node_gbps: 100", "inter_node_gbps: 1:00", "base-60 number in YAML 1.1 (read as 60)"),
+    ("inter_node_gbps: 100", "inter_node_gbps: 1:30.5", "base-60"),
+    ("gpus_per_node: 4", f"gpus_per_node: {BIG}", "gpus_per_node"),
+])
+def test_cluster_numbers(old, new, expect, tmp_path, capsys):
+    line = refused(["evaluate", "--cluster", _cluster_file(tmp_path, old, new), "--plan", PLAN], expect, capsys)
+    assert len(line) < 400
+
+
+def _plan_file(tmp_path, **changes) -> str:
+    plan = json.loads((EXAMPLES / "plans" / "single-node-8-small.json").read_text())
+    plan.update(changes)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(plan))
+    return str(path)
+
+
+@pytest.mark.parametrize("changes, expect", [
+    ({"zero_stage": True}, "zero_stage: must be a whole number, not true or false"),
+    ({"micro_batch": int(BIG)}, "micro_batch: must be at most 10000000"),
+    ({"interleave": int(BIG)}, "interleave"),
+    ({"global_batch": "64"}, "global_batch: must be a whole number"),
+    ({"sequence_parallel": "no"}, "sequence_parallel"),
+])
+@pytest.mark.parametrize("command", ["evaluate", "export"])
+def test_plan_values(changes, expect, command, tmp_path, capsys):
+    argv = [command, "--cluster", CLUSTER, "--plan", _plan_file(tmp_path, **changes)]
+    line = refused(argv + (["--to", "deepspeed"] if command == "export" else []), expect, capsys)
+    assert len(line) < 400
+
+
+def test_stage_values_of_4300_digits(tmp_path, capsys):
+    plan = json.loads((EXAMPLES / "plans" / "single-node-8-small.json").read_text())
+    plan["stages"][0]["replicas"][0]["samples"] = int(BIG)
+    plan["stages"][1]["layers"] = [9, int(BIG)]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(plan))
+    assert len(refused(["evaluate", "--cluster", CLUSTER, "--plan", str(path)], "stages[", capsys)) < 400
+
+
+GPU_ENTRY = {"name": "tiny", "vendor": "x", "bf16_fp16_tflops": 100.0, "fp32_tflops": 10.0, "bf16": True,
+             "memory_gib": 80.0, "memory_bw_gb_s": 1000.0, "link": "nvlink3", "link_gb_s_per_direction": 100.0,
+             "pcie_gen": 4, "power_w": 400.0, "price_per_gpu_hour": 1.0, "efficiency": 0.5}
+
+
+@pytest.mark.parametrize("field", ["bf16_fp16_tflops", "fp32_tflops", "memory_bw_gb_s", "link_gb_s_per_direction",
+                                   "memory_gib"])
+def test_catalog_floors(field, tmp_path, capsys):
+    import yaml
+    catalog = tmp_path / "cat.yaml"
+    catalog.write_text(yaml.safe_dump({"gpus": {"tiny": {**GPU_ENTRY, field: 1e-300}}}))
+    cluster = _cluster_file(tmp_path, "gpu: a100-80gb-sxm", "gpu: tiny")
+    refused(["--catalog", str(catalog), "evaluate", "--cluster", cluster, "--plan", PLAN],
+            f"gpus.tiny.{field}: must be", capsys)
+
+
+def test_plan_command_does_not_advise_an_option_it_lacks(capsys):
+    line = refused(["plan", "--cluster", CLUSTER, "--model", "gpt3-1.3b", "--global-batch", "10000000",
+                    "--seq-len", "128", "--time-limit", "30"], "--global-batch", capsys)
+    assert "micro_batch" not in line and "smaller --global-batch" in line
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--hidden", "0"], "--hidden: must be from 1"), (["--seq-len", "-1"], "--seq-len: must be from 1"),
+    (["--seq-len", "0"], "--seq-len"), (["--timeout", "nan"], "--timeout"), (["--timeout", "-1"], "--timeout"),
+    (["--timeout", "inf"], "--timeout"), (["--iterations", "1000000000"], "--iterations: must be from 1 to 10,000"),
+    (["--iterations", "0"], "--iterations"), (["--vocab", "0"], "--vocab"), (["--hidden", BIG], "--hidden"),
+])
+def test_run_local_arguments(args, expect, capsys):
+    refused(["run-local", "--cluster", CLUSTER, "--plan", PLAN] + args, expect, capsys)
+
+
+@pytest.mark.torch
+def test_a_failing_worker_is_one_line_without_its_traceback():
+    pytest.importorskip("torch")
+    from catalog import load_catalog
+    from catalog.formats import load_cluster_file, load_plan_file
+    from planner.runtime.launch import WorkerFailed, run_local
+    catalog = load_catalog()
+    cluster, plan = load_cluster_file(CLUSTER, catalog), load_plan_file(PLAN, catalog)
+    with pytest.raises(WorkerFailed) as e:
+        run_local(cluster, plan, iterations=1, dtype="no-such-dtype", timeout_s=60)
+    assert "\n" not in str(e.value) and "Traceback" not in str(e.value) and len(str(e.value)) < 400
+    assert "no-such-dtype" in str(e.value)
+
+
+def _measurements(catalog, tmp_path, **record) -> str:
+    from tests.test_calibrate import _document
+    doc = _document(catalog, 0.5)
+    doc["records"][0].update(record)
+    doc["records"][0] = {k: v for k, v in doc["records"][0].items() if v is not None}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("record, expect", [
+    ({"tp": 0}, "records[0].tp: must be from 1"), ({"tp": -2}, "records[0].tp"),
+    ({"layers": 0}, "records[0].layers: must be from 1"), ({"layers": -8}, "records[0].layers"),
+    ({"layers": 10**6}, "records[0].layers: must be from 1 to 32"),
+    ({"seq_len": 0}, "records[0].seq_len"), ({"micro_batch": 0}, "records[0].micro_batch"),
+    ({"forward_s": 1e308, "backward_s": 1e308}, "records[0].forward_s: must be from 0 to"),
+    ({"forward_s": -1.0}, "records[0].forward_s"), ({"backward_s": "0.1"}, "records[0].backward_s: must be a number"),
+    ({"tp": "2"}, "records[0].tp: must be a whole number, got '2'"), ({"tp": True}, "records[0].tp"),
+    ({"layers": 8.0}, "records[0].layers"), ({"flash_attention": "no"}, "records[0].flash_attention: must be true or false"),
+    ({"has_head": 1}, "records[0].has_head"), ({"recompute": "some"}, "records[0].recompute: must be one of"),
+    ({"gpu": "no-such-gpu"}, "records[0].gpu: 'no-such-gpu' is not in the catalog"), ({"gpu": 7}, "records[0].gpu"),
+    ({"layers": None}, "records[0]: is missing 'layers'"), ({"tp": int(BIG)}, "records[0].tp"),
+    ({"forward_s": 0.0, "backward_s": 0.0}, "records[0].forward_s: forward_s + backward_s - tp_comm_s must be positive"),
+    ({"model": {"layers": -1}}, "records[0].model"), ({"model": "no-such-model"}, "model"),
+])
+def test_calibrate_records(record, expect, catalog, tmp_path, capsys):
+    line = refused(["calibrate", "--measurements", _measurements(catalog, tmp_path, **record)], expect, capsys)
+    assert "m.json: records[0]" in line or "m.json: model" in line
+    assert len(line) < 600
+
+
+def test_a_link_with_a_huge_batch_opens_the_defaults_with_a_warning():
+    from ui.state import AppState, decode
+    state, warnings = decode(encode(AppState(global_batch=int(BIG[:-1]))))
+    assert state == AppState() and "global_batch must be a whole number from 1 to 10,000,000" in warnings[0]
+    assert len(warnings[0]) < 300

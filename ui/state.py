@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import yaml
 
 from catalog.files import check_document_size
-from planner.types import InputError
+from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, InputError
 
 VERSION = "1"
 MAX_PARAM_CHARS = 12_000            # browsers and proxies keep URLs of ~16 kB; leave room
@@ -44,6 +44,8 @@ def presets() -> dict[str, dict]:
 
 def _short(value: Any, limit: int = 60) -> str:
     """repr of a user's value, cut so that a warning stays one readable line."""
+    if isinstance(value, int) and abs(value) >= 10 ** limit:
+        return f"a number of more than {limit} digits"
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
 
@@ -76,10 +78,10 @@ def _checked(state: AppState) -> AppState:
         problems.append("cluster must be a mapping with a list of pools")
     if not isinstance(state.model, (str, dict)):
         problems.append("model must be a catalog id or a mapping")
-    for name in ("global_batch", "seq_len"):
+    for name, most in (("global_batch", MAX_GLOBAL_BATCH), ("seq_len", MAX_SEQ_LEN)):
         v = getattr(state, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            problems.append(f"{name} must be a positive whole number, got {_short(v)}")
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= most:
+            problems.append(f"{name} must be a whole number from 1 to {most:,}, got {_short(v)}")
     if state.precision not in PRECISIONS:
         problems.append(f"precision must be one of {PRECISIONS}, got {_short(state.precision)}")
     if state.objective not in OBJECTIVES:

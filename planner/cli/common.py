@@ -1,7 +1,9 @@
 """Helpers shared by subcommands: loading the catalog and input files, printing JSON."""
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import sys
 
 
@@ -13,3 +15,32 @@ def catalog_from_args(args):
 def print_json(data) -> None:
     json.dump(data, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def whole_number(low: int, high: int):
+    """An argparse type: a whole number from `low` to `high` (the parser names the option)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low:,} to {high:,}, got {text[:40]}")
+        return value
+    parse.__name__ = "whole number"
+    return parse
+
+
+def seconds(low_exclusive: float, high: float):
+    """An argparse type: a finite number of seconds above `low_exclusive`, at most `high`."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text[:40]!r}") from None
+        if not (math.isfinite(value) and low_exclusive < value <= high):
+            raise argparse.ArgumentTypeError(f"must be more than {low_exclusive:g} and at most {high:g} seconds, "
+                                             f"got {text[:40]}")
+        return value
+    parse.__name__ = "seconds"
+    return parse

@@ -4,7 +4,7 @@ from __future__ import annotations
 from planner.cli.common import catalog_from_args, print_json
 from planner.report import estimate_to_dict, format_duration
 from planner.search.planners import SearchOptions
-from planner.types import InputError, Job, Objective, Precision
+from planner.types import InputError, Job, Objective, Precision, TooManyPassesError
 
 
 def register(sub) -> None:
@@ -45,8 +45,13 @@ def run(args) -> int:
               args.tokens)
     if not args.time_limit > 0:
         raise InputError("--time-limit", f"must be a positive number of seconds, got {args.time_limit}")
-    result = search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
-                    method=args.baseline or "hetplan", options=SearchOptions(time_limit_s=args.time_limit))
+    try:
+        result = search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
+                        method=args.baseline or "hetplan", options=SearchOptions(time_limit_s=args.time_limit))
+    except TooManyPassesError as e:       # its advice names a plan file's field, which `plan` does not take
+        raise InputError("--global-batch", f"{args.global_batch:,} sequences make plans with too many pipeline "
+                                           f"passes to simulate ({e.message.split(';')[0]}); use a smaller "
+                                           f"--global-batch") from None
 
     def scored(sp) -> dict:
         d = plan_to_dict(sp.plan, catalog, estimate_to_dict(sp.estimate))

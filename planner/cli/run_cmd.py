@@ -7,11 +7,18 @@ from dataclasses import replace
 
 import yaml
 
-from planner.cli.common import catalog_from_args
+from planner.cli.common import catalog_from_args, seconds, whole_number
 from planner.cli.files import check_output_file, same_file, write_file
 from planner.types import GB, GIB, InputError
 
 TFLOPS = 1e12
+# run-local runs a small model of the plan's family on this machine's CPUs: bounds far above
+# anything useful there, so that a typo cannot start a run that never ends
+MAX_ITERATIONS = 10_000
+MAX_SCALED_HIDDEN = 8192
+MAX_SCALED_SEQ_LEN = 8192
+MAX_SCALED_VOCAB = 1_000_000
+MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
 def register(sub) -> None:
@@ -21,14 +28,19 @@ def register(sub) -> None:
                                    "planned GPU, gloo on this machine. Needs PyTorch (pip install torch).")
     p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
     p.add_argument("--plan", required=True, metavar="FILE", help="plan JSON")
-    p.add_argument("--iterations", type=int, default=3, help="training iterations (default 3)")
-    p.add_argument("--hidden", type=int, default=None, help="hidden size of the scaled model (default: 8 per head)")
-    p.add_argument("--seq-len", type=int, default=16, help="sequence length of the scaled model (default 16)")
-    p.add_argument("--vocab", type=int, default=96, help="vocabulary of the scaled model (default 96)")
+    p.add_argument("--iterations", type=whole_number(1, MAX_ITERATIONS), default=3,
+                   help=f"training iterations (default 3, at most {MAX_ITERATIONS:,})")
+    p.add_argument("--hidden", type=whole_number(1, MAX_SCALED_HIDDEN), default=None,
+                   help="hidden size of the scaled model (default: 8 per head)")
+    p.add_argument("--seq-len", type=whole_number(1, MAX_SCALED_SEQ_LEN), default=16,
+                   help="sequence length of the scaled model (default 16)")
+    p.add_argument("--vocab", type=whole_number(1, MAX_SCALED_VOCAB), default=96,
+                   help="vocabulary of the scaled model (default 96)")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--check", action="store_true", help="also run one process on the same data and compare")
     p.add_argument("--measure", metavar="FILE", help="write per-process times (hetplan.measurements/1 JSON)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds a process may wait for a peer")
+    p.add_argument("--timeout", type=seconds(0, MAX_TIMEOUT_S), default=300.0,
+                   help="seconds a process may wait for a peer (default 300)")
     p.set_defaults(run=run_local)
     c = sub.add_parser("calibrate", help="fit per-GPU efficiency factors to measured pass times",
                        description="Read measurement files and fit each GPU's efficiency factor; print predicted "
@@ -51,8 +63,6 @@ def _load(args):
 
 
 def run_local(args) -> int:
-    if args.iterations < 1:
-        raise InputError("--iterations", f"must be at least 1, got {args.iterations}")
     if args.measure:
         check_output_file(args.measure, "--measure")     # before the run, not after it
     _, cluster, plan = _load(args)

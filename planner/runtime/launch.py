@@ -31,6 +31,15 @@ class RunResult:
     wall_s: float
 
 
+class WorkerFailed(RuntimeError):
+    """A worker process raised or died; the message is one line, the traceback its cause."""
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no message"
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -51,14 +60,18 @@ def run_local(cluster: Cluster, plan: Plan, iterations: int = 3, seed: int = 0, 
     t0 = time.perf_counter()
     procs = mp.spawn(worker_main, args=(spec, results_queue), nprocs=len(layout), join=False)
     results = []
-    while len(results) < len(layout):
-        try:
-            results.append(results_queue.get(timeout=0.2))
-        except queue_module.Empty:
-            if procs.join(timeout=0) and results_queue.empty():
-                break
-    while not procs.join(timeout=1):
-        pass
+    try:
+        while len(results) < len(layout):
+            try:
+                results.append(results_queue.get(timeout=0.2))
+            except queue_module.Empty:
+                if procs.join(timeout=0) and results_queue.empty():
+                    break
+        while not procs.join(timeout=1):
+            pass
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as e:
+        # a worker raised or died: its last line for the one-line error, the traceback as the cause
+        raise WorkerFailed(f"process {e.error_index} of {len(layout)} failed: {_last_line(str(e))}") from e
     wall = time.perf_counter() - t0
     if len(results) < len(layout):
         raise RuntimeError(f"only {len(results)} of {len(layout)} processes reported")
