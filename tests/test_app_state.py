@@ -5,8 +5,12 @@ import zlib
 from ui.state import MAX_PARAM_CHARS, AppState, decode, encode, presets
 
 
+CUSTOM_MODEL = {"id": "x", "name": "x", "layers": 2, "hidden": 64, "heads": 2, "kv_heads": 2, "ffn": 256,
+                "vocab": 100}
+
+
 def test_round_trip_keeps_every_field():
-    state = AppState(cluster=presets()["lab-mix"], model={"id": "x", "layers": 2}, global_batch=7, seq_len=9,
+    state = AppState(cluster=presets()["lab-mix"], model=CUSTOM_MODEL, global_batch=7, seq_len=9,
                      precision="fp16", tokens_to_train=1e9, objective="deadline", deadline_hours=10.0,
                      plan={"stages": []})
     params = encode(state)

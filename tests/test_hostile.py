@@ -27,7 +27,7 @@ from planner.types import InputError
 from tests.conftest import EXAMPLES, examples
 from tests.test_browser import server  # noqa: F401  (the app on a loopback port)
 from ui.markup import WORD_JOINER, md, plain
-from ui.state import encode
+from ui.state import AppState, encode
 
 CLUSTER = str(EXAMPLES / "single-node-8.yaml")
 PLAN = str(EXAMPLES / "plans" / "single-node-8-small.json")
@@ -621,3 +621,17 @@ def test_a_link_with_a_huge_batch_opens_the_defaults_with_a_warning():
     state, warnings = decode(encode(AppState(global_batch=int(BIG[:-1]))))
     assert state == AppState() and "global_batch must be a whole number from 1 to 10,000,000" in warnings[0]
     assert len(warnings[0]) < 300
+
+
+@pytest.mark.parametrize("bad, expect", [({"layers": -1}, "custom model: layers: must be a positive number"),
+                                         ({"layers": "abc"}, "custom model: layers: must be a whole number"),
+                                         ({"layers": 1.5}, "custom model: layers"),
+                                         ({"mlp": "weird"}, "custom model: mlp")])
+def test_a_link_with_a_bad_custom_model_says_so_instead_of_clamping_it(bad, expect):
+    """The Compose page's number fields would turn layers -1 into 1 (and crash on "abc") without a word."""
+    from tests.app_helpers import new_app, ok, shown
+    model = {"id": "c", "name": "c", "layers": 4, "hidden": 256, "heads": 4, "kv_heads": 4, "ffn": 1024,
+             "vocab": 1000, **bad}
+    at = ok(new_app(encode(AppState(model=model))).run())
+    assert expect in shown(at.warning[0].value)
+    assert at.session_state["app_state"].model == AppState().model

@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+from pydantic import ValidationError
 
+from catalog.errors import from_validation_error
 from catalog.files import check_document_size
+from catalog.schema import InlineModelEntry
 from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, InputError
 
 VERSION = "1"
@@ -78,6 +81,11 @@ def _checked(state: AppState) -> AppState:
         problems.append("cluster must be a mapping with a list of pools")
     if not isinstance(state.model, (str, dict)):
         problems.append("model must be a catalog id or a mapping")
+    elif isinstance(state.model, dict):          # the Compose page's number fields would clamp it silently
+        try:
+            InlineModelEntry.model_validate(state.model)
+        except ValidationError as e:
+            problems.append(str(from_validation_error(e, "custom model")))
     for name, most in (("global_batch", MAX_GLOBAL_BATCH), ("seq_len", MAX_SEQ_LEN)):
         v = getattr(state, name)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= most:
