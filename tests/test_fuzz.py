@@ -1,5 +1,6 @@
 """A bounded fuzz run of everything that reads outside input: the YAML/JSON parsers, the cluster,
-plan and catalog file loaders, and the app's URL-state decoder.
+plan, catalog and measurement file loaders, the app's URL-state decoder and encoder, and the
+output paths of `hetplan calibrate`, `run-local` and `export`.
 
 Inputs are random bytes, random text, random JSON-like structures, and mutations (characters
 inserted, dropped or replaced; values swapped for random ones at random places) of valid
@@ -30,9 +31,9 @@ from tests.conftest import EXAMPLES, PROFILE, examples
 pytestmark = pytest.mark.timeout(0 if PROFILE == "fuzz-long" else 600)
 
 CATALOG = builtin_catalog()
-SECONDS_PER_CALL = 5.0
+SECONDS_PER_CALL = 5.0                    # CPU seconds (a busy machine does not inflate them)
 N = {"bytes": 1000, "text": 2000, "mutated_text": 1000, "structures": 600, "catalog": 200, "url": 400,
-     "url_to_types": 150}
+     "url_to_types": 150, "measurements": 400, "names": 300, "output_paths": 60}
 
 CLUSTER_TEXT = (EXAMPLES / "lab-mix.yaml").read_text()
 PLAN_TEXT = (EXAMPLES / "plans" / "single-node-8-small.json").read_text()
@@ -66,13 +67,13 @@ models:
 
 def bounded(fn, *args):
     """fn(*args); only InputError may escape; returns the result or the error, and checks the time."""
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         result = fn(*args)
     except InputError as e:
         result = e
         assert "\n" not in str(e) and len(str(e)) < 2000, str(e)[:300]
-    assert time.perf_counter() - start < SECONDS_PER_CALL, (fn.__name__, time.perf_counter() - start)
+    assert time.process_time() - start < SECONDS_PER_CALL, (fn.__name__, time.process_time() - start)
     return result
 
 
@@ -219,9 +220,9 @@ url_values = st.one_of(st.text(max_size=60), st.sampled_from(["1", "0", "-1", "1
 @given(params=st.dictionaries(url_keys, url_values, max_size=5))
 def test_fuzz_url_state_decoder(params):
     state_module = _url_state()
-    start = time.perf_counter()
+    start = time.process_time()
     state, warnings = state_module.decode(params)               # must never raise
-    assert time.perf_counter() - start < SECONDS_PER_CALL
+    assert time.process_time() - start < SECONDS_PER_CALL
     assert isinstance(state, state_module.AppState) and all(isinstance(w, str) for w in warnings)
 
 
@@ -247,6 +248,90 @@ def test_url_state_decoder_deep_nesting():
 def test_url_state_decoder_refuses_bombs():
     state_module = _url_state()
     for payload in (b" " * 50_000_000, json.dumps({"cluster": {"x": "y" * 10_000_000}}).encode()):
-        start = time.perf_counter()
+        start = time.process_time()
         state, warnings = state_module.decode({"s": _token(payload)})
-        assert warnings and time.perf_counter() - start < SECONDS_PER_CALL
+        assert warnings and time.process_time() - start < SECONDS_PER_CALL
+
+
+# ----------------------------------------------------------------------------- calibrate's measurement records
+
+def _measurement_document() -> dict:
+    from tests.test_calibrate import _document
+    return _document(CATALOG, 0.5)
+
+
+MEASUREMENTS = _measurement_document()
+
+
+@settings(max_examples=examples(N["measurements"]))
+@given(doc=st.one_of(mutated_structure(MEASUREMENTS), values))
+def test_fuzz_measurement_records(doc):
+    from planner.calibrate import fit_efficiency, measurements_from_dict
+    records = bounded(measurements_from_dict, doc, lambda mid: CATALOG.model(mid, "model"), "m.json")
+    if not isinstance(records, InputError):
+        bounded(fit_efficiency, records, dict(CATALOG.gpus))
+
+
+# ----------------------------------------------------------------------------- names in links and uploads
+
+# any text, lone surrogates included (which JSON escapes such as "\ud800" can carry)
+names = st.one_of(st.text(max_size=40), st.text(st.characters(categories=["Cs", "Cc", "Po", "Sm", "Ll"]), max_size=40),
+                  st.text(max_size=3000), st.sampled_from(["[x](http://e)", "![i](http://e/i.png)", "<img src=x>"]))
+
+
+@settings(max_examples=examples(N["names"]))
+@given(cluster_name=names, model_name=names)
+def test_fuzz_names_through_the_link_and_the_upload_parsers(cluster_name, model_name):
+    """Any name: the link is made or left out (never an exception), reads back as it was or is
+    refused with a warning; the upload parsers take it or refuse it with an InputError."""
+    state_module = _url_state()
+    model = {"id": "c", "name": model_name, "layers": 4, "hidden": 256, "heads": 4, "kv_heads": 4, "ffn": 1024,
+             "vocab": 1000}
+    state = state_module.AppState(cluster=dict(CLUSTER_DATA, name=cluster_name), model=model)
+    params, left_out = state_module.encode_for_link(state)
+    decoded, warnings = state_module.decode(params)
+    assert (decoded, warnings) == ((state, []) if not left_out else (state_module.AppState(), []))  \
+        or (warnings and decoded == state_module.AppState())
+    text = json.dumps({"name": cluster_name, "model": model_name})
+    bounded(parse_json, text, "upload.json")
+    bounded(parse_yaml, f"name: {json.dumps(cluster_name)}\n", "upload.yaml")
+
+
+# ----------------------------------------------------------------------------- output paths
+
+file_names = st.text(st.characters(blacklist_characters="/", blacklist_categories=["Cs"]), min_size=1, max_size=300)
+
+
+@settings(max_examples=examples(N["output_paths"]))
+@given(name=file_names, kind=st.sampled_from(["nothing", "file", "folder", "fifo", "link to fifo"]))
+def test_fuzz_export_output_paths(name, kind, tmp_path_factory):
+    """`export --out` to any name in a fresh folder, with anything there: exit 0 or 2, never 1;
+    the folder then holds the whole set of files or what was there before, and no temporaries."""
+    import os
+    from planner.cli import main
+    base = tmp_path_factory.mktemp("out", numbered=True)
+    target = base / name
+    try:
+        if kind == "file":
+            target.write_text("before")
+        elif kind == "folder":
+            target.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(target)
+        elif kind == "link to fifo":
+            os.mkfifo(base / "fifo")
+            target.symlink_to(base / "fifo")
+    except (OSError, ValueError):
+        kind = "nothing"
+    before = sorted(os.listdir(base))
+    start = time.process_time()
+    rc = main(["export", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--plan",
+               str(EXAMPLES / "plans" / "single-node-8-small.json"), "--to", "torchrun", "--out", str(target)])
+    assert time.process_time() - start < SECONDS_PER_CALL
+    assert rc in (0, 2)
+    after = sorted(os.listdir(base))
+    if rc == 0:
+        assert sorted(os.listdir(target)) == ["hostfile", "launch.sh", "rank_map.json"]
+    else:
+        assert after == before, "a refusal leaves the folder as it was"
+    assert not any(".tmp" in f for f in after)

@@ -22,7 +22,7 @@ from tests.conftest import EXAMPLES, ROOT
 
 CLUSTER = str(EXAMPLES / "single-node-8.yaml")
 PLAN = str(EXAMPLES / "plans" / "single-node-8-small.json")
-SECONDS = 10                              # every refusal must come well within this
+SECONDS = 10                              # CPU seconds: every refusal must come well within this
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,11 +42,12 @@ def billion_laughs(top: str) -> str:
 
 
 def run(argv, capsys):
-    """`hetplan argv` in this process: (exit status, stdout, stderr, seconds)."""
-    start = time.perf_counter()
+    """`hetplan argv` in this process: (exit status, stdout, stderr, CPU seconds, which a busy
+    machine does not inflate as it does wall time)."""
+    start = time.process_time()
     rc = main(argv)
     out, err = capsys.readouterr()
-    return rc, out, err, time.perf_counter() - start
+    return rc, out, err, time.process_time() - start
 
 
 def assert_refused(argv, expect, capsys):
@@ -324,11 +325,11 @@ def test_bad_plan_arguments(flag, value, capsys):
 @pytest.mark.parametrize("text", [billion_laughs("a"), "a: " + "[" * 100_000, "!!python/object:os.system {}\n",
                                   "a: 1\na: 2\n", "? {a: 1}\n: 2\n"])
 def test_upload_yaml_parser(text):
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(InputError) as e:
         parse_yaml(text, "upload.yaml")
     assert e.value.field == "upload.yaml" and "\n" not in str(e.value)
-    assert time.perf_counter() - start < SECONDS
+    assert time.process_time() - start < SECONDS
 
 
 def test_yaml_merge_keys_still_work():
@@ -339,11 +340,11 @@ def test_yaml_merge_keys_still_work():
 @pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a": 1, "a": 2}', "NaN", "[Infinity]",
                                   "9" * 5000, "{"])
 def test_upload_json_parser(text):
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(InputError) as e:
         parse_json(text, "upload.json")
     assert e.value.field == "upload.json" and "\n" not in str(e.value)
-    assert time.perf_counter() - start < SECONDS
+    assert time.process_time() - start < SECONDS
 
 
 # ----------------------------------------------------------------------------- as a user runs it
