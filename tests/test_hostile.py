@@ -173,6 +173,13 @@ def test_read_only_folder_is_one_line(catalog, tmp_path, capsys):
         folder.chmod(0o755)
 
 
+def test_text_that_is_not_unicode_is_refused_before_any_file_is_written(tmp_path):
+    files = {tmp_path / "a.txt": "fine", tmp_path / "b.txt": "x\ud800y"}
+    with pytest.raises(InputError, match="not Unicode"):
+        output_files.write_files(files, "--out")
+    assert list(tmp_path.iterdir()) == []
+
+
 # ----------------------------------------------------------------------------- a set of files: all or none
 
 def _export(out: Path) -> list[str]:
@@ -603,11 +610,13 @@ def _measurements(catalog, tmp_path, **record) -> str:
     ({"forward_s": 1e308, "backward_s": 1e308}, "records[0].forward_s: must be from 0 to"),
     ({"forward_s": -1.0}, "records[0].forward_s"), ({"backward_s": "0.1"}, "records[0].backward_s: must be a number"),
     ({"tp": "2"}, "records[0].tp: must be a whole number, got '2'"), ({"tp": True}, "records[0].tp"),
-    ({"layers": 8.0}, "records[0].layers"), ({"flash_attention": "no"}, "records[0].flash_attention: must be true or false"),
+    ({"layers": 8.0}, "records[0].layers"),
+    ({"flash_attention": "no"}, "records[0].flash_attention: must be true or false"),
     ({"has_head": 1}, "records[0].has_head"), ({"recompute": "some"}, "records[0].recompute: must be one of"),
     ({"gpu": "no-such-gpu"}, "records[0].gpu: 'no-such-gpu' is not in the catalog"), ({"gpu": 7}, "records[0].gpu"),
     ({"layers": None}, "records[0]: is missing 'layers'"), ({"tp": int(BIG)}, "records[0].tp"),
-    ({"forward_s": 0.0, "backward_s": 0.0}, "records[0].forward_s: forward_s + backward_s - tp_comm_s must be positive"),
+    ({"forward_s": 0.0, "backward_s": 0.0},
+     "records[0].forward_s: forward_s + backward_s - tp_comm_s must be positive"),
     ({"model": {"layers": -1}}, "records[0].model"), ({"model": "no-such-model"}, "model"),
 ])
 def test_calibrate_records(record, expect, catalog, tmp_path, capsys):

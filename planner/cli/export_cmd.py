@@ -15,7 +15,8 @@ def register(sub) -> None:
     p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
     p.add_argument("--plan", required=True, metavar="FILE", help="plan JSON")
     p.add_argument("--to", required=True, choices=ENGINES, help="engine")
-    p.add_argument("--out", metavar="DIR", help="folder to write the files to, all or none of them (default: print them)")
+    p.add_argument("--out", metavar="DIR",
+                   help="folder to write the files to, all or none of them (default: print them)")
     p.set_defaults(run=run)
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from planner.types import InputError
 
-KIND_OF_FILE = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO (named pipe)",
-                stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+KIND_OF_FILE = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+                stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
 FIXES_BY_ERRNO = {
     errno.ENOSPC: "the disk is full; free some space or write elsewhere",
     errno.EDQUOT: "the disk quota is used up; free some space or write elsewhere",
@@ -231,6 +231,12 @@ def write_files(files: dict[Path, str], option: str) -> None:
     Each path must hold a regular file or nothing (see `check_output_file`); missing folders are
     created (and removed again if the write fails)."""
     targets = {check_output_file(p, option): text for p, text in files.items()}
+    for target, text in targets.items():      # before any file is written, not after some
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InputError(f"{option} {target}", f"its text holds {text[e.start]!r}, which is not Unicode "
+                                                   f"(a lone surrogate from an input?); fix the input") from None
     staged, made, committed = [], [], False
     try:
         with _Interrupts() as interrupts:

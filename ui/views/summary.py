@@ -167,8 +167,8 @@ def _idle(result, cur) -> None:
         st.markdown("**All GPUs are used.**")
         return
     why = getattr(result, "idle", {}) if result is not None else {}
-    lines = [f"- **{n} idle GPUs of pool {md(name)}**: {md(why.get(name, 'the planner found the plan faster without them'))}"
-             for name, n in idle]
+    because = "the planner found the plan faster without them"
+    lines = [f"- **{n} idle GPUs of pool {md(name)}**: {md(why.get(name, because))}" for name, n in idle]
     st.markdown("**Idle GPUs**\n" + "\n".join(lines))
 
 
