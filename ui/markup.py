@@ -24,6 +24,7 @@ _LINE_START = re.compile(r"^(\s*\d*)([" + re.escape("".join(sorted(_INERT_IN_A_L
 # text after escapes are resolved: an invisible word joiner where they start keeps them text.
 _LINK_OR_ICON = re.compile(r"(?i)(?<=www)(?=\.)|(?=://)|(?=@)|(?<=:)(?=material/)")
 WORD_JOINER = "\u2060"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # Line breaks and other control characters, and the bidirectional overrides that make text read in an
 # order other than the one it is stored in.
 _INVISIBLE = re.compile("[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
@@ -32,17 +33,8 @@ _INVISIBLE = re.compile("[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2
 def plain(text: object) -> str:
     """`text` on one line: line breaks and other control characters become one space each run,
     and a lone surrogate (which cannot be sent to the browser) becomes U+FFFD."""
-    text = str(text)
-    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if _has_surrogate(text) else text
+    text = _SURROGATE.sub("\ufffd", str(text))
     return _INVISIBLE.sub(" ", text)
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def md(text: object) -> str:
