@@ -130,7 +130,7 @@ def test_output_at_a_link_to_a_regular_file_writes_the_file_and_keeps_the_link(c
     assert stat.S_IMODE(real.stat().st_mode) == 0o640, "a replaced file keeps its permissions"
 
 
-def test_calibrate_out_equal_to_an_input_is_refused(catalog, tmp_path, capsys):
+def test_an_output_equal_to_an_input_is_refused(catalog, tmp_path, capsys):
     path = measurements_file(catalog, tmp_path)
     before = Path(path).read_text()
     refused(["calibrate", "--measurements", path, "--out", path], "is also an input", capsys)
@@ -138,6 +138,7 @@ def test_calibrate_out_equal_to_an_input_is_refused(catalog, tmp_path, capsys):
     link.symlink_to(path)
     refused(["calibrate", "--measurements", path, "--out", str(link)], "is also an input", capsys)
     assert Path(path).read_text() == before
+    refused(["run-local", "--cluster", CLUSTER, "--plan", PLAN, "--measure", PLAN], "--measure", capsys)
 
 
 # ----------------------------------------------------------------------------- file system failures

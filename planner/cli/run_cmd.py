@@ -65,6 +65,7 @@ def _load(args):
 def run_local(args) -> int:
     if args.measure:
         check_output_file(args.measure, "--measure")     # before the run, not after it
+        _refuse_an_input(args.measure, "--measure", [*args.catalog, args.cluster, args.plan])
     _, cluster, plan = _load(args)
     try:
         import torch  # noqa: F401
@@ -98,6 +99,12 @@ def run_local(args) -> int:
     return 0
 
 
+def _refuse_an_input(output: str, option: str, inputs: list) -> None:
+    for path in inputs:
+        if path and same_file(path, output):
+            raise InputError(f"{option} {output}", f"is also an input ({path}); write to another file")
+
+
 def gpu_entry(gpu) -> dict:
     """A catalog GPU entry (human units, as in catalog/gpus.yaml) for a planner Gpu."""
     return {"name": gpu.name, "vendor": gpu.vendor, "bf16_fp16_tflops": gpu.peak_flops / TFLOPS,
@@ -116,9 +123,7 @@ def calibrate(args) -> int:
         raise InputError("calibrate", "--cluster and --plan go together")
     if args.out:
         check_output_file(args.out, "--out")
-        for path in [*args.measurements, *args.catalog, args.cluster, args.plan]:
-            if path and same_file(path, args.out):
-                raise InputError(f"--out {args.out}", f"is also an input ({path}); write the overlay to another file")
+        _refuse_an_input(args.out, "--out", [*args.measurements, *args.catalog, args.cluster, args.plan])
     measurements, devices = [], set()
     for path in args.measurements:
         data, source = read_mapping(path)
