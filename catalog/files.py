@@ -11,6 +11,10 @@ import yaml
 from planner.types import InputError
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
+# YAML is parsed in pure Python at roughly 100 kB a second of CPU: a 10 MiB document took minutes
+# and gigabytes before the value limit below refused it. hetplan's YAML files (clusters, catalogs)
+# are a few kB; plans, the only large documents, are JSON.
+MAX_YAML_CHARS = 256 * 1024
 # A parsed document may hold at most this many values (counting each use of a YAML alias anew, so
 # that a "billion laughs" file is refused before anything walks it) nested at most this deep.
 MAX_DOCUMENT_VALUES = 2_000_000
@@ -156,6 +160,9 @@ def _value_problem(e: ValueError) -> str:
 def parse_yaml(text: str, source: str):
     """yaml.safe_load, plus a refusal of repeated keys and of oversized or too deeply nested
     documents; errors give the line."""
+    if len(text) > MAX_YAML_CHARS:
+        raise InputError(source, f"is {len(text):,} characters of YAML, over the limit of {MAX_YAML_CHARS:,} "
+                                 f"(cluster and catalog files take a few thousand; write a large plan as JSON)")
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as e:

@@ -645,3 +645,17 @@ def test_a_link_with_a_bad_custom_model_says_so_instead_of_clamping_it(bad, expe
     at = ok(new_app(encode(AppState(model=model))).run())
     assert expect in shown(at.warning[0].value)
     assert at.session_state["app_state"].model == AppState().model
+
+
+def test_a_large_yaml_document_is_refused_before_it_is_parsed(tmp_path, capsys):
+    """Pure-Python YAML costs about 10 s of CPU per MB: a 10 MiB file under the file limit took minutes."""
+    import time
+    from catalog.files import MAX_YAML_CHARS, parse_yaml
+    text = "\n".join(f"k{i}: {{a: 1, b: [1, 2]}}" for i in range(MAX_YAML_CHARS // 20))
+    start = time.process_time()
+    with pytest.raises(InputError, match="characters of YAML, over the limit"):
+        parse_yaml(text, "upload.yaml")
+    assert time.process_time() - start < 1
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\npools: []\n" + text)
+    refused(["evaluate", "--cluster", str(path), "--plan", PLAN], "characters of YAML", capsys)
