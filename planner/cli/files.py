@@ -126,7 +126,8 @@ def _write_temporary(target: Path, text: str) -> str:
             mode = stat.S_IMODE(os.stat(target).st_mode)
         except OSError:
             mode = _new_file_mode()
-        os.fchmod(fd, mode)
+        if hasattr(os, "fchmod"):                # not on Windows
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             fd = None
             f.write(text)
