@@ -305,7 +305,7 @@ def test_md_shows_the_text_as_it_is(name):
 def test_md_shows_any_text_as_it_is(text):
     out = md(text)
     assert _structure_free(out), out
-    assert _unescaped(out) == plain(text)
+    assert _unescaped(out) == plain(text).replace(WORD_JOINER, "")     # (the text's own joiners stay, unseen)
 
 
 def _hostile_state(name: str):
@@ -659,3 +659,16 @@ def test_a_large_yaml_document_is_refused_before_it_is_parsed(tmp_path, capsys):
     path = tmp_path / "c.yaml"
     path.write_text("name: x\npools: []\n" + text)
     refused(["evaluate", "--cluster", str(path), "--plan", PLAN], "characters of YAML", capsys)
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--time-limit", "inf"], "--time-limit: must be more than 0 and at most 86400 seconds"),
+    (["--time-limit", "nan"], "--time-limit"), (["--time-limit", "0"], "--time-limit"),
+    (["--objective", "deadline", "--tokens", "1e9", "--deadline-hours", "inf"], "--deadline-hours"),
+    (["--deadline-hours", "nan"], "--deadline-hours"), (["--top", "1000000000"], "--top: must be from 1 to 1,000"),
+    (["--top", "0"], "--top"),
+])
+def test_plan_arguments_are_bounded(args, expect, capsys):
+    """An unbounded search (--time-limit inf) or answer (--top 10^9) is a typo, refused at once."""
+    refused(["plan", "--cluster", CLUSTER, "--model", "gpt3-1.3b", "--global-batch", "64", "--seq-len", "2048"]
+            + args, expect, capsys)

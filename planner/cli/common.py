@@ -31,16 +31,16 @@ def whole_number(low: int, high: int):
     return parse
 
 
-def seconds(low_exclusive: float, high: float):
-    """An argparse type: a finite number of seconds above `low_exclusive`, at most `high`."""
+def finite_number(low_exclusive: float, high: float, unit: str):
+    """An argparse type: a finite number of `unit` above `low_exclusive`, at most `high`."""
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text[:40]!r}") from None
+            raise argparse.ArgumentTypeError(f"must be a number of {unit}, got {text[:40]!r}") from None
         if not (math.isfinite(value) and low_exclusive < value <= high):
-            raise argparse.ArgumentTypeError(f"must be more than {low_exclusive:g} and at most {high:g} seconds, "
+            raise argparse.ArgumentTypeError(f"must be more than {low_exclusive:g} and at most {high:g} {unit}, "
                                              f"got {text[:40]}")
         return value
-    parse.__name__ = "seconds"
+    parse.__name__ = unit
     return parse

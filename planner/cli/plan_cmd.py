@@ -1,10 +1,14 @@
 """hetplan plan --cluster FILE --model ID --global-batch N --seq-len S [--objective ...] [--json]"""
 from __future__ import annotations
 
-from planner.cli.common import catalog_from_args, print_json
+from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
 from planner.report import estimate_to_dict, format_duration
 from planner.search.planners import SearchOptions
 from planner.types import InputError, Job, Objective, Precision, TooManyPassesError
+
+MAX_TOP = 1000
+MAX_TIME_LIMIT_S = 24 * 3600              # a search that long is a typo, not a plan
+MAX_DEADLINE_HOURS = 1e6                  # over a century
 
 
 def register(sub) -> None:
@@ -18,12 +22,15 @@ def register(sub) -> None:
     p.add_argument("--precision", choices=("bf16", "fp16"), default=None,
                    help="default: bf16 where every GPU a plan uses supports it, else fp16")
     p.add_argument("--objective", choices=[o.value for o in Objective], default="throughput")
-    p.add_argument("--deadline-hours", type=float, default=None, metavar="H", help="for --objective deadline")
+    p.add_argument("--deadline-hours", type=finite_number(0, MAX_DEADLINE_HOURS, "hours"), default=None, metavar="H",
+                   help="for --objective deadline")
     p.add_argument("--tokens", type=float, default=None, metavar="T", help="tokens to train (e.g. 1e12)")
-    p.add_argument("--top", type=int, default=5, metavar="K", help="how many plans to return (default 5)")
+    p.add_argument("--top", type=whole_number(1, MAX_TOP), default=5, metavar="K",
+                   help=f"how many plans to return (default 5, at most {MAX_TOP})")
     p.add_argument("--baseline", choices=("megatron", "uniform", "exhaustive"), default=None,
                    help="run this planner instead of hetplan's search")
-    p.add_argument("--time-limit", type=float, default=SearchOptions().time_limit_s, metavar="S",
+    p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
+                   default=SearchOptions().time_limit_s, metavar="S",
                    help=f"stop the search after S seconds and report the best plan found with its optimality gap "
                         f"(default {SearchOptions().time_limit_s:g}; each baseline gets "
                         f"{SearchOptions().baseline_time_limit_s:g} s)")
@@ -36,15 +43,11 @@ def run(args) -> int:
     from planner.search import search
     if args.tokens is not None and not args.tokens > 0:
         raise InputError("--tokens", f"must be a positive number of tokens, got {args.tokens}")
-    if args.top < 1:
-        raise InputError("--top", f"must be at least 1, got {args.top}")
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     model = catalog.model(args.model, "--model")
     job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
               args.tokens)
-    if not args.time_limit > 0:
-        raise InputError("--time-limit", f"must be a positive number of seconds, got {args.time_limit}")
     try:
         result = search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
                         method=args.baseline or "hetplan", options=SearchOptions(time_limit_s=args.time_limit))

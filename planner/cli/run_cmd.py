@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import yaml
 
-from planner.cli.common import catalog_from_args, seconds, whole_number
+from planner.cli.common import catalog_from_args, finite_number, whole_number
 from planner.cli.files import check_output_file, same_file, write_file
 from planner.types import GB, GIB, InputError
 
@@ -39,7 +39,7 @@ def register(sub) -> None:
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--check", action="store_true", help="also run one process on the same data and compare")
     p.add_argument("--measure", metavar="FILE", help="write per-process times (hetplan.measurements/1 JSON)")
-    p.add_argument("--timeout", type=seconds(0, MAX_TIMEOUT_S), default=300.0,
+    p.add_argument("--timeout", type=finite_number(0, MAX_TIMEOUT_S, "seconds"), default=300.0,
                    help="seconds a process may wait for a peer (default 300)")
     p.set_defaults(run=run_local)
     c = sub.add_parser("calibrate", help="fit per-GPU efficiency factors to measured pass times",
