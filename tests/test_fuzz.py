@@ -290,7 +290,8 @@ def test_fuzz_names_through_the_link_and_the_upload_parsers(cluster_name, model_
     state = state_module.AppState(cluster=dict(CLUSTER_DATA, name=cluster_name), model=model)
     params, left_out = state_module.encode_for_link(state)
     decoded, warnings = state_module.decode(params)
-    assert (decoded, warnings) == ((state, []) if not left_out else (state_module.AppState(), []))  \
+    as_json = state_module.from_json(state_module.to_json(state))     # JSON joins "\ud800\udc00" into one character
+    assert (decoded, warnings) == ((as_json, []) if not left_out else (state_module.AppState(), []))  \
         or (warnings and decoded == state_module.AppState())
     text = json.dumps({"name": cluster_name, "model": model_name})
     bounded(parse_json, text, "upload.json")
