@@ -112,6 +112,19 @@ def network_share_bw(node_bw_bytes_per_s: float, flows: int, gpus_busy: int) -> 
     return node_bw_bytes_per_s * flows / gpus_busy
 
 
+def network_bw(cluster: Cluster, pool_a: Pool, busy_a: int, flows_a: int, pool_b: Pool, busy_b: int,
+               flows_b: int) -> tuple[float, float]:
+    """(bandwidth, latency) from a replica on one node to one on another: each side's share of its
+    node's network (its `flows` GPUs of the node's `busy`), the link between the pools, and the
+    replicas' own links."""
+    share = min(network_share_bw(pool_a.inter_node_bw_bytes_per_s, flows_a, busy_a),
+                network_share_bw(pool_b.inter_node_bw_bytes_per_s, flows_b, busy_b))
+    if pool_a.name != pool_b.name:
+        share = min(share, network_share_bw(cluster.bw_between_pools(pool_a, pool_b), flows_a, busy_a))
+    share = min(share, pool_a.gpu.link_bw_bytes_per_s * flows_a, pool_b.gpu.link_bw_bytes_per_s * flows_b)
+    return share, max(pool_a.inter_node_latency_s, pool_b.inter_node_latency_s)
+
+
 class Links:
     """Bandwidths of the links a plan's traffic crosses, from its placement; the one source of
     link figures for planner.cost.evaluate and the search's fast scores. `activation_bytes`: one
@@ -122,6 +135,9 @@ class Links:
         self.activation_bytes = activation_bytes
         self._pools = {p.name: p for p in cluster.pools}
         self._p2p: dict[tuple[int, int, int, int], float] = {}
+        # per replica (i, r): its node and how many GPUs of that node the plan runs
+        self._node = {ir: (slot.pool, slot.node) for ir, slot in placement.slots.items()}
+        self._busy = {ir: placement.gpus_used_per_node[node] for ir, node in self._node.items()}
 
     def pool_of(self, i: int, r: int) -> Pool:
         return self._pools[self.structure[i][r][0]]
@@ -129,54 +145,53 @@ class Links:
     def intra_bw(self, i: int, r: int) -> float:
         return self.pool_of(i, r).gpu.link_bw_bytes_per_s
 
-    def _busy(self, i: int, r: int) -> int:
-        slot = self.placement.slots[(i, r)]
-        return self.placement.gpus_used_per_node[(slot.pool, slot.node)]
-
     def network_share(self, i: int, r: int, flows: int) -> float:
         """Bytes/s one of `flows` concurrent streams gets from the node's network (per direction)."""
-        return network_share_bw(self.pool_of(i, r).inter_node_bw_bytes_per_s, flows, self._busy(i, r))
+        return network_share_bw(self.pool_of(i, r).inter_node_bw_bytes_per_s, flows, self._busy[(i, r)])
+
+    def busy(self, i: int, r: int) -> int:
+        """GPUs of replica (i, r)'s node that the plan runs."""
+        return self._busy[(i, r)]
 
     def cross_bw(self, a: tuple[int, int], b: tuple[int, int], flows_a: int, flows_b: int) -> tuple[float, float]:
         """(bandwidth, latency) between replicas a and b, each sending over `flows` GPUs."""
-        if self.placement.same_node(a, b):
-            return min(self.intra_bw(*a), self.intra_bw(*b)), INTRA_NODE_LATENCY_S
         pa, pb = self.pool_of(*a), self.pool_of(*b)
-        share = min(self.network_share(*a, flows_a), self.network_share(*b, flows_b))
-        if pa.name != pb.name:
-            share = min(share, network_share_bw(self.cluster.bw_between_pools(pa, pb), flows_a, self._busy(*a)))
-        share = min(share, self.intra_bw(*a) * flows_a, self.intra_bw(*b) * flows_b)
-        return share, max(pa.inter_node_latency_s, pb.inter_node_latency_s)
+        if self._node[a] == self._node[b]:
+            return min(pa.gpu.link_bw_bytes_per_s, pb.gpu.link_bw_bytes_per_s), INTRA_NODE_LATENCY_S
+        return network_bw(self.cluster, pa, self._busy[a], flows_a, pb, self._busy[b], flows_b)
+
+    def p2p_link(self, i: int, r: int, i2: int, r2: int) -> tuple[float, float]:
+        """(bandwidth, latency) of a transfer from replica (i, r) to (i2, r2); with tp > 1 each GPU
+        of the group sends 1/tp of it (Narayanan et al. 2021, scatter/gather)."""
+        tp = min(self.structure[i][r][1], self.structure[i2][r2][1])
+        return self.cross_bw((i, r), (i2, r2), tp, tp)
 
     def p2p_delay(self, i: int, r: int, i2: int, r2: int) -> float:
-        """Activation (or its gradient) of one micro-batch from replica (i, r) to (i2, r2); with
-        tp > 1 each GPU of the group sends 1/tp of it (Narayanan et al. 2021, scatter/gather)."""
+        """Activation (or its gradient) of one micro-batch from replica (i, r) to (i2, r2)."""
         key = (i, r, i2, r2)
         if key not in self._p2p:
-            tp = min(self.structure[i][r][1], self.structure[i2][r2][1])
-            bw, latency = self.cross_bw((i, r), (i2, r2), tp, tp)
-            self._p2p[key] = p2p_s(self.activation_bytes, bw, latency)
+            self._p2p[key] = p2p_s(self.activation_bytes, *self.p2p_link(i, r, i2, r2))
         return self._p2p[key]
 
     def dp_group(self, i: int) -> tuple[float, float]:
         """(bandwidth per rank, latency) of the ring joining stage i's replicas."""
         members = [(i, r) for r in range(len(self.structure[i]))]
-        slots = self.placement.slots
-        nodes = {(slots[m].pool, slots[m].node) for m in members}
-        if len(nodes) == 1:
-            return min(self.intra_bw(*m) for m in members), INTRA_NODE_LATENCY_S
         per_node: dict[tuple[str, int], int] = {}
         for m in members:
-            key = (slots[m].pool, slots[m].node)
-            per_node[key] = per_node.get(key, 0) + 1
+            per_node[self._node[m]] = per_node.get(self._node[m], 0) + 1
+        if len(per_node) == 1:
+            return min(self.intra_bw(*m) for m in members), INTRA_NODE_LATENCY_S
         worst_bw, worst_latency = math.inf, 0.0
         first = self.pool_of(*members[0])
+        seen = set()
         for m in members:
-            flows = per_node[(slots[m].pool, slots[m].node)]
-            pool = self.pool_of(*m)
-            bw = min(self.network_share(*m, flows), self.intra_bw(*m))
+            pool, flows, busy = self.pool_of(*m), per_node[self._node[m]], self._busy[m]
+            if (pool.name, flows, busy) in seen:       # replicas alike in these get the same figure
+                continue
+            seen.add((pool.name, flows, busy))
+            bw = min(network_share_bw(pool.inter_node_bw_bytes_per_s, flows, busy), pool.gpu.link_bw_bytes_per_s)
             if pool.name != first.name:
-                bw = min(bw, network_share_bw(self.cluster.bw_between_pools(pool, first), flows, self._busy(*m)))
+                bw = min(bw, network_share_bw(self.cluster.bw_between_pools(pool, first), flows, busy))
             worst_bw = min(worst_bw, bw)
             worst_latency = max(worst_latency, pool.inter_node_latency_s)
         return worst_bw, worst_latency

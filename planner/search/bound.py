@@ -127,8 +127,9 @@ class Bounds:
                 for rc in searched_recomputes(s.options.flash_attention, mixed):
                     if wanted is not None and (mb, v, rc) not in wanted:
                         continue
+                    ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 else 0.0
                     found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v,
-                                                  any_order, limit)
+                                                  any_order, limit, ratio)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
@@ -139,10 +140,10 @@ class Bounds:
 
     def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros,
                     last: list[int], windows: list[int], transfers: float, no_head: bool = False,
-                    limit: float = math.inf) -> tuple[list[float], bool]:
+                    limit: float = math.inf, window_ratio: float = 0.0) -> tuple[list[float], bool]:
         """(bound per ZeRO stage, whether some ZeRO stage might fit). A ZeRO stage whose bound
         without memory caps is already at least `limit` is not capped (its bound is returned
-        uncapped: a valid lower bound that the caller drops)."""
+        uncapped: a valid lower bound that the caller drops). `window_ratio`: n / k of (b7)."""
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
         never = [math.inf] * len(zeros)
         if p * v > L:
@@ -164,11 +165,12 @@ class Bounds:
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
         for zero in zeros:
             rows, betas = [], []
-            a_min = beta_min = math.inf
+            a_min = beta_min = lane_beta_min = math.inf
             beta_max = beta_sum = floor = inverse = weighted = tail_rate = 0.0
             tail_known = True
             for k, count, per_zero, e, part in stages:
-                a, beta, c, keep_e = per_zero[zero]
+                a, beta, c, keep_e, beta_lo = per_zero[zero]
+                lane_beta_min = min(lane_beta_min, beta_lo)
                 e = e if keep_e else 0.0
                 rows.append((count, a, e, (k, part)))
                 betas.append(beta)
@@ -184,13 +186,15 @@ class Bounds:
             tail = L / tail_rate if tail_known else 0.0                                           # (b5)
             others = fewest / v * (beta_sum - beta_max)
 
-            def total(level):
+            window = window_ratio * (L * lane_beta_min + transfers)                               # (b7)
+
+            def total(level, with_window=True):
                 busiest = max(level, floor)
                 fill = others + beta_min / v * max(0.0, L - busiest / a_min - (p - 1) * fewest)   # (b3)
-                return busiest + fill + transfers + tail                                        # (b4)
+                return max(busiest + fill + transfers, window if with_window else 0.0) + tail    # (b4)
 
             uncapped = (L + weighted) / inverse
-            if total(uncapped) >= limit:         # memory only raises the level: no need to cap
+            if total(uncapped, with_window=False) >= limit:   # memory only raises the level: no need to cap
                 out.append(total(uncapped))
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
@@ -214,6 +218,30 @@ class Bounds:
             out.append(max(total(busiest), placed + level + transfers + tail))
         return out, fits
 
+    def _window_ratio(self, runs: Runs, mb: int, fixed: int, v: int) -> float:
+        """r of (b7) for the first stage's busiest lane, at least: the first run's when it is fixed,
+        else the least over the runs. With n the lane's micro-batches and k its in-flight limit,
+        r = n / k (1F1B) or n (v + 1) / 2 / k (interleaved, k in chunks: score._window_s holds each
+        chunk for its own way down and back and half of the other chunks' rounds, at least
+        (v + 1) / 2 times (sum_i t_i / v + 2 sum_i x_i)). A single-group stage has even shares
+        (n = ceil(m / d), k exactly); a mixed stage's shares vary (the baselines split evenly), so
+        there n is at least n0 = ceil(m / R), its replicas' least busiest share, and r is taken
+        at n0 with k's ceiling relaxed (1F1B: k <= W n / m + 1, n / (W n / m + 1) grows with n;
+        interleaved: n / min(K, n v) grows with n)."""
+        m = self.scorer.job.global_batch // mb
+        p = sum(count for _, count in runs)
+        total = sum(sum(g.count for g in groups) * count for groups, count in runs)
+        ratios = []
+        for groups, _ in (runs[:1] if fixed >= 1 else runs):
+            n = -(-m // sum(g.count for g in groups))
+            if v > 1:
+                ratios.append(n * (v + 1) / 2 / interleaved_in_flight(p, 0, v, n) / v)
+            elif len(groups) == 1:
+                ratios.append(n / window_in_flight_limit(total, n, m))
+            else:
+                ratios.append(n / (total * n / m + 1))
+        return min(ratios)
+
     def _stage_rates(self, groups: tuple[Group, ...], mb: int, rc: Recompute, sp: bool):
         """({zero: (a, beta, c, whether e counts)}, e, shares) of (b1), (b3), (b5) for a stage of
         these groups, or None if its shares fail."""
@@ -232,13 +260,14 @@ class Bounds:
                 zf, zb = zero_per_micro_batch_floor(zero, s.layer_params / min(g.tp for g in groups) * WEIGHT_BYTES,
                                                     d, spread)
                 a = beta = c = 0.0
+                beta_lo = math.inf
                 k, taus = 0, []
                 for g in groups:
                     f, b, _, _ = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
                     most = max(shares[k:k + g.count])
                     k += g.count
                     tau = max(f, zf) + max(b, zb)
-                    a, beta = max(a, most * tau), min(beta, tau) if beta else tau
+                    a, beta, beta_lo = max(a, most * tau), max(beta, tau), min(beta_lo, tau)
                     taus += [tau] * g.count
                     # (b5): the optimizer step over this group's shard of one layer, and the weight
                     # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
@@ -248,7 +277,7 @@ class Bounds:
                 if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                     a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
                 # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
-                per_zero[zero] = (a, beta, c, zero < 2 or d == 1)
+                per_zero[zero] = (a, beta, c, zero < 2 or d == 1, beta_lo)
             heads, k = [], 0
             for g in groups:
                 _, _, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
@@ -303,21 +332,20 @@ class Bounds:
         return self._caps[key]
 
     def _transfers_floor_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
-        """sum_i x_i of (b4), at least: with every run fixed (one pool order) the layout's own
-        transfers (score.LayoutLinks, the placement evaluate uses); otherwise the least each
-        boundary every such order has can cost under any placement (placement.p2p_floor_s):
-        those inside each run and between consecutive fixed runs."""
+        """sum_i x_i of (b4), at least, over the boundaries every order starting with the first
+        `fixed` runs has (all boundaries when `fixed` is None or len(runs)): inside each chain run
+        exactly (a chain's run is its pool's only user, and placement packs its replicas stage by
+        stage, so their nodes and transfers do not depend on the order: score.LayoutLinks of the
+        run alone); inside a mixed run (one order only) the layout's own; and between consecutive
+        fixed runs the least they can cost under any placement (placement.p2p_floor_s)."""
         s = self.scorer
         fixed = len(runs) if fixed is None else fixed
-        if fixed == len(runs):
-            stages = tuple(groups for groups, count in runs for _ in range(count))
-            layout = Layout("mixed" if len(stages[0]) > 1 else "chain", stages)
-            return sum(s.layout_links(layout, mb).boundary)
         total, prev = 0.0, None
         for k, (groups, count) in enumerate(runs):
             if prev is not None and k < fixed:
                 total += self._boundary_floor_s(prev, groups, mb)
-            total += (count - 1) * self._boundary_floor_s(groups, groups, mb)
+            if count > 1:
+                total += sum(s.layout_links(_layout_of(((groups, count),)), mb).boundary)
             prev = groups
         return total
 
@@ -340,6 +368,11 @@ class Bounds:
                             p2p_floor_s(s.cluster, pb, gb.tp, pa, ga.tp, size))
             self._run[key] = worst
         return self._run[key]
+
+
+def _layout_of(runs: Runs) -> Layout:
+    stages = tuple(groups for groups, count in runs for _ in range(count))
+    return Layout("mixed" if len(stages[0]) > 1 else "chain", stages)
 
 
 def _placed_fill(L: int, v: int, level: float, rows, betas: list[float]) -> float:

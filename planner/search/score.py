@@ -29,7 +29,8 @@ from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch
 from planner.flops import edge_param_count, layer_params, stage_param_count
 from planner.memory import (FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
-from planner.placement import Links, Placement, place_structure
+from planner.comm import p2p_s
+from planner.placement import Links, network_bw, place_structure
 from planner.schedule import (in_flight_micro_batches, interleave_groups_fit, interleaved_in_flight,
                               window_in_flight_limit)
 from planner.search.space import Group, Knobs, Layout
@@ -111,8 +112,11 @@ class Scorer:
 
     def workspace_bytes(self, mb: int, tp: int, sp: bool, recompute: Recompute) -> float:
         """planner.memory.recompute_workspace_bytes for this job."""
-        return recompute_workspace_bytes(self.model, self.job.seq_len, mb, tp, sp, recompute,
-                                         self.options.flash_attention)
+        key = ("workspace", mb, tp, sp, recompute)
+        if key not in self._act:
+            self._act[key] = recompute_workspace_bytes(self.model, self.job.seq_len, mb, tp, sp, recompute,
+                                                       self.options.flash_attention)
+        return self._act[key]
 
     # ------------------------------------------------------------------ links of a layout's placement
 
@@ -121,14 +125,57 @@ class Scorer:
         on the stage structure alone): each stage's data-parallel ring and each boundary's transfer."""
         key = (layout, mb)
         if key not in self._links:
-            placed = self._links.get(layout)
-            if placed is None:
-                structure = tuple(tuple((g.pool, g.tp) for g in groups for _ in range(g.count))
-                                  for groups in layout.stages)
-                placed = self._links[layout] = (structure, place_structure(self.cluster, structure))
-            structure, placement = placed
-            links = Links(self.cluster, structure, placement, ACT_BYTES * self.job.seq_len * mb * self.model.hidden)
-            self._links[key] = LayoutLinks.of(links, placement, len(layout.stages))
+            size = ACT_BYTES * self.job.seq_len * mb * self.model.hidden
+            self._links[key] = self._link_figures(layout).at(size)
+        return self._links[key]
+
+    def _link_figures(self, layout: Layout) -> "LinkFigures":
+        """LinkFigures of the layout. A chain's runs are placed one at a time and cached: each run
+        is its pool's only user and placement packs a pool's replicas in stage order, so a run's
+        nodes are the same in every pool order; the junctions between runs join different pools
+        (different nodes), whose figures need only each side's node load (Links.busy)."""
+        if layout in self._links:
+            return self._links[layout][1]
+        runs = _runs(layout)
+        if layout.family == "mixed" or len(runs) == 1:
+            structure = tuple(tuple((g.pool, g.tp) for g in groups for _ in range(g.count))
+                              for groups in layout.stages)
+            links = Links(self.cluster, structure, place_structure(self.cluster, structure), 0.0)
+            self._links[layout] = (links, LinkFigures.of(links, layout.num_stages))
+            return self._links[layout][1]
+        parts = []
+        for groups, count in runs:
+            run = Layout("chain", (groups,) * count)
+            self._link_figures(run)
+            parts.append(self._links[run])
+        dp, boundary = [], []
+        for k, (links, figures) in enumerate(parts):
+            dp += figures.dp
+            boundary += figures.boundary
+            if k + 1 < len(parts):
+                boundary.append(self._junction(runs[k], runs[k + 1]))
+        wrap = self._junction(runs[-1], runs[0])
+        figures = LinkFigures(tuple(dp), tuple(boundary), wrap)
+        self._links[layout] = (None, figures)
+        return figures
+
+    def _junction(self, run_a, run_b) -> frozenset:
+        """The (bandwidth, latency) pairs of LinkFigures between the last stage of chain run `run_a`
+        and the first of `run_b` (different pools, so different nodes: placement.network_bw)."""
+        key = ("junction", run_a, run_b)
+        if key not in self._links:
+            a = self._links[Layout("chain", (run_a[0],) * run_a[1])][0]
+            b = self._links[Layout("chain", (run_b[0],) * run_b[1])][0]
+            i, i2 = len(a.structure) - 1, 0
+            found = set()
+            n, n2 = len(a.structure[i]), len(b.structure[i2])
+            for r in range(max(n, n2)):
+                ra, rb = r % n, r % n2
+                tp = min(a.structure[i][ra][1], b.structure[i2][rb][1])
+                pa, pb = a.pool_of(i, ra), b.pool_of(i2, rb)
+                found.add(network_bw(self.cluster, pa, a.busy(i, ra), tp, pb, b.busy(i2, rb), tp))
+                found.add(network_bw(self.cluster, pb, b.busy(i2, rb), tp, pa, a.busy(i, ra), tp))
+            self._links[key] = frozenset(found)
         return self._links[key]
 
     # ------------------------------------------------------------------ one candidate
@@ -201,6 +248,13 @@ class Scorer:
             room += most - most % interleave
         return room >= self.model.layers
 
+    def _stage_params(self, num_layers: int, first: bool, last: bool, p: int) -> int:
+        """flops.stage_param_count for this model (cached: the fast score asks it for every stage)."""
+        key = ("params", num_layers, first, last, p > 1)
+        if key not in self._act:
+            self._act[key] = stage_param_count(self.model, num_layers, first, last, p)
+        return self._act[key]
+
     def _even_shares(self, layout: Layout, knobs: Knobs):
         m = self.job.global_batch // knobs.micro_batch
         out = []
@@ -270,7 +324,7 @@ class Scorer:
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
             d = sum(g.count for g in groups)
-            params = stage_param_count(self.model, layers[i], i == 0, last, p)
+            params = self._stage_params(layers[i], i == 0, last, p)
             min_tp = min(g.tp for g in groups)
             dp_bw, dp_lat = links.dp[i]
             zf, zb = zero_per_micro_batch_s(zero, params / min_tp * WEIGHT_BYTES, d, dp_bw, dp_lat)
@@ -291,22 +345,18 @@ class Scorer:
                        for g in groups)
             tail = max(tail, exposed + step)
         m = self.job.global_batch // mb
-        return max(self._lane_s(v, m, [ns[g if len(ns) > 1 else 0] for ns in loads],
-                                [ts[g if len(ts) > 1 else 0] for ts in passes], links, _windows(layout))
-                   for g in range(_lanes(layout))) + tail
-
-    @staticmethod
-    def _lane_s(v: int, m: int, own: list[int], t: list[float], links: "LayoutLinks", windows: list[int]) -> float:
-        """One lane's pipeline time: stage i's replica in the lane handles own[i] of the m
-        micro-batches, t[i] seconds each (forward + backward through the stage)."""
-        p = len(t)
-        crit = max(range(p), key=lambda i: own[i] * t[i])
+        crit = max(range(p), key=lambda i: max(n * t for n, t in zip(loads[i], passes[i])))
+        slowest = [max(ts) for ts in passes]
         x = links.boundary
-        transfers = 2 * (v * sum(x) + (v - 1) * links.wrap)
-        pipeline = own[crit] * t[crit] + (sum(t) - t[crit]) / v + transfers
-        if p == 1:
-            return pipeline
-        return max(pipeline, _window_s(v, m, own, t, x, links.wrap, windows))
+        pipeline = (max(n * t for n, t in zip(loads[crit], passes[crit])) + (sum(slowest) - slowest[crit]) / v
+                    + 2 * (v * sum(x) + (v - 1) * links.wrap))
+        if p > 1:
+            windows = _windows(layout)
+            pipeline = max([pipeline] + [_window_s(v, m, [ns[g if len(ns) > 1 else 0] for ns in loads],
+                                                   [ts[g if len(ts) > 1 else 0] for ts in passes], x, links.wrap,
+                                                   windows)
+                                         for g in range(_lanes(layout))])
+        return pipeline + tail
 
 
 def _window_s(v: int, m: int, own: list[int], t: list[float], x, wrap: float, windows: list[int]) -> float:
@@ -334,29 +384,52 @@ def _window_s(v: int, m: int, own: list[int], t: list[float], x, wrap: float, wi
 
 @dataclass(frozen=True)
 class LayoutLinks:
-    """A layout's links as the fast score uses them: per stage the data-parallel ring's
-    (bandwidth, latency), per boundary the slowest transfer between replicas the schedule pairs
-    (replica r of one stage with replica r of the next: the layouts' stages form lanes)."""
+    """A layout's links as the fast score uses them for one activation size: per stage the
+    data-parallel ring's (bandwidth, latency), per boundary the slowest transfer between the
+    replicas the schedule pairs, and the wrap from the last stage to the first."""
     dp: tuple[tuple[float, float], ...]
     boundary: tuple[float, ...]
     wrap: float          # from the last stage to the first (interleaved chunks), either way
 
+
+@dataclass(frozen=True)
+class LinkFigures:
+    """A layout's placement's link figures, independent of the activation size: each stage's ring,
+    and for each boundary (and the wrap) the distinct (bandwidth, latency) of the replica pairs the
+    schedule joins (replica r of one stage with replica r of the next, both ways: the layouts'
+    stages form lanes)."""
+    dp: tuple[tuple[float, float], ...]
+    boundary: tuple[frozenset, ...]
+    wrap: frozenset
+
     @staticmethod
-    def of(links: Links, placement: Placement, num_stages: int) -> "LayoutLinks":
-        dp = tuple(links.dp_group(i) for i in range(num_stages))
-        boundary = []
-        for i in range(num_stages - 1):
-            n, n2 = len(links.structure[i]), len(links.structure[i + 1])
-            worst = 0.0
+    def of(links: Links, num_stages: int) -> "LinkFigures":
+        def pairs(i: int, i2: int) -> frozenset:
+            n, n2 = len(links.structure[i]), len(links.structure[i2])
+            found = set()
             for r in range(max(n, n2)):
-                a, b = r % n, r % n2
-                worst = max(worst, links.p2p_delay(i, a, i + 1, b), links.p2p_delay(i + 1, b, i, a))
-            boundary.append(worst)
-        last, n = num_stages - 1, len(links.structure[0])
-        wrap = max((max(links.p2p_delay(last, r % len(links.structure[last]), 0, r % n),
-                        links.p2p_delay(0, r % n, last, r % len(links.structure[last])))
-                    for r in range(max(n, len(links.structure[last])))), default=0.0) if num_stages > 1 else 0.0
-        return LayoutLinks(dp, tuple(boundary), wrap)
+                found.add(links.p2p_link(i, r % n, i2, r % n2))
+                found.add(links.p2p_link(i2, r % n2, i, r % n))
+            return frozenset(found)
+        dp = tuple(links.dp_group(i) for i in range(num_stages))
+        boundary = tuple(pairs(i, i + 1) for i in range(num_stages - 1))
+        return LinkFigures(dp, boundary, pairs(num_stages - 1, 0) if num_stages > 1 else frozenset())
+
+    def at(self, activation_bytes: float) -> LayoutLinks:
+        def slowest(found) -> float:
+            return max((p2p_s(activation_bytes, bw, latency) for bw, latency in found), default=0.0)
+        return LayoutLinks(self.dp, tuple(slowest(f) for f in self.boundary), slowest(self.wrap))
+
+
+def _runs(layout: Layout) -> list[tuple[tuple[Group, ...], int]]:
+    """The layout's stages as runs of consecutive stages with the same replica groups."""
+    runs: list = []
+    for groups in layout.stages:
+        if runs and runs[-1][0] == groups:
+            runs[-1] = (groups, runs[-1][1] + 1)
+        else:
+            runs.append((groups, 1))
+    return runs
 
 
 def _lanes(layout: Layout) -> int:

@@ -144,13 +144,11 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                 W = s.layer_params / sub.t_arr * per_param
                 tau = np.where(sub.present, tau, np.inf)
                 beta_min = tau.min(axis=0)
-                # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's
-                # (the busiest lane's fill runs at its own group's rate, at least the fastest's)
+                # (b3): every other stage holds v layers; a mixed stage's beta is its slowest group's
                 slowest = np.where(sub.present, tau, 0.0).max(axis=0)
-                fastest = np.where(sub.present, tau, np.inf).min(axis=0)
-                beta_stage = np.where(sub.present, np.where(sub.chain, tau, fastest), 0.0)
-                others = np.where(sub.chain, (beta_stage * sub.width).sum(axis=0) - slowest, (sub.p - 1) * fastest)
-                beta_min = np.where(sub.chain, beta_min, fastest)
+                beta_stage = np.where(sub.present, np.where(sub.chain, tau, slowest), 0.0)
+                others = np.where(sub.chain, (beta_stage * sub.width).sum(axis=0) - slowest, (sub.p - 1) * slowest)
+                beta_min = np.where(sub.chain, beta_min, slowest)
                 a_chain = own * tau
                 a_mixed = m / np.where(sub.present, sub.group_count / tau, 0.0).sum(axis=0)
                 ch, mx = sub.chain, ~sub.chain
