@@ -33,7 +33,7 @@ pytestmark = pytest.mark.timeout(0 if PROFILE == "fuzz-long" else 600)
 CATALOG = builtin_catalog()
 SECONDS_PER_CALL = 5.0                    # CPU seconds (a busy machine does not inflate them)
 N = {"bytes": 1000, "text": 2000, "mutated_text": 1000, "structures": 600, "catalog": 200, "url": 400,
-     "url_to_types": 150, "measurements": 400, "names": 300, "output_paths": 60}
+     "url_to_types": 150, "measurements": 400, "names": 300, "output_paths": 60, "run_local_arguments": 300}
 
 CLUSTER_TEXT = (EXAMPLES / "lab-mix.yaml").read_text()
 PLAN_TEXT = (EXAMPLES / "plans" / "single-node-8-small.json").read_text()
@@ -336,3 +336,26 @@ def test_fuzz_export_output_paths(name, kind, tmp_path_factory):
     else:
         assert after == before, "a refusal leaves the folder as it was"
     assert not any(".tmp" in f for f in after)
+
+
+# ----------------------------------------------------------------------------- run-local's arguments
+
+RUN_LOCAL_BOUNDS = {"--iterations": (1, 10_000), "--hidden": (1, 8192), "--seq-len": (1, 8192),
+                    "--vocab": (1, 1_000_000), "--timeout": (0, 7 * 24 * 3600)}
+numbers_as_text = st.one_of(st.integers(-10**20, 10**20).map(str), st.floats().map(str), st.text(max_size=20),
+                            st.sampled_from(["nan", "inf", "-inf", "1e400", "0", "-1", "1_000", " 8 ", "9" * 5000]))
+
+
+@settings(max_examples=examples(N["run_local_arguments"]))
+@given(option=st.sampled_from(sorted(RUN_LOCAL_BOUNDS)), value=numbers_as_text)
+def test_fuzz_run_local_arguments(option, value):
+    """Every value is refused in one line or lies within the option's bounds: no run starts unbounded."""
+    from planner.cli import UsageError, build_parser
+    try:
+        args = build_parser().parse_args(["run-local", "--cluster", "c", "--plan", "p", option, value])
+    except UsageError as e:
+        assert "\n" not in str(e) and option in str(e)
+        return
+    low, high = RUN_LOCAL_BOUNDS[option]
+    got = getattr(args, option.lstrip("-").replace("-", "_"))
+    assert low <= got <= high and (option == "--timeout" or isinstance(got, int))
