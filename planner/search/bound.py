@@ -119,7 +119,7 @@ class Bounds:
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
                 break
-            transfers = 2 * self._transfers_floor_s(runs, mb, fixed)
+            transfers = self._transfers_floor_s(runs, mb, fixed)
             fits = False
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
@@ -129,7 +129,7 @@ class Bounds:
                         continue
                     ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 else 0.0
                     found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v,
-                                                  any_order, limit, ratio)
+                                                  any_order, limit, ratio, fixed >= 1)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
@@ -140,7 +140,8 @@ class Bounds:
 
     def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros,
                     last: list[int], windows: list[int], transfers: float, no_head: bool = False,
-                    limit: float = math.inf, window_ratio: float = 0.0) -> tuple[list[float], bool]:
+                    limit: float = math.inf, window_ratio: float = 0.0,
+                    first_known: bool = True) -> tuple[list[float], bool]:
         """(bound per ZeRO stage, whether some ZeRO stage might fit). A ZeRO stage whose bound
         without memory caps is already at least `limit` is not capped (its bound is returned
         uncapped: a valid lower bound that the caller drops). `window_ratio`: n / k of (b7)."""
@@ -162,15 +163,22 @@ class Bounds:
             else:                                # only the very last stage holds the head
                 stages += [(k, count - 1, per_zero, 0.0, "others")] * (count > 1) + [(k, 1, per_zero, head, "last")]
         out, fits = [], False
+        total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs)
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
         for zero in zeros:
             rows, betas = [], []
             a_min = beta_min = lane_beta_min = math.inf
-            beta_max = beta_sum = floor = inverse = weighted = tail_rate = 0.0
-            tail_known = True
+            slow_lane = lane_window = 0.0
+            beta_max = beta_sum = floor = inverse = weighted = 0.0
+            first_c = math.inf
             for k, count, per_zero, e, part in stages:
-                a, beta, c, keep_e, beta_lo = per_zero[zero]
-                lane_beta_min = min(lane_beta_min, beta_lo)
+                a, beta, c, keep_e, beta_hi, lanes = per_zero[zero]
+                lane_beta_min = min(lane_beta_min, beta)
+                if len(runs) == 1:
+                    slow_lane = max(slow_lane, beta_hi)
+                    if v == 1:
+                        lane_window = max(lane_window, max(_lane_window_ratio(n, total_replicas, m) * tau
+                                                           for n, tau in lanes))
                 e = e if keep_e else 0.0
                 rows.append((count, a, e, (k, part)))
                 betas.append(beta)
@@ -179,14 +187,14 @@ class Bounds:
                 floor = max(floor, fewest * a + e)
                 inverse += count / a
                 weighted += count * e / a
-                if c > 0:
-                    tail_rate += count / c
-                else:
-                    tail_known = False
-            tail = L / tail_rate if tail_known else 0.0                                           # (b5)
+                if k == 0 or not first_known:
+                    first_c = min(first_c, c)
+            tail = fewest * first_c                                                                # (b5)
             others = fewest / v * (beta_sum - beta_max)
 
-            window = window_ratio * (L * lane_beta_min + transfers)                               # (b7)
+            window = max(window_ratio * (L * lane_beta_min + transfers),                          # (b7)
+                         L * slow_lane + transfers,                                             # (b8)
+                         lane_window * L)                                                       # (b9)
 
             def total(level, with_window=True):
                 busiest = max(level, floor)
@@ -259,16 +267,20 @@ class Bounds:
             for zero in ZERO_STAGES:
                 zf, zb = zero_per_micro_batch_floor(zero, s.layer_params / min(g.tp for g in groups) * WEIGHT_BYTES,
                                                     d, spread)
-                a = beta = c = 0.0
-                beta_lo = math.inf
-                k, taus = 0, []
+                a = c = beta_hi = 0.0
+                beta = math.inf
+                k, taus, lanes = 0, [], []
+                m = s.job.global_batch // mb
                 for g in groups:
                     f, b, _, _ = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
                     most = max(shares[k:k + g.count])
                     k += g.count
                     tau = max(f, zf) + max(b, zb)
-                    a, beta, beta_lo = max(a, most * tau), max(beta, tau), min(beta_lo, tau)
+                    a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
                     taus += [tau] * g.count
+                    # (b9): the group's busiest replica holds at least this many micro-batches under the
+                    # search's shares and under even ones (the baselines)
+                    lanes.append((min(most, m // d), tau))
                     # (b5): the optimizer step over this group's shard of one layer, and the weight
                     # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
                     gpu = s.pools[g.pool].gpu
@@ -277,7 +289,7 @@ class Bounds:
                 if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                     a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
                 # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
-                per_zero[zero] = (a, beta, c, zero < 2 or d == 1, beta_lo)
+                per_zero[zero] = (a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes))
             heads, k = [], 0
             for g in groups:
                 _, _, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
@@ -345,14 +357,14 @@ class Bounds:
             if prev is not None and k < fixed:
                 total += self._boundary_floor_s(prev, groups, mb)
             if count > 1:
-                total += sum(s.layout_links(_layout_of(((groups, count),)), mb).boundary)
+                total += sum(s.layout_links(_layout_of(((groups, count),)), mb).round_trip)
             prev = groups
         return total
 
     def _boundary_floor_s(self, a: tuple[Group, ...], b: tuple[Group, ...], mb: int) -> float:
-        """The least a boundary from a stage of groups `a` to one of `b` costs the fast score: the
-        slowest of the replica pairs it joins (r with r, as score.LayoutLinks pairs them) in either
-        direction, each at its placement.p2p_floor_s."""
+        """The least round trip across a boundary from a stage of groups `a` to one of `b` costs
+        the fast score: the slowest forward and the slowest backward transfer of the replica pairs
+        it joins (r with r, as score.LinkFigures pairs them), each at its placement.p2p_floor_s."""
         key = (a, b, mb)
         if key not in self._run:
             s = self.scorer
@@ -361,13 +373,20 @@ class Bounds:
             owners_b = [g for g in b for _ in range(g.count)]
             pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])
                      for r in range(max(len(owners_a), len(owners_b)))}
-            worst = 0.0
+            forward = backward = 0.0
             for ga, gb in pairs:
                 pa, pb = s.pools[ga.pool], s.pools[gb.pool]
-                worst = max(worst, p2p_floor_s(s.cluster, pa, ga.tp, pb, gb.tp, size),
-                            p2p_floor_s(s.cluster, pb, gb.tp, pa, ga.tp, size))
-            self._run[key] = worst
+                forward = max(forward, p2p_floor_s(s.cluster, pa, ga.tp, pb, gb.tp, size))
+                backward = max(backward, p2p_floor_s(s.cluster, pb, gb.tp, pa, ga.tp, size))
+            self._run[key] = forward + backward
         return self._run[key]
+
+
+def _lane_window_ratio(n: int, window: int, m: int) -> float:
+    """n / k of (b9) for a first-stage replica holding n of m micro-batches with 1F1B window
+    `window`: k = schedule.window_in_flight_limit <= min(n, window n / m + 1), so n / k is at least
+    max(1, n / (window n / m + 1)), which does not fall as n grows."""
+    return max(1.0, n / (window * n / m + 1))
 
 
 def _layout_of(runs: Runs) -> Layout:

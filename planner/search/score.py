@@ -159,23 +159,24 @@ class Scorer:
         self._links[layout] = (None, figures)
         return figures
 
-    def _junction(self, run_a, run_b) -> frozenset:
+    def _junction(self, run_a, run_b) -> tuple[frozenset, frozenset]:
         """The (bandwidth, latency) pairs of LinkFigures between the last stage of chain run `run_a`
-        and the first of `run_b` (different pools, so different nodes: placement.network_bw)."""
+        and the first of `run_b`, forward and backward (different pools, so different nodes:
+        placement.network_bw)."""
         key = ("junction", run_a, run_b)
         if key not in self._links:
             a = self._links[Layout("chain", (run_a[0],) * run_a[1])][0]
             b = self._links[Layout("chain", (run_b[0],) * run_b[1])][0]
             i, i2 = len(a.structure) - 1, 0
-            found = set()
+            forward, backward = set(), set()
             n, n2 = len(a.structure[i]), len(b.structure[i2])
             for r in range(max(n, n2)):
                 ra, rb = r % n, r % n2
                 tp = min(a.structure[i][ra][1], b.structure[i2][rb][1])
                 pa, pb = a.pool_of(i, ra), b.pool_of(i2, rb)
-                found.add(network_bw(self.cluster, pa, a.busy(i, ra), tp, pb, b.busy(i2, rb), tp))
-                found.add(network_bw(self.cluster, pb, b.busy(i2, rb), tp, pa, a.busy(i, ra), tp))
-            self._links[key] = frozenset(found)
+                forward.add(network_bw(self.cluster, pa, a.busy(i, ra), tp, pb, b.busy(i2, rb), tp))
+                backward.add(network_bw(self.cluster, pb, b.busy(i2, rb), tp, pa, a.busy(i, ra), tp))
+            self._links[key] = (frozenset(forward), frozenset(backward))
         return self._links[key]
 
     # ------------------------------------------------------------------ one candidate
@@ -320,7 +321,7 @@ class Scorer:
         """The fast iteration time of the module docstring."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
         links = self.layout_links(layout, mb)
-        loads, passes, tail = [], [], 0.0      # per stage, per group: n (f + b), and f + b
+        loads, passes, tails, drains = [], [], [], []   # per stage, per group: n and f + b; per stage
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
             d = sum(g.count for g in groups)
@@ -328,13 +329,13 @@ class Scorer:
             min_tp = min(g.tp for g in groups)
             dp_bw, dp_lat = links.dp[i]
             zf, zb = zero_per_micro_batch_s(zero, params / min_tp * WEIGHT_BYTES, d, dp_bw, dp_lat)
-            stage_bwd, ts, ns = 0.0, [], []
+            stage_bwd, fastest_bwd, ts, ns = 0.0, math.inf, [], []
             for g, n in zip(groups, self._group_max_shares(groups, shares[i])):
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
                 f, b = f + max(0.0, zf - f), b + max(0.0, zb - b)
-                stage_bwd = max(stage_bwd, b)
+                stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 ns.append(n)
             passes.append(ts)
@@ -343,33 +344,52 @@ class Scorer:
             exposed = max(0.0, sync - stage_bwd / v) if self.options.overlap_grad_reduce else sync
             step = max(after_step_s(zero, params / g.tp, d, self.pools[g.pool].gpu.mem_bw_bytes_per_s, dp_bw, dp_lat)
                        for g in groups)
-            tail = max(tail, exposed + step)
-        m = self.job.global_batch // mb
-        crit = max(range(p), key=lambda i: max(n * t for n, t in zip(loads[i], passes[i])))
-        slowest = [max(ts) for ts in passes]
-        x = links.boundary
-        pipeline = (max(n * t for n, t in zip(loads[crit], passes[crit])) + (sum(slowest) - slowest[crit]) / v
-                    + 2 * (v * sum(x) + (v - 1) * links.wrap))
-        if p > 1:
-            windows = _windows(layout)
-            pipeline = max([pipeline] + [_window_s(v, m, [ns[g if len(ns) > 1 else 0] for ns in loads],
-                                                   [ts[g if len(ts) > 1 else 0] for ts in passes], x, links.wrap,
-                                                   windows)
-                                         for g in range(_lanes(layout))])
-        return pipeline + tail
+            tails.append(exposed + step)
+            drains.append(fastest_bwd)
+        m, windows = self.job.global_batch // mb, _windows(layout)
+        pipeline = max(_lane_s(v, m, [ns[g if len(ns) > 1 else 0] for ns in loads],
+                               [ts[g if len(ts) > 1 else 0] for ts in passes], links, windows)
+                       for g in range(_lanes(layout)))
+        return pipeline + _tail_s(tails, drains, links.backward)
+
+
+def _lane_s(v: int, m: int, own: list[int], t: list[float], links: "LayoutLinks", windows: list[int]) -> float:
+    """One lane's pipeline time: stage i's replica in the lane handles own[i] of the m
+    micro-batches, t[i] seconds each (forward + backward through the stage): the 1F1B estimate
+    with its busiest stage c, or the in-flight window's bound where that is larger."""
+    p, x = len(t), links.round_trip
+    crit = max(range(p), key=lambda i: own[i] * t[i])
+    pipeline = own[crit] * t[crit] + (sum(t) - t[crit]) / v + v * sum(x) + (v - 1) * links.wrap
+    if p == 1:
+        return pipeline
+    return max(pipeline, _window_s(v, m, own, t, x, links.wrap, windows))
+
+
+def _tail_s(tails: list[float], drains: list[float], back) -> float:
+    """What the data-parallel synchronisation and optimizer step add to the pipeline: stage i
+    ends its iteration at its pipeline end plus tails[i], and the pipeline's last backward still
+    runs through stages i - 1 .. 0 (each at least its fastest replica's backward, drains[j], plus
+    the transfer) after stage i's, so stage i's tail shows beyond that drain only (stage 0, which
+    ends last, shows all of its own)."""
+    worst, drain = 0.0, 0.0
+    for i, tail in enumerate(tails):
+        worst = max(worst, tail - drain)
+        drain += drains[i] + (back[i] if i < len(back) else 0.0)
+    return worst
 
 
 def _window_s(v: int, m: int, own: list[int], t: list[float], x, wrap: float, windows: list[int]) -> float:
+    """`x`: each boundary's round trip (forward and backward transfer), `wrap` the wrap's."""
     """max over stages of sum_{j<i} (t_j + 2 x_j) + n S_i / k_i (module docstring). Interleaved
     (v > 1): k_i chunks in flight (schedule.interleaved_in_flight, in chunks), each held for the
     rest of its micro-batch's path on average: its own chunk's way down and back, and half of
     the v - 1 other chunks' full round (every stage, every boundary and the wrap from the last
     stage to the first)."""
     p = len(t)
-    around = sum(t) / v + 2 * (sum(x) + wrap)
+    around = sum(t) / v + sum(x) + wrap
     worst, prefix, suffix = 0.0, 0.0, [0.0] * p
     for i in reversed(range(p)):
-        suffix[i] = t[i] / v + (2 * x[i] if i < p - 1 else 0.0) + (suffix[i + 1] if i < p - 1 else 0.0)
+        suffix[i] = t[i] / v + (x[i] if i < p - 1 else 0.0) + (suffix[i + 1] if i < p - 1 else 0.0)
     for i in range(p):
         if v == 1:
             k = window_in_flight_limit(windows[i], own[i], m)
@@ -378,47 +398,55 @@ def _window_s(v: int, m: int, own: list[int], t: list[float], x, wrap: float, wi
             k = interleaved_in_flight(p, i, v, own[i]) * v
             held = own[i] * v * (suffix[i] + (v - 1) / 2 * around)
         worst = max(worst, prefix + held / k)
-        prefix += t[i] / v + (2 * x[i] if i < p - 1 else 0.0)
+        prefix += t[i] / v + (x[i] if i < p - 1 else 0.0)
     return worst
 
 
 @dataclass(frozen=True)
 class LayoutLinks:
     """A layout's links as the fast score uses them for one activation size: per stage the
-    data-parallel ring's (bandwidth, latency), per boundary the slowest transfer between the
-    replicas the schedule pairs, and the wrap from the last stage to the first."""
+    data-parallel ring's (bandwidth, latency); per boundary the slowest forward transfer (stage i
+    to i + 1) and the slowest backward one (i + 1 to i) between the replicas the schedule pairs;
+    the wrap's round trip (last stage to first and back, interleaved chunks)."""
     dp: tuple[tuple[float, float], ...]
-    boundary: tuple[float, ...]
-    wrap: float          # from the last stage to the first (interleaved chunks), either way
+    forward: tuple[float, ...]
+    backward: tuple[float, ...]
+    wrap: float
+
+    @property
+    def round_trip(self) -> tuple[float, ...]:
+        return tuple(f + b for f, b in zip(self.forward, self.backward))
 
 
 @dataclass(frozen=True)
 class LinkFigures:
     """A layout's placement's link figures, independent of the activation size: each stage's ring,
     and for each boundary (and the wrap) the distinct (bandwidth, latency) of the replica pairs the
-    schedule joins (replica r of one stage with replica r of the next, both ways: the layouts'
-    stages form lanes)."""
+    schedule joins (replica r of one stage with replica r of the next: the layouts' stages form
+    lanes), forward and backward."""
     dp: tuple[tuple[float, float], ...]
-    boundary: tuple[frozenset, ...]
-    wrap: frozenset
+    boundary: tuple[tuple[frozenset, frozenset], ...]
+    wrap: tuple[frozenset, frozenset]
 
     @staticmethod
     def of(links: Links, num_stages: int) -> "LinkFigures":
-        def pairs(i: int, i2: int) -> frozenset:
+        def pairs(i: int, i2: int) -> tuple[frozenset, frozenset]:
             n, n2 = len(links.structure[i]), len(links.structure[i2])
-            found = set()
+            forward, backward = set(), set()
             for r in range(max(n, n2)):
-                found.add(links.p2p_link(i, r % n, i2, r % n2))
-                found.add(links.p2p_link(i2, r % n2, i, r % n))
-            return frozenset(found)
+                forward.add(links.p2p_link(i, r % n, i2, r % n2))
+                backward.add(links.p2p_link(i2, r % n2, i, r % n))
+            return frozenset(forward), frozenset(backward)
         dp = tuple(links.dp_group(i) for i in range(num_stages))
         boundary = tuple(pairs(i, i + 1) for i in range(num_stages - 1))
-        return LinkFigures(dp, boundary, pairs(num_stages - 1, 0) if num_stages > 1 else frozenset())
+        wrap = pairs(num_stages - 1, 0) if num_stages > 1 else (frozenset(), frozenset())
+        return LinkFigures(dp, boundary, wrap)
 
     def at(self, activation_bytes: float) -> LayoutLinks:
         def slowest(found) -> float:
             return max((p2p_s(activation_bytes, bw, latency) for bw, latency in found), default=0.0)
-        return LayoutLinks(self.dp, tuple(slowest(f) for f in self.boundary), slowest(self.wrap))
+        return LayoutLinks(self.dp, tuple(slowest(f) for f, _ in self.boundary),
+                           tuple(slowest(b) for _, b in self.boundary), slowest(self.wrap[0]) + slowest(self.wrap[1]))
 
 
 def _runs(layout: Layout) -> list[tuple[tuple[Group, ...], int]]:

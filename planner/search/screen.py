@@ -144,11 +144,15 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                 W = s.layer_params / sub.t_arr * per_param
                 tau = np.where(sub.present, tau, np.inf)
                 beta_min = tau.min(axis=0)
-                # (b3): every other stage holds v layers; a mixed stage's beta is its slowest group's
+                # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's (the
+                # busiest lane's fill runs at its own group's rate); (b8): a mixed layout's slowest lane
+                # takes one micro-batch through every layer at its group's rate
                 slowest = np.where(sub.present, tau, 0.0).max(axis=0)
-                beta_stage = np.where(sub.present, np.where(sub.chain, tau, slowest), 0.0)
-                others = np.where(sub.chain, (beta_stage * sub.width).sum(axis=0) - slowest, (sub.p - 1) * slowest)
-                beta_min = np.where(sub.chain, beta_min, slowest)
+                fastest = np.where(sub.present, tau, np.inf).min(axis=0)
+                beta_stage = np.where(sub.present, np.where(sub.chain, tau, fastest), 0.0)
+                others = np.where(sub.chain, (beta_stage * sub.width).sum(axis=0) - slowest, (sub.p - 1) * fastest)
+                beta_min = np.where(sub.chain, beta_min, fastest)
+                slow_lane = np.where(sub.chain, 0.0, L * slowest)
                 a_chain = own * tau
                 a_mixed = m / np.where(sub.present, sub.group_count / tau, 0.0).sum(axis=0)
                 ch, mx = sub.chain, ~sub.chain
@@ -173,7 +177,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                     M = np.maximum(M, v * a_max)
                     with np.errstate(invalid="ignore"):
                         fill = others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)
-                    T = M + fill + 2 * v * x
+                    T = np.maximum(M + fill, slow_lane) + 2 * v * x
                     best[live] = np.minimum(best[live], np.where(np.isnan(T), np.inf, T))
     return best
 
