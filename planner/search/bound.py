@@ -127,8 +127,8 @@ class Bounds:
                 for rc in searched_recomputes(s.options.flash_attention, mixed):
                     if wanted is not None and (mb, v, rc) not in wanted:
                         continue
-                    ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 else 0.0
-                    found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers * v,
+                    ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
+                    found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers,
                                                   any_order, limit, ratio, fixed >= 1)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
@@ -198,7 +198,8 @@ class Bounds:
 
             def total(level, with_window=True):
                 busiest = max(level, floor)
-                fill = others + beta_min / v * max(0.0, L - busiest / a_min - (p - 1) * fewest)   # (b3)
+                fill = (others + beta_min / v * max(0.0, L - busiest / a_min - (p - 1) * fewest)   # (b3)
+                        if v == 1 else 0.0)
                 return max(busiest + fill + transfers, window if with_window else 0.0) + tail    # (b4)
 
             uncapped = (L + weighted) / inverse
@@ -222,7 +223,7 @@ class Bounds:
                 continue
             fits = True
             level = max(busiest, floor)
-            placed = _placed_fill(L, v, level, capped, betas)
+            placed = _placed_fill(L, v, level, capped, betas) if v == 1 else 0.0
             out.append(max(total(busiest), placed + level + transfers + tail))
         return out, fits
 

@@ -175,9 +175,9 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                         fits = _mixed_fits(L, v, sub.p[mx], m, sub.d[mx], n_lo, pm, fm, wm, am)
                         M[mx] = np.where(ok[mx] & fits, a_mixed[mx] * L / sub.p[mx], np.inf)
                     M = np.maximum(M, v * a_max)
-                    with np.errstate(invalid="ignore"):
-                        fill = others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)
-                    T = np.maximum(M + fill, slow_lane) + 2 * v * x
+                    with np.errstate(invalid="ignore"):     # interleaved: no fill, transfers once (bound.py)
+                        fill = (others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)) if v == 1 else 0.0
+                    T = np.maximum(M + fill, slow_lane) + 2 * x
                     best[live] = np.minimum(best[live], np.where(np.isnan(T), np.inf, T))
     return best
 
