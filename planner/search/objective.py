@@ -26,6 +26,16 @@ def fast_key(objective: Objective, job: Job, time_s: float, price_per_hour: floa
     return time_s * price_per_hour
 
 
+def estimate_key_of_fast(objective: Objective, job: Job, key: float) -> float:
+    """A fast key (seconds, or seconds times dollars per hour) as estimate_key measures it
+    (seconds per token, or dollars per million tokens)."""
+    if key == math.inf or key == -math.inf:
+        return key
+    if objective == Objective.THROUGHPUT:
+        return key / job.tokens_per_iteration
+    return key / 3600 / job.tokens_per_iteration * 1e6
+
+
 def train_time_s(job: Job, iteration_s: float) -> float:
     return job.tokens_to_train / (job.tokens_per_iteration / iteration_s)
 

@@ -47,6 +47,7 @@ class SearchOptions:
     max_fast_scores: int = 200_000         # budget of fast scores (deterministic); reported when hit
     partial_pools: bool | None = None      # also try half, a quarter... of each pool; None: for cost/deadline
     exhaustive_max_gpus: int = 16
+    verify: int = 64                       # most candidates re-scored after ranking to prove the answer best
     cost_options: CostOptions = field(default_factory=CostOptions)
     time_limit_s: float | None = 20.0      # wall-clock limit of hetplan's search loop; None: no limit
     baseline_time_limit_s: float | None = 5.0   # the same, for each baseline (megatron, uniform)
@@ -62,7 +63,8 @@ TIME_LIMIT = "time limit"
 SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; the rest re-scores with the cost model
 BUDGET = "fast-score budget"
 LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families
-SCREEN_CELLS = 32768    # (pool, family) cells per vectorised screening pass; the clock is checked between
+SCREEN_CELLS = 32768
+DROPPED_KEPT = 256      # scored candidates not kept that search may still verify with the cost model    # (pool, family) cells per vectorised screening pass; the clock is checked between
 
 
 @dataclass
@@ -79,9 +81,13 @@ class Considered:
     exact: bool = False                    # candidates were scored by the cost model directly
     stopped_by: str | None = None          # TIME_LIMIT or BUDGET when the search did not finish; None: complete
     lower_bound: float = math.inf          # smallest fast-key bound of what was left unexplored
+    pruned_floor: float = math.inf         # smallest fast-key bound of what the threshold pruned
+    dropped: list = field(default_factory=list)   # (bound, tie, candidate) scored but not kept, smallest bounds
+    dropped_floor: float = math.inf        # smallest bound of the scored candidates not kept in `dropped`
     time_limit_s: float | None = None      # the limit this run had
     rescored: int = 0                      # candidates re-scored with the cost model
     rescore_cut: bool = False              # the time limit stopped the re-scoring
+    verified: int = 0                      # scored candidates search re-scored to prove the answer
 
 
 class Clock:
@@ -132,19 +138,38 @@ class _Keeper:
     def threshold(self) -> float:
         return self.c.kept[-1][0] if len(self.c.kept) >= self.limit else math.inf
 
-    def add(self, cand: Candidate) -> None:
+    def add(self, cand: Candidate, bound: float = -math.inf) -> None:
+        """`bound`: the fast-key lower bound the search had for the candidate's setting (its
+        pipeline bound), which also bounds planner.cost.evaluate (tests/test_one_cost_model.py);
+        candidates that are not kept are remembered with it for search's verification."""
         key = fast_key(self.objective, self.job, cand.time_s, cand.price_per_hour_usd, self.deadline_hours)
+        bound = max(bound, fast_key(self.objective, self.job, cand.floor_s, cand.price_per_hour_usd,
+                                    self.deadline_hours))
         for name in cand.layout.gpus_by_pool():
             self.c.fits_with_pool.add(name)
             self.c.best_with_pool[name] = min(self.c.best_with_pool.get(name, math.inf), key)
         self._add_front(cand)
-        if key == math.inf or key >= self.threshold():
+        if key == math.inf:
             return
         self.order += 1
+        if key >= self.threshold():
+            self._drop(bound, cand)
+            return
         kept = self.c.kept
-        kept.append((key, self.order, cand))
+        kept.append((key, self.order, cand, bound))
         kept.sort(key=lambda e: (e[0], e[1]))
+        for _, _, evicted, evicted_bound in kept[self.limit:]:
+            self._drop(evicted_bound, evicted)
         del kept[self.limit:]
+
+    def _drop(self, bound: float, cand: Candidate) -> None:
+        """Remember the DROPPED_KEPT candidates with the smallest bounds; the rest only by their
+        smallest bound."""
+        self.order += 1
+        heapq.heappush(self.c.dropped, (-bound, self.order, cand))
+        if len(self.c.dropped) > DROPPED_KEPT:
+            worst, _, _ = heapq.heappop(self.c.dropped)
+            self.c.dropped_floor = min(self.c.dropped_floor, -worst)
 
     def _add_front(self, cand: Candidate) -> None:
         cost = cand.time_s * cand.price_per_hour_usd
@@ -267,6 +292,7 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
     while frontier.heap:
         key, _, detail, family = frontier.pop()
         if key >= keeper.threshold():
+            c.pruned_floor = min(key, unlisted)
             break
         if _out_of_time(clock, c) or c.fast_scores >= options.max_fast_scores:
             c.stopped_by = TIME_LIMIT if _out_of_time(clock, c) else BUDGET
@@ -452,7 +478,7 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
                 keeper.c.fast_scores += 1
                 cand = scorer.score(layout, Knobs(mb, zero, recompute, v), precision)
                 if cand is not None:
-                    keeper.add(cand)
+                    keeper.add(cand, keyed[(mb, v, recompute, zero)])
                     if not cand.memory_binds:
                         break
 
@@ -501,7 +527,7 @@ def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: 
         keeper.c.fast_scores += 1
         cand = scorer.score(layout, knobs, precision, uniform=True)
         if cand is not None:
-            keeper.add(cand)
+            keeper.add(cand, keyed[(knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)])
 
 
 class ExhaustivePlanner:

@@ -48,6 +48,7 @@ class Candidate:
     time_s: float                        # fast estimate of the iteration time
     price_per_hour_usd: float
     memory_binds: bool = False           # the split is limited by memory, not by time
+    floor_s: float = 0.0                 # a lower bound on planner.cost.evaluate's iteration time of it
 
     def to_plan(self, job: Job) -> Plan:
         stages, start = [], 0
@@ -229,9 +230,9 @@ class Scorer:
             if found is None:
                 return None
             layers, memory_binds = found
-        time_s = self.iteration_s(layout, knobs, layers, shares, sp)
+        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp)
         price = sum(n * self.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
-        return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds)
+        return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds, floor_s)
 
     def could_fit(self, layout: Layout, micro_batch: int, interleave: int) -> bool:
         """Whether the most memory-frugal knobs (ZeRO-3, full recompute) leave room for every layer."""
@@ -317,8 +318,11 @@ class Scorer:
 
     # ------------------------------------------------------------------ time
 
-    def iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool) -> float:
-        """The fast iteration time of the module docstring."""
+    def iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool) -> tuple[float, float]:
+        """The fast iteration time of the module docstring, and a lower bound on the one
+        planner.cost.evaluate gives: the pipeline takes at least its busiest replica's passes and
+        each lane's in-flight window (with the fastest transfer of each boundary), and the replica
+        of stage 0 that ends the pipeline then runs its optimizer step."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
         links = self.layout_links(layout, mb)
         loads, passes, tails, drains = [], [], [], []   # per stage, per group: n and f + b; per stage
@@ -346,11 +350,17 @@ class Scorer:
                        for g in groups)
             tails.append(exposed + step)
             drains.append(fastest_bwd)
+            if i == 0:
+                first_step = step
         m, windows = self.job.global_batch // mb, _windows(layout)
-        pipeline = max(_lane_s(v, m, [ns[g if len(ns) > 1 else 0] for ns in loads],
-                               [ts[g if len(ts) > 1 else 0] for ts in passes], links, windows)
-                       for g in range(_lanes(layout)))
-        return pipeline + _tail_s(tails, drains, links.backward)
+        lanes = [([ns[g if len(ns) > 1 else 0] for ns in loads], [ts[g if len(ts) > 1 else 0] for ts in passes])
+                 for g in range(_lanes(layout))]
+        pipeline = max(_lane_s(v, m, own, t, links, windows) for own, t in lanes)
+        floor = max(n * t for ns, ts in zip(loads, passes) for n, t in zip(ns, ts))
+        if p > 1:
+            floor = max([floor] + [_window_s(v, m, own, t, links.fastest_round_trip, links.fastest_wrap, windows)
+                                   for own, t in lanes])
+        return pipeline + _tail_s(tails, drains, links.backward), floor + first_step
 
 
 def _lane_s(v: int, m: int, own: list[int], t: list[float], links: "LayoutLinks", windows: list[int]) -> float:
@@ -412,6 +422,8 @@ class LayoutLinks:
     forward: tuple[float, ...]
     backward: tuple[float, ...]
     wrap: float
+    fastest_round_trip: tuple[float, ...] = ()    # the fastest pair's forward + backward, per boundary
+    fastest_wrap: float = 0.0
 
     @property
     def round_trip(self) -> tuple[float, ...]:
@@ -445,8 +457,13 @@ class LinkFigures:
     def at(self, activation_bytes: float) -> LayoutLinks:
         def slowest(found) -> float:
             return max((p2p_s(activation_bytes, bw, latency) for bw, latency in found), default=0.0)
+
+        def fastest(found) -> float:
+            return min((p2p_s(activation_bytes, bw, latency) for bw, latency in found), default=0.0)
         return LayoutLinks(self.dp, tuple(slowest(f) for f, _ in self.boundary),
-                           tuple(slowest(b) for _, b in self.boundary), slowest(self.wrap[0]) + slowest(self.wrap[1]))
+                           tuple(slowest(b) for _, b in self.boundary), slowest(self.wrap[0]) + slowest(self.wrap[1]),
+                           tuple(fastest(f) + fastest(b) for f, b in self.boundary),
+                           fastest(self.wrap[0]) + fastest(self.wrap[1]))
 
 
 def _runs(layout: Layout) -> list[tuple[tuple[Group, ...], int]]:

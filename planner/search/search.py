@@ -9,7 +9,7 @@ from planner.cost import evaluate
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
 from planner.compute import stage_pass_times
-from planner.search.objective import check_objective, estimate_key, gain
+from planner.search.objective import check_objective, estimate_key, estimate_key_of_fast, gain
 from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions
 from planner.search.score import Candidate
 from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Plan
@@ -36,9 +36,10 @@ class SearchResult:
     objective: Objective
     method: str = "hetplan"
     notes: tuple[str, ...] = ()
-    complete: bool = True                # False: a limit stopped the search (see stopped_by)
-    gap: float | None = 0.0              # best fast score over the smallest bound left unexplored, minus 1
-    stopped_by: str | None = None        # "time limit" or "fast-score budget"; None when complete
+    complete: bool = True                # no plan of the space beats the answer by planner.cost.evaluate
+    gap: float | None = 0.0              # how much better an unverified plan could be, by evaluate (0: complete)
+    stopped_by: str | None = None        # "time limit" or "fast-score budget"; None when the search ran out
+    guarantee: str = ""                  # what the answer is promised to be, in words
 
 
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
@@ -64,6 +65,7 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock)
     if not ranked:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
+    ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock)
     search_time = time.perf_counter() - start
     base, base_notes = _baselines(cluster, job, objective, deadline_hours, options) if baselines else ({}, ())
     ranked, adopted = _adopt_baselines(objective, deadline_hours, ranked, base)
@@ -78,11 +80,63 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
                   for (plan, est), text in zip(top, explanations))
     pareto = _pareto(cluster, job, considered, options,
                      ranked + [(b.plan, b.estimate) for b in base.values() if b is not None], clock, full)
-    gap = optimality_gap(considered)
+    best = estimate_key(objective, ranked[0][1], deadline_hours)
+    complete = considered.exact or (considered.stopped_by is None and floor >= best * (1 - 1e-9))
+    gap = 0.0 if complete else (best / floor - 1 if floor > 0 else None)
     notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
     return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes,
-                        considered.stopped_by is None, gap, considered.stopped_by)
+                        complete, gap, considered.stopped_by, _guarantee(method, complete, gap, considered))
+
+
+def _verify(cluster, job, objective, deadline_hours, considered: Considered, options, ranked,
+            clock: Clock | None) -> tuple[list, float]:
+    """Make the answer checkable by the cost model itself. Every setting the search skipped or
+    scored without re-scoring has a lower bound that also bounds planner.cost.evaluate
+    (planner.search.bound; tests/test_one_cost_model.py); scored candidates that were not re-scored
+    and whose bound is below the answer's evaluated key are re-scored now, smallest bound first
+    (at most options.verify of them, while the clock has time), and join the ranking when they
+    win. Returns the ranking and the smallest bound, as an estimate key, of what is still
+    unverified: the answer is proven best in the space when that is at least its key."""
+    if considered.exact:
+        return ranked, math.inf
+    best = estimate_key(objective, ranked[0][1], deadline_hours)
+    floor = min(considered.pruned_floor, considered.dropped_floor,
+                considered.lower_bound if considered.stopped_by is not None else math.inf)
+    floor = estimate_key_of_fast(objective, job, floor)
+    pending = sorted(((-neg, tie, cand) for neg, tie, cand in considered.dropped), key=lambda e: (e[0], e[1]))
+    checked = 0
+    for bound, _, cand in pending:
+        bound = estimate_key_of_fast(objective, job, bound)
+        if bound >= best * (1 - 1e-9):
+            break
+        if checked >= options.verify or (clock is not None and clock.expired()):
+            floor = min(floor, bound)
+            break
+        plan, est = _evaluate(cluster, job, cand, options)
+        checked += 1
+        key = estimate_key(objective, est, deadline_hours)
+        if key < math.inf:
+            ranked.append((plan, est))
+        if key < best:
+            best = key
+    considered.verified = checked
+    ranked.sort(key=lambda pe: estimate_key(objective, pe[1], deadline_hours))     # stable: ties keep their order
+    return ranked, floor
+
+
+def _guarantee(method: str, complete: bool, gap: float | None, considered: Considered) -> str:
+    space = ("every layout and knob setting of the search space, each with the layer split and sample "
+             "shares the search's balancing gives it")
+    if considered.exact:
+        return f"best by the cost model over {space}: every candidate was evaluated ({method} search)"
+    if complete:
+        return (f"best by the cost model (planner.cost.evaluate) over {space}: every candidate not evaluated has a "
+                f"lower bound on its evaluated time at least the answer's")
+    if gap is None:
+        return "no promise: the search stopped before it could bound what it did not reach"
+    return (f"within {gap:.1%} of the best over {space}, by the cost model: no candidate not evaluated can beat "
+            f"the answer by more (lower bounds on evaluated times)")
 
 
 def _adopt_baselines(objective, deadline_hours, ranked, base):
@@ -154,7 +208,7 @@ def _rank(cluster, job, objective, deadline_hours, considered: Considered, optio
     Past the `clock`'s limit, stops once one plan that fits is scored (by fast score, the best
     candidates come first); `considered.rescored` says how many were."""
     scored = []
-    for order, (_, _, cand) in enumerate(considered.kept):
+    for order, (_, _, cand, _) in enumerate(considered.kept):
         if scored and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
@@ -211,7 +265,7 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
     no iteration is shorter than its busiest replica's compute (the cost model's own pass times,
     without communication), so a candidate whose compute alone cannot win is not simulated."""
     best, best_key = None, math.inf
-    for _, _, cand in considered.kept:
+    for _, _, cand, _ in considered.kept:
         if best is not None and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
