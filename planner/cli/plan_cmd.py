@@ -1,7 +1,10 @@
-"""hetplan plan --cluster FILE --model ID --global-batch N --seq-len S [--objective ...] [--json]"""
+"""hetplan plan --cluster FILE --model ID --global-batch N --seq-len S [--objective ...] [--json] [--out FILE]"""
 from __future__ import annotations
 
+import json
+
 from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
+from planner.cli.files import check_output_file, refuse_an_input, write_file
 from planner.report import estimate_to_dict, format_duration
 from planner.search.planners import SearchOptions
 from planner.types import InputError, Job, Objective, Precision, TooManyPassesError
@@ -34,15 +37,22 @@ def register(sub) -> None:
                    help=f"stop the search after S seconds and report the best plan found with its optimality gap "
                         f"(default {SearchOptions().time_limit_s:g}; each baseline gets "
                         f"{SearchOptions().baseline_time_limit_s:g} s)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object; `evaluate` and `export` read it, or any plan in it, as a plan file")
+    p.add_argument("--out", metavar="FILE",
+                   help="also write the best plan to FILE as a plan JSON (format hetplan.plan/1, the object "
+                        "--json prints as plans[0]) for `evaluate`, `export` and `run-local`")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from catalog.formats import load_cluster_file, plan_to_dict
+    from catalog.formats import load_cluster_file
     from planner.search import search
     if args.tokens is not None and not args.tokens > 0:
         raise InputError("--tokens", f"must be a positive number of tokens, got {args.tokens}")
+    if args.out:
+        check_output_file(args.out, "--out")         # before the search, not after it
+        refuse_an_input(args.out, "--out", [*args.catalog, args.cluster])
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     model = catalog.model(args.model, "--model")
@@ -56,33 +66,49 @@ def run(args) -> int:
                                            f"passes to simulate ({e.message.split(';')[0]}); use a smaller "
                                            f"--global-batch") from None
 
-    def scored(sp) -> dict:
-        d = plan_to_dict(sp.plan, catalog, estimate_to_dict(sp.estimate))
-        d["explanation"] = sp.explanation
-        d["gain_over"] = dict(sp.gain_over)
-        return d
-
+    if args.out:                                    # before printing, which a closed pipe may cut short
+        best = json.dumps(_scored(result.plans[0], catalog), indent=1, allow_nan=False)
+        write_file(args.out, best + "\n", "--out")
     if args.json:
-        print_json({
-            "objective": result.objective.value, "method": result.method,
-            "plans": [scored(sp) for sp in result.plans],
-            "pareto": [scored(sp) for sp in result.pareto],
-            "baselines": {k: (scored(v) if v else None) for k, v in result.baselines.items()},
-            "idle": result.idle, "search_time_s": result.search_time_s,
-            "candidates_evaluated": result.candidates_evaluated, "notes": list(result.notes),
-            "complete": result.complete, "gap": result.gap, "stopped_by": result.stopped_by,
-        })
+        print_json(_json(result, catalog))
     else:
         print(_text(result))
+    if args.out and not args.json:                  # --json's output stays one JSON object
+        print(f"wrote {args.out}")
     return 0
+
+
+def _scored(sp, catalog) -> dict:
+    """A plan as --json and --out write it: the plan file format with the keys it adds for people
+    (catalog.schema.PLAN_OUTPUT_ONLY_KEYS), which a plan file may keep and loading ignores."""
+    from catalog.formats import plan_to_dict
+    d = plan_to_dict(sp.plan, catalog, estimate_to_dict(sp.estimate))
+    d["explanation"] = sp.explanation
+    d["gain_over"] = dict(sp.gain_over)
+    return d
+
+
+def _json(result, catalog) -> dict:
+    return {
+        "objective": result.objective.value, "method": result.method,
+        "plans": [_scored(sp, catalog) for sp in result.plans],
+        "pareto": [_scored(sp, catalog) for sp in result.pareto],
+        "baselines": {k: (_scored(v, catalog) if v else None) for k, v in result.baselines.items()},
+        "idle": result.idle, "search_time_s": result.search_time_s,
+        "candidates_evaluated": result.candidates_evaluated, "notes": list(result.notes),
+        "complete": result.complete, "gap": result.gap, "stopped_by": result.stopped_by,
+        "guarantee": result.guarantee,
+    }
 
 
 def _text(result) -> str:
     from planner.search.explain import describe_plan
     lines = [f"{result.method} search for {result.objective.value}: {result.candidates_evaluated:,} candidates "
              f"in {result.search_time_s:.2f} s, "
-             + ("complete" if result.complete else f"stopped by its {result.stopped_by}, optimality gap "
-                f"{result.gap:.1%}" if result.gap is not None else f"stopped by its {result.stopped_by}")]
+             + ("complete" if result.complete else
+                (f"stopped by its {result.stopped_by}, " if result.stopped_by else "not proven best, ")
+                + (f"optimality gap {result.gap:.1%}" if result.gap is not None else "gap unknown")),
+             f"guarantee: {result.guarantee}"]
     for k, sp in enumerate(result.plans, 1):
         e = sp.estimate
         lines.append(f"\n#{k}  {e.tokens_per_s:,.0f} tokens/s on {e.num_gpus} GPUs, MFU {e.mfu:.1%}, "
