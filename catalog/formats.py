@@ -12,7 +12,9 @@ Cluster file::
         price_per_gpu_hour: 1.8 # optional; overrides the catalog's price
     between_pools_gbps: 100     # optional; per node; default: the slower side
 
-Plan file: see `plan_to_dict` and docs; format tag "hetplan.plan/1".
+Plan file: see `plan_to_dict` and docs; format tag "hetplan.plan/1". A plan file may also be a plan
+as `hetplan plan --json` prints it (its output-only keys are ignored) or that whole output (its best
+plan, `plans[0]`, is read): see `plan_from_file_data`.
 """
 from __future__ import annotations
 
@@ -23,11 +25,11 @@ from typing import Any, Mapping
 import yaml
 from pydantic import ValidationError
 
-from catalog.errors import from_validation_error, located, relocated
+from catalog.errors import from_validation_error, located, relocated, short_repr
 from catalog.files import read_mapping
 from catalog.loader import Catalog, builtin_catalog, model_from_entry
-from catalog.schema import (DEFAULT_INTER_NODE_GBPS, MAX_GPUS_PER_POOL, ClusterEntry, InlineModelEntry,
-                            PlanEntry, PoolEntry, StageEntry)
+from catalog.schema import (DEFAULT_INTER_NODE_GBPS, MAX_GPUS_PER_POOL, PLAN_OUTPUT_ONLY_KEYS, ClusterEntry,
+                            InlineModelEntry, PlanEntry, PoolEntry, StageEntry)
 from planner.types import (PLAN_FORMAT, Cluster, InputError, Model, Plan, Pool, Precision, Recompute,
                            Replica, Schedule, Stage)
 
@@ -168,11 +170,17 @@ def _check_format(data: Mapping, source: str) -> None:
                          f"unsupported plan format {tag!r}; supported: {list(SUPPORTED_PLAN_FORMATS)}")
 
 
+def without_output_keys(data: Mapping[str, Any]) -> dict:
+    """A plan object without the keys `hetplan plan` adds for people (`PLAN_OUTPUT_ONLY_KEYS`)."""
+    return {k: v for k, v in data.items() if k not in PLAN_OUTPUT_ONLY_KEYS}
+
+
 def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "plan") -> Plan:
-    """A Plan from the parsed plan file format; errors name `source` and the field path."""
+    """A Plan from the parsed plan file format; errors name `source` and the field path.
+    The output-only keys of `hetplan plan --json`'s plans are ignored; any other unknown key is refused."""
     if isinstance(data, Mapping):
         _check_format(data, source)
-        data = {"format": PLAN_FORMAT, **data}
+        data = {"format": PLAN_FORMAT, **without_output_keys(data)}
     entry = _validate(PlanEntry, data, source)
     model = _plan_model(entry.model, catalog, source)
     stages = tuple(_stage_from_entry(i, s, entry.global_batch, entry.micro_batch, source)
@@ -220,9 +228,41 @@ def plan_to_json(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
     return json.dumps(plan_to_dict(plan, catalog, metrics), indent=1)
 
 
+def is_search_output(data: Any) -> bool:
+    """Whether `data` is the whole object `hetplan plan --json` prints (it has `plans`, and a plan
+    has `stages`) rather than one plan."""
+    return isinstance(data, Mapping) and "plans" in data and "stages" not in data
+
+
+def plan_from_file_data(data: Any, catalog: Catalog, source: str = "plan") -> Plan:
+    """A Plan from a plan file's data: a plan object (see `plan_from_dict`), or the whole output of
+    `hetplan plan --json`, of which the best plan, `plans[0]`, is read and the rest ignored."""
+    if not is_search_output(data):
+        return plan_from_dict(data, catalog, source)
+    plans = data["plans"]
+    if not isinstance(plans, list) or not plans:
+        raise InputError(located(source, "plans"), f"must be a non-empty list of plans (as `hetplan plan --json` "
+                                                   f"prints it), got {short_repr(plans)}")
+    try:
+        return plan_from_dict(plans[0], catalog, source)
+    except InputError as err:
+        raise _within(err, source, "plans[0]") from None
+
+
+def _within(err: InputError, source: str, prefix: str) -> InputError:
+    """`err`, raised for `source`, re-addressed as an error in the part `prefix` of `source`."""
+    path = err.field
+    if path == source:
+        path = ""
+    elif path.startswith(f"{source}: "):
+        path = path[len(source) + 2:]
+    return InputError(located(source, f"{prefix}.{path}" if path else prefix), err.message)
+
+
 def load_plan_file(path: str | Path, catalog: Catalog) -> Plan:
+    """A Plan from a plan file; see `plan_from_file_data` for what the file may hold."""
     data, source = read_mapping(path)
-    return plan_from_dict(data, catalog, source)
+    return plan_from_file_data(data, catalog, source)
 
 
 # ----------------------------------------------------------------------------- plan against cluster

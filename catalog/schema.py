@@ -170,11 +170,16 @@ def _not_a_bool(value):
 ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_not_a_bool)]
 
 
+# Keys that `hetplan plan --json` (and `plan --out`) add to a plan for people: the plan's estimate,
+# why it won and its gain over each baseline. A plan file may carry them, so that a plan printed by
+# `plan` can be read back as it is; they are output only and ignored on load (evaluate recomputes them).
+PLAN_OUTPUT_ONLY_KEYS = ("metrics", "explanation", "gain_over")
+
+
 class PlanEntry(Strict):
     format: str
     name: Optional[str] = None
     notes: Optional[str] = None
-    metrics: Optional[dict] = None        # the planner's estimate, written for people; ignored on load
     model: Any                            # a catalog id or an inline object (checked in formats)
     global_batch: Annotated[int, Field(gt=0, le=MAX_GLOBAL_BATCH)]
     seq_len: Annotated[int, Field(gt=0, le=MAX_SEQ_LEN)]

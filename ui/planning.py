@@ -13,7 +13,8 @@ from typing import Any
 import streamlit as st
 from pydantic import ValidationError
 
-from catalog import Catalog, check_plan_against_cluster, cluster_from_dict, load_catalog, plan_from_dict
+from catalog import (Catalog, check_plan_against_cluster, cluster_from_dict, load_catalog, plan_from_dict,
+                     without_output_keys)
 from catalog.errors import from_validation_error
 from catalog.loader import model_from_entry
 from catalog.schema import InlineModelEntry
@@ -135,7 +136,7 @@ def _evaluate(cluster_json: str, plan_json: str, tokens: float | None) -> Outcom
 
 def evaluate_plan(cluster: dict, plan: dict, tokens: float | None) -> Outcome:
     """(Plan, Estimate) of a plan file on a cluster file, or the reason it cannot be evaluated."""
-    plan = {k: v for k, v in plan.items() if k != "metrics"}
+    plan = without_output_keys(plan)
     return _evaluate(json.dumps(cluster, sort_keys=True), json.dumps(plan, sort_keys=True), tokens)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from catalog import plan_to_dict
+from catalog import plan_to_dict, without_output_keys
 from ui.planning import catalog
 
 
@@ -46,5 +46,5 @@ def pareto_dicts(result) -> list[dict]:
 def find(named: list[NamedPlan], plan: dict | None) -> NamedPlan | None:
     if plan is None:
         return None
-    plan = {k: v for k, v in plan.items() if k not in ("metrics", "name", "notes")}
+    plan = {k: v for k, v in without_output_keys(plan).items() if k not in ("name", "notes")}
     return next((n for n in named if n.plan_dict == plan), None)

@@ -6,6 +6,9 @@ import json
 import math
 import sys
 
+PLAN_FILE_HELP = ("plan JSON (format hetplan.plan/1): a plan file, the file `plan --out` writes, or what `plan --json` "
+                  "prints (its best plan, plans[0], is read) or any plan in it")
+
 
 def catalog_from_args(args):
     from catalog import load_catalog

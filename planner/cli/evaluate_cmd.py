@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from planner.cli.common import catalog_from_args, print_json
+from planner.cli.common import PLAN_FILE_HELP, catalog_from_args, print_json
 from planner.cost import evaluate
 from planner.report import estimate_to_dict, estimate_to_text
 from planner.types import InputError
@@ -13,7 +13,7 @@ def register(sub) -> None:
     p = sub.add_parser("evaluate", help="predict time, memory and cost of a plan on a cluster",
                        description="Predict iteration time, memory per GPU and cost of a plan on a cluster.")
     p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
-    p.add_argument("--plan", required=True, metavar="FILE", help="plan JSON (format hetplan.plan/1)")
+    p.add_argument("--plan", required=True, metavar="FILE", help=PLAN_FILE_HELP)
     p.add_argument("--tokens", type=float, default=None, metavar="T",
                    help="tokens to train, for time and dollars to train (e.g. 1e12)")
     p.add_argument("--no-flash-attention", action="store_true",

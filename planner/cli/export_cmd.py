@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from planner.cli.common import catalog_from_args
+from planner.cli.common import PLAN_FILE_HELP, catalog_from_args
 from planner.cli.files import check_output_folder, write_files
 from planner.export import ENGINES
 
@@ -13,7 +13,7 @@ def register(sub) -> None:
                        description="Export a plan to Megatron-LM arguments, a torchtitan TOML, a DeepSpeed "
                                    "ds_config with pipeline boundaries, or a torchrun launch script and hostfile.")
     p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
-    p.add_argument("--plan", required=True, metavar="FILE", help="plan JSON")
+    p.add_argument("--plan", required=True, metavar="FILE", help=PLAN_FILE_HELP)
     p.add_argument("--to", required=True, choices=ENGINES, help="engine")
     p.add_argument("--out", metavar="DIR",
                    help="folder to write the files to, all or none of them (default: print them)")

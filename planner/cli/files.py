@@ -266,3 +266,10 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return os.path.samefile(a, b)
     except (OSError, ValueError):
         return False
+
+
+def refuse_an_input(output: str | Path, option: str, inputs: list) -> None:
+    """Refuse an output path that names one of the command's input files (it would overwrite it)."""
+    for path in inputs:
+        if path and same_file(path, output):
+            raise InputError(f"{option} {output}", f"is also an input ({path}); write to another file")

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import yaml
 
-from planner.cli.common import catalog_from_args, finite_number, whole_number
-from planner.cli.files import check_output_file, same_file, write_file
+from planner.cli.common import PLAN_FILE_HELP, catalog_from_args, finite_number, whole_number
+from planner.cli.files import check_output_file, refuse_an_input, write_file
 from planner.types import GB, GIB, InputError
 
 TFLOPS = 1e12
@@ -27,7 +27,7 @@ def register(sub) -> None:
                                    "micro-batches and schedule on a small model of the same family: one process per "
                                    "planned GPU, gloo on this machine. Needs PyTorch (pip install torch).")
     p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
-    p.add_argument("--plan", required=True, metavar="FILE", help="plan JSON")
+    p.add_argument("--plan", required=True, metavar="FILE", help=PLAN_FILE_HELP)
     p.add_argument("--iterations", type=whole_number(1, MAX_ITERATIONS), default=3,
                    help=f"training iterations (default 3, at most {MAX_ITERATIONS:,})")
     p.add_argument("--hidden", type=whole_number(1, MAX_SCALED_HIDDEN), default=None,
@@ -65,7 +65,7 @@ def _load(args):
 def run_local(args) -> int:
     if args.measure:
         check_output_file(args.measure, "--measure")     # before the run, not after it
-        _refuse_an_input(args.measure, "--measure", [*args.catalog, args.cluster, args.plan])
+        refuse_an_input(args.measure, "--measure", [*args.catalog, args.cluster, args.plan])
     _, cluster, plan = _load(args)
     try:
         import torch  # noqa: F401
@@ -99,12 +99,6 @@ def run_local(args) -> int:
     return 0
 
 
-def _refuse_an_input(output: str, option: str, inputs: list) -> None:
-    for path in inputs:
-        if path and same_file(path, output):
-            raise InputError(f"{option} {output}", f"is also an input ({path}); write to another file")
-
-
 def gpu_entry(gpu) -> dict:
     """A catalog GPU entry (human units, as in catalog/gpus.yaml) for a planner Gpu."""
     return {"name": gpu.name, "vendor": gpu.vendor, "bf16_fp16_tflops": gpu.peak_flops / TFLOPS,
@@ -123,7 +117,7 @@ def calibrate(args) -> int:
         raise InputError("calibrate", "--cluster and --plan go together")
     if args.out:
         check_output_file(args.out, "--out")
-        _refuse_an_input(args.out, "--out", [*args.measurements, *args.catalog, args.cluster, args.plan])
+        refuse_an_input(args.out, "--out", [*args.measurements, *args.catalog, args.cluster, args.plan])
     measurements, devices = [], set()
     for path in args.measurements:
         data, source = read_mapping(path)

@@ -23,9 +23,9 @@ PLAN_OPTIONS = {"micro_batch": None, "zero_stage": [0, 1, 2, 3], "recompute": ["
 
 def adopt_plan(plan: dict, cluster: dict | None = None) -> None:
     """Make `plan` the one on view, with the job it was made for (and its cluster, if given)."""
-    from catalog import plan_from_dict
+    from catalog import plan_from_dict, without_output_keys
     parsed = plan_from_dict(plan, catalog(), source="plan")
-    changes = dict(plan={k: v for k, v in plan.items() if k not in ("metrics", "name", "notes")},
+    changes = dict(plan={k: v for k, v in without_output_keys(plan).items() if k not in ("name", "notes")},
                    model=plan["model"], global_batch=parsed.global_batch, seq_len=parsed.seq_len,
                    precision=parsed.precision.value)
     if cluster is not None:
