@@ -44,7 +44,7 @@ def random_cluster(rng: random.Random, catalog, k: int):
     pools = []
     total = 0
     for j, gpu in enumerate(rng.sample(GPUS, rng.choice((2, 2, 3)))):
-        gpn = rng.choice((2, 4))
+        gpn = rng.choice((1, 2, 4))
         nodes = rng.choice((1, 1, 2))
         if total + gpn * nodes > 16:
             nodes = 1
@@ -52,8 +52,10 @@ def random_cluster(rng: random.Random, catalog, k: int):
             break
         total += gpn * nodes
         pools.append({"name": f"p{j}", "gpu": gpu, "nodes": nodes, "gpus_per_node": gpn,
-                      "inter_node_gbps": rng.choice((100, 200))})
-    return cluster_from_dict({"name": f"random-{k}", "pools": pools, "between_pools_gbps": 100}, catalog)
+                      "inter_node_gbps": rng.choice((10, 25, 100, 200))})
+    # 1-4 GPUs per node and networks from 10 Gb/s: where placement and transfers decide
+    return cluster_from_dict({"name": f"random-{k}", "pools": pools,
+                              "between_pools_gbps": rng.choice((10, 25, 100))}, catalog)
 
 
 def optimality(catalog, count: int, seed: int) -> list[dict]:

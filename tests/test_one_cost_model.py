@@ -79,12 +79,7 @@ def test_chain_links_joined_from_runs_equal_the_whole_layouts_placement(catalog)
                 whole = Links(cluster, structure, place_structure(cluster, structure), 0.0)
                 for mb in (1, 4):
                     size = ACT_BYTES * job.seq_len * mb * job.model.hidden
-                    want = LinkFigures.of(whole, layout.num_stages).at(size)
-                    got = scorer.layout_links(layout, mb)
-                    assert got.dp == want.dp
-                    assert got.forward == pytest.approx(want.forward, rel=1e-12)
-                    assert got.backward == pytest.approx(want.backward, rel=1e-12)
-                    assert got.wrap == pytest.approx(want.wrap, rel=1e-12)
+                    assert scorer.layout_links(layout, mb) == LinkFigures.of(whole, layout).at(size)
                     checked += 1
     assert checked > 20
 
@@ -155,7 +150,7 @@ def test_a_ring_spread_over_two_nodes_is_scored_as_evaluate_places_it(catalog):
     assert cand is not None
     est = evaluate(cluster, cand.to_plan(job), detail=False)
     assert cand.time_s == pytest.approx(est.iteration_time_s, rel=0.1)
-    assert cand.floor_s <= est.iteration_time_s
+    assert cand.floor_s <= est.iteration_time_s * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("seed", [2, 5, 8])

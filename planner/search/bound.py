@@ -358,7 +358,7 @@ class Bounds:
             if prev is not None and k < fixed:
                 total += self._boundary_floor_s(prev, groups, mb)
             if count > 1:
-                total += sum(s.layout_links(_layout_of(((groups, count),)), mb).round_trip)
+                total += s.layout_links(_layout_of(((groups, count),)), mb).least_round_trips_s
             prev = groups
         return total
 

@@ -142,42 +142,49 @@ class Scorer:
             structure = tuple(tuple((g.pool, g.tp) for g in groups for _ in range(g.count))
                               for groups in layout.stages)
             links = Links(self.cluster, structure, place_structure(self.cluster, structure), 0.0)
-            self._links[layout] = (links, LinkFigures.of(links, layout.num_stages))
+            lanes = _lane_links(links, layout.num_stages)
+            self._links[layout] = (links, LinkFigures.of(links, layout, lanes), lanes)
             return self._links[layout][1]
         parts = []
         for groups, count in runs:
             run = Layout("chain", (groups,) * count)
             self._link_figures(run)
             parts.append(self._links[run])
-        dp, boundary = [], []
-        for k, (links, figures) in enumerate(parts):
-            dp += figures.dp
-            boundary += figures.boundary
-            if k + 1 < len(parts):
-                boundary.append(self._junction(runs[k], runs[k + 1]))
+        dp = tuple(ring for _, figures, _ in parts for ring in figures.dp)
+        joints = [self._junction(runs[k], runs[k + 1]) for k in range(len(runs) - 1)]
         wrap = self._junction(runs[-1], runs[0])
-        figures = LinkFigures(tuple(dp), tuple(boundary), wrap)
-        self._links[layout] = (None, figures)
+        lanes = []
+        for r in range(len(parts[0][2])):
+            forward, backward = [], []
+            for k, (_, _, run_lanes) in enumerate(parts):
+                forward += run_lanes[r][0]
+                backward += run_lanes[r][1]
+                if k < len(joints):
+                    forward.append(joints[k][0][r])
+                    backward.append(joints[k][1][r])
+            lanes.append((tuple(forward), tuple(backward), wrap[0][r], wrap[1][r]))
+        figures = LinkFigures(dp, _distinct_lanes(layout, lanes))
+        self._links[layout] = (None, figures, None)
         return figures
 
-    def _junction(self, run_a, run_b) -> tuple[frozenset, frozenset]:
-        """The (bandwidth, latency) pairs of LinkFigures between the last stage of chain run `run_a`
-        and the first of `run_b`, forward and backward (different pools, so different nodes:
+    def _junction(self, run_a, run_b) -> tuple[tuple, tuple]:
+        """Per lane r, the (bandwidth, latency) from the last stage of chain run `run_a` to the
+        first of `run_b`, forward and backward (different pools, so different nodes:
         placement.network_bw)."""
         key = ("junction", run_a, run_b)
         if key not in self._links:
             a = self._links[Layout("chain", (run_a[0],) * run_a[1])][0]
             b = self._links[Layout("chain", (run_b[0],) * run_b[1])][0]
             i, i2 = len(a.structure) - 1, 0
-            forward, backward = set(), set()
+            forward, backward = [], []
             n, n2 = len(a.structure[i]), len(b.structure[i2])
             for r in range(max(n, n2)):
                 ra, rb = r % n, r % n2
                 tp = min(a.structure[i][ra][1], b.structure[i2][rb][1])
                 pa, pb = a.pool_of(i, ra), b.pool_of(i2, rb)
-                forward.add(network_bw(self.cluster, pa, a.busy(i, ra), tp, pb, b.busy(i2, rb), tp))
-                backward.add(network_bw(self.cluster, pb, b.busy(i2, rb), tp, pa, a.busy(i, ra), tp))
-            self._links[key] = (frozenset(forward), frozenset(backward))
+                forward.append(network_bw(self.cluster, pa, a.busy(i, ra), tp, pb, b.busy(i2, rb), tp))
+                backward.append(network_bw(self.cluster, pb, b.busy(i2, rb), tp, pa, a.busy(i, ra), tp))
+            self._links[key] = (tuple(forward), tuple(backward))
         return self._links[key]
 
     # ------------------------------------------------------------------ one candidate
@@ -321,8 +328,8 @@ class Scorer:
     def iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool) -> tuple[float, float]:
         """The fast iteration time of the module docstring, and a lower bound on the one
         planner.cost.evaluate gives: the pipeline takes at least its busiest replica's passes and
-        each lane's in-flight window (with the fastest transfer of each boundary), and the replica
-        of stage 0 that ends the pipeline then runs its optimizer step."""
+        each lane's in-flight window, and the replica of stage 0 that ends the pipeline then
+        synchronises what its last backward did not hide and runs its optimizer step."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
         links = self.layout_links(layout, mb)
         loads, passes, tails, drains = [], [], [], []   # per stage, per group: n and f + b; per stage
@@ -350,29 +357,27 @@ class Scorer:
                        for g in groups)
             tails.append(exposed + step)
             drains.append(fastest_bwd)
-            if i == 0:
-                first_step = step
         m, windows = self.job.global_batch // mb, _windows(layout)
-        lanes = [([ns[g if len(ns) > 1 else 0] for ns in loads], [ts[g if len(ts) > 1 else 0] for ts in passes])
-                 for g in range(_lanes(layout))]
-        pipeline = max(_lane_s(v, m, own, t, links, windows) for own, t in lanes)
-        floor = max(n * t for ns, ts in zip(loads, passes) for n, t in zip(ns, ts))
-        if p > 1:
-            floor = max([floor] + [_window_s(v, m, own, t, links.fastest_round_trip, links.fastest_wrap, windows)
-                                   for own, t in lanes])
-        return pipeline + _tail_s(tails, drains, links.backward), floor + first_step
+        pipeline = floor = max(n * t for ns, ts in zip(loads, passes) for n, t in zip(ns, ts))
+        for lane in links.lanes:
+            own = [ns[lane.group if len(ns) > 1 else 0] for ns in loads]
+            t = [ts[lane.group if len(ts) > 1 else 0] for ts in passes]
+            pipeline = max(pipeline, _lane_s(v, m, own, t, lane, windows))
+            if p > 1:
+                floor = max(floor, _window_s(v, m, own, t, lane.round_trip, lane.wrap, windows))
+        return pipeline + _tail_s(tails, drains, links.backward), floor + tails[0]
 
 
-def _lane_s(v: int, m: int, own: list[int], t: list[float], links: "LayoutLinks", windows: list[int]) -> float:
+def _lane_s(v: int, m: int, own: list[int], t: list[float], lane: Lane, windows: list[int]) -> float:
     """One lane's pipeline time: stage i's replica in the lane handles own[i] of the m
     micro-batches, t[i] seconds each (forward + backward through the stage): the 1F1B estimate
     with its busiest stage c, or the in-flight window's bound where that is larger."""
-    p, x = len(t), links.round_trip
+    p, x = len(t), lane.round_trip
     crit = max(range(p), key=lambda i: own[i] * t[i])
-    pipeline = own[crit] * t[crit] + (sum(t) - t[crit]) / v + v * sum(x) + (v - 1) * links.wrap
+    pipeline = own[crit] * t[crit] + (sum(t) - t[crit]) / v + v * sum(x) + (v - 1) * lane.wrap
     if p == 1:
         return pipeline
-    return max(pipeline, _window_s(v, m, own, t, x, links.wrap, windows))
+    return max(pipeline, _window_s(v, m, own, t, x, lane.wrap, windows))
 
 
 def _tail_s(tails: list[float], drains: list[float], back) -> float:
@@ -413,17 +418,14 @@ def _window_s(v: int, m: int, own: list[int], t: list[float], x, wrap: float, wi
 
 
 @dataclass(frozen=True)
-class LayoutLinks:
-    """A layout's links as the fast score uses them for one activation size: per stage the
-    data-parallel ring's (bandwidth, latency); per boundary the slowest forward transfer (stage i
-    to i + 1) and the slowest backward one (i + 1 to i) between the replicas the schedule pairs;
-    the wrap's round trip (last stage to first and back, interleaved chunks)."""
-    dp: tuple[tuple[float, float], ...]
+class Lane:
+    """One kind of lane for one activation size: replicas of replica group `group` (its index in
+    a stage with several groups; 0 in stages of one), and each boundary's forward (stage i to
+    i + 1) and backward transfer between the lane's replicas, and the wrap's round trip."""
+    group: int
     forward: tuple[float, ...]
     backward: tuple[float, ...]
     wrap: float
-    fastest_round_trip: tuple[float, ...] = ()    # the fastest pair's forward + backward, per boundary
-    fastest_wrap: float = 0.0
 
     @property
     def round_trip(self) -> tuple[float, ...]:
@@ -431,39 +433,70 @@ class LayoutLinks:
 
 
 @dataclass(frozen=True)
+class LayoutLinks:
+    """A layout's links as the fast score uses them for one activation size: per stage the
+    data-parallel ring's (bandwidth, latency), and the distinct kinds of lane (replica r of every
+    stage: the layouts' stages form lanes, as planner.schedule simulates them)."""
+    dp: tuple[tuple[float, float], ...]
+    lanes: tuple[Lane, ...]
+
+    @property
+    def backward(self) -> tuple[float, ...]:
+        """Each boundary's slowest backward transfer."""
+        return tuple(max(x) for x in zip(*(lane.backward for lane in self.lanes)))
+
+    @property
+    def least_round_trips_s(self) -> float:
+        """The fewest seconds any lane spends in transfers, one round trip across every boundary."""
+        return min(sum(lane.round_trip) for lane in self.lanes)
+
+
+@dataclass(frozen=True)
 class LinkFigures:
     """A layout's placement's link figures, independent of the activation size: each stage's ring,
-    and for each boundary (and the wrap) the distinct (bandwidth, latency) of the replica pairs the
-    schedule joins (replica r of one stage with replica r of the next: the layouts' stages form
-    lanes), forward and backward."""
+    and the distinct kinds of lane as (group, forward (bandwidth, latency) per boundary, backward
+    ones, wrap forward, wrap backward)."""
     dp: tuple[tuple[float, float], ...]
-    boundary: tuple[tuple[frozenset, frozenset], ...]
-    wrap: tuple[frozenset, frozenset]
+    lanes: tuple
 
     @staticmethod
-    def of(links: Links, num_stages: int) -> "LinkFigures":
-        def pairs(i: int, i2: int) -> tuple[frozenset, frozenset]:
-            n, n2 = len(links.structure[i]), len(links.structure[i2])
-            forward, backward = set(), set()
-            for r in range(max(n, n2)):
-                forward.add(links.p2p_link(i, r % n, i2, r % n2))
-                backward.add(links.p2p_link(i2, r % n2, i, r % n))
-            return frozenset(forward), frozenset(backward)
-        dp = tuple(links.dp_group(i) for i in range(num_stages))
-        boundary = tuple(pairs(i, i + 1) for i in range(num_stages - 1))
-        wrap = pairs(num_stages - 1, 0) if num_stages > 1 else (frozenset(), frozenset())
-        return LinkFigures(dp, boundary, wrap)
+    def of(links: Links, layout: Layout, lanes: list | None = None) -> "LinkFigures":
+        lanes = _lane_links(links, layout.num_stages) if lanes is None else lanes
+        return LinkFigures(tuple(links.dp_group(i) for i in range(layout.num_stages)), _distinct_lanes(layout, lanes))
 
     def at(self, activation_bytes: float) -> LayoutLinks:
-        def slowest(found) -> float:
-            return max((p2p_s(activation_bytes, bw, latency) for bw, latency in found), default=0.0)
+        def seconds(link) -> float:
+            return p2p_s(activation_bytes, *link) if link is not None else 0.0
+        return LayoutLinks(self.dp, tuple(
+            Lane(group, tuple(seconds(x) for x in forward), tuple(seconds(x) for x in backward),
+                 seconds(wrap_f) + seconds(wrap_b))
+            for group, forward, backward, wrap_f, wrap_b in self.lanes))
 
-        def fastest(found) -> float:
-            return min((p2p_s(activation_bytes, bw, latency) for bw, latency in found), default=0.0)
-        return LayoutLinks(self.dp, tuple(slowest(f) for f, _ in self.boundary),
-                           tuple(slowest(b) for _, b in self.boundary), slowest(self.wrap[0]) + slowest(self.wrap[1]),
-                           tuple(fastest(f) + fastest(b) for f, b in self.boundary),
-                           fastest(self.wrap[0]) + fastest(self.wrap[1]))
+
+def _lane_links(links: Links, num_stages: int) -> list:
+    """Per lane r: (forward, backward (bandwidth, latency) per boundary, wrap forward, wrap backward)."""
+    count = len(links.structure[0])
+    out = []
+    for r in range(count):
+        forward = tuple(links.p2p_link(i, r, i + 1, r) for i in range(num_stages - 1))
+        backward = tuple(links.p2p_link(i + 1, r, i, r) for i in range(num_stages - 1))
+        last = num_stages - 1
+        wrap = (links.p2p_link(last, r, 0, r), links.p2p_link(0, r, last, r)) if num_stages > 1 else (None, None)
+        out.append((forward, backward) + wrap)
+    return out
+
+
+def _distinct_lanes(layout: Layout, lanes: list) -> tuple:
+    """The distinct (group, links) among the lanes, in lane order: a lane's group is that of its
+    replica in a stage of several groups (groups expanded in order), 0 in chains."""
+    groups = [k for k, g in enumerate(layout.stages[0]) for _ in range(g.count)] if len(layout.stages[0]) > 1 else None
+    seen, out = set(), []
+    for r, lane in enumerate(lanes):
+        entry = (groups[r] if groups else 0,) + tuple(lane)
+        if entry not in seen:
+            seen.add(entry)
+            out.append(entry)
+    return tuple(out)
 
 
 def _runs(layout: Layout) -> list[tuple[tuple[Group, ...], int]]:
@@ -475,13 +508,6 @@ def _runs(layout: Layout) -> list[tuple[tuple[Group, ...], int]]:
         else:
             runs.append((groups, 1))
     return runs
-
-
-def _lanes(layout: Layout) -> int:
-    """Lanes of the simulation's lane view: every stage with the same replica groups (mixed
-    layouts) gives one lane per group; stages of one group each (chains) form one kind of lane."""
-    first = layout.stages[0]
-    return len(first) if all(stage == first for stage in layout.stages) else 1
 
 
 def _windows(layout: Layout) -> list[int]:
