@@ -36,6 +36,15 @@ def estimate_key_of_fast(objective: Objective, job: Job, key: float) -> float:
     return key / 3600 / job.tokens_per_iteration * 1e6
 
 
+def fast_key_of_estimate(objective: Objective, job: Job, key: float) -> float:
+    """The inverse of estimate_key_of_fast."""
+    if key == math.inf:
+        return key
+    if objective == Objective.THROUGHPUT:
+        return key * job.tokens_per_iteration
+    return key * 3600 * job.tokens_per_iteration / 1e6
+
+
 def train_time_s(job: Job, iteration_s: float) -> float:
     return job.tokens_to_train / (job.tokens_per_iteration / iteration_s)
 

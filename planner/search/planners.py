@@ -88,6 +88,8 @@ class Considered:
     rescored: int = 0                      # candidates re-scored with the cost model
     rescore_cut: bool = False              # the time limit stopped the re-scoring
     verified: int = 0                      # scored candidates search re-scored to prove the answer
+    proof_pass: bool = False               # search ran a proof pass below the answer's key
+    method: str = ""                       # the planner that filled this in
 
 
 class Clock:
@@ -95,6 +97,9 @@ class Clock:
 
     def __init__(self, limit_s: float | None):
         self.start, self.limit_s = time.perf_counter(), limit_s
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
 
     def expired(self, share: float = 1.0) -> bool:
         return self.limit_s is not None and time.perf_counter() - self.start >= self.limit_s * share
@@ -135,7 +140,11 @@ class _Keeper:
         self.objective, self.job, self.deadline_hours = objective, job, deadline_hours
         self.order = 0
 
+    fixed_threshold: float | None = None    # a proof pass: prune at this key, keep nothing (all to `dropped`)
+
     def threshold(self) -> float:
+        if self.fixed_threshold is not None:
+            return self.fixed_threshold
         return self.c.kept[-1][0] if len(self.c.kept) >= self.limit else math.inf
 
     def add(self, cand: Candidate, bound: float = -math.inf) -> None:
@@ -152,7 +161,7 @@ class _Keeper:
         if key == math.inf:
             return
         self.order += 1
-        if key >= self.threshold():
+        if key >= self.threshold() or self.fixed_threshold is not None:
             self._drop(bound, cand)
             return
         kept = self.c.kept
@@ -292,7 +301,9 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
     while frontier.heap:
         key, _, detail, family = frontier.pop()
         if key >= keeper.threshold():
-            c.pruned_floor = min(key, unlisted)
+            # every prune compared a bound with the threshold of its moment, which only falls:
+            # whatever was pruned has a bound of at least the final one
+            c.pruned_floor = min(keeper.threshold(), unlisted)
             break
         if _out_of_time(clock, c) or c.fast_scores >= options.max_fast_scores:
             c.stopped_by = TIME_LIMIT if _out_of_time(clock, c) else BUDGET
@@ -318,6 +329,8 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
         order, keyed = detail
         scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
     c.lower_bound = unlisted
+    if keeper.threshold() < math.inf:        # the heap ran out: what was pruned on the way still was
+        c.pruned_floor = min(keeper.threshold(), unlisted)
 
 
 def _seconds(keeper: _Keeper, price_per_hour: float) -> float:
@@ -451,13 +464,20 @@ def _promising(keyed: dict, keeper: _Keeper, layout: Layout, scorer: Scorer) -> 
 class HetplanPlanner:
     name = "hetplan"
 
-    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+    def consider(self, cluster, job, objective, deadline_hours, options, prove_below: float | None = None,
+                 time_limit_s: float | None = None) -> Considered:
+        """`prove_below`: a proof pass instead: visit everything whose bound is below this fast key
+        and keep nothing; every candidate scored goes to `dropped` with its bound, for search's
+        verification with the cost model."""
         scorer = Scorer(cluster, job, options.cost_options)
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
+        keeper.fixed_threshold = prove_below
+        considered.method = self.name
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options))
-        _best_first(scorer, families, keeper, options, _scan_layout, pools, options.time_limit_s)
+        _best_first(scorer, families, keeper, options, _scan_layout, pools,
+                    options.time_limit_s if time_limit_s is None else time_limit_s)
         return considered
 
 

@@ -9,7 +9,8 @@ from planner.cost import evaluate
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
 from planner.compute import stage_pass_times
-from planner.search.objective import check_objective, estimate_key, estimate_key_of_fast, gain
+from planner.search.objective import (check_objective, estimate_key, estimate_key_of_fast, fast_key_of_estimate,
+                                      gain)
 from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions
 from planner.search.score import Candidate
 from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Plan
@@ -93,23 +94,36 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
             clock: Clock | None) -> tuple[list, float]:
     """Make the answer checkable by the cost model itself. Every setting the search skipped or
     scored without re-scoring has a lower bound that also bounds planner.cost.evaluate
-    (planner.search.bound; tests/test_one_cost_model.py); scored candidates that were not re-scored
-    and whose bound is below the answer's evaluated key are re-scored now, smallest bound first
-    (at most options.verify of them, while the clock has time), and join the ranking when they
-    win. Returns the ranking and the smallest bound, as an estimate key, of what is still
-    unverified: the answer is proven best in the space when that is at least its key."""
+    (planner.search.bound, Candidate.floor_s; tests/test_one_cost_model.py). When what the search
+    pruned could still beat the answer by those bounds, a proof pass visits everything below the
+    answer's key (hetplan's planner, while the clock has time); then the scored candidates not
+    re-scored whose bound is below the answer's evaluated key are re-scored, smallest bound first
+    (at most options.verify of them), and join the ranking when they win. Returns the ranking and
+    the smallest bound, as an estimate key, of what is still unverified: the answer is proven best
+    in the space when that is at least its key."""
     if considered.exact:
         return ranked, math.inf
     best = estimate_key(objective, ranked[0][1], deadline_hours)
-    floor = min(considered.pruned_floor, considered.dropped_floor,
-                considered.lower_bound if considered.stopped_by is not None else math.inf)
-    floor = estimate_key_of_fast(objective, job, floor)
-    pending = sorted(((-neg, tie, cand) for neg, tie, cand in considered.dropped), key=lambda e: (e[0], e[1]))
+    floor = min(considered.pruned_floor, considered.lower_bound if considered.stopped_by is not None else math.inf)
+    dropped, dropped_floor = considered.dropped, considered.dropped_floor
+    if (estimate_key_of_fast(objective, job, floor) < best * (1 - 1e-9) and considered.stopped_by is None
+            and considered.method == "hetplan" and (clock is None or not clock.expired())):
+        left = None if clock is None or clock.limit_s is None else max(1e-3, clock.limit_s - clock.elapsed())
+        proof = PLANNERS["hetplan"].consider(cluster, job, objective, deadline_hours, options,
+                                             prove_below=fast_key_of_estimate(objective, job, best), time_limit_s=left)
+        if proof.stopped_by is None:
+            floor, dropped, dropped_floor = proof.pruned_floor, proof.dropped, proof.dropped_floor
+            considered.proof_pass = True
+    floor = estimate_key_of_fast(objective, job, min(floor, dropped_floor))
+    seen = {(plan.stages, plan.micro_batch, plan.zero_stage, plan.recompute, plan.interleave) for plan, _ in ranked}
     checked = 0
-    for bound, _, cand in pending:
+    for bound, _, cand in sorted(((-neg, tie, cand) for neg, tie, cand in dropped), key=lambda e: (e[0], e[1])):
         bound = estimate_key_of_fast(objective, job, bound)
         if bound >= best * (1 - 1e-9):
             break
+        plan = cand.to_plan(job)
+        if (plan.stages, plan.micro_batch, plan.zero_stage, plan.recompute, plan.interleave) in seen:
+            continue
         if checked >= options.verify or (clock is not None and clock.expired()):
             floor = min(floor, bound)
             break
@@ -118,8 +132,8 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
             ranked.append((plan, est))
-        if key < best:
-            best = key
+            seen.add((plan.stages, plan.micro_batch, plan.zero_stage, plan.recompute, plan.interleave))
+        best = min(best, key)
     considered.verified = checked
     ranked.sort(key=lambda pe: estimate_key(objective, pe[1], deadline_hours))     # stable: ties keep their order
     return ranked, floor
