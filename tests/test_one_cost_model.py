@@ -100,10 +100,9 @@ def _candidates(cluster, job):
                     yield cand, screen, capacity, pipeline.get(key, math.inf)
 
 
-# The pipeline bound follows Narayanan's 1F1B fill, which the simulated schedule beats by up to
-# about 1% on a few single-replica pipelines of few micro-batches (4 of 37,165 candidates of 40
-# random clusters; docs/cost-model.md): the stated tolerance.
-PIPELINE_TOLERANCE = 0.02
+# The pipeline bounds include bound.FILL_SLACK for Narayanan's fill, which the simulated
+# schedule beats by up to about 1% on a few single-replica pipelines: with it they stay below.
+PIPELINE_TOLERANCE = 1e-9
 
 
 @pytest.mark.parametrize("seed", [3, 9, 19, 36])

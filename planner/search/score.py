@@ -3,18 +3,23 @@
 Every figure comes from the cost model's own functions: pass times (planner.compute), memory
 (planner.memory), the links of the placement evaluate uses (planner.placement.Links, for the
 data-parallel rings and the stage-to-stage transfers), ZeRO collectives, gradient reduction and
-the optimizer step (planner.dataparallel). Only the pipeline simulation is replaced, by
+the optimizer step (planner.dataparallel). Only the pipeline simulation is replaced: for each
+kind of lane (replica r of every stage, as planner.schedule simulates lanes; lanes differ in
+their replica group and in the links their transfers cross),
 
-    T ~ max( max_i W_i + (sum_i t_i - t_c) / v + 2 v sum_i x_i,               (Narayanan et al. 2021, eq. 1-2)
-             max_i [ sum_{j<i} (t_j + 2 x_j) + n S_i / k_i ] )          (1F1B's in-flight window, v = 1)
-        + the exposed data-parallel synchronisation and the optimizer step, as planner.cost adds them
+    lane ~ max( W_c + (sum_i t_i - t_c) / v + v sum_i x_i + (v - 1) x_wrap,   (Narayanan et al. 2021, eq. 1-2)
+                max_i [ sum_{j<i} (t_j + x_j) + n_i S_i / k_i ] )            (the in-flight window)
+    T ~ max over lanes + max_i (tail_i - drain_i)
 
-with W_i the busiest replica of stage i over an iteration, t_i one micro-batch's forward and
-backward through stage i, c the stage of the busiest replica, v the interleave and x_i one
-activation transfer across boundary i. The second term is what transfers cost when they do not
-hide: a replica of stage i holds at most k_i micro-batches in flight (schedule.in_flight_limit),
-each for at least S_i = sum_{j>=i} t_j + 2 sum_{j>=i} x_j (its pass, the downstream stages and
-the transfers there and back), so its n micro-batches take at least n S_i / k_i. Final
+with t_i the lane's forward + backward of one micro-batch through stage i, W_c = n_c t_c its
+busiest stage, v the interleave, x_i the round trip (forward and backward transfer) across
+boundary i. The window is what transfers cost when they do not hide: a replica holds at most k_i
+micro-batches in flight (schedule.in_flight_micro_batches), each for at least S_i = sum_{j>=i}
+t_j + x_j (its pass, the stages below and the transfers there and back; interleaved: its chunk's
+way and, on average, half the other chunks' rounds), so its n_i micro-batches take n_i S_i / k_i.
+tail_i is stage i's exposed gradient synchronisation and optimizer step, drain_i the pipeline's
+last backward still running above it. Each candidate also carries `floor_s`, a lower bound on
+evaluate's iteration time (its busiest replica, its lanes' windows, stage 0's tail). Final
 candidates are re-scored by planner.cost.evaluate, which decides the ranking;
 tests/test_one_cost_model.py holds the two within a stated tolerance.
 """

@@ -48,6 +48,7 @@ from planner.compute import ACT_BYTES
 from planner.dataparallel import zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, state_bytes_per_param
 from planner.placement import network_share_bw, p2p_floor_s
+from planner.search.bound import FILL_SLACK
 from planner.search.score import Scorer
 from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, searched_recomputes, tp_degrees
 from planner.types import Recompute
@@ -178,7 +179,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
                     with np.errstate(invalid="ignore"):     # interleaved: no fill, transfers once (bound.py)
                         fill = (others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)) if v == 1 else 0.0
                     T = np.maximum(M + fill, slow_lane) + 2 * x
-                    best[live] = np.minimum(best[live], np.where(np.isnan(T), np.inf, T))
+                    best[live] = np.minimum(best[live], np.where(np.isnan(T), np.inf, T * (1 - FILL_SLACK)))
     return best
 
 
