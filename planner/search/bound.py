@@ -76,6 +76,7 @@ Runs = tuple[tuple[tuple[Group, ...], int], ...]
 # (docs/cost-model.md). The pipeline bounds give up this much so that they stay below what
 # planner.cost.evaluate reports (tests/test_one_cost_model.py holds them to it).
 FILL_SLACK = 0.02
+EXACT_RUN_REPLICAS = 64     # runs of at most this many replicas get exact transfers in the bounds
 
 
 class Bounds:
@@ -374,9 +375,17 @@ class Bounds:
             if prev is not None and k < fixed:
                 total += self._boundary_floor_s(prev, groups, mb)
             if count > 1:
-                total += s.layout_links(_layout_of(((groups, count),)), mb).least_round_trips_s
+                total += self._run_transfers_s(groups, count, mb)
             prev = groups
         return total
+
+    def _run_transfers_s(self, groups: tuple[Group, ...], count: int, mb: int) -> float:
+        """The least round trips any lane has inside a run of `count` stages of these groups:
+        exact (score.LayoutLinks of the run alone) where the run is small enough that computing
+        it costs little; else count - 1 times the boundary floor."""
+        if count * sum(g.count for g in groups) <= EXACT_RUN_REPLICAS:
+            return self.scorer.layout_links(_layout_of(((groups, count),)), mb).least_round_trips_s
+        return (count - 1) * self._boundary_floor_s(groups, groups, mb)
 
     def _boundary_floor_s(self, a: tuple[Group, ...], b: tuple[Group, ...], mb: int) -> float:
         """The least round trip across a boundary from a stage of groups `a` to one of `b` costs
