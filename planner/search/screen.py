@@ -62,124 +62,143 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     run along the first axis, elementwise over families."""
     if not families:
         return np.zeros(0)
-    s = scorer
-    pools = sorted({p.name: p for f in families for p in f.subset}.values(), key=lambda p: p.name)
-    index = {p.name: k for k, p in enumerate(pools)}
-    P, F = len(pools), len(families)
-    L, B = s.model.layers, s.job.global_batch
-
-    present = np.zeros((P, F), bool)
-    tps = np.ones((P, F), np.int64)
-    width = np.zeros((P, F), np.int64)
-    lanes = np.zeros(F, np.int64)
-    chain = np.zeros(F, bool)
-    first = np.zeros(F, np.int64)
-    for i, f in enumerate(families):
-        cols = [index[p.name] for p in f.subset]
-        present[cols, i] = True
-        tps[cols, i] = f.tps
-        width[cols, i] = f.width
-        lanes[i] = f.lanes
-        chain[i] = f.kind == "chain"
-        first[i] = cols[0]
-    sp = (tps > 1).any(axis=0)
-    p_stages = np.where(chain, width.sum(axis=0), lanes)
-    replicas = np.where(chain, lanes, width.sum(axis=0))          # replicas per stage
-    min_tp = np.where(present, tps, 10**6).min(axis=0)
-    rows = np.broadcast_to(np.arange(P)[:, None], (P, F))
-
-    tp_list = sorted({t for p in pools for t in tp_degrees(p, s.model)} | {1})
-    tpi = np.searchsorted(np.array(tp_list), tps)
-    mem = np.array([p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES for p in pools], float)[:, None]
-    gpn = np.array([p.gpus_per_node for p in pools], np.int64)[:, None]
-
-    # the most bandwidth per rank a stage's data-parallel ring can get (placement.dp_link_ceiling)
-    t_arr = tps.astype(float)
-    group_count = np.where(chain, lanes, width)
-    bw = dp_link_ceilings(s, pools, present, tps, group_count, chain, first, rows)
-    d = replicas.astype(float)
-    spread = ring_s_per_byte(d, bw)
-    weight_bytes = s.layer_params / np.where(chain, t_arr, min_tp.astype(float)) * WEIGHT_BYTES
-    gather, grads_and_gather = zero_per_micro_batch_floor(3, weight_bytes, d, spread)
-    grads = grads_and_gather - gather
-    best = np.full(F, np.inf)
+    s, B = scorer, scorer.job.global_batch
+    table = _Table(s, families)
+    best = np.full(len(families), np.inf)
     for mb in micro_batch_sizes(B):
         m = B // mb
-        live = live_mb = np.flatnonzero(m >= replicas)              # families with a micro-batch per replica
-        if live.size == 0:
+        live_mb = np.flatnonzero(m >= table.replicas)              # families with a micro-batch per replica
+        if live_mb.size == 0:
             break
-        sub = sub_all = _Sub(live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
-                             group_count, first)
-        own = own_all = -(-m // sub.lanes)                         # chain: ceil(m / d)
-        # sum_i x_i of every order, at least (bound._transfers_floor_s): a chain run of q stages has
-        # q - 1 boundaries inside it; a mixed stage pairs each group with itself across a boundary
-        diag = _diagonal_floor_s(s, pools, tp_list, mb)[sub.rows, sub.tpi]
-        chain_x = np.where(sub.present, (sub.width - 1) * diag, 0.0).sum(axis=0)
-        mixed_x = (sub.p - 1) * np.where(sub.present, diag, 0.0).max(axis=0)
-        x = x_all = np.where(sub.chain, chain_x, mixed_x)
+        sub_all = _Sub(live_mb, table)
+        own_all = -(-m // sub_all.lanes)                            # chain: ceil(m / d)
+        x_all = _transfers_floor_s(s, table, sub_all, mb)
         for rc in RECOMPUTES:
-            sel = None
-            if rc not in searched_recomputes(s.options.flash_attention, mixed=False):
+            if rc in searched_recomputes(s.options.flash_attention, mixed=False):
+                sub, live, own, x = sub_all, live_mb, own_all, x_all
+            else:
                 keep = ~sub_all.chain     # searched for mixed stages only (see space.searched_recomputes)
                 if not keep.any():
                     continue
-                sel = keep
-            sub, live = (sub_all, live_mb) if sel is None else (sub_all.take(sel), live_mb[sel])
-            own, x = (own_all, x_all) if sel is None else (own_all[sel], x_all[sel])
-            f_t, b_t, act, workspace = _per_pool(s, pools, tp_list, mb, rc)
-            spi = sub.sp.astype(np.int64)
-            act_l = act[spi, sub.rows, sub.tpi]
-            fw = f_t[spi, sub.rows, sub.tpi]
-            bw_t = b_t[spi, sub.rows, sub.tpi]
-            extra = workspace[spi, sub.rows, sub.tpi]
-            free = np.broadcast_to(mem - extra, act_l.shape)
-            tau0 = np.where(sub.present, fw + bw_t, np.inf)      # what the shares balance (no ZeRO traffic)
+                sub, live, own, x = sub_all.take(keep), live_mb[keep], own_all[keep], x_all[keep]
+            per_layer = _PerLayer(s, table, sub, mb, rc)
             for zero in ZERO_CLASSES:
-                if zero == 1:
-                    tau = fw + bw_t
-                elif zero == 2:
-                    tau = fw + np.maximum(bw_t, sub.grads)
-                else:
-                    tau = np.maximum(fw, sub.gather) + np.maximum(bw_t, sub.gather + sub.grads)
-                per_param = sum(state_bytes_per_param(zero, sub.d))
-                W = s.layer_params / sub.t_arr * per_param
-                tau = np.where(sub.present, tau, np.inf)
-                beta_min = tau.min(axis=0)
-                # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's (the
-                # busiest lane's fill runs at its own group's rate); (b8): a mixed layout's slowest lane
-                # takes one micro-batch through every layer at its group's rate
-                slowest = np.where(sub.present, tau, 0.0).max(axis=0)
-                fastest = np.where(sub.present, tau, np.inf).min(axis=0)
-                beta_stage = np.where(sub.present, np.where(sub.chain, tau, fastest), 0.0)
-                others = np.where(sub.chain, (beta_stage * sub.width).sum(axis=0) - slowest, (sub.p - 1) * fastest)
-                beta_min = np.where(sub.chain, beta_min, fastest)
-                slow_lane = np.where(sub.chain, 0.0, L * slowest)
-                a_chain = own * tau
-                a_mixed = m / np.where(sub.present, sub.group_count / tau, 0.0).sum(axis=0)
-                ch, mx = sub.chain, ~sub.chain
-                a_max = np.where(ch, np.where(sub.present, a_chain, 0.0).max(axis=0), a_mixed)
-                a_min = np.where(ch, a_chain.min(axis=0), a_mixed)
-                if mx.any():
-                    pm, fm, wm, am = sub.present[:, mx], free[:, mx], W[:, mx], act_l[:, mx]
-                    n_lo = _mixed_share_floor(m, tau0[:, mx], pm, sub.group_count[:, mx], sub.d[mx])
-                for v in INTERLEAVES:
-                    ok = sub.p * v <= L
-                    if v > 1:
-                        ok &= (sub.p > 1) & (L % v == 0)
-                        ok &= ~ch | ((m % sub.lanes == 0) & ((m // sub.lanes) % sub.p == 0))
-                    M = np.full(live.size, np.inf)
-                    on = np.flatnonzero(ok & ch)
-                    if on.size:
-                        M[on] = _chain_level(L, v, sub.width[:, on], sub.present[:, on], a_chain[:, on], free[:, on],
-                                             W[:, on], act_l[:, on], own[on], sub.p[on], sub.lanes[on], m)
-                    if mx.any():
-                        fits = _mixed_fits(L, v, sub.p[mx], m, sub.d[mx], n_lo, pm, fm, wm, am)
-                        M[mx] = np.where(ok[mx] & fits, a_mixed[mx] * L / sub.p[mx], np.inf)
-                    M = np.maximum(M, v * a_max)
-                    with np.errstate(invalid="ignore"):     # interleaved: no fill, transfers once (bound.py)
-                        fill = (others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)) if v == 1 else 0.0
-                    T = np.maximum(M + fill, slow_lane) + 2 * x
-                    best[live] = np.minimum(best[live], np.where(np.isnan(T), np.inf, T * (1 - FILL_SLACK)))
+                T = _class_bound_s(s, sub, per_layer, m, own, x, zero)
+                best[live] = np.minimum(best[live], T)
+    return best
+
+
+class _Table:
+    """The families as (pool, family) arrays, and the per-pool figures the screen reads."""
+
+    def __init__(self, s: Scorer, families: list[Family]):
+        pools = sorted({p.name: p for f in families for p in f.subset}.values(), key=lambda p: p.name)
+        index = {p.name: k for k, p in enumerate(pools)}
+        P, F = len(pools), len(families)
+        self.pools = pools
+        self.present = np.zeros((P, F), bool)
+        self.tps = np.ones((P, F), np.int64)
+        self.width = np.zeros((P, F), np.int64)
+        self.lanes = np.zeros(F, np.int64)
+        self.chain = np.zeros(F, bool)
+        self.first = np.zeros(F, np.int64)
+        for i, f in enumerate(families):
+            cols = [index[p.name] for p in f.subset]
+            self.present[cols, i] = True
+            self.tps[cols, i] = f.tps
+            self.width[cols, i] = f.width
+            self.lanes[i] = f.lanes
+            self.chain[i] = f.kind == "chain"
+            self.first[i] = cols[0]
+        chain, width = self.chain, self.width
+        self.sp = (self.tps > 1).any(axis=0)
+        self.p_stages = np.where(chain, width.sum(axis=0), self.lanes)
+        self.replicas = np.where(chain, self.lanes, width.sum(axis=0))          # replicas per stage
+        self.rows = np.broadcast_to(np.arange(P)[:, None], (P, F))
+        self.tp_list = sorted({t for p in pools for t in tp_degrees(p, s.model)} | {1})
+        self.tpi = np.searchsorted(np.array(self.tp_list), self.tps)
+        self.mem = np.array([p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES for p in pools], float)[:, None]
+        # the most bandwidth per rank a stage's data-parallel ring can get (placement.dp_link_ceiling)
+        self.t_arr = self.tps.astype(float)
+        self.group_count = np.where(chain, self.lanes, width)
+        bw = dp_link_ceilings(s, pools, self.present, self.tps, self.group_count, chain, self.first, self.rows)
+        self.d = self.replicas.astype(float)
+        min_tp = np.where(self.present, self.tps, 10**6).min(axis=0)
+        weight_bytes = s.layer_params / np.where(chain, self.t_arr, min_tp.astype(float)) * WEIGHT_BYTES
+        self.gather, grads_and_gather = zero_per_micro_batch_floor(3, weight_bytes, self.d, ring_s_per_byte(self.d, bw))
+        self.grads = grads_and_gather - self.gather
+
+
+def _transfers_floor_s(s: Scorer, table: _Table, sub, mb: int) -> np.ndarray:
+    """sum_i x_i of every order, at least (bound._transfers_floor_s): a chain run of q stages has
+    q - 1 boundaries inside it; a mixed stage pairs each group with itself across a boundary."""
+    diag = _diagonal_floor_s(s, table.pools, table.tp_list, mb)[sub.rows, sub.tpi]
+    chain_x = np.where(sub.present, (sub.width - 1) * diag, 0.0).sum(axis=0)
+    mixed_x = (sub.p - 1) * np.where(sub.present, diag, 0.0).max(axis=0)
+    return np.where(sub.chain, chain_x, mixed_x)
+
+
+class _PerLayer:
+    """One layer's pass times, activations and free memory of every (pool, family) cell."""
+
+    def __init__(self, s: Scorer, table: _Table, sub, mb: int, rc: Recompute):
+        f_t, b_t, act, workspace = _per_pool(s, table.pools, table.tp_list, mb, rc)
+        spi = sub.sp.astype(np.int64)
+        self.act = act[spi, sub.rows, sub.tpi]
+        self.fw = f_t[spi, sub.rows, sub.tpi]
+        self.bw = b_t[spi, sub.rows, sub.tpi]
+        self.free = np.broadcast_to(table.mem - workspace[spi, sub.rows, sub.tpi], self.act.shape)
+        self.tau0 = np.where(sub.present, self.fw + self.bw, np.inf)      # what the shares balance (no ZeRO traffic)
+
+
+def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) -> np.ndarray:
+    """The screen of the module docstring for one micro-batch size, recompute setting and ZeRO
+    class, over both interleaves, for the live families of `sub`."""
+    L = s.model.layers
+    if zero == 1:
+        tau = per.fw + per.bw
+    elif zero == 2:
+        tau = per.fw + np.maximum(per.bw, sub.grads)
+    else:
+        tau = np.maximum(per.fw, sub.gather) + np.maximum(per.bw, sub.gather + sub.grads)
+    W = s.layer_params / sub.t_arr * sum(state_bytes_per_param(zero, sub.d))
+    tau = np.where(sub.present, tau, np.inf)
+    # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's (the
+    # busiest lane's fill runs at its own group's rate); (b8): a mixed layout's slowest lane
+    # takes one micro-batch through every layer at its group's rate
+    slowest = np.where(sub.present, tau, 0.0).max(axis=0)
+    fastest = np.where(sub.present, tau, np.inf).min(axis=0)
+    beta_stage = np.where(sub.present, np.where(sub.chain, tau, fastest), 0.0)
+    others = np.where(sub.chain, (beta_stage * sub.width).sum(axis=0) - slowest, (sub.p - 1) * fastest)
+    beta_min = np.where(sub.chain, tau.min(axis=0), fastest)
+    slow_lane = np.where(sub.chain, 0.0, L * slowest)
+    a_chain = own * tau
+    a_mixed = m / np.where(sub.present, sub.group_count / tau, 0.0).sum(axis=0)
+    ch, mx = sub.chain, ~sub.chain
+    a_max = np.where(ch, np.where(sub.present, a_chain, 0.0).max(axis=0), a_mixed)
+    a_min = np.where(ch, a_chain.min(axis=0), a_mixed)
+    if mx.any():
+        n_lo = _mixed_share_floor(m, per.tau0[:, mx], sub.present[:, mx], sub.group_count[:, mx], sub.d[mx])
+    best = np.full(ch.size, np.inf)
+    for v in INTERLEAVES:
+        ok = sub.p * v <= L
+        if v > 1:
+            ok &= (sub.p > 1) & (L % v == 0)
+            ok &= ~ch | ((m % sub.lanes == 0) & ((m // sub.lanes) % sub.p == 0))
+        M = np.full(ch.size, np.inf)
+        on = np.flatnonzero(ok & ch)
+        if on.size:
+            M[on] = _chain_level(L, v, sub.width[:, on], sub.present[:, on], a_chain[:, on], per.free[:, on],
+                                 W[:, on], per.act[:, on], own[on], sub.p[on], sub.lanes[on], m)
+        if mx.any():
+            fits = _mixed_fits(L, v, sub.p[mx], m, sub.d[mx], n_lo, sub.present[:, mx], per.free[:, mx], W[:, mx],
+                               per.act[:, mx])
+            M[mx] = np.where(ok[mx] & fits, a_mixed[mx] * L / sub.p[mx], np.inf)
+        M = np.maximum(M, v * a_max)
+        with np.errstate(invalid="ignore"):     # interleaved: no fill, transfers once (bound.py)
+            fill = (others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)) if v == 1 else 0.0
+        T = np.maximum(M + fill, slow_lane) + 2 * x
+        best = np.minimum(best, np.where(np.isnan(T), np.inf, T * (1 - FILL_SLACK)))
     return best
 
 
@@ -193,13 +212,14 @@ class _Sub:
             setattr(out, name, value[..., keep])        # the last axis is the family
         return out
 
-    def __init__(self, live, present, tps, width, lanes, chain, p_stages, sp, rows, tpi, t_arr, gather, grads, d,
-                 group_count, first):
-        self.present, self.width, self.t_arr, self.tp = present[:, live], width[:, live], t_arr[:, live], tps[:, live]
-        self.first = first[live]
-        self.rows, self.tpi = rows[:, live], tpi[:, live]
-        self.gather, self.grads, self.group_count = gather[:, live], grads[:, live], group_count[:, live]
-        self.lanes, self.chain, self.p, self.sp, self.d = lanes[live], chain[live], p_stages[live], sp[live], d[live]
+    def __init__(self, live, t: _Table):
+        self.present, self.width, self.t_arr, self.tp = (t.present[:, live], t.width[:, live], t.t_arr[:, live],
+                                                          t.tps[:, live])
+        self.first = t.first[live]
+        self.rows, self.tpi = t.rows[:, live], t.tpi[:, live]
+        self.gather, self.grads, self.group_count = t.gather[:, live], t.grads[:, live], t.group_count[:, live]
+        self.lanes, self.chain, self.p, self.sp, self.d = (t.lanes[live], t.chain[live], t.p_stages[live], t.sp[live],
+                                                           t.d[live])
 
 
 def _mixed_share_floor(m, tau0, present, count, replicas):
