@@ -18,3 +18,9 @@ def test_stopped_search_names_the_limit_and_the_gap():
 def test_unknown_gap_is_said_plainly():
     text = search_completeness(SimpleNamespace(complete=False, gap=None, stopped_by="time limit"))
     assert "unknown" in text
+
+
+def test_unproven_search_says_so_without_a_limit():
+    """A search that ran out but could not prove its answer within its verification budget."""
+    text = search_completeness(SimpleNamespace(complete=False, gap=0.012, stopped_by=None))
+    assert "could not prove" in text and "1.2%" in text and "None" not in text

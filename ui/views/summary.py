@@ -54,13 +54,17 @@ def run_planner() -> None:
 
 
 def search_completeness(result) -> str:
-    """One sentence when a limit stopped the search: which, and how far from optimal it can be."""
+    """One sentence when the search could not prove its answer best by the cost model: why (the
+    limit that stopped it, or its verification budget), and how far from optimal it can be."""
     if getattr(result, "complete", True):
         return ""
     gap = getattr(result, "gap", None)
-    bound = (f"no plan it did not reach can be more than {gap:.1%} better (by the search's lower bounds)"
-             if gap is not None else "how close its best plan is to the optimum is unknown")
-    return f"The search stopped at its {getattr(result, 'stopped_by', None) or 'limit'}: {bound}."
+    bound = (f"no plan of its space can be more than {gap:.1%} better by the cost model (lower bounds on "
+             f"every plan it did not evaluate)" if gap is not None else
+             "how close its best plan is to the optimum is unknown")
+    stopped = getattr(result, "stopped_by", None)
+    why = f"The search stopped at its {stopped}" if stopped else "The search could not prove its best plan optimal"
+    return f"{why}: {bound}."
 
 
 def _expected_wait(num_gpus: int) -> str:
