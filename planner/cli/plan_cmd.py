@@ -34,7 +34,8 @@ def register(sub) -> None:
                    help="run this planner instead of hetplan's search")
     p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
                    default=SearchOptions().time_limit_s, metavar="S",
-                   help=f"stop the search after S seconds and report the best plan found with its optimality gap "
+                   help=f"stop the search after S seconds of CPU time (other load on the machine does not count) "
+                        f"and report the best plan found with its optimality gap "
                         f"(default {SearchOptions().time_limit_s:g}; each baseline gets "
                         f"{SearchOptions().baseline_time_limit_s:g} s)")
     p.add_argument("--json", action="store_true",

@@ -18,7 +18,7 @@ the most promising with planner.cost.evaluate, which alone decides the order and
               no bounds; for clusters of at most `exhaustive_max_gpus` GPUs.
 
 Limits (explicit, in SearchOptions): the deterministic fast-score budget `max_fast_scores`, and the
-wall-clock `time_limit_s` (hetplan; `baseline_time_limit_s` for each baseline), of which SEARCH_SHARE
+CPU-time `time_limit_s` (hetplan; `baseline_time_limit_s` for each baseline), of which SEARCH_SHARE
 goes to the best-first loop and the rest to re-scoring. A planner cut short records which limit
 stopped it and the smallest lower bound left unexplored, from which search reports the gap.
 """
@@ -49,7 +49,7 @@ class SearchOptions:
     exhaustive_max_gpus: int = 16
     verify: int = 64                       # most candidates re-scored after ranking to prove the answer best
     cost_options: CostOptions = field(default_factory=CostOptions)
-    time_limit_s: float | None = 20.0      # wall-clock limit of hetplan's search loop; None: no limit
+    time_limit_s: float | None = 20.0      # CPU-time limit of hetplan's search (Clock); None: no limit
     baseline_time_limit_s: float | None = 5.0   # the same, for each baseline (megatron, uniform)
 
     def __post_init__(self):
@@ -93,16 +93,18 @@ class Considered:
 
 
 class Clock:
-    """The wall-clock limit of one planner run; `share` of it for a first phase."""
+    """The time limit of one planner run, in CPU seconds of the thread that searches
+    (time.thread_time): other work on a busy machine, and other sessions of the app, do not cut a
+    search shorter; `share` of it for a first phase."""
 
     def __init__(self, limit_s: float | None):
-        self.start, self.limit_s = time.perf_counter(), limit_s
+        self.start, self.limit_s = time.thread_time(), limit_s
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return time.thread_time() - self.start
 
     def expired(self, share: float = 1.0) -> bool:
-        return self.limit_s is not None and time.perf_counter() - self.start >= self.limit_s * share
+        return self.limit_s is not None and time.thread_time() - self.start >= self.limit_s * share
 
 
 class Planner(Protocol):
@@ -216,7 +218,7 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
 
     Two limits cut the search short, and `keeper.c` records which (`stopped_by`) and the smallest
     bound of what was left (`lower_bound`, for the optimality gap): the deterministic fast-score
-    budget, and the wall-clock `time_limit_s`, checked per family listed, per pool order bounded
+    budget, and the CPU-time `time_limit_s` (Clock), checked per family listed, per pool order bounded
     and per layout scanned. Listing the families may use at most LISTING_SHARE of the loop's time;
     the families not listed are then bounded by `_whole_cluster_key` (every GPU at its best rate)."""
     c, job, objective, deadline = keeper.c, scorer.job, keeper.objective, keeper.deadline_hours
