@@ -368,8 +368,9 @@ class Scorer:
             own = [ns[lane.group if len(ns) > 1 else 0] for ns in loads]
             t = [ts[lane.group if len(ts) > 1 else 0] for ts in passes]
             pipeline = max(pipeline, _lane_s(v, m, own, t, lane, windows))
-            if p > 1:
-                floor = max(floor, _window_s(v, m, own, t, lane.round_trip, lane.wrap, windows))
+            if p > 1:       # the group's busiest replica may run on the lane with the fastest links
+                fastest, wrap = links.fastest_round_trip, links.fastest_wrap
+                floor = max(floor, _window_s(v, m, own, t, fastest, wrap, windows), _prefix_s(own, t, fastest, v))
         return pipeline + _tail_s(tails, drains, links.backward), floor + tails[0]
 
 
@@ -395,6 +396,18 @@ def _tail_s(tails: list[float], drains: list[float], back) -> float:
     for i, tail in enumerate(tails):
         worst = max(worst, tail - drain)
         drain += drains[i] + (back[i] if i < len(back) else 0.0)
+    return worst
+
+
+def _prefix_s(own: list[int], t: list[float], x, v: int) -> float:
+    """A lower bound on a lane's pipeline time: stage i starts only once its first micro-batch has
+    come forward through the stages before it, works own_i t_i, and its last backward must still
+    go back through them: max_i sum_{j<i} (t_j + x_j) / v + own_i t_i (interleaved: the first
+    chunk's way, 1/v of each stage)."""
+    worst, prefix = 0.0, 0.0
+    for i in range(len(t)):
+        worst = max(worst, prefix + own[i] * t[i])
+        prefix += (t[i] + (x[i] if i < len(x) else 0.0)) / v
     return worst
 
 
@@ -449,6 +462,15 @@ class LayoutLinks:
     def backward(self) -> tuple[float, ...]:
         """Each boundary's slowest backward transfer."""
         return tuple(max(x) for x in zip(*(lane.backward for lane in self.lanes)))
+
+    @property
+    def fastest_round_trip(self) -> tuple[float, ...]:
+        """Each boundary's fastest round trip over the lanes."""
+        return tuple(min(x) for x in zip(*(lane.round_trip for lane in self.lanes)))
+
+    @property
+    def fastest_wrap(self) -> float:
+        return min(lane.wrap for lane in self.lanes)
 
     @property
     def least_round_trips_s(self) -> float:
