@@ -118,10 +118,12 @@ def search_times(catalog, max_gpus: int, repeat: int, options: SearchOptions) ->
             rows.append({"cluster": file, "gpus": cluster.num_gpus, "types": len({p.gpu.id for p in cluster.pools}),
                          "model": model, "time_s": min(cpu), "wall_s": min(runs), "with_baselines_s": min(with_base),
                          "candidates": result.candidates_evaluated, "stopped_by": result.stopped_by,
+                         "complete": result.complete,
                          "gap": result.gap, "tokens_per_s": result.plans[0].estimate.tokens_per_s})
             print(f"time {file}: {min(cpu):.2f} s CPU ({min(runs):.2f} s wall, {min(with_base):.2f} s CPU with "
-                  f"baselines), {result.candidates_evaluated:,} fast scores, stopped by "
-                  f"{result.stopped_by or 'nothing (complete)'}, gap {result.gap:.1%}", flush=True)
+                  f"baselines), {result.candidates_evaluated:,} fast scores, "
+                  f"{'complete' if result.complete else 'stopped by ' + str(result.stopped_by)}, "
+                  f"gap {_pct(result.gap)}", flush=True)
     return rows
 
 
@@ -172,9 +174,9 @@ def anytime(catalog) -> list[dict]:
                 print(f"anytime {file} limit {limit:g} s: {e}", flush=True)
                 continue
             rows.append({"cluster": file, "gpus": cluster.num_gpus, "limit": limit, "time_s": time.process_time() - start,
-                         "complete": result.stopped_by is None, "gap": result.gap,
+                         "complete": result.complete, "gap": result.gap,
                          "tokens_per_s": result.plans[0].estimate.tokens_per_s})
-            print(f"anytime {file} limit {limit:g} s: {rows[-1]['tokens_per_s']:,.0f} tokens/s, gap {result.gap:.1%}",
+            print(f"anytime {file} limit {limit:g} s: {rows[-1]['tokens_per_s']:,.0f} tokens/s, gap {_pct(result.gap)}",
                   flush=True)
     return rows
 
@@ -238,18 +240,19 @@ METHOD_NOTES = [
     "  adds the attention core's recomputation to every backward pass. Mixed stages keep it (their shares follow",
     "  the pass times). Selective/full recompute are also skipped in a scan when the same knobs without",
     "  recompute fit and memory does not limit the split (recomputation then only adds time).",
-    "- Two limits cut a search short, and `SearchResult` says which (`stopped_by`), with `complete=False` and the",
-    "  optimality gap: the deterministic fast-score budget (`SearchOptions.max_fast_scores`, default 200,000) and",
-    "  the wall-clock time limit (`SearchOptions.time_limit_s`, default 20 s, `hetplan plan --time-limit S`; each",
-    "  baseline gets `baseline_time_limit_s`, default 5 s). 75% of the limit goes to the best-first loop (at most",
-    "  30% to listing the families, 64 pools have 2^64 subsets) and the rest to re-scoring with the cost model;",
-    "  until the loop has a plan it may use the whole limit. A search cut by the time limit depends on the",
-    "  machine's speed; the budget does not. The gap is the best fast score over the smallest lower bound left",
-    "  unexplored (families never listed are bounded by every GPU of the cluster at its best rate), minus 1, on",
-    "  the search's fast estimate; 0 when the search completed. When nothing is found in time the search raises",
-    "  `InputError('time_limit', ...)`. The bounds above are exact pruning; the two limits are the only cuts.",
-    "- Fast scores rank the candidates; `planner.cost.evaluate` (a simulation) ranks the 24 best of them. A plan",
-    "  whose fast score is outside the 24 best is not re-scored even if the simulation would rank it higher.",
+    "- `complete` is a statement about `planner.cost.evaluate`: no candidate of the space beats the answer by",
+    "  it. Fast scores rank the candidates and the 24 best are re-scored by `evaluate`; every other candidate has",
+    "  a lower bound on its evaluated time (docs/cost-model.md, 'One cost model in the search'); those whose",
+    "  bound is below the answer's are re-scored too (at most `SearchOptions.verify`, default 64), and when what",
+    "  the threshold pruned could still win, a proof pass visits everything below the answer's key. Otherwise",
+    "  `complete=False` with `gap`: how much better, by `evaluate`, a candidate not evaluated could at most be.",
+    "- Two limits cut a search short, and `SearchResult` says which (`stopped_by`): the deterministic fast-score",
+    "  budget (`SearchOptions.max_fast_scores`, default 200,000) and the time limit in CPU seconds of the",
+    "  searching thread (`SearchOptions.time_limit_s`, default 20 s, `hetplan plan --time-limit S`; each",
+    "  baseline gets `baseline_time_limit_s`, default 5 s): other load on the machine does not cut a search",
+    "  shorter. 75% of the limit goes to the best-first loop (at most 30% to listing the families, 64 pools",
+    "  have 2^64 subsets) and the rest to re-scoring with the cost model; until the loop has a plan it may use",
+    "  the whole limit. When nothing is found in time the search raises `InputError('time_limit', ...)`.",
     "- The exhaustive baseline scores every layout and knob setting of this space with `planner.cost.evaluate`",
     "  (no pruning, no fast model), with the exact min-max layer split.", ""]
 
@@ -289,12 +292,12 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows
                 continue
             lines.append(f"| {r['cluster']} | {r['gpus']:,} | {r['types']} | {r['model']} | {r['time_s']:.2f} | "
                          f"{r['wall_s']:.2f} | {r['with_baselines_s']:.2f} | {r['candidates']:,} | "
-                         f"{'yes' if r['stopped_by'] is None else 'no: ' + r['stopped_by']} | {r['gap']:.1%} | "
+                         f"{_complete_cell(r)} | {_pct(r['gap'])} | "
                          f"{r['tokens_per_s']:,.0f} |")
         lines.append("")
         lines += [f"Growth from {a['gpus']:,} to {b['gpus']:,} GPUs ({a['types']} to {b['types']} types): "
                   f"x{b['gpus'] / a['gpus']:.0f} GPUs, x{b['time_s'] / a['time_s']:.1f} search time"
-                  + ("" if b.get("stopped_by") is None else f" (the larger search stopped at its {b.get('stopped_by', 'limit')}"
+                  + ("" if b.get("complete", True) else f" (the larger search stopped at its {b.get('stopped_by', 'limit')}"
                      f"{'' if b.get('gap') is None else ', gap ' + format(b['gap'], '.1%')})") + "."
                   for a, b in zip(times, times[1:])]
         lines.append("")
@@ -303,9 +306,9 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows
             target = TARGETS_S.get(r["gpus"])
             if target is None or "error" in r:
                 continue
-            met = r["time_s"] <= target and r["stopped_by"] is None
+            met = r["time_s"] <= target and r["complete"]
             verdicts.append(f"{r['gpus']:,} GPUs: {r['time_s']:.2f} s against {target:g} s, "
-                            f"{'met' if met else 'NOT met'}{'' if r['stopped_by'] is None else ' (incomplete)'}")
+                            f"{'met' if met else 'NOT met'}{'' if r['complete'] else ' (not proven complete)'}")
         if verdicts:
             lines += ["**Targets** (complete search, CPU seconds of `search s`): " + "; ".join(verdicts) + ".", ""]
     if anytime_rows:
@@ -320,7 +323,7 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows
         lines += [f"| {r['cluster']} | {r['gpus']:,} | {r['limit']:g} | {r['time_s']:.2f} | no plan yet | | |"
                   if "error" in r else
                   f"| {r['cluster']} | {r['gpus']:,} | {r['limit']:g} | {r['time_s']:.2f} | "
-                  f"{'yes' if r['complete'] else 'no'} | {r['gap']:.1%} | {r['tokens_per_s']:,.0f} |" for r in anytime_rows]
+                  f"{'yes' if r['complete'] else 'no'} | {_pct(r['gap'])} | {r['tokens_per_s']:,.0f} |" for r in anytime_rows]
         lines.append("")
     if cli_rows:
         lines += ["## The command line, end to end", "",
@@ -343,6 +346,16 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows
         lines.append("")
     lines += METHOD_NOTES
     path.write_text("\n".join(lines) + "\n")
+
+
+def _pct(value) -> str:
+    return "unknown" if value is None else f"{value:.1%}"
+
+
+def _complete_cell(row: dict) -> str:
+    if row["complete"]:
+        return "yes"
+    return "no: " + (row["stopped_by"] or "not proven")
 
 
 def main() -> None:
