@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from planner.flops import model_params
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES, MAIN_GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.report import format_duration
 from planner.search.objective import describe
 from planner.types import GIB, Cluster, Estimate, Job, Objective, Plan
@@ -108,12 +108,13 @@ def _fast_key_of(objective: Objective, est: Estimate) -> float:
 def infeasible_message(cluster: Cluster, job: Job) -> str:
     """What is short, and what would help."""
     params = model_params(job.model)
-    states = params * (WEIGHT_BYTES + MAIN_GRAD_BYTES + OPTIMIZER_BYTES)
+    per_param = sum(state_bytes_per_param(0, 1))
+    states = params * per_param
     node_bytes = max(p.gpus_per_node * p.gpu.mem_bytes for p in cluster.pools)
     biggest = max(cluster.pools, key=lambda p: p.gpus_per_node * p.gpu.mem_bytes)
     total = sum(p.num_gpus * (p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES) for p in cluster.pools)
     head = (f"no plan fits in memory: {job.model.id} needs >= {states / GIB:,.0f} GiB per replica for weights, "
-            f"gradients and optimizer states (18 bytes x {params / 1e9:.1f} B parameters) before activations; "
+            f"gradients and optimizer states ({per_param:g} bytes x {params / 1e9:.1f} B parameters) before activations; "
             f"the largest pool ({biggest.name}) offers {biggest.gpus_per_node} x {biggest.gpu.mem_bytes / GIB:.0f} GiB "
             f"= {node_bytes / GIB:,.0f} GiB per node and the whole cluster {total / GIB:,.0f} GiB")
     if states > total:
