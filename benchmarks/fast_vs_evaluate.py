@@ -1,0 +1,82 @@
+"""The search's fast scores, bounds and candidate floors against planner.cost.evaluate.
+
+    python benchmarks/fast_vs_evaluate.py [--seeds 0:40]
+
+Random clusters of 1-3 pools with 1-4 GPUs per node, 10-400 Gb/s and up to 16 GPUs (the generator
+of tests/test_one_cost_model.py): every candidate of the search space (layout, knob setting, the
+search's split and shares) is scored fast, bounded (screen, capacity, pipeline, its own floor)
+and evaluated. Prints the fast/evaluate ratio on the candidates the search keeps and on all, and
+how often a bound is above evaluate (which would let the search prune a plan that could win).
+The figures in docs/cost-model.md, "One cost model in the search", come from this command.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from catalog import load_catalog  # noqa: E402
+from planner.cost import evaluate  # noqa: E402
+from planner.search import SearchOptions  # noqa: E402
+from planner.search.bound import Bounds  # noqa: E402
+from planner.search.planners import PLANNERS, precision_for  # noqa: E402
+from planner.search.score import Scorer  # noqa: E402
+from planner.search.screen import screen_s  # noqa: E402
+from planner.search.space import knob_settings, layout_families  # noqa: E402
+from planner.types import Objective  # noqa: E402
+from tests.test_one_cost_model import _random_case  # noqa: E402
+
+
+def one_case(catalog, seed: int, kept: list, every: list, above: list) -> None:
+    cluster, job = _random_case(random.Random(seed), catalog)
+    considered = PLANNERS["hetplan"].consider(cluster, job, Objective.THROUGHPUT, None, SearchOptions(time_limit_s=None))
+    for _, _, cand, _ in considered.kept:
+        kept.append(cand.time_s / evaluate(cluster, cand.to_plan(job), detail=False).iteration_time_s)
+    scorer = Scorer(cluster, job)
+    bounds = Bounds(scorer)
+    families = list(layout_families(cluster.pools, job.model, job.global_batch, partial=False))
+    for family, screen in zip(families, screen_s(scorer, families)):
+        capacity = bounds.capacity_s(family)
+        for order in family.orders():
+            layout = family.layout(order)
+            pipeline = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers):
+                cand = scorer.score(layout, knobs, precision_for(job, family.subset))
+                if cand is None:
+                    continue
+                est = evaluate(cluster, cand.to_plan(job), detail=False).iteration_time_s
+                every.append(cand.time_s / est)
+                key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
+                for name, value in (("screen", screen), ("capacity", capacity),
+                                    ("pipeline", pipeline.get(key, math.inf)), ("candidate floor", cand.floor_s)):
+                    if value > est * (1 + 1e-9):
+                        above.append((name, value / est, seed))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0:40", help="a range of random cases, start:stop")
+    args = parser.parse_args()
+    start, stop = (int(x) for x in args.seeds.split(":"))
+    catalog = load_catalog()
+    kept, every, above = [], [], []
+    for seed in range(start, stop):
+        one_case(catalog, seed, kept, every, above)
+    print(f"{stop - start} random clusters, {len(every):,} candidates")
+    print(f"fast / evaluate, kept for re-scoring ({len(kept)}): median {statistics.median(kept):.3f}, "
+          f"{min(kept):.3f} to {max(kept):.3f}")
+    print(f"fast / evaluate, every candidate: median {statistics.median(every):.3f}, {min(every):.3f} to {max(every):.3f}")
+    counts = Counter(name for name, _, _ in above)
+    worst = max((ratio for _, ratio, _ in above), default=None)
+    print(f"bounds above evaluate: {len(above)}" + (f" ({dict(counts)}, at most {worst - 1:.2%} above)" if above else ""))
+
+
+if __name__ == "__main__":
+    main()
