@@ -75,19 +75,45 @@ def pools_editor(cluster: dict) -> dict:
                 "$ / GPU-hour", min_value=0.0, format="$%.2f",
                 help="starts at the catalog's price; change it for your own (e.g. amortised or reserved) price"),
         })
-    return cluster_with_pools(cluster, edited)
+    before = st.session_state["pools_base"]
+    out = cluster_with_pools(cluster, edited, before)
+    if retyped_rows(before, edited):       # redraw the table so that it shows the new type's price
+        session.update(cluster=out)
+        del st.session_state[key]
+        st.session_state.pop("pools_base")
+        st.rerun()
+    return out
 
 
-def cluster_with_pools(cluster: dict, pools: pd.DataFrame) -> dict:
-    """`cluster` (file format) with its pools replaced by the rows of the editor's table;
-    rows without a GPU type are skipped, empty cells left out (the file format's defaults)."""
+def retyped_rows(before: pd.DataFrame, after: pd.DataFrame) -> set:
+    """Rows (index labels) of the editor's table whose GPU type changed while their price stayed the
+    old type's catalog price: a price that follows the type. A price that differs from the old type's
+    catalog price (typed in the table, or from the cluster file) is an override and stays."""
     gpus = catalog().gpus
+    out = set()
+    for label in after.index.intersection(before.index):
+        old_gpu, new_gpu = _clean(before.at[label, "gpu"]), _clean(after.at[label, "gpu"])
+        price = _clean(after.at[label, "price_per_gpu_hour"])
+        if (old_gpu != new_gpu and old_gpu in gpus and price == _clean(before.at[label, "price_per_gpu_hour"])
+                and price == gpus[old_gpu].price_per_hour_usd):
+            out.add(label)
+    return out
+
+
+def cluster_with_pools(cluster: dict, pools: pd.DataFrame, before: pd.DataFrame | None = None) -> dict:
+    """`cluster` (file format) with its pools replaced by the rows of the editor's table;
+    rows without a GPU type are skipped, empty cells left out (the file format's defaults).
+    With `before` (the table as drawn), a row whose GPU type changed takes the new type's catalog
+    price unless its price was an override (`retyped_rows`)."""
+    gpus = catalog().gpus
+    retyped = retyped_rows(before, pools) if before is not None else set()
     rows = []
-    for row in pools.to_dict("records"):
+    for label, row in zip(pools.index, pools.to_dict("records")):
         pool = {c: _clean(row.get(c)) for c in POOL_COLUMNS}
         if not pool["gpu"]:
             continue
-        if pool["gpu"] in gpus and pool["price_per_gpu_hour"] == gpus[pool["gpu"]].price_per_hour_usd:
+        if label in retyped or (pool["gpu"] in gpus
+                                and pool["price_per_gpu_hour"] == gpus[pool["gpu"]].price_per_hour_usd):
             pool["price_per_gpu_hour"] = None     # the catalog's price: no override
         rows.append({k: v for k, v in pool.items() if v is not None and v != ""})
     out = {k: v for k, v in cluster.items() if k != "pools"}

@@ -64,7 +64,8 @@ def _cluster_section() -> None:
     st.subheader("Cluster")
     _preset_row()
     st.caption("Each row is a pool of identical nodes. Add a row at the bottom; select rows at their left "
-               "edge and press Delete to remove them. Prices start at the catalog's.")
+               "edge and press Delete to remove them. Prices start at the catalog's and follow the GPU type; "
+               "a price you type (or one from the cluster file) is your override and stays.")
     cluster = compose.pools_editor(state.cluster)
     cluster = compose.cluster_options(cluster)
     if cluster != state.cluster:
