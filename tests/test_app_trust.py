@@ -44,3 +44,25 @@ def test_a_price_typed_with_the_new_type_is_kept():
     _retype(at, 1, "a100-40gb-sxm", price_per_gpu_hour=2.0)
     pool = at.session_state["app_state"].cluster["pools"][1]
     assert (pool["gpu"], pool["price_per_gpu_hour"]) == ("a100-40gb-sxm", 2.0)
+
+
+def test_the_html_report_embeds_plotly_once_and_loads_nothing_from_the_network():
+    import re
+
+    from plotly.offline import get_plotlyjs
+
+    from catalog import cluster_from_dict, load_catalog, plan_from_dict
+    from planner.cost import evaluate
+    from tests.app_helpers import example_plan
+    from ui import report
+    cat = load_catalog()
+    cluster = cluster_from_dict(presets()["single-node-8"], cat)
+    plan = plan_from_dict(example_plan(), cat)
+    html = report.to_html(cluster, plan, evaluate(cluster, plan, 1e9, timeline=True))
+    external = re.findall(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*['\"]?([^'\" >]*)", html, re.I)
+    assert external == [], external
+    bundle = get_plotlyjs()
+    assert "cdn" not in html.replace(bundle, "").lower()      # (the bundle itself names a CDN for map data)
+    assert html.count(bundle[:200]) == 1                       # plotly.js embedded exactly once
+    assert html.count("plotly-graph-div") >= 4
+    assert len(html) < len(bundle) + 1_000_000, len(html)      # the bundle and a small plan's figures
