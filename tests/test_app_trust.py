@@ -66,3 +66,54 @@ def test_the_html_report_embeds_plotly_once_and_loads_nothing_from_the_network()
     assert html.count(bundle[:200]) == 1                       # plotly.js embedded exactly once
     assert html.count("plotly-graph-div") >= 4
     assert len(html) < len(bundle) + 1_000_000, len(html)      # the bundle and a small plan's figures
+
+
+def _plan(at):
+    at.sidebar.button(key="sidebar_plan").click().run()
+    return ok(at)
+
+
+def test_counts_are_pluralised():
+    from ui.views.summary import count
+    assert (count(1, "plan"), count(2, "plan"), count(1024, "candidate")) == ("1 plan", "2 plans", "1,024 candidates")
+
+
+def test_a_model_far_bigger_than_the_cluster_says_so_with_its_numbers():
+    at = _plan(new_app({"preset": "single-node-8", "model": "llama-3.1-405b", "batch": "64", "seq": "2048"}).run())
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1, errors
+    said = texts(at)
+    assert "No plan fits. no plan fits" not in said and said.lower().count("no plan fits") == 1
+    assert "too large for this cluster" in said and "× the" in said and "GiB" in said
+    assert "smaller global batch" not in said and "Add GPUs" in said
+
+
+def test_no_shortfall_when_the_model_state_fits():
+    from catalog import cluster_from_dict, load_catalog
+    from planner.types import Job
+    from ui.views.summary import model_state_shortfall
+    cat = load_catalog()
+    cluster = cluster_from_dict(presets()["single-node-8"], cat)
+    small = Job(model=cat.model("gpt3-1.3b", "m"), global_batch=64, seq_len=2048)
+    big = Job(model=cat.model("llama-3.1-405b", "m"), global_batch=64, seq_len=2048)
+    assert model_state_shortfall(cluster, small) == ""
+    assert "GiB" in model_state_shortfall(cluster, big)
+
+
+def test_titles_are_not_said_twice():
+    from ui.views.common import titled
+    assert titled("No plan fits", "no plan fits in memory: x needs 9 GiB") == "**No plan fits in memory.** x needs 9 GiB"
+    assert titled("No plan fits", "global batch too small").startswith("**No plan fits.** ")
+
+
+def test_floating_point_noise_in_the_breakdown_is_zero():
+    from types import SimpleNamespace
+
+    from ui import charts, frames
+    term = lambda total, exposed: SimpleNamespace(total_s=total, exposed_s=exposed)  # noqa: E731
+    est = SimpleNamespace(breakdown={"compute": term(12.0, 12.0), "dp_allreduce": term(3.0, 2.71e-14),
+                                     "pp_p2p": term(0.5, 0.25)})
+    df = frames.breakdown(est)
+    assert df.set_index("term").loc["dp allreduce", "exposed_s"] == 0.0
+    labels = " ".join(charts.breakdown(df).data[0].text)
+    assert "e-" not in labels and "dp allreduce" not in list(charts.breakdown(df).data[0].y)

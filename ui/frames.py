@@ -86,8 +86,18 @@ def memory(est: Estimate) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+NOISE_S = 1e-9        # a term shorter than a nanosecond (or a billionth of the longest) is rounding, not time
+
+
+def without_noise(seconds: float, longest_s: float = 0.0) -> float:
+    """`seconds`, or 0.0 when it is floating-point noise (2.7e-14 s left by a subtraction)."""
+    return 0.0 if abs(seconds) < max(NOISE_S, NOISE_S * abs(longest_s)) else seconds
+
+
 def breakdown(est: Estimate) -> pd.DataFrame:
-    return pd.DataFrame([{"term": k.replace("_", " "), "total_s": v.total_s, "exposed_s": v.exposed_s}
+    longest_s = max((v.total_s for v in est.breakdown.values()), default=0.0)
+    return pd.DataFrame([{"term": k.replace("_", " "), "total_s": without_noise(v.total_s, longest_s),
+                          "exposed_s": without_noise(v.exposed_s, longest_s)}
                          for k, v in est.breakdown.items()])
 
 

@@ -16,13 +16,26 @@ HINTS = {
 }
 
 
-def show_error(message: str, kind: str = "input") -> None:
+def titled(title: str, message: str) -> str:
+    """`message` under a bold title, the title said once: a message that starts with it ("no plan
+    fits in memory: x needs ...") gives its own head as the title ("**No plan fits in memory.** x needs ...")."""
+    if message.lower().startswith(title.lower()):
+        head, _, rest = message.partition(":")
+        if rest.strip():
+            return f"**{md(head[:1].upper() + head[1:])}.** {md(rest.strip())}"
+        return f"**{md(message[:1].upper() + message[1:])}**"
+    return f"**{title}.** {md(message)}"
+
+
+def show_error(message: str, kind: str = "input", hint: str | None = None) -> None:
+    """An error box; `hint` (Markdown) replaces the kind's general advice."""
     title = {"infeasible": "No plan fits", "unavailable": "Planner not available",
              "internal": "Planning failed"}.get(kind, "Cannot use this input")
-    body = f"**{title}.** {md(message)}"
-    hint = HINTS.get(kind)
-    if kind == "infeasible" and " within " in message:      # a missed deadline names its own fixes
-        hint = "Or set the objective to throughput to see the fastest plan and how long it takes."
+    body = titled(title, message)
+    if hint is None:
+        hint = HINTS.get(kind)
+        if kind == "infeasible" and " within " in message:      # a missed deadline names its own fixes
+            hint = "Or set the objective to throughput to see the fastest plan and how long it takes."
     if hint and hint.lower() not in message.lower():
         body += f"\n\n{hint}"
     (st.info if kind == "unavailable" else st.error)(body, icon=":material/info:" if kind == "unavailable" else ":material/warning:")

@@ -8,8 +8,10 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
+from planner.flops import model_params
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.report import format_duration
-from planner.types import InputError
+from planner.types import GIB, InputError
 from ui import charts, frames, session
 from ui.markup import md
 from ui.planning import build_cluster, build_job, run_search
@@ -44,13 +46,47 @@ def run_planner() -> None:
             status.update(label="No plan", state="error", expanded=False)
             return
         result = outcome.result
-        st.write(f"Ranked {len(result.plans)} plans in {result.search_time_s:.1f} s "
-                 f"({result.candidates_evaluated:,} candidates scored), then the baselines")
+        st.write(f"Ranked {count(len(result.plans), 'plan')} in {result.search_time_s:.1f} s "
+                 f"({count(result.candidates_evaluated, 'candidate')} scored), then the baselines")
         completeness = search_completeness(result)
         if completeness:
             st.write(completeness)
         session.update(plan=named_plans(result)[0].plan_dict if result.plans else None)
-        status.update(label=f"Found {len(result.plans)} plans in {elapsed:.1f} s", state="complete", expanded=False)
+        status.update(label=f"Found {count(len(result.plans), 'plan')} in {elapsed:.1f} s", state="complete", expanded=False)
+
+
+def _too_big_for_the_cluster() -> str | None:
+    """When the model's state alone outgrows all the cluster's GPU memory, that, with the numbers
+    (no batch size or plan can help); else None (the general advice stands)."""
+    try:
+        text = model_state_shortfall(build_cluster(session.get()), build_job(session.get()))
+    except InputError:
+        return None
+    return text or None
+
+
+def model_state_shortfall(cluster, job) -> str:
+    """One paragraph when weights, gradients and optimizer states (before activations, sharded as
+    far as ZeRO-3 goes) need more than every GPU of the cluster holds; "" when they fit."""
+    params = model_params(job.model)
+    per_param = sum(state_bytes_per_param(0, 1))
+    state_bytes = params * per_param
+    usable_bytes = sum(p.num_gpus * (p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES) for p in cluster.pools)
+    if state_bytes <= usable_bytes:
+        return ""
+    ratio = state_bytes / max(usable_bytes, 1.0)
+    times = f"{ratio:,.1f}×" if ratio < 10 else f"{ratio:,.0f}×"
+    return (f"**The model is too large for this cluster.** {md(job.model.name)}'s weights, gradients and "
+            f"optimizer states alone need {state_bytes / GIB:,.0f} GiB ({per_param:g} bytes × "
+            f"{params / 1e9:,.1f} B parameters), {times} the {usable_bytes / GIB:,.0f} GiB that all "
+            f"{cluster.num_gpus:,} GPUs of the cluster hold together: no batch size, sequence length or plan "
+            f"can fit it. Add GPUs (at least {(state_bytes - usable_bytes) / GIB:,.0f} GiB more, before "
+            f"activations) or choose a smaller model.")
+
+
+def count(n: int, noun: str) -> str:
+    """"1 plan", "2 plans", "1,024 candidates"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def search_completeness(result) -> str:
@@ -203,7 +239,7 @@ def render() -> None:
     outcome = session.search_outcome()
     result = None
     if outcome is not None and outcome.error:
-        show_error(outcome.error, outcome.kind)
+        show_error(outcome.error, outcome.kind, hint=_too_big_for_the_cluster() if outcome.kind == "infeasible" else None)
     elif outcome is not None:
         result = outcome.result
     # with no plan and no answer, the button above says it all; current_plan() would repeat it
