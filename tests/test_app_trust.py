@@ -117,3 +117,23 @@ def test_floating_point_noise_in_the_breakdown_is_zero():
     assert df.set_index("term").loc["dp allreduce", "exposed_s"] == 0.0
     labels = " ".join(charts.breakdown(df).data[0].text)
     assert "e-" not in labels and "dp allreduce" not in list(charts.breakdown(df).data[0].y)
+
+
+def test_each_gain_names_its_baselines_gpus_and_price():
+    at = _plan(new_app({"preset": "h100-a100-v100-64", "model": "gpt3-1.3b", "batch": "64", "seq": "2048"}).run())
+    gains = [m for m in at.metric if m.label.startswith("vs ")]
+    assert gains, [m.label for m in at.metric]
+    for m in gains:
+        assert " of 64 GPUs" in m.delta and "/ M tokens" in m.delta, m.delta
+
+
+def test_a_baseline_cheaper_per_token_is_said_so():
+    from types import SimpleNamespace
+
+    from ui.results import baseline_facts, cheaper_baseline
+    plan = SimpleNamespace(num_gpus=112, cost_per_million_tokens_usd=0.40)
+    base = SimpleNamespace(num_gpus=16, cost_per_million_tokens_usd=0.22)
+    assert baseline_facts(base, 112) == "16 of 112 GPUs · $0.220 / M tokens"
+    sentence = cheaper_baseline("megatron baseline", plan, base, 112)
+    assert "45% cheaper per token" in sentence and "16 of the 112 GPUs" in sentence
+    assert cheaper_baseline("megatron baseline", base, plan, 112) == ""

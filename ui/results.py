@@ -48,3 +48,20 @@ def find(named: list[NamedPlan], plan: dict | None) -> NamedPlan | None:
         return None
     plan = {k: v for k, v in without_output_keys(plan).items() if k not in ("name", "notes")}
     return next((n for n in named if n.plan_dict == plan), None)
+
+
+def baseline_facts(estimate, cluster_gpus: int) -> str:
+    """What a baseline is, next to any gain quoted against it: "16 of 112 GPUs · $0.412 / M tokens"."""
+    return f"{estimate.num_gpus:,} of {cluster_gpus:,} GPUs · ${estimate.cost_per_million_tokens_usd:.3f} / M tokens"
+
+
+def cheaper_baseline(name: str, plan_estimate, baseline_estimate, cluster_gpus: int) -> str:
+    """One sentence when the baseline costs less per token than the plan it is compared with; "" if not.
+    A gain by throughput against a baseline that leaves most GPUs idle says little about dollars."""
+    plan_usd = plan_estimate.cost_per_million_tokens_usd
+    base_usd = baseline_estimate.cost_per_million_tokens_usd
+    if not base_usd < plan_usd * (1 - 0.005):            # within half a percent: the same price
+        return ""
+    return (f"The {name} is {1 - base_usd / plan_usd:.0%} cheaper per token than this plan "
+            f"(${base_usd:.3f} against ${plan_usd:.3f} per million tokens): it uses {baseline_estimate.num_gpus:,} "
+            f"of the {cluster_gpus:,} GPUs, this plan {plan_estimate.num_gpus:,}.")

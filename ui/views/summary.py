@@ -15,7 +15,7 @@ from planner.types import GIB, InputError
 from ui import charts, frames, session
 from ui.markup import md
 from ui.planning import build_cluster, build_job, run_search
-from ui.results import find, named_plans
+from ui.results import baseline_facts, cheaper_baseline, find, named_plans, plan_dict
 from ui.sidebar import PLAN_REQUEST
 from ui.views.common import caption, current_plan, show_error
 
@@ -184,20 +184,31 @@ def _metrics(est) -> None:
                      + ("" if dollars is None else f": ${dollars:,.0f}"))
 
 
-def _gains(scored, same_as: set[str]) -> None:
-    """Gain over each baseline by the objective; "same plan" where the baseline is this plan."""
+def _gains(named, baselines: dict, cluster_gpus: int) -> None:
+    """Gain over each baseline by the objective, each baseline labelled with the GPUs it uses and its
+    $ per million tokens, and a sentence where it is cheaper per token; "same plan" where the baseline
+    is this plan."""
+    scored = named.scored
     gains = {k: v for k, v in (getattr(scored, "gain_over", None) or {}).items() if v is not None}
     if not gains:
         return
     objective = session.get().objective
     cols = st.columns(6)
+    cheaper = []
     for col, (name, gain) in zip(cols, gains.items()):
-        same = f"{name} baseline" in same_as
-        col.metric(f"vs {md(name)} baseline", "same plan" if same else f"{gain:+.0%}",
+        base = baselines.get(name)
+        same = base is not None and plan_dict(base.plan) == named.plan_dict
+        facts = baseline_facts(base.estimate, cluster_gpus) if base is not None else None
+        col.metric(f"vs {md(name)} baseline", "same plan" if same else f"{gain:+.0%}", facts,
+                   delta_color="off", delta_arrow="off",
                    help=(f"the {name}-style baseline is this very plan: on this cluster and job nothing beats it "
                          f"by the objective ({objective})") if same else
                         f"how much better this plan is than the {name}-style baseline on the same cluster, "
                         f"by the objective ({objective})")
+        if base is not None and not same:
+            cheaper.append(cheaper_baseline(f"{name} baseline", scored.estimate, base.estimate, cluster_gpus))
+    for sentence in filter(None, cheaper):
+        st.info(md(sentence), icon=":material/savings:")
 
 
 def _idle(result, cur) -> None:
@@ -260,8 +271,8 @@ def _plan_on_view(cur, result) -> None:
         st.error(f"**Does not fit in memory:** {md(est.oom)}", icon=":material/warning:")
     _metrics(est)
     if named is not None:
-        same_as = {n.name for n in named_plans(result) if n.role == "baseline" and n.plan_dict == named.plan_dict}
-        _gains(named.scored, same_as)
+        baselines = {k: v for k, v in (getattr(result, "baselines", None) or {}).items() if v is not None}
+        _gains(named, baselines, cur.cluster.num_gpus)
     st.markdown(f"**Bottleneck.** {md(est.bottleneck)}")
     _idle(result, cur)
     for note in est.notes:
