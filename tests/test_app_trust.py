@@ -119,14 +119,6 @@ def test_floating_point_noise_in_the_breakdown_is_zero():
     assert "e-" not in labels and "dp allreduce" not in list(charts.breakdown(df).data[0].y)
 
 
-def test_each_gain_names_its_baselines_gpus_and_price():
-    at = _plan(new_app({"preset": "h100-a100-v100-64", "model": "gpt3-1.3b", "batch": "64", "seq": "2048"}).run())
-    gains = [m for m in at.metric if m.label.startswith("vs ")]
-    assert gains, [m.label for m in at.metric]
-    for m in gains:
-        assert " of 64 GPUs" in m.delta and "/ M tokens" in m.delta, m.delta
-
-
 def test_a_baseline_cheaper_per_token_is_said_so():
     from types import SimpleNamespace
 
@@ -137,3 +129,41 @@ def test_a_baseline_cheaper_per_token_is_said_so():
     sentence = cheaper_baseline("megatron baseline", plan, base, 112)
     assert "45% cheaper per token" in sentence and "16 of the 112 GPUs" in sentence
     assert cheaper_baseline("megatron baseline", base, plan, 112) == ""
+
+
+def test_cheaper_plans_on_the_front_are_called_out_with_what_they_leave_idle():
+    from types import SimpleNamespace
+
+    from catalog import cluster_from_dict, load_catalog, plan_from_dict
+    from planner.cost import evaluate
+    from tests.app_helpers import example_plan
+    from ui.results import cheaper_front_plans, plan_dict
+    cat = load_catalog()
+    cluster = cluster_from_dict(presets()["single-node-8"], cat)
+    plan = plan_from_dict(example_plan(), cat)
+    est = evaluate(cluster, plan, None)
+    fast = SimpleNamespace(tokens_per_s=est.tokens_per_s / 0.96, cost_per_million_tokens_usd=est.cost_per_million_tokens_usd / 0.7,
+                           num_gpus=cluster.num_gpus)
+    result = SimpleNamespace(plans=[SimpleNamespace(plan=plan, estimate=est)], pareto=[SimpleNamespace(plan=plan, estimate=est)],
+                             baselines={})
+    lines = cheaper_front_plans(result, {"x": 1}, fast, cluster)          # the front plan against a faster, dearer one
+    assert len(lines) == 1
+    name, text = lines[0]
+    assert name == "#1" and text.startswith("4% slower, 30% cheaper per token")
+    idle = cluster.num_gpus - plan.num_gpus
+    assert (f"leaves {idle} " in text and "idle" in text) if idle else "uses all" in text
+    assert cheaper_front_plans(result, plan_dict(plan), est, cluster) == []   # the plan on view itself is not listed
+
+
+def test_the_plan_page_labels_baselines_and_both_pages_call_out_cheaper_front_plans():
+    """One planning run (the search is the slow part): gains with their baselines' GPUs and price,
+    and the cheaper plans of the front on the Plan and Compare pages."""
+    at = _plan(new_app({"preset": "h100-a100-v100-64", "model": "gpt3-1.3b", "batch": "512", "seq": "4096"}).run())
+    gains = [m for m in at.metric if m.label.startswith("vs ")]
+    assert gains, [m.label for m in at.metric]
+    for m in gains:
+        assert " of 64 GPUs" in m.delta and "/ M tokens" in m.delta, m.delta
+    said = texts(at)
+    assert "Cheaper plans on the Pareto front" in said and "cheaper per token" in said and "idle" in said
+    at.switch_page("ui/pages/compare.py").run()
+    assert "Cheaper plans on the Pareto front" in texts(ok(at))

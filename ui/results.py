@@ -65,3 +65,42 @@ def cheaper_baseline(name: str, plan_estimate, baseline_estimate, cluster_gpus: 
     return (f"The {name} is {1 - base_usd / plan_usd:.0%} cheaper per token than this plan "
             f"(${base_usd:.3f} against ${plan_usd:.3f} per million tokens): it uses {baseline_estimate.num_gpus:,} "
             f"of the {cluster_gpus:,} GPUs, this plan {plan_estimate.num_gpus:,}.")
+
+
+def _percent(fraction: float) -> str:
+    return f"{abs(fraction):.0%}" if abs(fraction) >= 0.01 else f"{abs(fraction):.1%}"
+
+
+def _what_it_leaves(plan, cluster) -> str:
+    """The GPUs a plan does not use, by GPU type: "leaves 72 v100-32gb-sxm GPUs idle"."""
+    used = plan.gpus_by_pool()
+    idle: dict[str, int] = {}
+    for pool in cluster.pools:
+        if pool.num_gpus > used.get(pool.name, 0):
+            idle[pool.gpu.id] = idle.get(pool.gpu.id, 0) + pool.num_gpus - used.get(pool.name, 0)
+    if not idle:
+        return f"uses all {cluster.num_gpus:,} GPUs"
+    parts = [f"{n:,} {gpu} GPU{'s' if n != 1 else ''}" for gpu, n in idle.items()]
+    return "leaves " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + " idle"
+
+
+def cheaper_front_plans(result, on_view_plan: dict, on_view_estimate, cluster) -> list[tuple[str, str]]:
+    """(name, sentence) for each plan of the throughput/cost front that is cheaper per token than the
+    plan on view, cheapest last: "4% slower, 30% cheaper per token: leaves 72 v100-32gb-sxm GPUs idle"."""
+    named = named_plans(result)
+    on_view_plan = {k: v for k, v in without_output_keys(on_view_plan).items() if k not in ("name", "notes")}
+    view_tps, view_usd = on_view_estimate.tokens_per_s, on_view_estimate.cost_per_million_tokens_usd
+    out = []
+    for sp in sorted(getattr(result, "pareto", None) or [], key=lambda sp: -sp.estimate.tokens_per_s):
+        d = plan_dict(sp.plan)
+        est = sp.estimate
+        if d == on_view_plan or not est.cost_per_million_tokens_usd < view_usd * (1 - 0.005):
+            continue
+        name = next((n.name for n in named if n.plan_dict == d), "a front plan")
+        speed = est.tokens_per_s / view_tps - 1
+        pace = ("as fast" if abs(speed) < 0.005 else
+                f"{_percent(speed)} {'slower' if speed < 0 else 'faster'}")
+        cheaper = 1 - est.cost_per_million_tokens_usd / view_usd
+        out.append((name, f"{pace}, {_percent(cheaper)} cheaper per token "
+                          f"(${est.cost_per_million_tokens_usd:.3f} / M tokens): {_what_it_leaves(sp.plan, cluster)}"))
+    return out

@@ -70,3 +70,13 @@ def current_plan() -> Current | None:
 
 def caption(text: str) -> None:
     st.caption(f"**How to read it.** {text}")
+
+
+def cheaper_front(result, cur: Current, than: str = "the plan on view") -> None:
+    """One line per plan of the throughput/cost front that is cheaper per token than the plan on view."""
+    from ui.results import cheaper_front_plans
+    lines = cheaper_front_plans(result, session.get().plan, cur.estimate, cur.cluster)
+    if not lines:
+        return
+    st.markdown(f"**Cheaper plans on the Pareto front** (than {than}):\n"
+                + "\n".join(f"- **{md(name)}**: {md(text)}" for name, text in lines))

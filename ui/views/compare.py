@@ -6,8 +6,8 @@ import streamlit as st
 
 from ui import charts, frames, session
 from ui.markup import md
-from ui.results import named_plans
-from ui.views.common import caption
+from ui.results import find, named_plans
+from ui.views.common import caption, cheaper_front, current_plan
 
 
 def render() -> None:
@@ -18,6 +18,10 @@ def render() -> None:
         st.info(f"Run the planner (**Plan** in the sidebar) first: this page compares the plans it found with "
                 f"the baselines.{stale}", icon=":material/explore:")
         return
+    cur = current_plan() if session.get().plan is not None else None
+    if cur is not None:
+        on_view = find(named_plans(outcome.result), session.get().plan)
+        cheaper_front(outcome.result, cur, f"{on_view.name}, the plan on view" if on_view else "the plan on view")
     named = named_plans(outcome.result)
     labels = [n.name for n in named]
     default = [labels[0]] + [l for l in labels if l.endswith("baseline")][:1]

@@ -15,9 +15,9 @@ from planner.types import GIB, InputError
 from ui import charts, frames, session
 from ui.markup import md
 from ui.planning import build_cluster, build_job, run_search
-from ui.results import baseline_facts, cheaper_baseline, find, named_plans, plan_dict
+from ui.results import baseline_facts, cheaper_baseline, cheaper_front_plans, find, named_plans, plan_dict
 from ui.sidebar import PLAN_REQUEST
-from ui.views.common import caption, current_plan, show_error
+from ui.views.common import caption, cheaper_front, current_plan, show_error
 
 
 def run_planner() -> None:
@@ -184,10 +184,10 @@ def _metrics(est) -> None:
                      + ("" if dollars is None else f": ${dollars:,.0f}"))
 
 
-def _gains(named, baselines: dict, cluster_gpus: int) -> None:
+def _gains(named, baselines: dict, cluster_gpus: int, said_below: set[str] = frozenset()) -> None:
     """Gain over each baseline by the objective, each baseline labelled with the GPUs it uses and its
-    $ per million tokens, and a sentence where it is cheaper per token; "same plan" where the baseline
-    is this plan."""
+    $ per million tokens, and a sentence where it is cheaper per token (unless the list of cheaper
+    Pareto plans below names it, `said_below`); "same plan" where the baseline is this plan."""
     scored = named.scored
     gains = {k: v for k, v in (getattr(scored, "gain_over", None) or {}).items() if v is not None}
     if not gains:
@@ -205,7 +205,7 @@ def _gains(named, baselines: dict, cluster_gpus: int) -> None:
                          f"by the objective ({objective})") if same else
                         f"how much better this plan is than the {name}-style baseline on the same cluster, "
                         f"by the objective ({objective})")
-        if base is not None and not same:
+        if base is not None and not same and f"{name} baseline" not in said_below:
             cheaper.append(cheaper_baseline(f"{name} baseline", scored.estimate, base.estimate, cluster_gpus))
     for sentence in filter(None, cheaper):
         st.info(md(sentence), icon=":material/savings:")
@@ -272,7 +272,10 @@ def _plan_on_view(cur, result) -> None:
     _metrics(est)
     if named is not None:
         baselines = {k: v for k, v in (getattr(result, "baselines", None) or {}).items() if v is not None}
-        _gains(named, baselines, cur.cluster.num_gpus)
+        on_front = {name for name, _ in cheaper_front_plans(result, session.get().plan, est, cur.cluster)}
+        _gains(named, baselines, cur.cluster.num_gpus, said_below=on_front)
+    if result is not None:
+        cheaper_front(result, cur)
     st.markdown(f"**Bottleneck.** {md(est.bottleneck)}")
     _idle(result, cur)
     for note in est.notes:
