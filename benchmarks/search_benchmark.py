@@ -297,7 +297,7 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows
         lines.append("")
         lines += [f"Growth from {a['gpus']:,} to {b['gpus']:,} GPUs ({a['types']} to {b['types']} types): "
                   f"x{b['gpus'] / a['gpus']:.0f} GPUs, x{b['time_s'] / a['time_s']:.1f} search time"
-                  + ("" if b.get("complete", True) else f" (the larger search stopped at its {b.get('stopped_by', 'limit')}"
+                  + ("" if b.get("complete", True) else f" (the larger search {'stopped at its ' + b['stopped_by'] if b.get('stopped_by') else 'was not proven complete'}"
                      f"{'' if b.get('gap') is None else ', gap ' + format(b['gap'], '.1%')})") + "."
                   for a, b in zip(times, times[1:])]
         lines.append("")
