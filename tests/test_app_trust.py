@@ -167,3 +167,13 @@ def test_the_plan_page_labels_baselines_and_both_pages_call_out_cheaper_front_pl
     assert "Cheaper plans on the Pareto front" in said and "cheaper per token" in said and "idle" in said
     at.switch_page("ui/pages/compare.py").run()
     assert "Cheaper plans on the Pareto front" in texts(ok(at))
+
+
+def test_breakdown_labels_have_no_exponents():
+    import pandas as pd
+
+    from ui import charts
+    terms = pd.DataFrame({"term": ["compute", "dp comm"], "total_s": [1.578, 0.222], "exposed_s": [1.578, 0.222]})
+    labels = list(charts.breakdown(terms).data[0].text)
+    assert labels == ["222 ms · 12%", "1,578 ms · 88%"], labels
+    assert [charts.figure(x) for x in (12.53, 0.04213, 2.7e-14)] == ["12.5", "0.0421", "0"]

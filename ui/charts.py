@@ -134,13 +134,20 @@ def memory(mem: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Memory per GPU by stage and replica", 420, barmode="stack")
 
 
+def figure(x: float) -> str:
+    """Three significant digits without exponents: 1,580, 222, 12.5, 0.042."""
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{float(f'{x:.3g}'):g}" if abs(x) >= 1e-4 else "0"
+
+
 def breakdown(terms: pd.DataFrame) -> go.Figure:
     """Where the iteration goes: exposed seconds per term. Columns: term, total_s, exposed_s."""
     df = terms[terms["exposed_s"] > 0].sort_values("exposed_s")
     longest_s = float(df["exposed_s"].max()) if len(df) else 0.0
     unit, scale = ("s", 1.0) if longest_s >= 10 else ("ms", 1e3)
     share = df["exposed_s"] / df["exposed_s"].sum() if len(df) else df["exposed_s"]
-    text = [f"{v * scale:,.3g} {unit} · {f:.0%}" for v, f in zip(df["exposed_s"], share)]
+    text = [f"{figure(v * scale)} {unit} · {f:.0%}" for v, f in zip(df["exposed_s"], share)]
     fig = go.Figure(go.Bar(y=df["term"], x=df["exposed_s"] * scale, orientation="h", marker_color="#4f46e5",
                            text=text, textposition="outside", cliponaxis=False,
                            hovertemplate=f"%{{y}}: %{{x:,.1f}} {unit} exposed<extra></extra>"))

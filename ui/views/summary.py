@@ -193,7 +193,7 @@ def _gains(named, baselines: dict, cluster_gpus: int, said_below: set[str] = fro
     if not gains:
         return
     objective = session.get().objective
-    cols = st.columns(6)
+    cols = st.columns(max(2, len(gains)))      # room for each baseline's label under its gain
     cheaper = []
     for col, (name, gain) in zip(cols, gains.items()):
         base = baselines.get(name)
