@@ -123,7 +123,7 @@ def search_times(catalog, max_gpus: int, repeat: int, options: SearchOptions) ->
             print(f"time {file}: {min(cpu):.2f} s CPU ({min(runs):.2f} s wall, {min(with_base):.2f} s CPU with "
                   f"baselines), {result.candidates_evaluated:,} fast scores, "
                   f"{'complete' if result.complete else 'stopped by ' + str(result.stopped_by)}, "
-                  f"gap {_pct(result.gap)}", flush=True)
+                  f"gap {_gap_pct(result.gap)}", flush=True)
     return rows
 
 
@@ -176,7 +176,7 @@ def anytime(catalog) -> list[dict]:
             rows.append({"cluster": file, "gpus": cluster.num_gpus, "limit": limit, "time_s": time.process_time() - start,
                          "complete": result.complete, "gap": result.gap,
                          "tokens_per_s": result.plans[0].estimate.tokens_per_s})
-            print(f"anytime {file} limit {limit:g} s: {rows[-1]['tokens_per_s']:,.0f} tokens/s, gap {_pct(result.gap)}",
+            print(f"anytime {file} limit {limit:g} s: {rows[-1]['tokens_per_s']:,.0f} tokens/s, gap {_gap_pct(result.gap)}",
                   flush=True)
     return rows
 
@@ -292,7 +292,7 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows
                 continue
             lines.append(f"| {r['cluster']} | {r['gpus']:,} | {r['types']} | {r['model']} | {r['time_s']:.2f} | "
                          f"{r['wall_s']:.2f} | {r['with_baselines_s']:.2f} | {r['candidates']:,} | "
-                         f"{_complete_cell(r)} | {_pct(r['gap'])} | "
+                         f"{_complete_cell(r)} | {_gap_pct(r['gap'])} | "
                          f"{r['tokens_per_s']:,.0f} |")
         lines.append("")
         lines += [f"Growth from {a['gpus']:,} to {b['gpus']:,} GPUs ({a['types']} to {b['types']} types): "
@@ -323,7 +323,7 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows
         lines += [f"| {r['cluster']} | {r['gpus']:,} | {r['limit']:g} | {r['time_s']:.2f} | no plan yet | | |"
                   if "error" in r else
                   f"| {r['cluster']} | {r['gpus']:,} | {r['limit']:g} | {r['time_s']:.2f} | "
-                  f"{'yes' if r['complete'] else 'no'} | {_pct(r['gap'])} | {r['tokens_per_s']:,.0f} |" for r in anytime_rows]
+                  f"{'yes' if r['complete'] else 'no'} | {_gap_pct(r['gap'])} | {r['tokens_per_s']:,.0f} |" for r in anytime_rows]
         lines.append("")
     if cli_rows:
         lines += ["## The command line, end to end", "",
@@ -348,7 +348,7 @@ def write_markdown(path: Path, command: str, opt, times, gain_rows, anytime_rows
     path.write_text("\n".join(lines) + "\n")
 
 
-def _pct(value) -> str:
+def _gap_pct(value) -> str:
     return "unknown" if value is None else f"{value:.1%}"
 
 

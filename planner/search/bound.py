@@ -368,7 +368,6 @@ class Bounds:
         stage, so their nodes and transfers do not depend on the order: score.LayoutLinks of the
         run alone); inside a mixed run (one order only) the layout's own; and between consecutive
         fixed runs the least they can cost under any placement (placement.p2p_floor_s)."""
-        s = self.scorer
         fixed = len(runs) if fixed is None else fixed
         total, prev = 0.0, None
         for k, (groups, count) in enumerate(runs):

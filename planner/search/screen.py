@@ -39,8 +39,6 @@ every candidate of random small spaces.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from planner.comm import ring_s_per_byte
