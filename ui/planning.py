@@ -19,7 +19,7 @@ from catalog.errors import from_validation_error
 from catalog.loader import model_from_entry
 from catalog.schema import InlineModelEntry
 from planner.cost import evaluate
-from planner.types import Cluster, Estimate, InputError, Job, Model, Objective, Plan, Precision
+from planner.types import Cluster, InputError, Job, Model, Objective, Plan, Precision
 from ui.state import AppState
 
 PLANNER_MISSING = ("The planner (planner.search) is not available in this installation yet. "

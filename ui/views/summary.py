@@ -4,7 +4,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 

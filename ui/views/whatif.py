@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
