@@ -89,6 +89,7 @@ class Considered:
     rescore_cut: bool = False              # the time limit stopped the re-scoring
     verified: int = 0                      # scored candidates search re-scored to prove the answer
     proof_pass: bool = False               # search ran a proof pass below the answer's key
+    incumbents: list = field(default_factory=list)   # (plan, estimate) of new best candidates, evaluated
     method: str = ""                       # the planner that filled this in
 
 
@@ -143,11 +144,18 @@ class _Keeper:
         self.order = 0
 
     fixed_threshold: float | None = None    # a proof pass: prune at this key, keep nothing (all to `dropped`)
+    # evaluates a new best candidate with the cost model: returns its estimate key as a fast key
+    evaluate_incumbent: Callable[[Candidate], float] | None = None
+    incumbent: float = math.inf               # the best such key so far
 
     def threshold(self) -> float:
+        """Prune bounds at or above this fast key: the `limit`-th best fast key, but never below the
+        best evaluated key so far (fast keys can be optimistic; what could beat the incumbent by the
+        cost model is visited, so that search can prove its answer without a second pass)."""
         if self.fixed_threshold is not None:
             return self.fixed_threshold
-        return self.c.kept[-1][0] if len(self.c.kept) >= self.limit else math.inf
+        kth = self.c.kept[-1][0] if len(self.c.kept) >= self.limit else math.inf
+        return max(kth, self.incumbent) if kth < math.inf else kth
 
     def add(self, cand: Candidate, bound: float = -math.inf) -> None:
         """`bound`: the fast-key lower bound the search had for the candidate's setting (its
@@ -169,6 +177,8 @@ class _Keeper:
         kept = self.c.kept
         kept.append((key, self.order, cand, bound))
         kept.sort(key=lambda e: (e[0], e[1]))
+        if kept[0][2] is cand and self.evaluate_incumbent is not None:
+            self.incumbent = min(self.incumbent, self.evaluate_incumbent(cand))
         for _, _, evicted, evicted_bound in kept[self.limit:]:
             self._drop(evicted_bound, evicted)
         del kept[self.limit:]
@@ -476,11 +486,29 @@ class HetplanPlanner:
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
         keeper.fixed_threshold = prove_below
+        if prove_below is None:
+            keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered)
         considered.method = self.name
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options))
         _best_first(scorer, families, keeper, options, _scan_layout, pools,
                     options.time_limit_s if time_limit_s is None else time_limit_s)
         return considered
+
+
+def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered: Considered):
+    """Evaluate a new best candidate with the cost model (planner.cost.evaluate, as search ranks);
+    the plan and estimate are kept in `considered.incumbents` for the ranking."""
+    from planner.cost import evaluate
+    from planner.search.objective import estimate_key, fast_key_of_estimate
+
+    def evaluated(cand: Candidate) -> float:
+        plan = cand.to_plan(job)
+        est = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
+        key = estimate_key(objective, est, deadline_hours)
+        if key < math.inf:
+            considered.incumbents.append((plan, est))
+        return fast_key_of_estimate(objective, job, key)
+    return evaluated
 
 
 def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:

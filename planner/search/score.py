@@ -337,7 +337,7 @@ class Scorer:
         synchronises what its last backward did not hide and runs its optimizer step."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
         links = self.layout_links(layout, mb)
-        loads, passes, tails, drains = [], [], [], []   # per stage, per group: n and f + b; per stage
+        loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
             d = sum(g.count for g in groups)
@@ -345,7 +345,7 @@ class Scorer:
             min_tp = min(g.tp for g in groups)
             dp_bw, dp_lat = links.dp[i]
             zf, zb = zero_per_micro_batch_s(zero, params / min_tp * WEIGHT_BYTES, d, dp_bw, dp_lat)
-            stage_bwd, fastest_bwd, ts, ns = 0.0, math.inf, [], []
+            stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
             for g, n in zip(groups, self._group_max_shares(groups, shares[i])):
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
@@ -353,9 +353,11 @@ class Scorer:
                 f, b = f + max(0.0, zf - f), b + max(0.0, zb - b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
+                fs.append(f)
                 ns.append(n)
             passes.append(ts)
             loads.append(ns)
+            fwds.append(fs)
             sync = grad_sync_s(zero, params / min_tp, d, dp_bw, dp_lat)
             exposed = max(0.0, sync - stage_bwd / v) if self.options.overlap_grad_reduce else sync
             step = max(after_step_s(zero, params / g.tp, d, self.pools[g.pool].gpu.mem_bw_bytes_per_s, dp_bw, dp_lat)
@@ -370,7 +372,9 @@ class Scorer:
             pipeline = max(pipeline, _lane_s(v, m, own, t, lane, windows))
             if p > 1:       # the group's busiest replica may run on the lane with the fastest links
                 fastest, wrap = links.fastest_round_trip, links.fastest_wrap
-                floor = max(floor, _window_s(v, m, own, t, fastest, wrap, windows), _prefix_s(own, t, fastest, v))
+                f = [fs[lane.group if len(fs) > 1 else 0] for fs in fwds]
+                floor = max(floor, _window_s(v, m, own, t, fastest, wrap, windows),
+                            _prefix_s(own, t, fastest, v, f, windows, m))
         return pipeline + _tail_s(tails, drains, links.backward), floor + tails[0]
 
 
@@ -399,14 +403,24 @@ def _tail_s(tails: list[float], drains: list[float], back) -> float:
     return worst
 
 
-def _prefix_s(own: list[int], t: list[float], x, v: int) -> float:
+def _prefix_s(own: list[int], t: list[float], x, v: int, f: list[float], windows: list[int], m: int) -> float:
     """A lower bound on a lane's pipeline time: stage i starts only once its first micro-batch has
     come forward through the stages before it, works own_i t_i, and its last backward must still
-    go back through them: max_i sum_{j<i} (t_j + x_j) / v + own_i t_i (interleaved: the first
-    chunk's way, 1/v of each stage)."""
+    go back through them: max_i sum_{j<i} (t_j + x_j) / v + own_i t_i + idle_i (interleaved: the
+    first chunk's way, 1/v of each stage; idle 0). 1F1B: before its first backward, stage i waits
+    for its first micro-batch to go down and back (f_i + sum_{j>i} (t_j + x_j)), and meanwhile
+    runs at most k_i forwards (its in-flight limit), so it idles at least the difference."""
+    p = len(t)
+    below = [0.0] * (p + 1)
+    for i in reversed(range(p)):
+        below[i] = t[i] + (x[i] if i < len(x) else 0.0) + below[i + 1]
     worst, prefix = 0.0, 0.0
-    for i in range(len(t)):
-        worst = max(worst, prefix + own[i] * t[i])
+    for i in range(p):
+        idle = 0.0
+        if v == 1 and i < p - 1:
+            k = window_in_flight_limit(windows[i], own[i], m)
+            idle = max(0.0, f[i] + x[i] + below[i + 1] - k * f[i])
+        worst = max(worst, prefix + own[i] * t[i] + idle)
         prefix += (t[i] + (x[i] if i < len(x) else 0.0)) / v
     return worst
 

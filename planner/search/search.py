@@ -103,6 +103,9 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
     in the space when that is at least its key."""
     if considered.exact:
         return ranked, math.inf
+    known = {plan for plan, _ in ranked}
+    ranked += [(plan, est) for plan, est in considered.incumbents if plan not in known]   # evaluated in the search
+    ranked.sort(key=lambda pe: estimate_key(objective, pe[1], deadline_hours))
     best = estimate_key(objective, ranked[0][1], deadline_hours)
     floor = min(considered.pruned_floor, considered.lower_bound if considered.stopped_by is not None else math.inf)
     dropped, dropped_floor = considered.dropped, considered.dropped_floor
