@@ -39,6 +39,8 @@ def format_duration(seconds: float | None) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
             return f"{seconds / size:.1f} {unit}"
+    if abs(seconds) < 1e-9:          # floating-point noise of a sum of terms, not a duration
+        return "0 s"
     return f"{seconds:.3g} s"
 
 

@@ -87,11 +87,14 @@ def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> di
                               f"with the model's layers as the search split them")
         elif pool.name in considered.best_with_pool:
             other = considered.best_with_pool[pool.name]
-            worse = (f"{other / best_key - 1:.0%} worse" if best_key > 0
-                     else "worse" if other > 0 else "no better")           # a free plan (price 0) has key 0
-            out[pool.name] = (f"the best plan found that uses it is {worse} on {describe(objective)} "
-                              f"(by the search's fast estimate): its GPUs do not pay for themselves "
-                              f"({pool.gpu.id}, ${pool.price_per_gpu_hour_usd:.2f}/GPU-hour)")
+            if best_key > 0 and other >= best_key:
+                worse = f"{other / best_key - 1:.0%} worse (by the search's fast estimate)"
+            elif best_key > 0:       # a better fast estimate that the cost model did not confirm
+                worse = "no better by the cost model"
+            else:                    # a free plan (price 0) has key 0
+                worse = "worse" if other > 0 else "no better"
+            out[pool.name] = (f"the best plan found that uses it is {worse} on {describe(objective)}: its GPUs "
+                              f"do not pay for themselves ({pool.gpu.id}, ${pool.price_per_gpu_hour_usd:.2f}/GPU-hour)")
         else:
             out[pool.name] = (f"by the search's lower bounds (each GPU at its best rate, the pipeline's fill and "
                               f"drain, what fits in memory), no plan using it beats the chosen one on "
