@@ -116,12 +116,14 @@ def infeasible_message(cluster: Cluster, job: Job) -> str:
     node_bytes = max(p.gpus_per_node * p.gpu.mem_bytes for p in cluster.pools)
     biggest = max(cluster.pools, key=lambda p: p.gpus_per_node * p.gpu.mem_bytes)
     total = sum(p.num_gpus * (p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES) for p in cluster.pools)
-    head = (f"no plan fits in memory: {job.model.id} needs >= {states / GIB:,.0f} GiB per replica for weights, "
-            f"gradients and optimizer states ({per_param:g} bytes x {params / 1e9:.1f} B parameters) before activations; "
-            f"the largest pool ({biggest.name}) offers {biggest.gpus_per_node} x {biggest.gpu.mem_bytes / GIB:.0f} GiB "
+    head = (f"no plan fits in memory: {job.model.id}'s weights, gradients and optimizer states take "
+            f"{states / GIB:,.0f} GiB in all ({per_param:g} bytes × {params / 1e9:.1f} B parameters; ZeRO shards them "
+            f"over replicas, it does not shrink them) before activations; "
+            f"the largest pool ({biggest.name}) offers {biggest.gpus_per_node} × {biggest.gpu.mem_bytes / GIB:.0f} GiB "
             f"= {node_bytes / GIB:,.0f} GiB per node and the whole cluster {total / GIB:,.0f} GiB")
     if states > total:
-        return head + ": the cluster is too small for this model; add GPUs or choose a smaller model"
+        return head + (f" ({states / total:,.1f}× what it holds): the cluster is too small for this model; add GPUs "
+                       f"or choose a smaller model")
     return (head + f": try a shorter sequence (now {job.seq_len}) or smaller global batch, ZeRO-3 with more replicas, "
             f"more pipeline stages, or GPUs with more memory (the search already tried ZeRO 0-3, full recompute "
             f"and every pipeline depth its pools allow)")
