@@ -12,7 +12,6 @@ The figures in docs/cost-model.md, "One cost model in the search", come from thi
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import statistics
 import sys
@@ -25,13 +24,9 @@ sys.path.insert(0, str(ROOT))
 from catalog import load_catalog  # noqa: E402
 from planner.cost import evaluate  # noqa: E402
 from planner.search import SearchOptions  # noqa: E402
-from planner.search.bound import Bounds  # noqa: E402
-from planner.search.planners import PLANNERS, precision_for  # noqa: E402
-from planner.search.score import Scorer  # noqa: E402
-from planner.search.screen import screen_s  # noqa: E402
-from planner.search.space import knob_settings, layout_families  # noqa: E402
+from planner.search.planners import PLANNERS  # noqa: E402
 from planner.types import Objective  # noqa: E402
-from tests.test_one_cost_model import _random_case  # noqa: E402
+from tests.test_one_cost_model import _candidates, _random_case  # noqa: E402
 
 
 def one_case(catalog, seed: int, kept: list, every: list, above: list) -> None:
@@ -39,25 +34,13 @@ def one_case(catalog, seed: int, kept: list, every: list, above: list) -> None:
     considered = PLANNERS["hetplan"].consider(cluster, job, Objective.THROUGHPUT, None, SearchOptions(time_limit_s=None))
     for _, _, cand, _ in considered.kept:
         kept.append(cand.time_s / evaluate(cluster, cand.to_plan(job), detail=False).iteration_time_s)
-    scorer = Scorer(cluster, job)
-    bounds = Bounds(scorer)
-    families = list(layout_families(cluster.pools, job.model, job.global_batch, partial=False))
-    for family, screen in zip(families, screen_s(scorer, families)):
-        capacity = bounds.capacity_s(family)
-        for order in family.orders():
-            layout = family.layout(order)
-            pipeline = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
-            for knobs in knob_settings(job.global_batch, layout, job.model.layers):
-                cand = scorer.score(layout, knobs, precision_for(job, family.subset))
-                if cand is None:
-                    continue
-                est = evaluate(cluster, cand.to_plan(job), detail=False).iteration_time_s
-                every.append(cand.time_s / est)
-                key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
-                for name, value in (("screen", screen), ("capacity", capacity),
-                                    ("pipeline", pipeline.get(key, math.inf)), ("candidate floor", cand.floor_s)):
-                    if value > est * (1 + 1e-9):
-                        above.append((name, value / est, seed))
+    for cand, screen, capacity, pipeline in _candidates(cluster, job):
+        est = evaluate(cluster, cand.to_plan(job), detail=False).iteration_time_s
+        every.append(cand.time_s / est)
+        for name, value in (("screen", screen), ("capacity", capacity), ("pipeline", pipeline),
+                            ("candidate floor", cand.floor_s)):
+            if value > est * (1 + 1e-9):
+                above.append((name, value / est, seed))
 
 
 def main() -> None:
