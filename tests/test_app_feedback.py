@@ -100,7 +100,7 @@ def test_the_clock_counts_while_the_work_runs_and_returns_its_value():
 
 def test_expected_wait_grows_with_the_cluster():
     from ui.views.summary import _expected_wait
-    assert _expected_wait(8) == _expected_wait(64) == "a second or two"
+    assert _expected_wait(8) == "a second or two" and "15" in _expected_wait(64)
     assert "time limit" in _expected_wait(4096) and "minute" in _expected_wait(50_000)
 
 

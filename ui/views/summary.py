@@ -104,13 +104,15 @@ def search_completeness(result) -> str:
 
 def _expected_wait(num_gpus: int) -> str:
     """A rough expectation, from docs/app.md's measurements on a 2-core machine."""
-    if num_gpus <= 128:
+    if num_gpus <= 16:
         return "a second or two"
+    if num_gpus <= 128:
+        return "a few seconds to about 15 (the search proves its answer by the cost model)"
     if num_gpus <= 4096:
-        return ("about 10 to 30 seconds for thousands of GPUs; the search stops at its time limit (20 s, then "
-                "5 s per baseline) and says how close to optimal its best plan is")
-    return ("up to about half a minute: the search stops at its time limit (20 s, then 5 s per baseline) "
-            "and says how close to optimal its best plan is")
+        return ("about 10 to 30 seconds for thousands of GPUs; the search stops at its time limit (20 CPU "
+                "seconds, then 5 per baseline) and says how close to optimal its best plan is")
+    return ("up to about half a minute: the search stops at its time limit (20 CPU seconds, then 5 per "
+            "baseline) and says how close to optimal its best plan is")
 
 
 def _with_clock(work, status, label: str, tick_s: float = 0.5):
