@@ -366,12 +366,13 @@ class Scorer:
             drains.append(fastest_bwd)
         m, windows = self.job.global_batch // mb, _windows(layout)
         pipeline = floor = max(n * t for ns, ts in zip(loads, passes) for n, t in zip(ns, ts))
+        # the floors take each boundary's fastest lane: the group's busiest replica may run on any
+        fastest, wrap = (links.fastest_round_trip, links.fastest_wrap) if p > 1 else ((), 0.0)
         for lane in links.lanes:
             own = [ns[lane.group if len(ns) > 1 else 0] for ns in loads]
             t = [ts[lane.group if len(ts) > 1 else 0] for ts in passes]
             pipeline = max(pipeline, _lane_s(v, m, own, t, lane, windows))
-            if p > 1:       # the group's busiest replica may run on the lane with the fastest links
-                fastest, wrap = links.fastest_round_trip, links.fastest_wrap
+            if p > 1:
                 f = [fs[lane.group if len(fs) > 1 else 0] for fs in fwds]
                 floor = max(floor, _window_s(v, m, own, t, fastest, wrap, windows),
                             _prefix_s(own, t, fastest, v, f, windows, m))

@@ -103,8 +103,9 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
     in the space when that is at least its key."""
     if considered.exact:
         return ranked, math.inf
-    known = {plan for plan, _ in ranked}
-    ranked += [(plan, est) for plan, est in considered.incumbents if plan not in known]   # evaluated in the search
+    seen = {plan for plan, _ in ranked}
+    ranked += [(plan, est) for plan, est in considered.incumbents if plan not in seen]   # evaluated in the search
+    seen.update(plan for plan, _ in considered.incumbents)
     ranked.sort(key=lambda pe: estimate_key(objective, pe[1], deadline_hours))
     best = estimate_key(objective, ranked[0][1], deadline_hours)
     floor = min(considered.pruned_floor, considered.lower_bound if considered.stopped_by is not None else math.inf)
@@ -118,24 +119,23 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
             floor, dropped, dropped_floor = proof.pruned_floor, proof.dropped, proof.dropped_floor
             considered.proof_pass = True
     floor = estimate_key_of_fast(objective, job, min(floor, dropped_floor))
-    seen = {(plan.stages, plan.micro_batch, plan.zero_stage, plan.recompute, plan.interleave) for plan, _ in ranked}
     checked = 0
     for bound, _, cand in sorted(((-neg, tie, cand) for neg, tie, cand in dropped), key=lambda e: (e[0], e[1])):
         bound = estimate_key_of_fast(objective, job, bound)
         if bound >= best * (1 - 1e-9):
             break
         plan = cand.to_plan(job)
-        if (plan.stages, plan.micro_batch, plan.zero_stage, plan.recompute, plan.interleave) in seen:
+        if plan in seen:
             continue
         if checked >= options.verify or (clock is not None and clock.expired()):
             floor = min(floor, bound)
             break
-        plan, est = _evaluate(cluster, job, cand, options)
+        est = _evaluate_plan(cluster, job, plan, options)
         checked += 1
+        seen.add(plan)
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
             ranked.append((plan, est))
-            seen.add((plan.stages, plan.micro_batch, plan.zero_stage, plan.recompute, plan.interleave))
         best = min(best, key)
     considered.verified = checked
     ranked.sort(key=lambda pe: estimate_key(objective, pe[1], deadline_hours))     # stable: ties keep their order
@@ -206,7 +206,11 @@ def _evaluate(cluster: Cluster, job: Job, cand: Candidate, options: SearchOption
     """The cost model's estimate for ranking: exact iteration time and metrics, without the
     bubble/transfer split of the breakdown (`_full` adds it to what is returned)."""
     plan = cand.to_plan(job)
-    return plan, evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
+    return plan, _evaluate_plan(cluster, job, plan, options)
+
+
+def _evaluate_plan(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions) -> Estimate:
+    return evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
 
 
 def _full(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions,
