@@ -30,6 +30,8 @@ from catalog.files import read_mapping
 from catalog.loader import Catalog, builtin_catalog, model_from_entry
 from catalog.schema import (DEFAULT_INTER_NODE_GBPS, MAX_GPUS_PER_POOL, PLAN_OUTPUT_ONLY_KEYS, ClusterEntry,
                             InlineModelEntry, PlanEntry, PoolEntry, StageEntry)
+from planner.engines import DEFAULT as DEFAULT_ENGINE
+from planner.engines import get as engine_profile
 from planner.types import (PLAN_FORMAT, Cluster, InputError, Model, Plan, Pool, Precision, Recompute,
                            Replica, Schedule, Stage)
 
@@ -185,14 +187,21 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
     model = _plan_model(entry.model, catalog, source)
     stages = tuple(_stage_from_entry(i, s, entry.global_batch, entry.micro_batch, source)
                    for i, s in enumerate(entry.stages))
+    engine = engine_profile(DEFAULT_ENGINE if entry.engine is None else entry.engine, located(source, "engine"))
     try:
-        return Plan(model=model, global_batch=entry.global_batch, seq_len=entry.seq_len,
+        plan = Plan(model=model, global_batch=entry.global_batch, seq_len=entry.seq_len,
                     micro_batch=entry.micro_batch, precision=Precision(entry.precision), stages=stages,
                     zero_stage=entry.zero_stage, recompute=Recompute(entry.recompute),
                     sequence_parallel=entry.sequence_parallel, schedule=Schedule(entry.schedule),
-                    interleave=entry.interleave)
+                    interleave=entry.interleave, engine=engine.name)
     except InputError as err:
         raise relocated(err, source) from None
+    problems = engine.violations(plan)
+    if problems:
+        raise InputError(located(source, "engine"),
+                         f"{engine.title} cannot run this plan: {'; '.join(problems)}. Plan for it with "
+                         f"`hetplan plan --engine {engine.name}`, or drop `engine` (hetplan's runtime runs every plan)")
+    return plan
 
 
 def _model_to_dict(model: Model) -> dict:
@@ -215,6 +224,7 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         "precision": plan.precision.value, "zero_stage": plan.zero_stage,
         "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
         "schedule": plan.schedule.value, "interleave": plan.interleave,
+        **({} if plan.engine == DEFAULT_ENGINE else {"engine": plan.engine}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],

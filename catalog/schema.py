@@ -190,4 +190,5 @@ class PlanEntry(Strict):
     sequence_parallel: bool = False
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     interleave: PositiveInt = 1
+    engine: Optional[str] = None          # planner.engines; absent: hetplan's runtime (the format's first meaning)
     stages: Annotated[list[StageEntry], Field(min_length=1, max_length=100_000)]

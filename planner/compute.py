@@ -101,12 +101,14 @@ def tp_collective_s(model: Model, seq_len: int, micro_batch: int, tp: int, link_
 
 def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, seq_len: int,
                      micro_batch: int, tp: int, sequence_parallel: bool, recompute: Recompute,
-                     flash_attention: bool, link_bw: float) -> PassTimes:
+                     flash_attention: bool, link_bw: float, layer_overhead_s: float = 0.0) -> PassTimes:
+    """One micro-batch's forward and backward through `num_layers` layers (and the head).
+    `layer_overhead_s`: the engine's fixed cost per layer and pass (planner.engines.base.Execution)."""
     proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
                                            flash_attention)
     collective = tp_collective_s(model, seq_len, micro_batch, tp, link_bw)
-    layer_fwd = proj + attn + elem
-    layer_bwd = 2 * layer_fwd
+    layer_fwd = proj + attn + elem + layer_overhead_s
+    layer_bwd = 2 * (proj + attn + elem) + layer_overhead_s
     tp_fwd, tp_bwd = 2 * collective, 2 * collective
     if recompute == Recompute.FULL:
         layer_bwd += layer_fwd

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from planner.compute import ACT_BYTES, stage_pass_times
 from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch_s
+from planner.engines import get as engine_profile
 from planner.explain import bottleneck
 from planner.flops import model_flops_per_iteration, stage_params
 from planner.memory import WEIGHT_BYTES, replica_memory
@@ -38,6 +39,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     waiting into bubble and exposed transfers: the breakdown then counts both as bubble, and
     every other figure is identical. The search ranks with it and reports full estimates."""
     links = plan_links(cluster, plan)
+    run = engine_profile(plan.engine).execution     # how the plan's engine executes it
+    grad_bytes = run.grad_reduce_bytes(plan.precision)
     p = plan.num_stages
     fwd, bwd, counts, replica_estimates = [], [], [], []
     tp_comm, compute, zero_exposed = {}, {}, {}
@@ -48,7 +51,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         params = stage_params(plan.model, stage.layer_start, stage.layer_end, p)
         min_tp = min(r.tp for r in stage.replicas)
         weight_bytes = params / min_tp * WEIGHT_BYTES
-        zf, zb = zero_per_micro_batch_s(plan.zero_stage, weight_bytes, len(stage.replicas), dp_bw, dp_lat)
+        zf, zb = zero_per_micro_batch_s(plan.zero_stage, weight_bytes, len(stage.replicas), dp_bw, dp_lat, grad_bytes)
         passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
@@ -56,11 +59,11 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 passes[(rep.pool, rep.tp)] = stage_pass_times(
                     plan.model, pool.gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
                     plan.micro_batch, rep.tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
-                    pool.gpu.link_bw_bytes_per_s)
+                    pool.gpu.link_bw_bytes_per_s, run.layer_overhead_s)
             times = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            f_exp = max(0.0, zf - f_comp)
-            b_exp = max(0.0, zb - times.backward_s)
+            f_exp = max(0.0, zf - run.zero_overlap * f_comp)
+            b_exp = max(0.0, zb - run.zero_overlap * times.backward_s)
             fwd[i].append(f_comp + f_exp)
             bwd[i].append(times.backward_s + b_exp)
             own = rep.samples // plan.micro_batch
@@ -70,12 +73,12 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             zero_exposed[(i, r)] = (f_exp + b_exp) * own
             if (rep.pool, rep.tp, rep.samples) not in memories:      # memory depends on these alone
                 memories[(rep.pool, rep.tp, rep.samples)] = replica_memory(plan, i, r, pool.gpu.mem_bytes,
-                                                                           options.flash_attention)
+                                                                           options.flash_attention, run.framework_bytes)
             memory = memories[(rep.pool, rep.tp, rep.samples)]
             replica_estimates.append(ReplicaEstimate(i, r, pool.name, pool.gpu.id, rep.tp, rep.samples,
                                                      fwd[i][r], bwd[i][r], memory))
         d = len(stage.replicas)
-        dp_sync.append(grad_sync_s(plan.zero_stage, params / min_tp, d, dp_bw, dp_lat))
+        dp_sync.append(grad_sync_s(plan.zero_stage, params / min_tp, d, dp_bw, dp_lat, grad_bytes))
         after_step.append(max(after_step_s(plan.zero_stage, params / rep.tp, d, cluster.pool(rep.pool).gpu.mem_bw_bytes_per_s,
                                            dp_bw, dp_lat) for rep in stage.replicas))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
@@ -108,7 +111,8 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     finish, dp_total, dp_exposed, step_total = 0.0, 0.0, 0.0, 0.0
     for i in range(p):
         for r in range(len(plan.stages[i].replicas)):
-            overlap = sim.last_backward_s[i][r] if options.overlap_grad_reduce else 0.0
+            overlaps = options.overlap_grad_reduce and engine_profile(plan.engine).execution.overlap_grad_reduce
+            overlap = sim.last_backward_s[i][r] if overlaps else 0.0
             exposed = max(0.0, dp_sync[i] - overlap)
             done = sim.end_s[i][r] + exposed + after_step[i]
             if done >= finish:
@@ -142,6 +146,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     train_cost = train_time / 3600 * price_per_hour if train_time is not None else None
     notes = ("mixture-of-experts: experts are replicated inside each tensor-parallel group; expert "
              "parallelism and its all-to-all are not modelled",) if plan.model.is_moe else ()
+    notes += engine_profile(plan.engine).execution.notes
     est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
                    tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
                    timeline=sim.timeline)

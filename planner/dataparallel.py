@@ -12,8 +12,9 @@ from planner.comm import all_gather_s, all_reduce_s, reduce_scatter_s
 from planner.compute import MEM_BW_EFFICIENCY
 from planner.memory import WEIGHT_BYTES
 
-# Gradients cross the network in 16 bits (Megatron-LM's default grad_reduce_in_fp32=False and
-# DeepSpeed's fp16/bf16 reduction); main gradients are still accumulated in fp32 in memory.
+# Gradients cross the network in 16 bits in hetplan's runtime, the floor of every engine's; an
+# engine that reduces in fp32 says so (planner.engines.base.Execution.fp32_grad_reduce). Main
+# gradients are still accumulated in fp32 in memory.
 GRAD_COMM_BYTES = 2
 
 # Adam step: read fp32 grad, master, m, v; write master, m, v and the 16-bit weight: 30 bytes
@@ -22,7 +23,7 @@ OPTIMIZER_STEP_BYTES_PER_PARAM = 30
 
 
 def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replicas: int, bw: float,
-                           latency_s: float) -> tuple[float, float]:
+                           latency_s: float, grad_bytes: int = GRAD_COMM_BYTES) -> tuple[float, float]:
     """(forward, backward) seconds of ZeRO's collectives for one micro-batch. ZeRO-3 gathers the
     weights for each forward and backward and reduce-scatters gradients per micro-batch; ZeRO-2
     reduce-scatters gradients per micro-batch (Rajbhandari et al. 2020, section 7; DeepSpeed's
@@ -30,7 +31,7 @@ def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replica
     d = replicas
     if zero_stage < 2 or d == 1:
         return 0.0, 0.0
-    grads = reduce_scatter_s(weight_bytes_per_gpu / WEIGHT_BYTES * GRAD_COMM_BYTES, d, bw, latency_s)
+    grads = reduce_scatter_s(weight_bytes_per_gpu / WEIGHT_BYTES * grad_bytes, d, bw, latency_s)
     if zero_stage == 2:
         return 0.0, grads
     gather = all_gather_s(weight_bytes_per_gpu, d, bw, latency_s)
@@ -49,10 +50,12 @@ def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, 
     return 0.0 * gather, 0.0 * gather
 
 
-def grad_sync_s(zero_stage: int, params_per_gpu: float, replicas: int, bw: float, latency_s: float) -> float:
+def grad_sync_s(zero_stage: int, params_per_gpu: float, replicas: int, bw: float, latency_s: float,
+                grad_bytes: int = GRAD_COMM_BYTES) -> float:
     """Gradient reduction after the last micro-batch: an all-reduce (ZeRO-0) or a reduce-scatter
-    (ZeRO-1, Megatron-LM's distributed optimizer); ZeRO-2/3 reduced per micro-batch instead."""
-    grad_bytes = params_per_gpu * GRAD_COMM_BYTES
+    (ZeRO-1, Megatron-LM's distributed optimizer); ZeRO-2/3 reduced per micro-batch instead.
+    `grad_bytes`: per element on the wire (the engine's, planner.engines.base.Execution)."""
+    grad_bytes = params_per_gpu * grad_bytes
     if zero_stage == 0:
         return all_reduce_s(grad_bytes, replicas, bw, latency_s)
     if zero_stage == 1:

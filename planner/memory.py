@@ -20,6 +20,8 @@ MAIN_GRAD_BYTES = 4
 OPTIMIZER_BYTES = 12
 # CUDA context, NCCL buffers and allocator fragmentation: about 1-2 GiB in practice (PyTorch
 # CUDA context alone is ~0.5 GiB; NCCL reserves buffers per communicator). Assumed, not measured.
+# The smallest of any engine's (planner.engines: each profile's framework_bytes is at least this),
+# which the search's memory bounds use.
 FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 
 
@@ -110,7 +112,9 @@ def edge_activation_bytes(plan: Plan, stage: Stage, tp: int) -> float:
 
 
 def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_bytes: float,
-                   flash_attention: bool = True) -> MemoryBreakdown:
+                   flash_attention: bool = True,
+                   framework_bytes: float = FRAMEWORK_OVERHEAD_BYTES) -> MemoryBreakdown:
+    """`framework_bytes`: the engine's own memory (planner.engines.base.Execution.framework_bytes)."""
     stage = plan.stages[stage_index]
     replica = stage.replicas[replica_index]
     weights, grads, optimizer = model_state_bytes(plan, stage_index, replica.tp)
@@ -120,4 +124,4 @@ def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_by
     activations = in_flight * stage.num_layers * layer_act + edge_activation_bytes(plan, stage, replica.tp)
     activations += recompute_workspace_bytes(plan.model, plan.seq_len, plan.micro_batch, replica.tp,
                                              plan.sequence_parallel, plan.recompute, flash_attention)
-    return MemoryBreakdown(weights, grads, optimizer, activations, FRAMEWORK_OVERHEAD_BYTES, capacity_bytes)
+    return MemoryBreakdown(weights, grads, optimizer, activations, framework_bytes, capacity_bytes)

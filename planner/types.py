@@ -287,8 +287,10 @@ class Job:
     seq_len: int
     precision: Precision | None = None  # None: bf16 where every GPU used supports it, else fp16
     tokens_to_train: float | None = None
+    engine: str = "hetplan"           # the engine that will run it (planner.engines): its space and execution
 
     def __post_init__(self):
+        _check_engine(self.engine)
         _positive_int(self.global_batch, "global_batch")
         _positive_int(self.seq_len, "seq_len")
         _check_sizes(self.global_batch, self.seq_len)
@@ -298,6 +300,11 @@ class Job:
     @property
     def tokens_per_iteration(self) -> int:
         return self.global_batch * self.seq_len
+
+
+def _check_engine(name) -> None:
+    from planner.engines import get       # the profiles import these types
+    get(name)
 
 
 def _check_sizes(global_batch: int, seq_len: int) -> None:
@@ -360,8 +367,10 @@ class Plan:
     sequence_parallel: bool = False
     schedule: Schedule = Schedule.ONE_F_ONE_B
     interleave: int = 1
+    engine: str = "hetplan"           # the engine it is planned for (planner.engines); "hetplan": hetplan's runtime
 
     def __post_init__(self):
+        _check_engine(self.engine)
         _positive_int(self.global_batch, "global_batch")
         _positive_int(self.seq_len, "seq_len")
         _positive_int(self.micro_batch, "micro_batch")

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
 from planner.cost import CostOptions
+from planner.engines import get as engine_profile
 from planner.search.bound import Bounds
 from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
 from planner.search.screen import screen_s
-from planner.search.space import (ZERO_STAGES, searched_recomputes, Family, Knobs, Layout, knob_settings, layout_families,
-                                  layouts, tp_degrees)
+from planner.search.space import (ZERO_STAGES, searched_recomputes, Family, Knobs, Layout, allows, knob_settings,
+                                  layout_families, layouts, tp_degrees)
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
 
@@ -118,16 +119,25 @@ class Planner(Protocol):
 # ----------------------------------------------------------------------------- shared pieces
 
 def usable_pools(cluster: Cluster, job: Job) -> tuple[tuple[Pool, ...], dict[str, str]]:
-    if job.precision != Precision.BF16:
+    """The pools that can train the job's precision under its engine, and why the others cannot."""
+    engine = engine_profile(job.engine)
+    if job.precision is not None and job.precision not in engine.space.precisions:
+        raise InputError("precision", f"{engine.title} does not train in {job.precision.value}; it offers "
+                                      f"{', '.join(p.value for p in engine.space.precisions)}")
+    needs_bf16 = job.precision == Precision.BF16 or Precision.FP16 not in engine.space.precisions
+    if not needs_bf16:
         return cluster.pools, {}
-    excluded = {p.name: f"{p.gpu.id} has no bf16 and the job asks for bf16" for p in cluster.pools
-                if not p.gpu.supports_bf16}
+    why = ("the job asks for bf16" if job.precision == Precision.BF16
+           else f"{engine.title} trains in {', '.join(p.value for p in engine.space.precisions)} only")
+    excluded = {p.name: f"{p.gpu.id} has no bf16 and {why}" for p in cluster.pools if not p.gpu.supports_bf16}
     return tuple(p for p in cluster.pools if p.name not in excluded), excluded
 
 
 def precision_for(job: Job, subset: tuple[Pool, ...]) -> Precision:
     if job.precision is not None:
         return job.precision
+    if Precision.FP16 not in engine_profile(job.engine).space.precisions:
+        return Precision.BF16
     return Precision.BF16 if all(p.gpu.supports_bf16 for p in subset) else Precision.FP16
 
 
@@ -381,8 +391,8 @@ def _keyed_bounds(scorer: Scorer, bounds: Bounds, family: Family, price: float, 
     None) as fast keys, for the knob settings whose key beats the threshold."""
     per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
                                  limit=_seconds(keeper, price), only=only, fixed=fixed)
-    threshold = keeper.threshold()
-    return {k: key for k, b in per_knob.items() if b < math.inf
+    threshold, space, p = keeper.threshold(), scorer.engine.space, family.num_stages
+    return {k: key for k, b in per_knob.items() if b < math.inf and allows(space, p, k)
             for key in (fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours),) if key < threshold}
 
 
@@ -489,7 +499,8 @@ class HetplanPlanner:
         if prove_below is None:
             keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered)
         considered.method = self.name
-        families = layout_families(pools, job.model, job.global_batch, _partial(objective, options))
+        families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
+                                   engine=job.engine)
         _best_first(scorer, families, keeper, options, _scan_layout, pools,
                     options.time_limit_s if time_limit_s is None else time_limit_s)
         return considered
@@ -526,7 +537,8 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
                 keeper.c.fast_scores += 1
-                cand = scorer.score(layout, Knobs(mb, zero, recompute, v), precision)
+                cand = scorer.score(layout, Knobs(mb, zero, recompute, v), precision,
+                                    uniform=not scorer.engine.space.uneven_layers)
                 if cand is not None:
                     keeper.add(cand, keyed[(mb, v, recompute, zero)])
                     if not cand.memory_binds:
@@ -541,7 +553,8 @@ class MegatronPlanner:
 
     def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
         pools, excluded = usable_pools(cluster, job)
-        single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,))
+        single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,),
+                                 engine=job.engine)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools)
 
 
@@ -553,7 +566,7 @@ class UniformPlanner:
         pools, excluded = usable_pools(cluster, job)
         everything = tuple(pools)
         every_pool_one_tp = layout_families(everything, job.model, job.global_batch, False,
-                                            subset_sizes=(len(everything),), one_tp=True)
+                                            subset_sizes=(len(everything),), one_tp=True, engine=job.engine)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp,
                                everything)
 
@@ -570,7 +583,8 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
 
 
 def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
-    for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention):
+    for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention,
+                               scorer.job.engine):
         if keyed.get((knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage),
                      math.inf) >= keeper.threshold():
             continue
@@ -594,9 +608,10 @@ class ExhaustivePlanner:
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded, exact=True)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
-        for subset, layout in layouts(pools, job.model, job.global_batch, _partial(objective, options)):
+        for subset, layout in layouts(pools, job.model, job.global_batch, _partial(objective, options), job.engine):
             precision = precision_for(job, subset)
-            for knobs in knob_settings(job.global_batch, layout, job.model.layers, options.cost_options.flash_attention):
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, options.cost_options.flash_attention,
+                                       job.engine):
                 cand = scorer.score(layout, knobs, precision)
                 if cand is None:
                     continue

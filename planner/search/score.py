@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from planner.compute import ACT_BYTES, stage_pass_times
 from planner.cost import CostOptions
 from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch_s
+from planner.engines import get as engine_profile
 from planner.flops import edge_param_count, layer_params, stage_param_count
 from planner.memory import (FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
@@ -65,7 +66,7 @@ class Candidate:
             start += n_layers
         return Plan(job.model, job.global_batch, job.seq_len, self.knobs.micro_batch, self.precision,
                     tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
-                    Schedule.ONE_F_ONE_B, self.knobs.interleave)
+                    Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine)
 
 
 class Scorer:
@@ -73,6 +74,8 @@ class Scorer:
 
     def __init__(self, cluster: Cluster, job: Job, options: CostOptions = CostOptions()):
         self.cluster, self.job, self.options = cluster, job, options
+        self.engine = engine_profile(job.engine)
+        self.run = self.engine.execution          # as planner.cost.evaluate reads it for the plan's engine
         self.model = job.model
         self.pools = {p.name: p for p in cluster.pools}
         self._pass: dict = {}
@@ -91,8 +94,9 @@ class Scorer:
         if key not in self._pass:
             m, s, flash = self.model, self.job.seq_len, self.options.flash_attention
             link = pool.gpu.link_bw_bytes_per_s
-            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, tp, sp, recompute, flash, link)
-            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, tp, sp, recompute, flash, link)
+            overhead = self.run.layer_overhead_s
+            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, tp, sp, recompute, flash, link, overhead)
+            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, tp, sp, recompute, flash, link, overhead)
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 
@@ -242,7 +246,7 @@ class Scorer:
             if found is None:
                 return None
             layers, memory_binds = found
-        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp)
+        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision)
         price = sum(n * self.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
         return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds, floor_s)
 
@@ -322,7 +326,7 @@ class Scorer:
         fixed = (edge_param_count(self.model, first, last, p) / tp * per_param
                  + edge_activation_bytes_of(self.model, self.job.seq_len, mb, tp, first, last)
                  + self.workspace_bytes(mb, tp, sp, knobs.recompute))
-        free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - fixed
+        free = pool.gpu.mem_bytes - self.run.framework_bytes - fixed
         per_layer = self.layer_params / tp * per_param + in_flight * self.activation_bytes(mb, tp, sp, knobs.recompute)
         if free < 0:
             return 0
@@ -330,7 +334,8 @@ class Scorer:
 
     # ------------------------------------------------------------------ time
 
-    def iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool) -> tuple[float, float]:
+    def iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool,
+                    precision: Precision = Precision.BF16) -> tuple[float, float]:
         """The fast iteration time of the module docstring, and a lower bound on the one
         planner.cost.evaluate gives: the pipeline takes at least its busiest replica's passes and
         each lane's in-flight window, and the replica of stage 0 that ends the pipeline then
@@ -344,13 +349,15 @@ class Scorer:
             params = self._stage_params(layers[i], i == 0, last, p)
             min_tp = min(g.tp for g in groups)
             dp_bw, dp_lat = links.dp[i]
-            zf, zb = zero_per_micro_batch_s(zero, params / min_tp * WEIGHT_BYTES, d, dp_bw, dp_lat)
+            grad_bytes = self.run.grad_reduce_bytes(precision)
+            zf, zb = zero_per_micro_batch_s(zero, params / min_tp * WEIGHT_BYTES, d, dp_bw, dp_lat, grad_bytes)
             stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
             for g, n in zip(groups, self._group_max_shares(groups, shares[i])):
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
-                f, b = f + max(0.0, zf - f), b + max(0.0, zb - b)
+                h = self.run.zero_overlap
+                f, b = f + max(0.0, zf - h * f), b + max(0.0, zb - h * b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
@@ -358,8 +365,9 @@ class Scorer:
             passes.append(ts)
             loads.append(ns)
             fwds.append(fs)
-            sync = grad_sync_s(zero, params / min_tp, d, dp_bw, dp_lat)
-            exposed = max(0.0, sync - stage_bwd / v) if self.options.overlap_grad_reduce else sync
+            sync = grad_sync_s(zero, params / min_tp, d, dp_bw, dp_lat, grad_bytes)
+            overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
+            exposed = max(0.0, sync - stage_bwd / v) if overlaps else sync
             step = max(after_step_s(zero, params / g.tp, d, self.pools[g.pool].gpu.mem_bw_bytes_per_s, dp_bw, dp_lat)
                        for g in groups)
             tails.append(exposed + step)

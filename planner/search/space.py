@@ -30,6 +30,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
+from planner.engines import Space as EngineSpace
+from planner.engines import get as engine_profile
 from planner.types import Model, Pool, Recompute
 
 
@@ -183,17 +185,23 @@ def mixed_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[i
 
 def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
                     partial: bool, subset_sizes: Iterable[int] | None = None,
-                    one_tp: bool = False) -> Iterator[Family]:
+                    one_tp: bool = False, engine: str = "hetplan") -> Iterator[Family]:
     """Every family of layouts of the space over `cluster_pools` (already filtered for precision),
     lazily; `subset_sizes` keeps only subsets of those sizes and `one_tp` only families whose pools
-    share one tensor-parallel degree (the baselines' spaces, generated without filtering)."""
+    share one tensor-parallel degree (the baselines' spaces, generated without filtering).
+    `engine`: only the layouts that engine can run (planner.engines.base.Space): one tp for all
+    stages unless it takes one per stage, chains only unless its stages may mix pools, tp 1 only
+    without tensor parallelism."""
+    space = engine_profile(engine).space
+    one_tp = one_tp or not (space.tp_per_stage or space.mixed_stages)
     for subset in pool_subsets(cluster_pools, subset_sizes):
-        tp_options = [tp_degrees(p, model) for p in subset]
+        tp_options = [tp_degrees(p, model) if space.tensor_parallel else [1] for p in subset]
         gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
         for gpus in itertools.product(*gpu_options):
             for tps in _tp_choices(tp_options, one_tp):
                 yield from chain_families(subset, tps, gpus, model.layers, max_micro_batches)
-                yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
+                if space.mixed_stages:
+                    yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
 
 
 def _tp_choices(tp_options: list[list[int]], one_tp: bool) -> Iterator[tuple[int, ...]]:
@@ -213,7 +221,17 @@ def micro_batch_sizes(global_batch: int) -> list[int]:
     return out
 
 
-def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_attention: bool = True) -> Iterator[Knobs]:
+def allows(space: EngineSpace, num_stages: int, knobs: tuple) -> bool:
+    """Whether an engine runs these knobs ((micro-batch, interleave, recompute, ZeRO), the order
+    of Knobs and of the bounds' keys) on a pipeline of `num_stages` stages."""
+    _, interleave, recompute, zero = knobs[0], knobs[1], knobs[2], knobs[3]
+    return ((interleave == 1 or space.interleave) and recompute in space.recomputes
+            and space.zero_allowed(zero, num_stages))
+
+
+def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_attention: bool = True,
+                  engine: str = "hetplan") -> Iterator[Knobs]:
+    space = engine_profile(engine).space
     most_replicas = layout.max_replicas_per_stage
     recomputes = searched_recomputes(flash_attention, layout.family == "mixed")
     for mb in micro_batch_sizes(global_batch):
@@ -226,11 +244,12 @@ def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_atte
                 for zero in ZERO_STAGES:
                     if zero > 0 and most_replicas == 1:
                         continue  # nothing to shard across
-                    yield Knobs(mb, zero, recompute, v)
+                    if allows(space, layout.num_stages, (mb, v, recompute, zero)):
+                        yield Knobs(mb, zero, recompute, v)
 
 
 def layouts(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
-            partial: bool) -> Iterator[tuple[tuple[Pool, ...], Layout]]:
-    for family in layout_families(cluster_pools, model, max_micro_batches, partial):
+            partial: bool, engine: str = "hetplan") -> Iterator[tuple[tuple[Pool, ...], Layout]]:
+    for family in layout_families(cluster_pools, model, max_micro_batches, partial, engine=engine):
         for order in family.orders():
             yield family.subset, family.layout(order)

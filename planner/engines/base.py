@@ -1,0 +1,129 @@
+"""What a training engine is to the planner: the plans it can run, and how it runs them.
+
+An `Engine` is a profile of one engine at one pinned version:
+
+  space      (a) what a plan may contain under it: an uneven layer split, one or several
+             tensor-parallel degrees, stages that mix GPU pools with uneven sample shares, the
+             ZeRO/FSDP modes alone and with pipelining, interleaving, recompute kinds, sequence
+             parallelism, precisions. The search reads it (planner.search.planners) and so do the
+             exporters (`violations`).
+  execution  (b) how it executes a plan: whether data-parallel gradients are reduced in buckets
+             during the last backward pass or after the pipeline flush and in what dtype, how much
+             of FSDP/ZeRO-3's per-micro-batch all-gathers hides behind compute, fixed costs per
+             layer and pass, and the memory the framework itself takes. The cost model reads it
+             (planner.cost.evaluate) and so do the search's fast scores (planner.search.score),
+             through the same fields.
+
+hetplan's own runtime (`hetplan run-local`) is the most capable and the least costly profile:
+every other engine's execution costs at least as much time and memory (`Execution.dominates`,
+held by tests/test_engines.py). The search's bounds are built for that floor, so they stay lower
+bounds under every engine.
+
+Every claim of a profile cites the engine's source at the pinned version (`sources`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES
+from planner.types import Plan, Precision, Recompute, Schedule
+
+ALL_RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+
+
+@dataclass(frozen=True)
+class Space:
+    """(a) What a plan may contain under the engine."""
+    uneven_layers: bool = True             # stages may hold different numbers of layers
+    tp_per_stage: bool = False             # stages may use different tensor-parallel degrees
+    replicas_per_stage: bool = False       # stages may have different numbers of data-parallel replicas
+    mixed_stages: bool = False             # a stage's replicas may be of several pools, with uneven sample shares
+    zero_stages: tuple[int, ...] = (0, 1)  # ZeRO/FSDP modes without pipelining (one stage)
+    zero_stages_pipelined: tuple[int, ...] = (0, 1)   # ... and with pipelining (two or more stages)
+    interleave: bool = False               # interleaved 1F1B (virtual pipeline stages)
+    gpipe: bool = False                    # an all-forward-then-all-backward schedule
+    recomputes: tuple[Recompute, ...] = ALL_RECOMPUTES
+    sequence_parallel: bool = True         # Megatron-style sequence parallelism inside a tp group
+    tensor_parallel: bool = True           # tp > 1 at all
+    precisions: tuple[Precision, ...] = (Precision.BF16, Precision.FP16)
+
+    def zero_allowed(self, zero_stage: int, num_stages: int) -> bool:
+        return zero_stage in (self.zero_stages_pipelined if num_stages > 1 else self.zero_stages)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """(b) How the engine executes a plan, as the cost model's inputs."""
+    overlap_grad_reduce: bool = True        # gradients reduced in buckets during the last backward pass
+    fp32_grad_reduce: tuple[Precision, ...] = ()   # precisions whose gradients cross the wire in fp32
+    #                                                (4 bytes); 16 bits otherwise
+    zero_overlap: float = 1.0               # fraction of a pass's compute that ZeRO-2/3's per-micro-batch
+    #                                         collectives can hide behind (1: all of it, 0: none)
+    layer_overhead_s: float = 0.0           # fixed cost per layer and pass (kernel launches, hooks)
+    framework_bytes: float = FRAMEWORK_OVERHEAD_BYTES   # CUDA context, NCCL buffers, allocator slack per GPU
+    notes: tuple[str, ...] = ()             # what the cost model does not capture, in words
+
+    def grad_reduce_bytes(self, precision: Precision) -> int:
+        """Bytes per gradient element on the wire in data-parallel reductions."""
+        return 4 if precision in self.fp32_grad_reduce else 2
+
+    def dominates(self, other: "Execution") -> bool:
+        """Whether this execution costs at least as much time and memory as `other` in every term."""
+        return ((other.overlap_grad_reduce or not self.overlap_grad_reduce)
+                and set(other.fp32_grad_reduce) <= set(self.fp32_grad_reduce)
+                and self.zero_overlap <= other.zero_overlap
+                and self.layer_overhead_s >= other.layer_overhead_s
+                and self.framework_bytes >= other.framework_bytes)
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str                               # the id plans, the CLI and the app use: "megatron"
+    title: str                              # "Megatron-LM"
+    version: str                            # what the profile describes: repository@commit or release
+    space: Space
+    execution: Execution
+    exports: tuple[str, ...] = ()           # export targets (planner.export) that write this engine's files
+    sources: dict[str, str] = field(default_factory=dict)   # claim -> file and lines at `version`
+    summary: str = ""
+
+    def violations(self, plan: Plan) -> list[str]:
+        """What in `plan` this engine cannot run, one plain sentence each (empty: it runs it)."""
+        s, out, name = self.space, [], self.title
+        tps = sorted({r.tp for st in plan.stages for r in st.replicas})
+        if max(tps) > 1 and not s.tensor_parallel:
+            out.append(f"{name} has no tensor parallelism here; the plan uses tp {tps}")
+        per_stage = [sorted({r.tp for r in st.replicas}) for st in plan.stages]
+        if any(len(t) > 1 for t in per_stage) and not s.mixed_stages:
+            out.append(f"{name} gives every replica of a stage the same tensor-parallel degree; the plan mixes {tps}")
+        elif len(tps) > 1 and not s.tp_per_stage and not s.mixed_stages:
+            out.append(f"{name} uses one tensor-parallel degree for every stage; the plan uses {tps}")
+        counts = [len(st.replicas) for st in plan.stages]
+        if len(set(counts)) > 1 and not (s.replicas_per_stage or s.mixed_stages):
+            out.append(f"{name} gives every stage the same number of data-parallel replicas; the plan has {counts}")
+        if not s.mixed_stages:
+            mixed = [i for i, st in enumerate(plan.stages) if len({r.pool for r in st.replicas}) > 1]
+            if mixed:
+                out.append(f"{name} runs each stage on one kind of GPU; stages {mixed} mix GPU pools")
+            uneven = [i for i, st in enumerate(plan.stages) if len({r.samples for r in st.replicas}) > 1]
+            if uneven:
+                out.append(f"{name} gives every replica the same share of the batch; stages {uneven} split it unevenly")
+        layers = {st.num_layers for st in plan.stages}
+        if len(layers) > 1 and not s.uneven_layers:
+            out.append(f"{name} splits layers evenly over the stages; the plan holds {sorted(layers)} layers per stage")
+        if plan.interleave > 1 and not s.interleave:
+            out.append(f"{name} has no interleaved pipeline schedule; the plan uses interleave {plan.interleave}")
+        if plan.schedule == Schedule.GPIPE and not s.gpipe:
+            out.append(f"{name} runs 1F1B, not GPipe")
+        if not s.zero_allowed(plan.zero_stage, plan.num_stages):
+            allowed = s.zero_stages_pipelined if plan.num_stages > 1 else s.zero_stages
+            with_pp = " with pipelining" if plan.num_stages > 1 else ""
+            out.append(f"{name} does not run ZeRO stage {plan.zero_stage}{with_pp} (it has {list(allowed)})")
+        if plan.recompute not in s.recomputes:
+            out.append(f"{name} has no {plan.recompute.value} recomputation (it has "
+                       f"{[r.value for r in s.recomputes]})")
+        if plan.sequence_parallel and max(tps) > 1 and not s.sequence_parallel:
+            out.append(f"{name} has no sequence parallelism")
+        if plan.precision not in s.precisions:
+            out.append(f"{name} does not train in {plan.precision.value}; it offers {[p.value for p in s.precisions]}")
+        return out

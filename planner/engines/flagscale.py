@@ -1,0 +1,26 @@
+"""FlagScale (FlagOpen/FlagScale) heterogeneous training, as pinned in VERSION.
+
+FlagScale extends Megatron-LM with process meshes: each mesh is a run of consecutive pipeline
+stages on one device type with its own tensor- and data-parallel degrees
+(hetero_process_meshes, hetero_device_types), and the layers are split unevenly over all stages
+(hetero_pipeline_layer_split). This is the engine that runs hetplan's mixed plans of the chain
+family on real GPUs: each pool a mesh with its own tp. A stage still runs on one device type, with
+even batch shares among its replicas.
+"""
+from planner.engines.base import ALL_RECOMPUTES, Engine, Execution, Space
+from planner.engines.sources import FLAGSCALE as VERSION, FLAGSCALE_SOURCES
+from planner.types import GIB, Precision
+
+ENGINE = Engine(
+    name="flagscale", title="FlagScale", version=VERSION,
+    space=Space(uneven_layers=True, tp_per_stage=True, replicas_per_stage=True, mixed_stages=False,
+                zero_stages=(0, 1), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
+                recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
+                precisions=(Precision.BF16, Precision.FP16)),
+    execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=1.0,
+                        layer_overhead_s=0.0, framework_bytes=2.0 * GIB),
+    exports=("flagscale",),
+    sources=FLAGSCALE_SOURCES,
+    summary="Megatron-LM with one process mesh per GPU type: each with its own tp and dp, uneven layer split "
+            "over all stages; ZeRO-1 (distributed optimizer)",
+)

@@ -1,0 +1,26 @@
+"""Megatron-LM (NVIDIA/Megatron-LM, pretrain_gpt.py), as pinned in VERSION.
+
+One device mesh: every pipeline stage has the same tensor-parallel degree and the same number of
+data-parallel replicas, each replica the same share of the batch. Stages may hold different layer
+counts (--pipeline-model-parallel-layout). The pipeline stage of a rank follows from its global
+rank, pipeline outermost in the default rank order, so a launch must pin ranks to GPU types.
+"""
+from planner.engines.base import ALL_RECOMPUTES, Engine, Execution, Space
+from planner.engines.sources import MEGATRON as VERSION, MEGATRON_SOURCES
+from planner.types import GIB, Precision
+
+ENGINE = Engine(
+    name="megatron", title="Megatron-LM", version=VERSION,
+    space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
+                zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1), interleave=True, gpipe=False,
+                recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
+                precisions=(Precision.BF16, Precision.FP16)),
+    execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=1.0,
+                        layer_overhead_s=0.0, framework_bytes=2.0 * GIB,
+                        notes=("--overlap-grad-reduce is exported, so gradients are reduced in buckets during "
+                               "the last backward pass",)),
+    exports=("megatron", "torchrun"),
+    sources=MEGATRON_SOURCES,
+    summary="one tp and one dp for all stages, even batch shares, uneven layer split; ZeRO-1 (distributed "
+            "optimizer) with pipelining, ZeRO-2/3 through Megatron-FSDP without it",
+)
