@@ -149,7 +149,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     notes += engine_profile(plan.engine).execution.notes
     est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
                    tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
-                   timeline=sim.timeline)
+                   engine=plan.engine, timeline=sim.timeline)
     return replace(est, bottleneck=bottleneck(plan, est, crit))
 
 

@@ -30,6 +30,7 @@ def estimate_to_dict(est: Estimate) -> dict:
         "train_time_s": est.train_time_s,
         "train_cost_usd": est.train_cost_usd,
         "notes": list(est.notes),
+        "engine": est.engine,
     }
 
 
@@ -45,7 +46,10 @@ def format_duration(seconds: float | None) -> str:
 
 
 def estimate_to_text(est: Estimate) -> str:
+    from planner.engines import get as engine_profile
+    engine = engine_profile(est.engine)
     lines = [
+        f"engine             {engine.title} ({engine.version})",
         f"iteration time     {est.iteration_time_s:.3f} s",
         f"throughput         {est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs",
         f"MFU                {est.mfu:.1%}",

@@ -501,6 +501,7 @@ class Estimate:
     train_time_s: float | None = None
     train_cost_usd: float | None = None
     notes: tuple[str, ...] = field(default=())
+    engine: str = "hetplan"           # the engine whose execution the estimate predicts (planner.engines)
     timeline: object = field(default=None, compare=False, repr=False)  # pandas DataFrame when asked for
 
     @property

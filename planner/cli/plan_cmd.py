@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import json
+import math
 
 from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
 from planner.cli.files import check_output_file, refuse_an_input, write_file
+from planner.engines import DEFAULT as DEFAULT_ENGINE
+from planner.engines import ENGINES
 from planner.report import estimate_to_dict, format_duration
 from planner.search.planners import SearchOptions
 from planner.types import InputError, Job, Objective, Precision, TooManyPassesError
@@ -30,6 +33,10 @@ def register(sub) -> None:
     p.add_argument("--tokens", type=float, default=None, metavar="T", help="tokens to train (e.g. 1e12)")
     p.add_argument("--top", type=whole_number(1, MAX_TOP), default=5, metavar="K",
                    help=f"how many plans to return (default 5, at most {MAX_TOP})")
+    p.add_argument("--engine", choices=(*ENGINES, "all"), default=DEFAULT_ENGINE, metavar="NAME",
+                   help=f"the engine that will run the plan: search only what it runs and predict it as it runs it "
+                        f"({', '.join(ENGINES)}; default {DEFAULT_ENGINE}, hetplan's own runtime, which runs every "
+                        f"plan). `all`: the best plan of each engine side by side")
     p.add_argument("--baseline", choices=("megatron", "uniform", "exhaustive"), default=None,
                    help="run this planner instead of hetplan's search")
     p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
@@ -48,7 +55,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from catalog.formats import load_cluster_file
-    from planner.search import search
     if args.tokens is not None and not args.tokens > 0:
         raise InputError("--tokens", f"must be a positive number of tokens, got {args.tokens}")
     if args.out:
@@ -57,15 +63,9 @@ def run(args) -> int:
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     model = catalog.model(args.model, "--model")
-    job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
-              args.tokens)
-    try:
-        result = search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
-                        method=args.baseline or "hetplan", options=SearchOptions(time_limit_s=args.time_limit))
-    except TooManyPassesError as e:       # its advice names a plan file's field, which `plan` does not take
-        raise InputError("--global-batch", f"{args.global_batch:,} sequences make plans with too many pipeline "
-                                           f"passes to simulate ({e.message.split(';')[0]}); use a smaller "
-                                           f"--global-batch") from None
+    if args.engine == "all":
+        return _run_all(args, cluster, model, catalog)
+    result = _search(args, cluster, model, args.engine)
 
     if args.out:                                    # before printing, which a closed pipe may cut short
         best = json.dumps(_scored(result.plans[0], catalog), indent=1, allow_nan=False)
@@ -77,6 +77,69 @@ def run(args) -> int:
     if args.out and not args.json:                  # --json's output stays one JSON object
         print(f"wrote {args.out}")
     return 0
+
+
+def _search(args, cluster, model, engine: str):
+    from planner.search import search
+    job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
+              args.tokens, engine)
+    try:
+        return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
+                      method=args.baseline or "hetplan", options=SearchOptions(time_limit_s=args.time_limit))
+    except TooManyPassesError as e:       # its advice names a plan file's field, which `plan` does not take
+        raise InputError("--global-batch", f"{args.global_batch:,} sequences make plans with too many pipeline "
+                                           f"passes to simulate ({e.message.split(';')[0]}); use a smaller "
+                                           f"--global-batch") from None
+
+
+def _run_all(args, cluster, model, catalog) -> int:
+    """--engine all: each engine's search; what each costs against hetplan's runtime (every plan)."""
+    results, errors = {}, {}
+    for name in ENGINES:
+        try:
+            results[name] = _search(args, cluster, model, name)
+        except InputError as e:               # infeasible under this engine: a result, not a failure
+            errors[name] = str(e)
+    if not results:
+        raise InputError("--engine", "no engine has a plan: " + "; ".join(f"{n}: {m}" for n, m in errors.items()))
+    best = min(results, key=lambda n: _key(results[n]))
+    if args.out:
+        write_file(args.out, json.dumps(_scored(results[best].plans[0], catalog), indent=1, allow_nan=False) + "\n",
+                   "--out")
+    if args.json:
+        print_json({"engine": "all", "best": best,
+                    "engines": {n: (_json(results[n], catalog) if n in results else {"error": errors[n]})
+                                for n in ENGINES}})
+    else:
+        print(_engines_text(results, errors, best))
+        if args.out:
+            print(f"wrote {args.out} (the {best} plan)")
+    return 0
+
+
+def _key(result) -> float:
+    from planner.search.objective import estimate_key
+    return estimate_key(result.objective, result.plans[0].estimate, None if result.objective != Objective.DEADLINE
+                        else math.inf)
+
+
+def _engines_text(results, errors, best) -> str:
+    from planner.search.explain import describe_plan
+    ref = results.get(DEFAULT_ENGINE)
+    lines = [f"best plan of each engine ({next(iter(results.values())).objective.value}); "
+             f"against {ENGINES[DEFAULT_ENGINE].title}, which runs every plan:"]
+    for name, engine in ENGINES.items():
+        if name not in results:
+            lines.append(f"\n{engine.title:16s} no plan: {errors[name]}")
+            continue
+        r, e = results[name], results[name].plans[0].estimate
+        vs = (f", {e.tokens_per_s / ref.plans[0].estimate.tokens_per_s - 1:+.1%} throughput vs {ENGINES[DEFAULT_ENGINE].title}"
+              if ref is not None and name != DEFAULT_ENGINE else "")
+        proof = "complete" if r.complete else (f"gap {r.gap:.1%}" if r.gap is not None else "gap unknown")
+        lines.append(f"\n{engine.title:16s} {e.tokens_per_s:12,.0f} tokens/s  ${e.cost_per_million_tokens_usd:.3f}/M  "
+                     f"{e.num_gpus} GPUs  ({proof}{vs}){'  <- best' if name == best else ''}")
+        lines.append(f"    {describe_plan(r.plans[0].plan)}")
+    return "\n".join(lines)
 
 
 def _scored(sp, catalog) -> dict:
