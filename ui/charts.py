@@ -83,29 +83,100 @@ def pipeline(groups: pd.DataFrame, num_layers: int) -> go.Figure:
                    uniformtext=dict(minsize=10, mode="hide"))
 
 
-def timeline(events: pd.DataFrame) -> go.Figure:
-    """Gantt chart of one iteration; gaps between bars are pipeline bubbles.
-    Columns: stage, replica, micro_batch, chunk, kind (forward/backward/p2p), start, end (s)."""
+PHASE_COLOURS = {"warm-up": KIND_COLOURS["forward"], "forwards": KIND_COLOURS["forward"],
+                 "steady 1F1B": "#7c3aed", "cool-down": KIND_COLOURS["backward"], "backwards": KIND_COLOURS["backward"]}
+FADED = 0.25          # opacity of the passes of micro-batches outside a detail window
+
+
+def time_unit(longest_s: float) -> tuple[str, float]:
+    """Seconds for an iteration of 10 s or more, else milliseconds: (unit, factor from seconds)."""
+    return ("s", 1.0) if longest_s >= 10 else ("ms", 1e3)
+
+
+def _workers(df: pd.DataFrame) -> tuple[pd.Series, list[str]]:
+    label = "stage " + df["stage"].astype(str) + " · r" + df["replica"].astype(str)
+    order = df.assign(label=label).sort_values(["stage", "replica"], kind="stable")["label"]
+    return label, list(dict.fromkeys(order))
+
+
+def timeline(events: pd.DataFrame, x_range_s: tuple[float, float] | None = None,
+             title: str = "One iteration: forward, backward and transfers per pipeline worker",
+             unit_for_s: float | None = None) -> go.Figure:
+    """Gantt chart of (part of) one iteration, one bar per pass; gaps between bars are pipeline
+    bubbles. Columns: stage, replica, micro_batch, chunk, kind (forward/backward/p2p), start, end
+    (s); optional in_window (bool: passes of the micro-batches a detail window follows; the
+    others are drawn faded). `x_range_s` fixes the time axis (a window's span); the unit (s or
+    ms) is that of `unit_for_s` seconds (the whole pipeline's, so that every view of a plan
+    reads in one unit), by default of the longest time drawn."""
     df = events.copy()
-    df["worker"] = "stage " + df["stage"].astype(str) + " · r" + df["replica"].astype(str)
-    workers = list(dict.fromkeys(df.sort_values(["stage", "replica"])["worker"]))
+    df["worker"], workers = _workers(df)
+    longest_s = unit_for_s or (x_range_s[1] if x_range_s else (float(df["end"].max()) if len(df) else 0.0))
+    unit, scale = time_unit(longest_s)
+    focus = df["in_window"] if "in_window" in df else pd.Series(True, index=df.index)
     fig = go.Figure()
     for kind in ("forward", "backward", "p2p"):
-        part = df[df["kind"] == kind]
-        if part.empty:
-            continue
-        fig.add_trace(go.Bar(
-            y=part["worker"], x=(part["end"] - part["start"]) * 1e3, base=part["start"] * 1e3,
-            orientation="h", name="communication (p2p)" if kind == "p2p" else kind,
-            marker=dict(color=KIND_COLOURS[kind], line=dict(width=0.5, color="white")),
-            customdata=part[["micro_batch", "chunk"]].to_numpy(),
-            width=0.45 if kind == "p2p" else 0.8,
-            hovertemplate=f"{kind}<br>micro-batch %{{customdata[0]}} chunk %{{customdata[1]}}"
-                          "<br>%{base:.1f} → %{x:.1f} ms long<extra></extra>"))
+        for mine in (True, False):
+            part = df[(df["kind"] == kind) & (focus == mine)]
+            if part.empty:
+                continue
+            name = "communication (p2p)" if kind == "p2p" else kind
+            fig.add_trace(go.Bar(
+                y=part["worker"], x=(part["end"] - part["start"]) * scale, base=part["start"] * scale,
+                orientation="h", name=name if mine else f"{name}, other micro-batches", legendgroup=kind,
+                opacity=1.0 if mine else FADED,
+                marker=dict(color=KIND_COLOURS[kind], line=dict(width=0.5, color="white")),
+                customdata=part[["micro_batch", "chunk"]].to_numpy(),
+                width=0.45 if kind == "p2p" else 0.8,
+                hovertemplate=f"{kind}<br>micro-batch %{{customdata[0]}} chunk %{{customdata[1]}}"
+                              f"<br>from %{{base:,.4g}} {unit}, %{{x:,.3g}} {unit} long<extra></extra>"))
     fig.update_yaxes(categoryorder="array", categoryarray=workers[::-1], title=None)
-    fig.update_xaxes(title="time in the iteration (ms)")
-    return _layout(fig, "One iteration: forward, backward and transfers per pipeline worker",
-                   max(260, 26 * len(workers) + 120), barmode="overlay", bargap=0.15)
+    fig.update_xaxes(title=f"time in the iteration ({unit})",
+                     range=[x_range_s[0] * scale, x_range_s[1] * scale] if x_range_s else None)
+    return _layout(fig, title, max(260, 26 * len(workers) + 120), barmode="overlay", bargap=0.15)
+
+
+def _phase_text(row) -> str:
+    parts = [f"{row.forwards:,} F" if row.forwards else "", f"{row.backwards:,} B" if row.backwards else ""]
+    return " + ".join(p for p in parts if p)
+
+
+def timeline_phases(table: pd.DataFrame, pipeline_s: float, x_range_s: tuple[float, float] | None = None) -> go.Figure:
+    """One iteration with what repeats drawn once: per worker a block for each phase (warm-up,
+    steady 1F1B, cool-down; GPipe: forwards, backwards) from its first pass to its last, labelled
+    with its passes; white before, between and after the blocks is pipeline bubble. Columns of
+    ui.phases.phases: stage, replica, phase, start, end, forwards, backwards, busy_s,
+    first_micro_batch, last_micro_batch, transfers, transfer_s. `x_range_s` fixes the time axis
+    (to compare two plans on one scale)."""
+    df = table.copy()
+    df["worker"], workers = _workers(df)
+    unit, scale = time_unit(x_range_s[1] if x_range_s else pipeline_s)
+    df["text"] = [_phase_text(r) for r in df.itertuples()]
+    ends = {(r.stage, r.replica, r.phase): r.text for r in df.itertuples() if r.phase in ("warm-up", "cool-down")}
+    df["label"] = [(f"warm-up {ends[(r.stage, r.replica, 'warm-up')]} · " if (r.stage, r.replica, "warm-up") in ends else "")
+                   + f"steady {r.text}"
+                   + (f" · cool-down {ends[(r.stage, r.replica, 'cool-down')]}" if (r.stage, r.replica, "cool-down") in ends else "")
+                   if r.phase == "steady 1F1B" else r.text for r in df.itertuples()]
+    df["busy"] = df["busy_s"] / (df["end"] - df["start"]).where(lambda s: s > 0)
+    fig = go.Figure()
+    for phase, part in df.groupby("phase", sort=False):
+        steady = phase == "steady 1F1B"
+        fig.add_trace(go.Bar(
+            y=part["worker"], x=(part["end"] - part["start"]) * scale, base=part["start"] * scale,
+            orientation="h", name=phase, text=part["label"], textposition="inside", insidetextanchor="middle",
+            marker=dict(color=PHASE_COLOURS.get(phase, "#64748b"), line=dict(width=1, color="white"),
+                        pattern=dict(shape="/", fgcolor=KIND_COLOURS["backward"], size=8, solidity=0.3)
+                        if steady else None),
+            customdata=part[["first_micro_batch", "last_micro_batch", "busy", "transfers", "text"]].to_numpy(),
+            width=0.8,
+            hovertemplate=f"{phase}: %{{customdata[4]}}<br>micro-batches %{{customdata[0]}}–%{{customdata[1]}}"
+                          f"<br>%{{base:,.1f}} {unit}, %{{x:,.1f}} {unit} long, busy %{{customdata[2]:.0%}}"
+                          "<br>%{customdata[3]:,} transfers in<extra></extra>"))
+    fig.update_yaxes(categoryorder="array", categoryarray=workers[::-1], title=None)
+    fig.update_xaxes(title=f"time in the iteration ({unit})",
+                     range=[x_range_s[0] * scale, x_range_s[1] * scale] if x_range_s else [0, pipeline_s * scale])
+    return _layout(fig, "One iteration in phases: warm-up, steady state and cool-down per pipeline worker",
+                   max(260, 30 * len(workers) + 120), barmode="overlay",
+                   uniformtext=dict(minsize=9, mode="hide"))
 
 
 def memory(mem: pd.DataFrame) -> go.Figure:

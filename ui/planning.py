@@ -129,9 +129,45 @@ def _evaluate(cluster_json: str, plan_json: str, tokens: float | None) -> Outcom
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
         check_plan_against_cluster(plan, cluster)
-        return Outcome(result=(plan, evaluate(cluster, plan, tokens_to_train=tokens, timeline=True)))
+        return Outcome(result=(plan, evaluate(cluster, plan, tokens_to_train=tokens)))
     except InputError as e:
         return Outcome(error=str(e), kind="input")
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """One iteration as the schedule simulator ran it: every pass and transfer, and its phases."""
+    events: Any                  # DataFrame: stage, replica, micro_batch, chunk, kind, start, end
+    phases: Any                  # DataFrame of ui.phases.phases
+    pipeline_time_s: float
+    iteration_time_s: float
+    gpipe: bool
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _simulate(cluster_json: str, plan_json: str) -> Outcome:
+    from ui import phases
+    try:
+        cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
+        plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
+        check_plan_against_cluster(plan, cluster)
+        est = evaluate(cluster, plan, timeline=True)
+    except InputError as e:
+        return Outcome(error=str(e), kind="input")
+    events = est.timeline
+    if events is None or len(events) == 0:
+        return Outcome(error="the schedule simulator returned no timeline for this plan", kind="none")
+    gpipe = plan.schedule.value == "gpipe"
+    return Outcome(result=Simulated(events, phases.phases(events, gpipe), est.pipeline_time_s,
+                                    est.iteration_time_s, gpipe))
+
+
+def simulate_plan(cluster: dict, plan: dict) -> Outcome:
+    """The simulated iteration (`Simulated`) of a plan file on a cluster file; kept apart from
+    `evaluate_plan`, whose metrics need no timeline (at thousands of micro-batches on many
+    workers the timeline takes seconds to simulate, the metrics a fraction of that)."""
+    plan = without_output_keys(plan)
+    return _simulate(json.dumps(cluster, sort_keys=True), json.dumps(plan, sort_keys=True))
 
 
 def evaluate_plan(cluster: dict, plan: dict, tokens: float | None) -> Outcome:

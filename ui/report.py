@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from planner.report import format_duration
 from planner.types import Cluster, Estimate, Plan
-from ui import charts, frames
+from ui import charts, frames, phases
 from ui.markup import md
 
 STYLE = """
@@ -50,9 +50,22 @@ def figures(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[go.Figure
         (charts.memory(frames.memory_groups(frames.memory(est))), "Peak memory per GPU against capacity (black tick)."),
         (charts.breakdown(frames.breakdown(est)), "Exposed time per iteration term on the busiest worker."),
     ]
-    if est.timeline is not None and len(est.timeline) and est.timeline[["stage", "replica"]].drop_duplicates().shape[0] <= 64:
-        out.insert(2, (charts.timeline(est.timeline), "One iteration; white gaps are pipeline bubbles."))
+    if est.timeline is not None and len(est.timeline):
+        out.insert(2, timeline_figure(est.timeline, plan.schedule.value == "gpipe", est.pipeline_time_s))
     return out
+
+
+def timeline_figure(events: pd.DataFrame, gpipe: bool, pipeline_s: float) -> tuple[go.Figure, str]:
+    """Every pass while there are few enough to read, else the phases; the first replicas of each stage."""
+    drawn = events.merge(phases.workers_to_draw(events), on=["stage", "replica"])
+    rows = drawn[["stage", "replica"]].drop_duplicates().shape[0]
+    shown = "" if rows == events[["stage", "replica"]].drop_duplicates().shape[0] else \
+        f" The first replicas of each stage ({rows} workers) are drawn."
+    if drawn["kind"].isin(phases.PASSES).sum() <= phases.MAX_DETAIL_PASSES:
+        return charts.timeline(drawn), "One iteration; white gaps are pipeline bubbles." + shown
+    return (charts.timeline_phases(phases.phases(drawn, gpipe), pipeline_s),
+            "One iteration in phases (warm-up, steady state, cool-down per worker, labelled with their forward "
+            "and backward passes); white gaps are pipeline bubbles." + shown)
 
 
 def to_html(cluster: Cluster, plan: Plan, est: Estimate, compared: pd.DataFrame | None = None) -> str:

@@ -1,6 +1,7 @@
 """Export: the plan, the cluster, a report, launch files for training engines, and the link."""
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -10,7 +11,7 @@ from planner.report import estimate_to_dict
 from ui import frames, report, session
 from ui import state as url_state
 from ui.markup import file_stem, md
-from ui.planning import catalog, exporter
+from ui.planning import catalog, exporter, simulate_plan
 from ui.results import named_plans
 from ui.views.common import current_plan
 
@@ -70,6 +71,13 @@ def _engine_files(cur) -> None:
             st.markdown(_markdown_lines(text))
 
 
+def _with_timeline(cur):
+    """The estimate with its simulated iteration, for the report's timeline (unchanged when there is none)."""
+    state = session.get()
+    outcome = simulate_plan(state.cluster, state.plan)
+    return cur.estimate if outcome.error else replace(cur.estimate, timeline=outcome.result.events)
+
+
 def render() -> None:
     st.title("Export")
     cur = current_plan()
@@ -86,7 +94,7 @@ def render() -> None:
                          mime="application/x-yaml", key="download_cluster", **buttons)
     compared = _compared()
     # the reports draw every figure: built when their button is pressed, not on every visit
-    c[2].download_button("Report (HTML)", lambda: report.to_html(cur.cluster, cur.plan, cur.estimate, compared),
+    c[2].download_button("Report (HTML)", lambda: report.to_html(cur.cluster, cur.plan, _with_timeline(cur), compared),
                          file_name=f"{stem}-report.html", mime="text/html", key="download_html", **buttons)
     c[3].download_button("Report (Markdown)", lambda: report.to_markdown(cur.cluster, cur.plan, cur.estimate, compared),
                          file_name=f"{stem}-report.md", mime="text/markdown", key="download_md", **buttons)
