@@ -213,7 +213,9 @@ class Scorer:
         if key not in self._shares:
             m = self.job.global_batch // mb
             if len(groups) == 1:
-                self._shares[key] = tuple(even_shares(m, groups[0].count)) if m >= groups[0].count else None
+                d = groups[0].count
+                whole = m % d == 0 or self.engine.space.mixed_stages    # engines of one mesh: dp divides them
+                self._shares[key] = tuple(even_shares(m, d)) if m >= d and whole else None
             else:
                 taus = [sum(self.pass_times(self.pools[g.pool], g.tp, mb, recompute, sp)[:2])
                         for g in groups for _ in range(g.count)]
@@ -278,7 +280,7 @@ class Scorer:
         out = []
         for groups in layout.stages:
             replicas = sum(g.count for g in groups)
-            if m < replicas:
+            if m < replicas or (m % replicas and not self.engine.space.mixed_stages):
                 return None
             out.append(tuple(even_shares(m, replicas)))
         return tuple(out)

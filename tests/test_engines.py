@@ -1,0 +1,178 @@
+"""Engine profiles (planner.engines): the search searches each engine's space, and the cost model's
+fast path stays one cost model under each engine's execution.
+
+Held here, per engine: its execution costs at least hetplan's runtime's (which keeps the search's
+bounds valid for all engines); the bounds and candidate floors stay below planner.cost.evaluate;
+the fast scores stay near evaluate on the plans the search ranks; the search returns only plans the
+engine runs, and `complete` means exhaustive search over the engine's space finds nothing better.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import replace
+
+import pytest
+
+from catalog import load_catalog
+from catalog.formats import plan_from_dict, plan_to_dict
+from planner.cost import evaluate
+from planner.engines import DEFAULT, ENGINES, get
+from planner.search import SearchOptions, search
+from planner.search.bound import Bounds
+from planner.search.planners import PLANNERS, precision_for, usable_pools
+from planner.search.score import Scorer
+from planner.search.screen import screen_s
+from planner.search.space import knob_settings, layout_families
+from planner.types import InfeasibleError, InputError, Objective, Precision
+from tests.test_one_cost_model import PIPELINE_TOLERANCE, _random_case
+
+REAL_ENGINES = [name for name in ENGINES if name != DEFAULT]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def _engine_job(job, engine):
+    return replace(job, engine=engine)
+
+
+def test_every_engine_costs_at_least_hetplans_runtime():
+    """The search's bounds are built for hetplan's runtime (the floor); every other engine's
+    execution must cost at least as much in every term for them to stay lower bounds."""
+    floor = ENGINES[DEFAULT].execution
+    for engine in ENGINES.values():
+        assert engine.execution.dominates(floor), engine.name
+        assert engine.version and engine.summary, engine.name
+
+
+def test_unknown_engine_names_the_known_ones():
+    with pytest.raises(InputError) as e:
+        get("megatorn")
+    assert "megatron" in str(e.value) and "torchtitan" in str(e.value)
+
+
+def _candidates(cluster, job):
+    scorer = Scorer(cluster, job)
+    bounds = Bounds(scorer)
+    pools, _ = usable_pools(cluster, job)
+    families = list(layout_families(pools, job.model, job.global_batch, partial=False, engine=job.engine))
+    for family, screen in zip(families, screen_s(scorer, families)):
+        for order in family.orders():
+            layout = family.layout(order)
+            pipeline = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, engine=job.engine):
+                cand = scorer.score(layout, knobs, precision_for(job, family.subset))
+                if cand is not None:
+                    key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
+                    yield cand, screen, pipeline.get(key, math.inf)
+
+
+@pytest.mark.parametrize("engine", REAL_ENGINES)
+@pytest.mark.parametrize("seed", [3, 19])
+def test_bounds_floors_and_space_under_each_engine(catalog, engine, seed):
+    """Every candidate of the engine's space: the engine runs it, the screen, pipeline bound and
+    floor stay below evaluate under the engine, and evaluate under the engine is never faster nor
+    smaller than under hetplan's runtime."""
+    cluster, job = _random_case(random.Random(seed), catalog)
+    job = _engine_job(job, engine)
+    checked = 0
+    for cand, screen, pipeline in _candidates(cluster, job):
+        plan = cand.to_plan(job)
+        assert plan.engine == engine and not ENGINES[engine].violations(plan), (cand.layout, cand.knobs)
+        est = evaluate(cluster, plan, detail=False)
+        assert screen <= est.iteration_time_s * (1 + 1e-9), (cand.layout, cand.knobs)
+        assert cand.floor_s <= est.iteration_time_s * (1 + 1e-9), (cand.layout, cand.knobs)
+        assert pipeline <= est.iteration_time_s * (1 + PIPELINE_TOLERANCE), (cand.layout, cand.knobs)
+        own = evaluate(cluster, replace(plan, engine=DEFAULT), detail=False)
+        assert est.iteration_time_s >= own.iteration_time_s * (1 - 1e-12)
+        assert est.peak_memory_bytes >= own.peak_memory_bytes
+        checked += 1
+    assert checked > 10
+
+
+@pytest.mark.parametrize("engine", REAL_ENGINES)
+@pytest.mark.parametrize("seed", [0, 11])
+def test_fast_score_near_evaluate_under_each_engine(catalog, engine, seed):
+    """The candidates the search keeps for re-scoring: fast score / evaluate within the band the
+    hetplan runtime is held to (tests/test_one_cost_model.py), [0.70, 1.15]."""
+    cluster, job = _random_case(random.Random(seed), catalog)
+    job = _engine_job(job, engine)
+    try:
+        considered = PLANNERS["hetplan"].consider(cluster, job, Objective.THROUGHPUT, None,
+                                                  SearchOptions(time_limit_s=None))
+    except InputError:
+        pytest.skip(f"{engine} cannot train this random case's precision")
+    for _, _, cand, _ in considered.kept:
+        est = evaluate(cluster, cand.to_plan(job), detail=False)
+        assert 0.70 <= cand.time_s / est.iteration_time_s <= 1.15, (cand.layout, cand.knobs)
+
+
+@pytest.mark.parametrize("engine", REAL_ENGINES)
+@pytest.mark.parametrize("seed", [2, 8])
+def test_search_under_an_engine_is_complete_over_its_space(catalog, engine, seed):
+    """Search under an engine returns a plan the engine runs; when it says complete, exhaustive
+    search over the same engine's space finds nothing better by evaluate."""
+    cluster, job = _random_case(random.Random(seed), catalog, most_gpus=10)
+    job = _engine_job(job, engine)
+    try:
+        ours = search(cluster, job, baselines=False)
+    except (InfeasibleError, InputError):
+        pytest.skip(f"nothing {engine} runs fits this random case")
+    for sp in ours.plans:
+        assert sp.plan.engine == engine and not ENGINES[engine].violations(sp.plan)
+    best = search(cluster, job, method="exhaustive", baselines=False).plans[0].estimate
+    got = ours.plans[0].estimate.tokens_per_s
+    if ours.complete:
+        assert got >= best.tokens_per_s * (1 - 1e-9)
+    else:
+        assert ours.gap is not None and got * (1 + ours.gap) >= best.tokens_per_s * (1 - 1e-9)
+
+
+def test_an_engines_space_is_a_subset_of_hetplans(catalog):
+    """hetplan's runtime runs every plan: its best is at least every engine's on the same job."""
+    cluster, job = _random_case(random.Random(5), catalog, most_gpus=16)
+    mine = search(cluster, job, baselines=False).plans[0].estimate.tokens_per_s
+    for engine in REAL_ENGINES:
+        try:
+            theirs = search(cluster, _engine_job(job, engine), baselines=False)
+        except (InfeasibleError, InputError):
+            continue
+        assert theirs.plans[0].estimate.tokens_per_s <= mine * (1 + 1e-9), engine
+
+
+def test_torchtitan_leaves_out_gpus_without_bf16(catalog):
+    """torchtitan trains in bf16 (FSDP2 has no fp16 loss scaling): V100s stay idle, with the reason."""
+    from catalog import cluster_from_dict
+    from planner.types import Job
+    cluster = cluster_from_dict({"name": "mix", "pools": [
+        {"name": "a100", "gpu": "a100-80gb-sxm", "nodes": 1, "gpus_per_node": 8},
+        {"name": "v100", "gpu": "v100-32gb-sxm", "nodes": 1, "gpus_per_node": 8}]}, catalog)
+    job = Job(catalog.model("llama-2-7b"), 64, 2048, engine="torchtitan")
+    result = search(cluster, job, baselines=False)
+    assert set(result.plans[0].plan.gpus_by_pool()) == {"a100"}
+    assert result.plans[0].plan.precision == Precision.BF16
+    assert "bf16" in result.idle["v100"]
+    with pytest.raises(InputError, match="torchtitan does not train in fp16"):
+        search(cluster, replace(job, precision=Precision.FP16), baselines=False)
+
+
+def test_plan_files_name_their_engine_and_refuse_what_it_cannot_run(catalog):
+    plan = plan_from_dict(json.loads(open("examples/plans/lab-mix-llama-2-70b.json").read()), catalog)
+    assert plan.engine == DEFAULT and "engine" not in plan_to_dict(plan)      # old plans keep their meaning
+    data = plan_to_dict(plan)
+    with pytest.raises(InputError) as e:
+        plan_from_dict({**data, "engine": "megatron"}, catalog)
+    assert "engine" in e.value.field and "Megatron-LM cannot run this plan" in e.value.message
+    assert "hetplan plan --engine megatron" in e.value.message
+    with pytest.raises(InputError, match="unknown engine"):
+        plan_from_dict({**data, "engine": "jax"}, catalog)
+    uniform = {**data, "stages": [{"layers": [0, 40], "replicas": [{"pool": "a100", "tp": 8}] * 2},
+                                  {"layers": [40, 80], "replicas": [{"pool": "a100", "tp": 8}] * 2}]}
+    for engine in ("megatron", "flagscale"):
+        again = plan_from_dict({**uniform, "engine": engine}, catalog)
+        assert again.engine == engine and plan_to_dict(again)["engine"] == engine
+        assert plan_from_dict(plan_to_dict(again), catalog) == again
