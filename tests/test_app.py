@@ -182,17 +182,15 @@ def test_what_if_edits_update_metrics_at_once():
     at.switch_page("ui/pages/whatif.py")
     _ok(at.run())
     before = {m.label: m.value for m in at.metric}
-    recompute = next(s for s in at.selectbox if s.label == "recompute")
     assert not any(m.delta for m in at.metric), "no change, no arrows"
-    other = "none" if recompute.value != "none" else "full"
-    recompute.select(other).run()
+    next(s for s in at.selectbox if s.label == "zero stage").select(1).run()
     _ok(at)
     after = {m.label: m.value for m in at.metric}
     assert after["throughput (tokens/s)"] != before["throughput (tokens/s)"]
     assert any(m.delta for m in at.metric)
     keep = next(b for b in at.button if b.label == "Keep this plan")
     keep.click().run()
-    assert at.session_state["app_state"].plan["recompute"] == other
+    assert at.session_state["app_state"].plan["zero_stage"] == 1
 
 
 def test_what_if_example_plan_and_plan_upload_parsing():

@@ -330,3 +330,10 @@ def compare_breakdown(terms: pd.DataFrame) -> go.Figure:
                              hovertemplate=f"{term}: %{{y:,.1f}} {unit}<extra></extra>"))
     fig.update_yaxes(title=f"{unit} per iteration")
     return _layout(fig, "Iteration time by term", 400, barmode="stack")
+
+
+def narrow(fig: go.Figure, title: str) -> go.Figure:
+    """`fig` for half the page's width: a shorter title, the legend under the plot."""
+    fig.update_layout(title=dict(text=title), margin=dict(b=80),
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0))
+    return fig

@@ -146,3 +146,70 @@ def plan_shape(plan: Plan) -> str:
     if plan.sequence_parallel:
         parts.insert(3, "sequence-parallel")
     return " · ".join(parts)
+
+
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "overhead")
+
+
+def memory_overflow(groups: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `memory_groups` that do not fit: what each GPU needs, holds and lacks (GiB), and
+    its largest part. Empty when everything fits."""
+    over = groups[groups["total"] > groups["capacity"]]
+    largest = over[list(MEMORY_PARTS)].idxmax(axis=1) if len(over) else pd.Series(dtype=object)
+    return pd.DataFrame({
+        "stage": over["stage"], "pool": over["pool"], "GPU type": over["gpu_type"], "tp": over["tp"],
+        "replicas": over["replicas"] if "replicas" in over else 1,
+        "needs GiB": over["total"].round(1), "holds GiB": over["capacity"].round(1),
+        "short by GiB": (over["total"] - over["capacity"]).round(1),
+        "largest part": [f"{part} {over.at[i, part]:.1f} GiB" for i, part in largest.items()],
+    }).reset_index(drop=True)
+
+
+def peak_memory_share(est: Estimate) -> float:
+    """The fullest GPU's memory as a share of its capacity (above 1: does not fit)."""
+    return max(r.memory.total_bytes / r.memory.capacity_bytes for r in est.replicas)
+
+
+def _change(before: float, after: float, kind: str, fmt) -> str:
+    """The change from `before` to `after`: "same"; relative ("+12.5%"); in percentage points of a
+    share ("+3.1 pt"); or in the figure's own unit ("+2", "+120 ms")."""
+    d = after - before
+    if abs(d) <= 1e-9 * max(abs(before), abs(after), 1):
+        return "same"
+    sign = "+" if d > 0 else "-"
+    if kind == "relative" and before:
+        return f"{after / before - 1:+.1%}"
+    if kind == "points":
+        return f"{sign}{abs(d) * 100:.1f} pt"
+    return sign + fmt(abs(d))
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e3:,.0f} ms" if seconds < 10 else f"{seconds:,.2f} s"
+
+
+def side_by_side(before: Estimate, before_plan: Plan, after: Estimate, after_plan: Plan) -> pd.DataFrame:
+    """The key metrics of two plans (the plan on view and an edit of it), with the change."""
+    rows = [
+        ("throughput (tokens/s)", before.tokens_per_s, after.tokens_per_s, "{:,.0f}".format, "relative"),
+        ("MFU", before.mfu, after.mfu, "{:.1%}".format, "points"),
+        ("iteration", before.iteration_time_s, after.iteration_time_s, _time, "relative"),
+        ("pipeline (of the iteration)", before.pipeline_time_s, after.pipeline_time_s, _time, "relative"),
+        ("$ / M tokens", before.cost_per_million_tokens_usd, after.cost_per_million_tokens_usd, "${:.3f}".format,
+         "relative"),
+        ("$ / hour", before.cost_per_hour_usd, after.cost_per_hour_usd, "${:,.0f}".format, "relative"),
+        ("GPUs used", before.num_gpus, after.num_gpus, "{:,}".format, "unit"),
+        ("pipeline stages", before_plan.num_stages, after_plan.num_stages, "{:,}".format, "unit"),
+        ("fullest GPU's memory (of its capacity)", peak_memory_share(before), peak_memory_share(after),
+         "{:.0%}".format, "points"),
+        ("peak memory per GPU", before.peak_memory_bytes / GIB, after.peak_memory_bytes / GIB,
+         "{:.1f} GiB".format, "unit"),
+    ]
+    if before.train_time_s and after.train_time_s:
+        rows.append(("time to train", before.train_time_s, after.train_time_s, format_duration, "relative"))
+    out = [{"metric": name, "plan on view": fmt(b), "edited": fmt(a), "change": _change(b, a, kind, fmt)}
+           for name, b, a, fmt, kind in rows]
+    out.append({"metric": "fits in memory", "plan on view": "yes" if before.fits else "NO",
+                "edited": "yes" if after.fits else "NO", "change": "same" if before.fits == after.fits else
+                ("now fits" if after.fits else "runs out of memory")})
+    return pd.DataFrame(out)

@@ -10,11 +10,11 @@ import streamlit as st
 
 from catalog.files import parse_json
 from planner.types import InputError
-from ui import session
+from ui import charts, frames, phases, session
 from ui.markup import md
-from ui.planning import catalog, evaluate_plan
+from ui.planning import catalog, evaluate_plan, simulate_plan
 from ui.state import EXAMPLES_DIR, presets
-from ui.views.common import show_error
+from ui.views.common import caption, show_error
 
 PLAN_OPTIONS = {"micro_batch": None, "zero_stage": [0, 1, 2, 3], "recompute": ["none", "selective", "full"],
                 "schedule": ["1f1b", "gpipe"], "interleave": None}
@@ -131,7 +131,7 @@ def _assemble(plan: dict, stages: pd.DataFrame, groups: pd.DataFrame, options: d
     return out
 
 
-def _compare(b, a) -> None:
+def _metrics(b, a) -> None:
     """Metrics of the edited plan `a`, with changes from the plan on view `b` (None: no deltas)."""
     c = st.columns(5)
 
@@ -147,9 +147,55 @@ def _compare(b, a) -> None:
     c[3].metric("$ / M tokens", f"${a.cost_per_million_tokens_usd:.3f}",
                 delta(b and b.cost_per_million_tokens_usd, a.cost_per_million_tokens_usd, lambda d: f"{d:+.3f}"),
                 delta_color="inverse")
-    c[4].metric("fits in memory", "yes" if a.fits else "no")
-    if not a.fits:
-        st.error(f"**Out of memory:** {md(a.oom)}", icon=":material/warning:")
+    share = frames.peak_memory_share(a)
+    c[4].metric("fullest GPU's memory", f"{share:.0%}",
+                delta(b and frames.peak_memory_share(b), share, lambda d: f"{d * 100:+.0f} pt"), delta_color="inverse",
+                help="peak memory of the fullest GPU as a share of its capacity; above 100% it does not fit")
+
+
+def _out_of_memory(est, changed: bool) -> None:
+    """What overflows, GPU group by group; an edit that does is not offered to keep."""
+    over = frames.memory_overflow(frames.memory_groups(frames.memory(est)))
+    title = ("The edited plan runs out of memory, so it cannot be kept." if changed else
+             "The plan on view runs out of memory.")
+    st.error(f"**{title}** {md(est.oom)}", icon=":material/warning:")
+    if len(over):
+        st.dataframe(over, hide_index=True, width="stretch")
+    st.caption("To make room: raise recompute (selective, then full), the ZeRO stage or tensor parallelism, "
+               "move layers off the stages above, give their GPUs fewer samples, or use a smaller micro-batch.")
+
+
+def _column(title: str, plan, est, sim, x_range_s) -> None:
+    st.markdown(f"**{title}**: {md(frames.plan_shape(plan))}")
+    st.markdown(f"**Bottleneck.** {md(est.bottleneck)}")
+    st.plotly_chart(charts.narrow(charts.memory(frames.memory_groups(frames.memory(est))), f"{title}: memory per GPU"),
+                    width="stretch", key=f"whatif.memory.{title}")
+    if sim is None:
+        st.info("No timeline for this plan.")
+        return
+    table = sim.phases.merge(phases.workers_to_draw(sim.events), on=["stage", "replica"])
+    st.plotly_chart(charts.narrow(charts.timeline_phases(table, sim.pipeline_time_s, x_range_s),
+                                  f"{title}: one iteration in phases"), width="stretch", key=f"whatif.timeline.{title}")
+
+
+def _beside(state, edited: dict, before, after) -> None:
+    """The edited plan beside the plan on view: key metrics with their change, then bottleneck,
+    memory per GPU and timeline (on one time scale) of each."""
+    (b_plan, b_est), (a_plan, a_est) = before, after
+    st.subheader("Beside the plan on view")
+    table = frames.side_by_side(b_est, b_plan, a_est, a_plan)
+    st.dataframe(table, hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3)
+    sims = [simulate_plan(state.cluster, p) for p in (state.plan, edited)]
+    sims = [None if o.error else o.result for o in sims]
+    longest = max((s.pipeline_time_s for s in sims if s is not None), default=0.0)
+    left, right = st.columns(2)
+    with left:
+        _column("Plan on view", b_plan, b_est, sims[0], (0.0, longest))
+    with right:
+        _column("Edited", a_plan, a_est, sims[1], (0.0, longest))
+    caption("Left the plan on view, right the edited plan: what limits each (bottleneck), the peak memory of "
+            "each GPU group against its capacity (black tick), and one iteration in phases on the same time "
+            "scale, so the shorter timeline is the faster pipeline.")
 
 
 def render() -> None:
@@ -168,8 +214,18 @@ def render() -> None:
     if after.error:
         show_error(after.error)
         return
-    _compare(None if before.error else before.result[1], after.result[1])
-    if edited != state.plan and st.button("Keep this plan", type="primary"):
+    changed = edited != state.plan
+    _metrics(None if before.error else before.result[1], after.result[1])
+    if not changed:
+        st.caption("No edit yet: change a stage boundary, a replica or an option above to see the edited plan "
+                   "beside this one.")
+    if not after.result[1].fits:
+        _out_of_memory(after.result[1], changed)
+    elif changed and st.button("Keep this plan", type="primary"):
         session.update(plan=edited)
         st.rerun()
-
+    if before.error:
+        show_error(f"The plan on view cannot be evaluated on this cluster, so there is nothing to compare with: "
+                   f"{before.error}")
+        return
+    _beside(state, edited, before.result, after.result)
