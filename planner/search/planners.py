@@ -38,7 +38,7 @@ from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
 from planner.search.screen import screen_s
 from planner.search.space import (ZERO_STAGES, searched_recomputes, Family, Knobs, Layout, allows, knob_settings,
-                                  layout_families, layouts, tp_degrees)
+                                  layout_families, layouts, micro_batch_sizes, tp_degrees)
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
 
@@ -65,6 +65,8 @@ SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; th
 BUDGET = "fast-score budget"
 LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families
 SCREEN_CELLS = 32768
+FIRST_PLAN_SHARE = 0.5   # of the best-first loop's time at most for _first_plan
+FIRST_SCREEN_CHUNK = 16  # families in the first screening pass; each next pass doubles, up to the cells' share
 DROPPED_KEPT = 256      # scored candidates not kept that search may still verify with the cost model    # (pool, family) cells per vectorised screening pass; the clock is checked between
 
 
@@ -152,8 +154,10 @@ class _Keeper:
         self.c, self.limit = considered, limit
         self.objective, self.job, self.deadline_hours = objective, job, deadline_hours
         self.order = 0
+        self.scanned = set()
 
     fixed_threshold: float | None = None    # a proof pass: prune at this key, keep nothing (all to `dropped`)
+    scanned: set                            # layouts scanned with every knob setting already (_first_plan)
     # evaluates a new best candidate with the cost model: returns its estimate key as a fast key
     evaluate_incumbent: Callable[[Candidate], float] | None = None
     incumbent: float = math.inf               # the best such key so far
@@ -255,10 +259,32 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
         if key < math.inf:
             listed.append((key, len(listed), family, price))
     frontier = _Frontier(scorer, keeper, listed, max(64, SCREEN_CELLS // max(1, len(pools))))
+    _first_plan(scorer, bounds, frontier.listed, keeper, scan, clock)
     try:
         _visit(scorer, bounds, frontier, keeper, options, scan, clock, unlisted)
     finally:
         frontier.record_pool_bounds(c)
+
+
+def _first_plan(scorer: Scorer, bounds: Bounds, listed: list, keeper: _Keeper, scan: Scan, clock: Clock) -> None:
+    """A first plan before the best-first loop, so that any time limit answers: the families in
+    order of their capacity bound, each in its first pool order, until one whose most
+    memory-frugal knobs hold the model (Scorer.could_fit) yields a candidate; its layout is scanned
+    with every knob setting (and not again by the loop). The families that do not fit have the
+    best capacity bounds at scale (big models on many GPUs), which is why the loop finds its first
+    plan late there. Uses at most FIRST_PLAN_SHARE of the loop's time."""
+    job = scorer.job
+    for _, _, family, _ in listed:
+        if keeper.c.kept or clock.expired(share=FIRST_PLAN_SHARE):
+            return
+        order = family.orders()[0]
+        layout = family.layout(order)
+        if not scorer.could_fit(layout, min(micro_batch_sizes(job.global_batch)), 1):
+            continue
+        keyed = _keyed_bounds(scorer, bounds, family, layout_price(scorer, family), keeper, order)
+        if keyed:
+            scan(scorer, layout, precision_for(job, family.subset), keeper, keyed)
+            keeper.scanned.add(layout)
 
 
 class _Frontier:
@@ -274,6 +300,7 @@ class _Frontier:
         self.heap: list = []
         self.ties = itertools.count()
         self.next = 0
+        self.chunk = min(FIRST_SCREEN_CHUNK, chunk_size)
         self.kept_size = 0
         if self.listed:
             self.push(self.listed[0][0], UNSCREENED, None)
@@ -287,8 +314,9 @@ class _Frontier:
     def screen_next(self) -> None:
         """Screen the next chunk of listed families and put those that can still win on the heap."""
         s, keeper = self.scorer, self.keeper
-        start, chunk = self.next, self.listed[self.next:self.next + self.chunk_size]
+        start, chunk = self.next, self.listed[self.next:self.next + self.chunk]
         self.next += len(chunk)
+        self.chunk = min(2 * self.chunk, self.chunk_size)   # small first chunks: a first plan comes early
         values = screen_s(s, [family for _, _, family, _ in chunk]).tolist()
         threshold = keeper.threshold()
         for j, ((capacity_key, _, family, price), value) in enumerate(zip(chunk, values)):
@@ -344,12 +372,15 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
             dive = keeper.threshold() == math.inf
             only = detail.settings if isinstance(detail, AnyOrder) else None
             best = _push_orders(scorer, bounds, family, key, keeper, frontier, clock, dive, only)
-            if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
+            if best is not None and family.layout(best[0]) not in keeper.scanned:   # no incumbent yet: scan the
+                # family's most promising order now (anytime)
                 scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1])
             frontier.drop_losers()
             continue
         order, keyed = detail
-        scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
+        layout = family.layout(order)
+        if layout not in keeper.scanned:
+            scan(scorer, layout, precision_for(job, family.subset), keeper, keyed)
     c.lower_bound = unlisted
     if keeper.threshold() < math.inf:        # the heap ran out: what was pruned on the way still was
         c.pruned_floor = min(keeper.threshold(), unlisted)
