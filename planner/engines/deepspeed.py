@@ -15,10 +15,11 @@ ENGINE = Engine(
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
                 recomputes=(Recompute.NONE, Recompute.FULL), sequence_parallel=False, tensor_parallel=False,
                 precisions=(Precision.BF16, Precision.FP16)),
-    execution=Execution(overlap_grad_reduce=False, fp32_grad_reduce=(Precision.BF16,), zero_overlap=0.5,
+    execution=Execution(overlap_grad_reduce=False, fp32_grad_reduce=(), zero_overlap=0.5,
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB,
                         notes=("the pipeline engine reduces data-parallel gradients after the pipeline flush "
-                               "(no overlap with the last backward pass)",)),
+                               "(no overlap with the last backward pass), in the training dtype unless "
+                               "communication_data_type says otherwise",)),
     exports=("deepspeed",),
     sources=DEEPSPEED_SOURCES,
     summary="equal replicas per stage, exact layer boundaries, no tensor parallelism in the pipeline engine; "

@@ -5,7 +5,9 @@ stages on one device type with its own tensor- and data-parallel degrees
 (hetero_process_meshes, hetero_device_types), and the layers are split unevenly over all stages
 (hetero_pipeline_layer_split). This is the engine that runs hetplan's mixed plans of the chain
 family on real GPUs: each pool a mesh with its own tp. A stage still runs on one device type, with
-even batch shares among its replicas.
+even batch shares among its replicas; with tied embeddings the first and last meshes need the same
+tp (the embedding's gradient is all-reduced between them), context parallelism must be 1 and there
+is no interleaved schedule (facts in planner/engines/sources.py).
 """
 from planner.engines.base import ALL_RECOMPUTES, Engine, Execution, Space
 from planner.engines.sources import FLAGSCALE as VERSION, FLAGSCALE_SOURCES
