@@ -46,6 +46,7 @@ class Space:
     sequence_parallel: bool = True         # Megatron-style sequence parallelism inside a tp group
     tensor_parallel: bool = True           # tp > 1 at all
     precisions: tuple[Precision, ...] = (Precision.BF16, Precision.FP16)
+    tied_edges_same_tp: bool = False       # tied embeddings: first and last stage need one tp degree
 
     def zero_allowed(self, zero_stage: int, num_stages: int) -> bool:
         return zero_stage in (self.zero_stages_pipelined if num_stages > 1 else self.zero_stages)
@@ -98,6 +99,10 @@ class Engine:
             out.append(f"{name} gives every replica of a stage the same tensor-parallel degree; the plan mixes {tps}")
         elif len(tps) > 1 and not s.tp_per_stage and not s.mixed_stages:
             out.append(f"{name} uses one tensor-parallel degree for every stage; the plan uses {tps}")
+        edges = ({r.tp for r in plan.stages[0].replicas} | {r.tp for r in plan.stages[-1].replicas})
+        if s.tied_edges_same_tp and plan.model.tied_embeddings and len(edges) > 1:
+            out.append(f"{name} needs one tensor-parallel degree on the first and last stage for tied embeddings; "
+                       f"the plan uses {sorted(edges)}")
         counts = [len(st.replicas) for st in plan.stages]
         if len(set(counts)) > 1 and not (s.replicas_per_stage or s.mixed_stages):
             out.append(f"{name} gives every stage the same number of data-parallel replicas; the plan has {counts}")

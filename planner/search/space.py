@@ -193,7 +193,8 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
     stages unless it takes one per stage, chains only unless its stages may mix pools, tp 1 only
     without tensor parallelism."""
     space = engine_profile(engine).space
-    one_tp = one_tp or not (space.tp_per_stage or space.mixed_stages)
+    one_tp = (one_tp or not (space.tp_per_stage or space.mixed_stages)
+              or (space.tied_edges_same_tp and model.tied_embeddings))     # (a subset of that engine's space)
     for subset in pool_subsets(cluster_pools, subset_sizes):
         tp_options = [tp_degrees(p, model) if space.tensor_parallel else [1] for p in subset]
         gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
