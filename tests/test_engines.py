@@ -176,3 +176,41 @@ def test_plan_files_name_their_engine_and_refuse_what_it_cannot_run(catalog):
         again = plan_from_dict({**uniform, "engine": engine}, catalog)
         assert again.engine == engine and plan_to_dict(again)["engine"] == engine
         assert plan_from_dict(plan_to_dict(again), catalog) == again
+
+
+def _hetplan(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_catalog_engines_lists_every_profile():
+    out = _hetplan("catalog", "engines", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["id"]: r for r in json.loads(out.stdout)}
+    assert set(rows) == set(ENGINES)
+    assert rows["torchtitan"]["precisions"] == ["bf16"] and rows["flagscale"]["tp_per_stage"] is True
+
+
+def test_plan_engine_all_side_by_side(tmp_path):
+    """--engine all: each engine's best plan (or why it has none), each one the engine runs, and
+    hetplan's runtime at least as good as every other (its space holds theirs)."""
+    out = _hetplan("plan", "--cluster", "examples/a100-v100-16.yaml", "--model", "llama-2-7b", "--global-batch",
+                   "64", "--seq-len", "2048", "--engine", "all", "--json", "--out", str(tmp_path / "best.json"))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["engine"] == "all" and set(data["engines"]) == set(ENGINES)
+    rates = {}
+    for name, result in data["engines"].items():
+        if "error" in result:
+            assert result["error"], name
+            continue
+        best = result["plans"][0]
+        assert best.get("engine", DEFAULT) == name
+        rates[name] = best["metrics"]["tokens_per_s"]
+        assert best["metrics"]["engine"] == name
+    assert DEFAULT in rates and all(r <= rates[DEFAULT] * (1 + 1e-9) for r in rates.values())
+    saved = json.loads((tmp_path / "best.json").read_text())
+    assert saved.get("engine", DEFAULT) == data["best"]
+    again = _hetplan("evaluate", "--cluster", "examples/a100-v100-16.yaml", "--plan", str(tmp_path / "best.json"))
+    assert again.returncode == 0, again.stderr

@@ -1,4 +1,4 @@
-"""hetplan catalog gpus|models|networks [--json]"""
+"""hetplan catalog gpus|models|networks|engines [--json]"""
 from __future__ import annotations
 
 from planner.cli.common import catalog_from_args, print_json
@@ -6,9 +6,10 @@ from planner.types import GIB
 
 
 def register(sub) -> None:
-    p = sub.add_parser("catalog", help="list the GPUs, models or networks hetplan knows",
-                       description="List the catalog: GPUs, models or networks (built in plus --catalog files).")
-    p.add_argument("kind", choices=("gpus", "models", "networks"))
+    p = sub.add_parser("catalog", help="list the GPUs, models, networks or engines hetplan knows",
+                       description="List the catalog: GPUs, models or networks (built in plus --catalog files), "
+                                   "or the training engines plans are made for (`plan --engine`).")
+    p.add_argument("kind", choices=("gpus", "models", "networks", "engines"))
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.set_defaults(run=run)
 
@@ -36,17 +37,31 @@ def network_row(n) -> dict:
             "latency_us": n.latency_s * 1e6, "source": n.source}
 
 
+def engine_row(e) -> dict:
+    s, x = e.space, e.execution
+    return {"id": e.name, "name": e.title, "version": e.version, "summary": e.summary, "exports": list(e.exports),
+            "uneven_layers": s.uneven_layers, "tp_per_stage": s.tp_per_stage, "mixed_stages": s.mixed_stages,
+            "zero_stages": list(s.zero_stages), "zero_stages_pipelined": list(s.zero_stages_pipelined),
+            "interleave": s.interleave, "recompute": [r.value for r in s.recomputes],
+            "precisions": [p.value for p in s.precisions], "overlap_grad_reduce": x.overlap_grad_reduce,
+            "fp32_grad_reduce": [p.value for p in x.fp32_grad_reduce], "zero_overlap": x.zero_overlap,
+            "layer_overhead_s": x.layer_overhead_s, "framework_gib": x.framework_bytes / GIB}
+
+
 def run(args) -> int:
+    from planner.engines import ENGINES
     catalog = catalog_from_args(args)
-    items = {"gpus": catalog.gpus, "models": catalog.models, "networks": catalog.networks}[args.kind]
-    to_row = {"gpus": gpu_row, "models": model_row, "networks": network_row}[args.kind]
+    items = {"gpus": catalog.gpus, "models": catalog.models, "networks": catalog.networks,
+             "engines": ENGINES}[args.kind]
+    to_row = {"gpus": gpu_row, "models": model_row, "networks": network_row, "engines": engine_row}[args.kind]
     rows = [to_row(v) for v in items.values()]
     if args.json:
         print_json(rows)
         return 0
     columns = {"gpus": ["id", "bf16_fp16_tflops", "memory_gib", "memory_bw_gb_s", "link", "bf16", "price_per_gpu_hour"],
                "models": ["id", "num_params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"],
-               "networks": ["id", "kind", "bw_gb_s", "latency_us"]}[args.kind]
+               "networks": ["id", "kind", "bw_gb_s", "latency_us"],
+               "engines": ["id", "name", "version", "summary"]}[args.kind]
     print(_table(rows, columns))
     return 0
 
