@@ -1,13 +1,15 @@
-"""Predicted vs measured: the cost model against published Megatron-LM runs on A100-80GB.
+"""Predicted vs measured: the cost model against published Megatron-LM runs on A100-80GB, and
+against the public training runs of torchtitan, Megatron-LM and Llama 3, per engine and GPU type.
 
-Data (copied from the project's shared reference folder, citations in each file's header):
+Data (copied from the project's shared reference folder, citations in each file's header or rows):
   reference/megatron_a100_weak_scaling.csv  Narayanan et al. 2021 (SC21), Table 1
   reference/korthikanti_a100_iteration.csv  Korthikanti et al. 2022, Table 5
   reference/korthikanti_a100_memory.csv     Korthikanti et al. 2022, Figure 1
+  reference/public_training_runs.csv        98 runs, each citing its file, table and line (benchmarks/public_runs.py)
 
 Run `python benchmarks/validation.py` to print the tables and rewrite docs/validation.md.
-Every row uses the catalog's a100-80gb-sxm with no per-row constant; these 2021-22 runs used
-unfused (non-flash) attention, so `CostOptions(flash_attention=False)`.
+The Narayanan and Korthikanti rows use the catalog's a100-80gb-sxm with no per-row constant; these
+2021-22 runs used unfused (non-flash) attention, so `CostOptions(flash_attention=False)`.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import public_runs  # noqa: E402
 from planner.cost import CostOptions, evaluate  # noqa: E402
 from planner.flops import megatron_flops_with_recompute  # noqa: E402
 from planner.memory import layer_activation_bytes, model_state_bytes  # noqa: E402
@@ -137,7 +140,7 @@ def summary(rows: list[Row]) -> tuple[float, float]:
     return statistics.median(errors), max(errors)
 
 
-def markdown(rows: list[Row]) -> str:
+def markdown(rows: list[Row], public: list[str] = ()) -> str:
     out = ["# Validation: predicted vs measured", "",
            "Written by `python benchmarks/validation.py`; do not edit by hand. The cost model runs with the",
            "catalog's `a100-80gb-sxm` entry and its global constants only (no constant is fitted to a row);",
@@ -157,14 +160,29 @@ def markdown(rows: list[Row]) -> str:
     for (ds, q), rs in groups.items():
         out += ["", f"## {ds}: {q}", "", "| case | measured | predicted | error |", "|---|---|---|---|"]
         out += [f"| {r.case} | {r.measured:.2f} | {r.predicted:.2f} | {r.error:+.1%} |" for r in rs]
-    return "\n".join(out) + "\n"
+    return "\n".join(out + list(public)) + "\n"
+
+
+# The torchtitan Execution values at their extremes, for the table of what they can explain.
+TORCHTITAN_PROBES = [{}, {"zero_overlap": 0.0}, {"layer_overhead_s": 1e-3}]
+
+
+def public_section(gpus) -> list[str]:
+    """The per-engine, per-GPU-type section (benchmarks/public_runs.py)."""
+    rows, unstated = public_runs.public_rows(gpus)
+    as_catalog, _ = public_runs.public_rows(gpus, power_limited=False)
+    probes = public_runs.sensitivity(gpus, "torchtitan", TORCHTITAN_PROBES)
+    return public_runs.markdown_section(rows, unstated, as_catalog, probes) + public_runs.not_explained(rows)
+
+
+def document(catalog) -> str:
+    """docs/validation.md as `python benchmarks/validation.py` writes it."""
+    return markdown(all_rows(catalog.gpus["a100-80gb-sxm"]), public_section(catalog.gpus))
 
 
 def main() -> None:
     from catalog import load_catalog
-    a100 = load_catalog().gpus["a100-80gb-sxm"]
-    rows = all_rows(a100)
-    text = markdown(rows)
+    text = document(load_catalog())
     print(text)
     if "--no-write" not in sys.argv:
         (ROOT / "docs").mkdir(exist_ok=True)

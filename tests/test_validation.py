@@ -3,6 +3,12 @@
 Tolerances: every throughput/iteration row within 10% and every memory row within 10%
 (activations, whose formula is Korthikanti's own, within 1%); on Korthikanti et al. 2022
 Table 5 the mean error must match or beat calculon's published 3.7% (worst 8.9%).
+
+Public training runs (benchmarks/reference/public_training_runs.csv, rows cited by their line):
+the per-engine and per-GPU-type medians are held within 2 points of the figures measured when
+this test was written (docs/validation.md), so a regression fails; issue 10's targets (median
+<= 10% in every engine group, GPU types' signed medians within 10 points) are held where met
+and marked as expected failures where not, so meeting them fails the marker and asks for it to go.
 """
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ import statistics
 
 import pytest
 
-from benchmarks import validation
+from benchmarks import public_runs, validation
 from tests.conftest import ROOT
 
 
@@ -53,6 +59,78 @@ def test_korthikanti_memory(rows):
     assert statistics.median(abs(r.error) for r in states + acts) <= 0.10
 
 
-def test_docs_validation_is_the_scripts_output(rows):
+def test_docs_validation_is_the_scripts_output(catalog):
     # docs/validation.md must be exactly what `python benchmarks/validation.py` writes
-    assert (ROOT / "docs" / "validation.md").read_text() == validation.markdown(rows)
+    assert (ROOT / "docs" / "validation.md").read_text() == validation.document(catalog)
+
+
+# ----------------------------------------------------------------------------- public training runs
+
+MEASURED_TOLERANCE = 0.02        # 2 points around the figures measured at this commit
+
+
+@pytest.fixture(scope="module")
+def public(catalog):
+    return public_runs.public_rows(catalog.gpus)
+
+
+def test_every_public_run_is_stated_or_has_a_reason(public):
+    stated, unstated = public
+    assert len(stated) + len(unstated) == 98
+    assert len({r.line for r in stated} | {u.line for u in unstated}) == 98
+    reasons = [u.reason for u in unstated]
+    assert sum("FP8" in r for r in reasons) == 29          # Float8 rows: a later issue
+    assert sum("context parallelism" in r for r in reasons) == 1
+    assert len(stated) == 58
+    assert {r.engine for r in stated} == {"torchtitan", "megatron"}
+    # torchtitan rows are FSDP2 (ZeRO-3) plans for the torchtitan engine, Megatron rows for megatron
+    assert all(r.engine == "torchtitan" for r in stated if r.group.startswith("torchtitan"))
+
+
+def test_megatron_engine_group_within_10_percent(public):
+    # 41 Megatron-LM rows (2020 V100/A100 lines 85-96, 2021 Selene lines 65-84, 2024 H100 lines 47-55):
+    # median abs. error measured 6.6%, signed +0.5%
+    s = public_runs.targets(public[0])[0]["Megatron-LM"]
+    assert s.rows == 41
+    assert s.median_abs <= 0.10
+    assert s.median_abs <= 0.066 + MEASURED_TOLERANCE
+    assert abs(s.signed_median) <= 0.005 + MEASURED_TOLERANCE
+
+
+def test_torchtitan_engine_group_does_not_regress(public):
+    # 17 torchtitan rows (A100 lines 34-43, H100 HBM2e 500 W lines 2-27 and 44): median abs. error
+    # measured 34.8%, all over-predicted (compute-side gaps: docs/validation.md 'Not explained yet')
+    s = public_runs.targets(public[0])[0]["torchtitan (FSDP2)"]
+    assert s.rows == 17
+    assert s.median_abs <= 0.348 + MEASURED_TOLERANCE
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10 target not met: torchtitan median 34.8% (docs/validation.md)")
+def test_torchtitan_engine_group_within_10_percent(public):
+    assert public_runs.targets(public[0])[0]["torchtitan (FSDP2)"].median_abs <= 0.10
+
+
+def test_gpu_types_do_not_regress(public):
+    # signed medians measured: A100 +5.8% (36 rows), H100 SXM 700 W -8.9% (9), H100 HBM2e 500 W +35.4% (9),
+    # V100 -16.0% (4)
+    measured = {"A100": 0.058, "H100 SXM 700 W": -0.089, "H100 HBM2e 500 W": 0.354, "V100": -0.160}
+    gpu_types = public_runs.targets(public[0])[1]
+    assert set(gpu_types) == set(measured)
+    for gpu, signed in measured.items():
+        assert abs(gpu_types[gpu].signed_median - signed) <= MEASURED_TOLERANCE, (gpu, gpu_types[gpu])
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10 target not met: GPU types' signed medians 51.5 points apart")
+def test_gpu_types_signed_medians_within_10_points(public):
+    assert public_runs.targets(public[0])[2] <= 0.10
+
+
+def test_torchtitan_h100s_are_the_500w_hbm2e_part(catalog):
+    # torchtitan benchmarks/llama3_h100_202412_torchtitan.md lines 11-15: 96 GB HBM2e, 2.4 TB/s, 500 W;
+    # peak between H100 NVL (835) and SXM (989) TFLOP/s (arXiv 2410.06511), the catalog's h100-sxm untouched
+    h100 = catalog.gpus["h100-sxm"]
+    part = public_runs.h100_hbm2e_500w(h100)
+    assert part.peak_flops == pytest.approx(886.33e12, rel=1e-4)
+    assert 835e12 < part.peak_flops < h100.peak_flops == 989e12
+    assert part.mem_bw_bytes_per_s == 2400e9 and part.power_w == 500
+    assert part.efficiency == h100.efficiency
