@@ -19,7 +19,7 @@ ENGINE = Engine(
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB,
                         notes=("--overlap-grad-reduce is exported, so gradients are reduced in buckets during "
                                "the last backward pass",)),
-    exports=("megatron", "torchrun"),
+    exports=("megatron",),
     sources=MEGATRON_SOURCES,
     summary="one tp and one dp for all stages, even batch shares, uneven layer split; ZeRO-1 (distributed "
             "optimizer) with pipelining, ZeRO-2/3 through Megatron-FSDP without it",

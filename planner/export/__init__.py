@@ -1,36 +1,46 @@
-"""Export a plan to the configuration of a training engine.
+"""Export a plan to the configuration and launch files of a training engine.
 
-`export_result(plan, cluster, engine) -> ExportResult`: files (name -> text), warnings (what the
-engine cannot express), the plan the files describe, and when the engine cannot run the plan as
-it is, the closest plan it can run with its predicted `Estimate`.
+`export_result(plan, cluster, engine, time_limit_s=...) -> ExportResult`: files (name -> text),
+warnings, the plan the files describe, and, when the target engine cannot run the plan, that
+engine's best plan from the search with its `Estimate` (planner.export.common.resolve).
 `export_plan(plan, cluster, engine) -> dict[str, str]`: just the files, with a WARNINGS.txt when
 there are warnings: what the app offers for download. Pure: nothing here writes files.
+`ENGINES`: the export targets (`hetplan export --to`), each owned by one engine profile.
 """
 from __future__ import annotations
 
-from planner.export.common import ExportResult
+from planner.export.common import SEARCH_TIME_LIMIT_S, ExportResult, engine_for, resolve, targets
 from planner.types import Cluster, InputError, Plan
 
-ENGINES = ("megatron", "torchtitan", "deepspeed", "torchrun")
+ENGINES = tuple(targets())       # ("torchrun", "megatron", "deepspeed", "torchtitan", "flagscale")
 
 
-def export_result(plan: Plan, cluster: Cluster, engine: str) -> ExportResult:
-    from planner.export import deepspeed, megatron, torchrun, torchtitan
-    modules = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "torchrun": torchrun}
-    if engine not in modules:
-        raise InputError("--to", f"unknown engine {engine!r}; choose one of {list(ENGINES)}")
-    files, warnings, target, closest, estimate = modules[engine].export(plan, cluster)
-    return ExportResult(engine, files, tuple(warnings), target, closest, estimate)
+def _writer(target: str):
+    from planner.export import deepspeed, flagscale, megatron, torchrun, torchtitan
+    writers = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "torchrun": torchrun,
+               "flagscale": flagscale}
+    if target not in writers:
+        raise InputError("--to", f"unknown engine {target!r}; choose one of {list(ENGINES)}")
+    return writers[target]
+
+
+def export_result(plan: Plan, cluster: Cluster, engine: str, time_limit_s: float = SEARCH_TIME_LIMIT_S) -> ExportResult:
+    writer = _writer(engine)
+    profile = engine_for(engine)
+    target, reasons, alternative, estimate = resolve(plan, cluster, engine, writer.limits, time_limit_s)
+    files, notes = writer.export(target, cluster)
+    warnings = [f"{profile.title} cannot run this plan: {r}" for r in reasons]
+    if alternative is not None:
+        warnings.append(f"the files describe {profile.title}'s best plan from the search instead: "
+                        f"{estimate.iteration_time_s:.3f} s per iteration, {estimate.tokens_per_s:,.0f} tokens/s on "
+                        f"{alternative.num_gpus} GPUs, fits its GPUs by the cost model")
+    return ExportResult(engine, files, tuple(warnings + notes), target, alternative, estimate, tuple(reasons),
+                        profile.name, tuple(notes))
 
 
 def export_plan(plan: Plan, cluster: Cluster, engine: str) -> dict[str, str]:
     result = export_result(plan, cluster, engine)
     files = dict(result.files)
     if result.warnings:
-        text = "\n".join(f"- {w}" for w in result.warnings) + "\n"
-        if result.closest_plan is not None:
-            text += (f"\nThese files describe the closest plan {engine} can run: "
-                     f"{result.closest_estimate.iteration_time_s:.3f} s per iteration, "
-                     f"{result.closest_estimate.tokens_per_s:,.0f} tokens/s on {result.closest_plan.num_gpus} GPUs.\n")
-        files["WARNINGS.txt"] = text
+        files["WARNINGS.txt"] = "\n".join(f"- {w}" for w in result.warnings) + "\n"
     return files

@@ -1,38 +1,45 @@
-"""DeepSpeed ds_config JSON and PipelineModule stage boundaries.
+"""DeepSpeed: ds_config JSON, PipelineModule stage boundaries on an explicit topology, and the launch.
 
-Keys checked against deepspeedai/DeepSpeed `docs/_pages/config-json.md` (stored copy, commit
-00376da): train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * number
-of GPUs (data-parallel ranks under a pipeline); zero_optimization.stage; fp16.enabled and
-bf16.enabled (the two modes cannot be combined); activation_checkpointing.partition_activations,
-.cpu_checkpointing, .contiguous_memory_optimization.
-Pipeline: `deepspeed/runtime/pipe/module.py` (commit 12e65a6): PipelineModule(layers, num_stages,
-..., partition_method="parameters", activation_checkpoint_interval=0, ...); `_partition_layers`
-knows only "uniform", "parameters" and "type:<regex>" ("profile" raises NotImplementedError), so no
-public argument takes explicit boundaries; it sets `self.parts` (start of each stage, then the end)
-and calls `self._set_bounds(start, stop)`. `deepspeed/runtime/pipe/engine.py` (commit 03f6f75)
-asserts ZeRO stage < 2 under a pipeline and train_batch_size == micro batch * micro batches * dp.
+Read in deepspeedai/DeepSpeed at planner.engines.sources.DEEPSPEED:
+- docs/_pages/config-json.md: train_batch_size = train_micro_batch_size_per_gpu *
+  gradient_accumulation_steps * number of data-parallel ranks; zero_optimization.stage;
+  fp16.enabled and bf16.enabled (not both); activation_checkpointing.partition_activations,
+  .cpu_checkpointing, .contiguous_memory_optimization.
+- deepspeed/runtime/pipe/module.py PipelineModule.__init__ (lines 141-180): without `topology`,
+  dp = world size / num_stages (PipeDataParallelTopology(num_pp=num_stages, num_dp=dp)); with it,
+  num_stages = topology.get_dim('pipe'). The module here always passes
+  PipeDataParallelTopology(num_pp, num_dp) from the plan. `_partition_layers` (line 397 on) knows
+  only "uniform", "parameters" and "type:<regex>", so no public argument takes explicit boundaries;
+  it sets `self.parts` and calls `self._set_bounds(start, stop)`.
+- deepspeed/runtime/pipe/topology.py PipeDataParallelTopology (lines 232-241): axes ['pipe', 'data'],
+  data fastest: global rank = stage * dp + replica, which launch.sh pins (planner.export.launch).
+- deepspeed/runtime/pipe/engine.py: ZeRO stage < 2 under a pipeline; the batch identity above.
+The deepspeed profile (planner.engines.deepspeed) has no tensor parallelism and no selective
+recompute, so neither reaches this writer: plans with them are searched again for DeepSpeed.
+The DeepSpeedConfig of DeepSpeed 0.19.8 loads every ds_config.json written here
+(tests/test_engine_exports.py, where DeepSpeed is installed).
 """
 from __future__ import annotations
 
 import json
 
-from planner.export.common import Capabilities, resolve
+from planner.export import launch
+from planner.export.common import uniform_tp_dp
+from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, Plan, Precision, Recompute
-
-PIPELINE_CAPS = Capabilities(interleave=False, gpipe=False, zero_stages=(0, 1))
-NO_PIPELINE_CAPS = Capabilities(interleave=False, gpipe=False)
 
 
 def ds_config(plan: Plan) -> dict:
-    d = len(plan.stages[0].replicas)
+    _, dp = uniform_tp_dp(plan)
+    assert plan.recompute in (Recompute.NONE, Recompute.FULL), "the deepspeed profile has no selective recompute"
     cfg = {"train_batch_size": plan.global_batch,
            "train_micro_batch_size_per_gpu": plan.micro_batch,
-           "gradient_accumulation_steps": plan.global_batch // (plan.micro_batch * d),
+           "gradient_accumulation_steps": plan.global_batch // (plan.micro_batch * dp),
            "zero_optimization": {"stage": plan.zero_stage},
            "bf16": {"enabled": plan.precision == Precision.BF16},
            "fp16": {"enabled": plan.precision == Precision.FP16}}
-    if plan.recompute != Recompute.NONE:
-        cfg["activation_checkpointing"] = {"partition_activations": plan.stages[0].replicas[0].tp > 1,
+    if plan.recompute == Recompute.FULL:
+        cfg["activation_checkpointing"] = {"partition_activations": False,
                                            "contiguous_memory_optimization": False,
                                            "cpu_checkpointing": False}
     return cfg
@@ -43,20 +50,38 @@ def parts(plan: Plan) -> list[int]:
     return [0] + [1 + s.layer_start for s in plan.stages[1:]] + [plan.model.layers + 2]
 
 
-SNIPPET = '''# Stage boundaries from `hetplan export --to deepspeed`.
-# DeepSpeed's partition_method accepts "parameters", "uniform" or "type:<regex>" and none of them takes
-# explicit boundaries (deepspeed/runtime/pipe/module.py), so this subclass replaces the private
-# `_partition_layers`: it sets `parts` (the layer index where each stage starts, then the end) over
-# the layer list [embedding, transformer layer 0, ..., layer {last}, head] and this rank's bounds.
-# It relies on DeepSpeed internals (`_topo`, `global_rank`, `_layer_specs`, `_set_bounds`); recheck them
-# when upgrading DeepSpeed.
+SNIPPET = '''# Stage boundaries and topology from `hetplan export --to deepspeed`.
+# The topology is explicit: PipeDataParallelTopology(num_pp={stages}, num_dp={dp}), so DeepSpeed does not
+# infer dp as world size / stages. DeepSpeed's partition_method accepts "parameters", "uniform" or
+# "type:<regex>" and none of them takes explicit boundaries (deepspeed/runtime/pipe/module.py), so this
+# subclass replaces the private `_partition_layers`: it sets `parts` (the layer index where each stage
+# starts, then the end) over [embedding, transformer layer 0, ..., layer {last}, head] and this rank's
+# bounds. It relies on DeepSpeed internals (`_topo`, `global_rank`, `_layer_specs`, `_set_bounds`);
+# recheck them when upgrading DeepSpeed (written for {version}).
 import json
-from deepspeed.pipe import PipelineModule
+import os
 
-PARTS = json.load(open("pipeline_parts.json"))["parts"]
+from deepspeed.pipe import PipelineModule
+from deepspeed.runtime.pipe.topology import PipeDataParallelTopology
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(_HERE, "pipeline_parts.json")) as f:
+    PLAN = json.load(f)
+PARTS = PLAN["parts"]
+
+
+def planned_topology():
+    return PipeDataParallelTopology(num_pp=PLAN["num_stages"], num_dp=PLAN["num_dp"])
 
 
 class PlannedPipelineModule(PipelineModule):
+    """PipelineModule(layers=[embedding, *blocks, head], loss_fn=..., ...) on the plan's topology."""
+
+    def __init__(self, layers, **kwargs):
+        kwargs.setdefault("topology", planned_topology())
+        kwargs.setdefault("activation_checkpoint_interval", {interval})
+        super().__init__(layers=layers, **kwargs)
+
     def _partition_layers(self, method="uniform"):
         num_stages = self._topo.get_dim("pipe")
         if len(PARTS) != num_stages + 1 or PARTS[-1] != len(self._layer_specs):
@@ -65,22 +90,37 @@ class PlannedPipelineModule(PipelineModule):
         self.parts = list(PARTS)
         stage_id = self._topo.get_coord(self.global_rank).pipe
         self._set_bounds(start=self.parts[stage_id], stop=self.parts[stage_id + 1])
-
-# model = PlannedPipelineModule(layers=[embedding, *blocks, head], num_stages={stages},
-#                               activation_checkpoint_interval={interval}, loss_fn=...)
 '''
 
 
+def deepspeed_ranks(cluster: Cluster, plan: Plan) -> list[tuple[str, int]]:
+    """(host, GPU) of each global rank: rank = stage * dp + replica (axes ['pipe', 'data'])."""
+    _, dp = uniform_tp_dp(plan)
+    by_rank = {i.stage * dp + i.replica: (f"{i.pool}-{i.node}", i.local_gpu) for i in rank_layout(cluster, plan)}
+    assert sorted(by_rank) == list(range(plan.num_gpus))
+    return [by_rank[r] for r in range(plan.num_gpus)]
+
+
 def export(plan: Plan, cluster: Cluster):
-    caps = PIPELINE_CAPS if plan.num_stages > 1 else NO_PIPELINE_CAPS
-    target, warnings, closest, est = resolve(plan, cluster, caps, "DeepSpeed")
-    files = {"ds_config.json": json.dumps(ds_config(target), indent=2) + "\n"}
-    if target.num_stages > 1:
-        files["pipeline_parts.json"] = json.dumps({"num_stages": target.num_stages, "parts": parts(target),
+    from planner.engines.sources import DEEPSPEED
+    _, dp = uniform_tp_dp(plan)
+    files = {"ds_config.json": json.dumps(ds_config(plan), indent=2) + "\n"}
+    if plan.num_stages > 1:
+        files["pipeline_parts.json"] = json.dumps({"num_stages": plan.num_stages, "num_dp": dp, "parts": parts(plan),
                                                    "layers": "[embedding, layers 0..L-1, head]"}, indent=2) + "\n"
-        files["pipeline_module.py"] = SNIPPET.format(last=target.model.layers - 1, stages=target.num_stages,
-                                                     interval=1 if target.recompute != Recompute.NONE else 0)
-    if target.stages[0].replicas[0].tp > 1:
-        warnings = warnings + ["DeepSpeed's tensor parallelism comes from the model code (e.g. Megatron-DeepSpeed "
-                               f"--tensor-model-parallel-size {target.stages[0].replicas[0].tp}); ds_config has no tp key"]
-    return files, warnings, target, closest, est
+        files["pipeline_module.py"] = SNIPPET.format(last=plan.model.layers - 1, stages=plan.num_stages, dp=dp,
+                                                     version=DEEPSPEED,
+                                                     interval=1 if plan.recompute == Recompute.FULL else 0)
+    agents = launch.units(deepspeed_ranks(cluster, plan))
+    preamble = ['TRAIN_SCRIPT="${TRAIN_SCRIPT:?set TRAIN_SCRIPT to your DeepSpeed training script}"']
+    files["launch.sh"] = launch.script(agents, ['"$TRAIN_SCRIPT"', "--deepspeed_config", "ds_config.json"],
+                                       "DeepSpeed launch written by `hetplan export --to deepspeed`", {}, preamble)
+    files["hostfile"] = launch.hostfile(agents)
+    notes = ["the training script builds its model with PlannedPipelineModule (pipeline_module.py) and calls "
+             "deepspeed.initialize(..., config='ds_config.json'); launch.sh starts it under torchrun"] \
+        if plan.num_stages > 1 else []
+    return files, notes
+
+
+def limits(plan: Plan, cluster: Cluster) -> list[str]:
+    return []

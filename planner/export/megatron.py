@@ -1,7 +1,13 @@
-"""Megatron-LM launch arguments (pretrain_gpt.py), one `--flag value` per line of a bash array.
+"""Megatron-LM: pretrain_gpt.py arguments and the launch that places every rank, written together.
 
-Every option name and choice below was read in NVIDIA/Megatron-LM
-`megatron/training/arguments.py` (stored copy, commit 000c4ac):
+Files: `megatron_args.sh` (a bash array MEGATRON_ARGS, one `--flag value` a line), `launch.sh`
+(torchrun agents with fixed node ranks, planner.export.launch) and `hostfile`, all for the same
+plan, so the world size the launch starts is tp x pp x dp of the arguments (Megatron asserts
+eval_global_batch_size, by default the global batch, divisible by eval micro batch x dp:
+megatron/training/arguments.py validate_args, lines 707-720 at the pinned commit; a launch of
+another plan's world size is what broke that before).
+
+Read in NVIDIA/Megatron-LM at planner.engines.sources.MEGATRON (megatron/training/arguments.py):
   _add_network_size_args: --num-layers --hidden-size --ffn-hidden-size --num-attention-heads
     --group-query-attention --num-query-groups --max-position-embeddings
     --position-embedding-type {learned_absolute, rope, mrope, relative, none}
@@ -12,23 +18,34 @@ Every option name and choice below was read in NVIDIA/Megatron-LM
     --disable-bias-linear (dest add_bias_linear) --add-qkv-bias
   _add_mixed_precision_args: --fp16 --bf16
   _add_distributed_args: --tensor-model-parallel-size --pipeline-model-parallel-size
-    --pipeline-model-parallel-layout --use-distributed-optimizer
-validate_args: at most one of --pipeline-model-parallel-layout, --num-layers-per-virtual-pipeline-stage,
---num-virtual-stages-per-pipeline-rank; a layout of k parts gives vpp = k / pp; selective recompute
-takes no --recompute-method; --add-qkv-bias only matters with --disable-bias-linear.
-Layout syntax from megatron/core/transformer/pipeline_parallel_layer_layout.py (commit 00caa53):
-E embedding, t decoder layer, L loss, `|` between stages, `x*N` repeats; part k is pp rank k mod p,
-virtual stage k // p; exactly one E first, one L last, and as many t as --num-layers.
+    --pipeline-model-parallel-layout --use-distributed-optimizer --overlap-grad-reduce (line 3121)
+    --use-megatron-fsdp, --data-parallel-sharding-strategy {no_shard, optim, optim_grads,
+    optim_grads_params} (lines 3190-3192)
+  _add_checkpointing_args: --ckpt-format (fsdp_dtensor)
+validate_args: with --use-megatron-fsdp, "FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset"
+(assert, lines 1166-1167) and "Megatron-FSDP requires the `fsdp_dtensor` checkpointing format"
+(lines 1168-1169); Megatron-FSDP v1 turns on the distributed optimizer itself (lines 1118-1135).
+Without FSDP, megatron/core/tensor_parallel/layers.py (lines 909-921) asks for
+CUDA_DEVICE_MAX_CONNECTIONS=1 with sequence parallelism or tensor-parallel gradient all-reduce
+(the kernels' order then matches the launch order that hides tp communication); Megatron's own
+examples export it (examples/gpt3/train_gpt3_175b_distributed.sh line 5), so launch.sh does for tp > 1.
+Rank order: megatron/training/initialize.py line 395, order 'tp-cp-ep-dp-pp' (tp fastest, pp
+slowest): global rank = stage * tp * dp + replica * tp + tp rank; the stage follows from the rank.
+Layout syntax from megatron/core/transformer/pipeline_parallel_layer_layout.py: E embedding,
+t decoder layer, L loss, `|` between stages, `x*N` repeats; part k is pp rank k mod p, virtual
+stage k // p; exactly one E first, one L last, and as many t as --num-layers.
 """
 from __future__ import annotations
 
 import shlex
 
-from planner.export.common import Capabilities, layer_segments, resolve
+from planner.export.common import layer_segments, uniform_tp_dp
+from planner.export import launch
+from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, MlpKind, NormKind, Plan, PositionKind, Precision, Recompute
 
-CAPS = Capabilities(gpipe=False, zero_stages=(0, 1))
 POSITION_TYPES = {PositionKind.LEARNED: "learned_absolute", PositionKind.ROPE: "rope"}
+FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}   # ZeRO stage -> --data-parallel-sharding-strategy
 
 
 def layout_string(plan: Plan) -> str:
@@ -46,28 +63,14 @@ def layout_string(plan: Plan) -> str:
     return "|".join(parts)
 
 
-def arguments(plan: Plan) -> list[tuple[str, ...]]:
-    """(flag,) or (flag, value) pairs, in the order they are written."""
-    m, tp = plan.model, plan.stages[0].replicas[0].tp
+def model_arguments(plan: Plan) -> list[tuple]:
+    """The model's shape and kind, as Megatron-LM's GPT arguments state it."""
+    m = plan.model
     args = [("--num-layers", m.layers), ("--hidden-size", m.hidden), ("--ffn-hidden-size", m.ffn),
             ("--num-attention-heads", m.heads), ("--seq-length", plan.seq_len),
-            ("--max-position-embeddings", max(plan.seq_len, m.max_positions)),
-            ("--tensor-model-parallel-size", tp), ("--pipeline-model-parallel-size", plan.num_stages),
-            ("--micro-batch-size", plan.micro_batch), ("--global-batch-size", plan.global_batch)]
-    if plan.num_stages > 1:
-        args += [("--pipeline-model-parallel-layout", layout_string(plan))]
+            ("--max-position-embeddings", max(plan.seq_len, m.max_positions))]
     if m.kv_heads != m.heads:
         args += [("--group-query-attention",), ("--num-query-groups", m.kv_heads)]
-    args += [("--bf16",)] if plan.precision == Precision.BF16 else [("--fp16",)]
-    if plan.recompute == Recompute.FULL:
-        args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
-                 ("--recompute-num-layers", 1)]
-    elif plan.recompute == Recompute.SELECTIVE:
-        args += [("--recompute-granularity", "selective")]
-    if plan.sequence_parallel and tp > 1:
-        args += [("--sequence-parallel",)]
-    if plan.zero_stage == 1:
-        args += [("--use-distributed-optimizer",)]
     if m.mlp == MlpKind.SWIGLU:
         args += [("--swiglu",)]
     if m.norm == NormKind.RMSNORM:
@@ -80,6 +83,37 @@ def arguments(plan: Plan) -> list[tuple[str, ...]]:
         args += [("--disable-bias-linear",)]
     elif m.qkv_bias and not (m.out_bias or m.mlp_bias):
         args += [("--disable-bias-linear",), ("--add-qkv-bias",)]
+    return args
+
+
+def training_arguments(plan: Plan, tp: int) -> list[tuple]:
+    """Batch, precision, recompute, sequence parallelism and data-parallel sharding."""
+    args = [("--micro-batch-size", plan.micro_batch), ("--global-batch-size", plan.global_batch)]
+    args += [("--bf16",)] if plan.precision == Precision.BF16 else [("--fp16",)]
+    if plan.recompute == Recompute.FULL:
+        args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
+                 ("--recompute-num-layers", 1)]
+    elif plan.recompute == Recompute.SELECTIVE:
+        args += [("--recompute-granularity", "selective")]
+    if plan.sequence_parallel and tp > 1:
+        args += [("--sequence-parallel",)]
+    if plan.zero_stage == 1:
+        args += [("--use-distributed-optimizer",)]
+    elif plan.zero_stage in FSDP_STRATEGY:
+        args += [("--use-megatron-fsdp",), ("--data-parallel-sharding-strategy", FSDP_STRATEGY[plan.zero_stage]),
+                 ("--ckpt-format", "fsdp_dtensor")]
+    args += [("--overlap-grad-reduce",)]
+    return args
+
+
+def arguments(plan: Plan) -> list[tuple[str, ...]]:
+    """(flag,) or (flag, value) pairs, in the order they are written."""
+    tp, _ = uniform_tp_dp(plan)
+    args = model_arguments(plan)[:6] + [("--tensor-model-parallel-size", tp),
+                                        ("--pipeline-model-parallel-size", plan.num_stages)]
+    if plan.num_stages > 1:
+        args += [("--pipeline-model-parallel-layout", layout_string(plan))]
+    args += training_arguments(plan, tp) + model_arguments(plan)[6:]
     return [tuple(str(x) for x in a) for a in args]
 
 
@@ -97,16 +131,44 @@ def model_warnings(plan: Plan) -> list[str]:
     return out
 
 
-def script(args: list[tuple[str, ...]], notes: list[str]) -> str:
-    lines = ["#!/usr/bin/env bash", "# Megatron-LM arguments written by `hetplan export --to megatron`.",
-             "# Pass them to pretrain_gpt.py under torchrun (see the torchrun export for the launch):",
-             '#   torchrun ... pretrain_gpt.py "${MEGATRON_ARGS[@]}" --data-path ... --tokenizer-type ...',
+def args_script(args: list[tuple[str, ...]], notes: list[str], tool: str = "megatron") -> str:
+    lines = ["#!/usr/bin/env bash", f"# Arguments written by `hetplan export --to {tool}`, for the plan launch.sh starts",
+             "# (sourced by launch.sh; add data and tokenizer arguments on launch.sh's command line).",
              *[f"# note: {w}" for w in notes],
              "MEGATRON_ARGS=(", *["  " + " ".join(shlex.quote(x) for x in a) for a in args], ")", ""]
     return "\n".join(lines)
 
 
+def megatron_ranks(cluster: Cluster, plan: Plan) -> list[tuple[str, int]]:
+    """(host, GPU) of each Megatron global rank, in rank order (order tp-cp-ep-dp-pp)."""
+    tp, dp = uniform_tp_dp(plan)
+    by_rank = {info.stage * tp * dp + info.replica * tp + info.tp_rank: (f"{info.pool}-{info.node}", info.local_gpu)
+               for info in rank_layout(cluster, plan)}
+    assert sorted(by_rank) == list(range(plan.num_gpus)), "Megatron ranks must cover the plan's GPUs once"
+    return [by_rank[r] for r in range(plan.num_gpus)]
+
+
+def launch_env(plan: Plan) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(variables to export, variables to unset) for launch.sh."""
+    tp, _ = uniform_tp_dp(plan)
+    if plan.zero_stage in FSDP_STRATEGY:
+        return {}, ("CUDA_DEVICE_MAX_CONNECTIONS",)
+    return ({"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if tp > 1 else {}), ()
+
+
 def export(plan: Plan, cluster: Cluster):
-    target, warnings, closest, est = resolve(plan, cluster, CAPS, "Megatron-LM")
-    notes = warnings + model_warnings(target)
-    return {"megatron_args.sh": script(arguments(target), notes)}, notes, target, closest, est
+    notes = model_warnings(plan)
+    agents = launch.units(megatron_ranks(cluster, plan))
+    env, unset = launch_env(plan)
+    preamble = ['MEGATRON_DIR="${MEGATRON_DIR:?set MEGATRON_DIR to your Megatron-LM checkout}"',
+                "source ./megatron_args.sh"]
+    command = ['"$MEGATRON_DIR/pretrain_gpt.py"', '"${MEGATRON_ARGS[@]}"']
+    files = {"megatron_args.sh": args_script(arguments(plan), notes),
+             "launch.sh": launch.script(agents, command, "Megatron-LM launch written by `hetplan export --to megatron`",
+                                        env, preamble, unset),
+             "hostfile": launch.hostfile(agents)}
+    return files, notes
+
+
+def limits(plan: Plan, cluster: Cluster) -> list[str]:
+    return []

@@ -1,25 +1,107 @@
-"""torchtitan job config (TOML).
+"""torchtitan: the job config in both forms in use, and the launch.
 
-Keys checked against pytorch/torchtitan `torchtitan/config/job_config.py` (stored copy, commit
-6404b93), the TOML-era config where `--job.config_file` reads sections named after the JobConfig
-fields: [job] description; [training] local_batch_size, global_batch_size, seq_len,
-mixed_precision_param (Literal "bfloat16" | "float32": no float16, so fp16 plans are exported
-as bf16 with a warning); [parallelism] data_parallel_replicate_degree, data_parallel_shard_degree,
-fsdp_reshard_after_forward ("default" | "always" | "never"), tensor_parallel_degree,
-disable_loss_parallel, enable_async_tensor_parallel, pipeline_parallel_degree,
-module_fqns_per_model_part (one list of module FQNs per model chunk), pipeline_parallel_schedule,
-pipeline_parallel_microbatch_size; [activation_checkpoint] mode ("selective" | "full" | "none"),
-selective_ac_option ("op" or an int). Schedule names are those of
-torch.distributed.pipelining's get_schedule_class ("1F1B", "GPipe", "Interleaved1F1B").
-Newer torchtitan trees replace TOML files by Python config registries (docs/exports.md).
-FQNs follow torchtitan's Llama models: tok_embeddings, layers.N, norm, output.
+- `hetplan_torchtitan.py`, for torchtitan 0.3.0 (planner.engines.sources.TORCHTITAN, the pinned
+  version): 0.3 reads no TOML. torchtitan/config/manager.py ConfigManager.parse_args/_load_config
+  (lines 33-150 of the 0.3.0 wheel) takes `--module M --config F`, imports M (a fully qualified
+  module path is allowed) and calls F() for a `Trainer.Config`, then lets tyro rebuild and check it
+  (`--section.key value` flags still override, but "will not grow"; torchtitan/config/README.md).
+  The function starts from torchtitan's own llama3 config (torchtitan/models/llama3/config_registry.py:
+  llama3_8b, llama3_70b, llama3_405b) and sets training, parallelism (torchtitan/config/configs.py
+  TrainingConfig lines 36-99, ParallelismConfig lines 112-290) and activation_checkpoint
+  (torchtitan/distributed/activation_checkpoint.py: FullAC.Config, SelectiveAC.Config, or None for
+  none, lines 332-337). Trainer.Config.__post_init__ (torchtitan/trainer.py lines 118-180) requires
+  training.disable_cuda_graphs with pipeline parallelism and local_batch_size divisible by
+  pipeline_parallel_microbatch_size. Pipeline parts end in `lm_head`
+  (torchtitan/models/common/decoder.py: tok_embeddings, layers.N, norm, lm_head).
+- `torchtitan.toml`, for torchtitan 0.2.2 (pytorch/torchtitan@v0.2.2 = 73a0e69,
+  torchtitan/config/job_config.py): sections [job] description; [model] name, flavor;
+  [training] local_batch_size, global_batch_size, seq_len, mixed_precision_param ("bfloat16" |
+  "float32"); [parallelism] data_parallel_replicate_degree, data_parallel_shard_degree,
+  fsdp_reshard_after_forward ("default" | "always" | "never"), tensor_parallel_degree,
+  disable_loss_parallel, enable_async_tensor_parallel, pipeline_parallel_degree,
+  module_fqns_per_model_part, pipeline_parallel_schedule, pipeline_parallel_microbatch_size;
+  [activation_checkpoint] mode ("selective" | "full" | "none"), selective_ac_option. Parts end in
+  `output` there. Run with `--job.config_file torchtitan.toml`.
+ZeRO: ZeRO-0 is data_parallel_replicate_degree; ZeRO-2 is FSDP2 with fsdp_reshard_after_forward
+"never"; ZeRO-3 sets it to "always" explicitly, because "default" means no resharding when
+pipelining (ParallelismConfig.fsdp_reshard_after_forward docstring, configs.py lines 136-150).
+Rank order: torchtitan/distributed/parallel_dims.py (line 236): mesh ["pp", "dp_replicate",
+"dp_shard", "cp", "tp"], tp fastest: rank = stage * dp * tp + replica * tp + tp rank, which
+launch.sh pins. Interleaved stages: stage_ids_this_rank "loop" style (pipeline_parallel.py lines
+567-568): model part k runs on pp rank k mod p, hetplan's round convention.
+Model flavors: torchtitan/models/llama3/__init__.py (_8b, _70b, _405b, lines 236-365) give the
+shapes in FLAVORS; another model has no torchtitan definition and needs a custom one.
 """
 from __future__ import annotations
 
-from planner.export.common import Capabilities, layer_segments, resolve
-from planner.types import Cluster, MlpKind, Plan, Precision, Recompute, Schedule
+import json
 
-CAPS = Capabilities(precisions=(Precision.BF16,))   # training.mixed_precision_param has no float16
+from planner.export import launch
+from planner.export.common import layer_segments, uniform_tp_dp
+from planner.runtime.ranks import rank_layout
+from planner.types import Cluster, Plan, Recompute, Schedule
+
+# (layers, hidden, heads, kv heads, ffn, vocab) -> (torchtitan model name, flavor, 0.3 config function)
+FLAVORS = {(32, 4096, 32, 8, 14336, 128256): ("llama3", "8B", "llama3_8b"),
+           (80, 8192, 64, 8, 28672, 128256): ("llama3", "70B", "llama3_70b"),
+           (126, 16384, 128, 8, 53248, 128256): ("llama3", "405B", "llama3_405b")}
+HEAD = {"0.2": "output", "0.3": "lm_head"}     # the output projection's module name
+
+
+def flavor(plan: Plan) -> tuple[str, str, str] | None:
+    m = plan.model
+    return FLAVORS.get((m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab))
+
+
+def module_fqns(plan: Plan, version: str = "0.3") -> list[list[str]]:
+    segments = layer_segments(plan)
+    parts = []
+    for k, (_, _, a, b) in enumerate(segments):
+        names = (["tok_embeddings"] if k == 0 else []) + [f"layers.{n}" for n in range(a, b)]
+        if k == len(segments) - 1:
+            names += ["norm", HEAD[version]]
+        parts.append(names)
+    return parts
+
+
+def parallelism(plan: Plan, version: str) -> dict:
+    tp, dp = uniform_tp_dp(plan)
+    schedule = ("Interleaved1F1B" if plan.interleave > 1 else
+                "GPipe" if plan.schedule == Schedule.GPIPE else "1F1B")
+    shard = plan.zero_stage >= 2
+    out = {"tensor_parallel_degree": tp, "pipeline_parallel_degree": plan.num_stages,
+           "pipeline_parallel_schedule": schedule, "pipeline_parallel_microbatch_size": plan.micro_batch,
+           "data_parallel_shard_degree": dp if shard else 1,
+           "data_parallel_replicate_degree": 1 if shard else dp}
+    if shard:
+        out["fsdp_reshard_after_forward"] = "always" if plan.zero_stage == 3 else "never"
+    if plan.num_stages > 1:
+        out["module_fqns_per_model_part"] = module_fqns(plan, version)
+    if version == "0.2":
+        out |= {"enable_async_tensor_parallel": False, "disable_loss_parallel": False}
+    else:
+        out["enable_sequence_parallel"] = bool(plan.sequence_parallel and tp > 1)
+    return out
+
+
+def training(plan: Plan, version: str) -> dict:
+    _, dp = uniform_tp_dp(plan)
+    out = {"local_batch_size": plan.global_batch // dp, "global_batch_size": plan.global_batch,
+           "seq_len": plan.seq_len, "mixed_precision_param": "bfloat16"}
+    if version == "0.3" and plan.num_stages > 1:
+        out["disable_cuda_graphs"] = True
+    return out
+
+
+def config(plan: Plan) -> dict[str, dict]:
+    """The torchtitan 0.2.2 TOML as sections."""
+    name, flav, _ = flavor(plan) or ("llama3", f"CUSTOM: {plan.model.id}", "")
+    mode = {Recompute.NONE: "none", Recompute.SELECTIVE: "selective", Recompute.FULL: "full"}[plan.recompute]
+    return {"job": {"description": f"{plan.model.id}, written by hetplan export --to torchtitan (torchtitan 0.2.2)"},
+            "model": {"name": name, "flavor": flav},
+            "training": training(plan, "0.2"),
+            "parallelism": parallelism(plan, "0.2"),
+            "activation_checkpoint": {"mode": mode, **({"selective_ac_option": "op"} if mode == "selective" else {})}}
 
 
 def _toml_value(v) -> str:
@@ -32,44 +114,6 @@ def _toml_value(v) -> str:
     return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def module_fqns(plan: Plan) -> list[list[str]]:
-    segments = layer_segments(plan)
-    parts = []
-    for k, (_, _, a, b) in enumerate(segments):
-        names = (["tok_embeddings"] if k == 0 else []) + [f"layers.{n}" for n in range(a, b)]
-        if k == len(segments) - 1:
-            names += ["norm", "output"]
-        parts.append(names)
-    return parts
-
-
-def config(plan: Plan) -> dict[str, dict]:
-    tp, d = plan.stages[0].replicas[0].tp, len(plan.stages[0].replicas)
-    schedule = ("Interleaved1F1B" if plan.interleave > 1 else
-                "GPipe" if plan.schedule == Schedule.GPIPE else "1F1B")
-    shard = plan.zero_stage >= 1
-    parallelism = {"tensor_parallel_degree": tp, "pipeline_parallel_degree": plan.num_stages,
-                   "pipeline_parallel_schedule": schedule,
-                   "pipeline_parallel_microbatch_size": plan.micro_batch,
-                   "data_parallel_shard_degree": d if shard else 1,
-                   "data_parallel_replicate_degree": 1 if shard else d,
-                   "enable_async_tensor_parallel": False,
-                   "disable_loss_parallel": False}
-    if shard and plan.zero_stage < 3:
-        parallelism["fsdp_reshard_after_forward"] = "never"   # keep gathered weights: ZeRO-2-like
-    if plan.num_stages > 1:
-        parallelism["module_fqns_per_model_part"] = module_fqns(plan)
-    mode = {Recompute.NONE: "none", Recompute.SELECTIVE: "selective", Recompute.FULL: "full"}[plan.recompute]
-    return {
-        "job": {"description": f"{plan.model.id}, written by hetplan export --to torchtitan"},
-        "training": {"local_batch_size": plan.global_batch // d, "global_batch_size": plan.global_batch,
-                     "seq_len": plan.seq_len,
-                     "mixed_precision_param": "bfloat16"},
-        "parallelism": parallelism,
-        "activation_checkpoint": {"mode": mode, **({"selective_ac_option": "op"} if mode == "selective" else {})},
-    }
-
-
 def to_toml(cfg: dict[str, dict]) -> str:
     lines = []
     for section, values in cfg.items():
@@ -79,13 +123,67 @@ def to_toml(cfg: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+PY_CONFIG = '''"""torchtitan 0.3.0 config written by `hetplan export --to torchtitan` for {model}.
+
+Run (from this folder, so that it is importable; launch.sh does this):
+    PYTHONPATH=. torchrun ... -m torchtitan.train --module hetplan_torchtitan --config hetplan_plan
+For torchtitan 0.2.x use torchtitan.toml instead (--job.config_file torchtitan.toml).
+"""
+{imports}
+
+TRAINING = {training}
+PARALLELISM = {parallelism}
+
+
+def hetplan_plan():
+    config = {base}()
+    for key, value in TRAINING.items():
+        setattr(config.training, key, value)
+    config.parallelism = ParallelismConfig(**PARALLELISM)
+    config.activation_checkpoint = {ac}
+    return config
+'''
+
+
+def python_config(plan: Plan) -> str:
+    found = flavor(plan)
+    base = found[2] if found else "CUSTOM_MODEL_CONFIG"
+    ac = {Recompute.NONE: "None", Recompute.SELECTIVE: "SelectiveAC.Config()", Recompute.FULL: "FullAC.Config()"}
+    imports = ["from torchtitan.config import ParallelismConfig",
+               "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC  # noqa: F401",
+               f"from torchtitan.models.llama3.config_registry import {base}" if found else
+               f"# {plan.model.id} has no torchtitan model: define CUSTOM_MODEL_CONFIG() -> Trainer.Config for it\n"
+               f"from my_models import CUSTOM_MODEL_CONFIG"]
+    return PY_CONFIG.format(model=plan.model.id, imports="\n".join(imports), base=base, ac=ac[plan.recompute],
+                            training=json.dumps(training(plan, "0.3"), indent=4),
+                            parallelism=json.dumps(parallelism(plan, "0.3"), indent=4)
+                            .replace("true", "True").replace("false", "False"))
+
+
+def torchtitan_ranks(cluster: Cluster, plan: Plan) -> list[tuple[str, int]]:
+    tp, dp = uniform_tp_dp(plan)
+    by_rank = {i.stage * dp * tp + i.replica * tp + i.tp_rank: (f"{i.pool}-{i.node}", i.local_gpu)
+               for i in rank_layout(cluster, plan)}
+    assert sorted(by_rank) == list(range(plan.num_gpus))
+    return [by_rank[r] for r in range(plan.num_gpus)]
+
+
 def export(plan: Plan, cluster: Cluster):
-    target, warnings, closest, est = resolve(plan, cluster, CAPS, "torchtitan")
-    notes = list(warnings)
-    if target.model.mlp != MlpKind.SWIGLU or target.model.tied_embeddings:
-        notes.append(f"torchtitan ships Llama-family model definitions; {target.model.id} "
-                     f"({target.model.mlp.value}, tied embeddings {target.model.tied_embeddings}) needs its own "
-                     f"model with the same module names")
-    header = "".join(f"# note: {w}\n" for w in notes)
-    text = "# torchtitan config written by `hetplan export --to torchtitan`\n" + header + to_toml(config(target))
-    return {"torchtitan.toml": text}, notes, target, closest, est
+    notes = []
+    if flavor(plan) is None:
+        notes.append(f"torchtitan has no model definition for {plan.model.id} (its llama3 flavors 8B, 70B, 405B "
+                     f"do not match its shape); it needs a custom model with the same module names")
+    agents = launch.units(torchtitan_ranks(cluster, plan))
+    text = "# torchtitan 0.2.2 job config written by `hetplan export --to torchtitan` (0.3.0: hetplan_torchtitan.py)\n"
+    text += "".join(f"# note: {w}\n" for w in notes) + to_toml(config(plan))
+    files = {"hetplan_torchtitan.py": python_config(plan), "torchtitan.toml": text,
+             "launch.sh": launch.script(agents, ["-m", "torchtitan.train", "--module", "hetplan_torchtitan",
+                                                 "--config", "hetplan_plan"],
+                                        "torchtitan 0.3.0 launch written by `hetplan export --to torchtitan`",
+                                        {}, ['export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"']),
+             "hostfile": launch.hostfile(agents)}
+    return files, notes
+
+
+def limits(plan: Plan, cluster: Cluster) -> list[str]:
+    return []
