@@ -61,6 +61,7 @@ def _lookup(entries: Mapping, key, field: str, what: str):
 def gpu_from_entry(gpu_id: str, e: GpuEntry) -> Gpu:
     return Gpu(id=gpu_id, name=e.name, vendor=e.vendor,
                peak_flops=e.bf16_fp16_tflops * TFLOPS, peak_fp32_flops=e.fp32_tflops * TFLOPS,
+               peak_tf32_flops=(e.tf32_tflops or 0) * TFLOPS, peak_fp8_flops=(e.fp8_tflops or 0) * TFLOPS,
                supports_bf16=e.bf16, mem_bytes=e.memory_gib * GIB, mem_bw_bytes_per_s=e.memory_bw_gb_s * GB,
                link_kind=e.link, link_bw_bytes_per_s=e.link_gb_s_per_direction * GB, pcie_gen=e.pcie_gen,
                power_w=e.power_w, price_per_hour_usd=e.price_per_gpu_hour, price_date=e.price_date,

@@ -51,7 +51,9 @@ class GpuEntry(Strict):
     name: str
     vendor: str = "nvidia"
     bf16_fp16_tflops: Tflops              # dense tensor-core peak; fp32 accumulate on consumer cards
-    fp32_tflops: Tflops
+    fp32_tflops: Tflops                   # plain fp32 (CUDA cores / vector units), no tensor cores
+    tf32_tflops: Optional[Tflops] = None  # dense TF32 tensor-core peak (Ampere and later); absent: none
+    fp8_tflops: Optional[Tflops] = None   # dense FP8 tensor-core peak (Hopper, Ada, Blackwell, MI300); absent: none
     bf16: bool
     memory_gib: Annotated[float, Field(ge=MIN_MEMORY_GIB, le=MAX_MEMORY_GIB)]
     memory_bw_gb_s: GBs

@@ -112,7 +112,7 @@ class Gpu:
     id: str
     name: str
     peak_flops: float                 # dense bf16/fp16 tensor-core peak, FLOP/s
-    peak_fp32_flops: float
+    peak_fp32_flops: float            # plain fp32, no tensor cores
     supports_bf16: bool
     mem_bytes: float
     mem_bw_bytes_per_s: float
@@ -127,9 +127,13 @@ class Gpu:
     efficiency_note: str = ""
     vendor: str = "nvidia"
     source: str = ""
+    peak_tf32_flops: float = 0.0      # dense TF32 tensor-core peak; 0: none (fp32 matmuls run at peak_fp32_flops)
+    peak_fp8_flops: float = 0.0       # dense FP8 tensor-core peak; 0: no FP8
 
     def __post_init__(self):
         f = f"gpus[{self.id}]"
+        for name in ("peak_tf32_flops", "peak_fp8_flops"):
+            _nonnegative_number(getattr(self, name), f"{f}.{name}")
         for name in ("peak_flops", "peak_fp32_flops", "mem_bytes", "mem_bw_bytes_per_s",
                      "link_bw_bytes_per_s", "power_w"):
             _positive_number(getattr(self, name), f"{f}.{name}")
