@@ -80,7 +80,7 @@ def gpu_for(row: dict, gpus: dict[str, Gpu], power_limited: bool = True) -> tupl
     """(the Gpu the row ran on, its type label for the per-GPU table). `power_limited=False` scores
     torchtitan's 500 W HBM2e H100s as the catalog's h100-sxm, as before this benchmark modelled them."""
     name = row["gpu"]
-    if "HBM2e" in name and "H100" in name:        # torchtitan's Grand Teton parts (500 W, and the 94-95 GB lower-TDP ones)
+    if "HBM2e" in name and "H100" in name:        # torchtitan's Grand Teton parts, and the 94-95 GB lower-TDP ones
         gpu = h100_hbm2e_500w(gpus["h100-sxm"]) if power_limited else gpus["h100-sxm"]
         return gpu, "H100 HBM2e 500 W"
     if name.startswith("H100"):
