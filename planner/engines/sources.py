@@ -2,13 +2,88 @@
 
 Each profile (planner/engines/*.py) names its engine's source at one pinned commit or release;
 a claim is "file, function or lines: what it says". Update a pin and its claims together.
+The commits are those of the snapshots read (git directories of the repositories' newest
+snapshots); DeepSpeed and torchtitan are also pinned to the PyPI releases the tests load
+(deepspeed 0.19.8, torchtitan 0.3.0), whose installed files are cited as `site-packages/...`.
 """
-MEGATRON = "NVIDIA/Megatron-LM@PENDING"
-DEEPSPEED = "deepspeedai/DeepSpeed@PENDING"
-TORCHTITAN = "pytorch/torchtitan@PENDING"
-FLAGSCALE = "FlagOpen/FlagScale@PENDING"
+MEGATRON = "NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+DEEPSPEED = "deepspeed 0.19.8 (PyPI; source read at deepspeedai/DeepSpeed@edaa7221267243c7be7fb49c5d5f5c4fb97b4641)"
+TORCHTITAN = ("torchtitan 0.3.0 (PyPI; TOML form: pytorch/torchtitan@v0.2.2 = "
+              "73a0e6979dd10b6b1904098eb3c8f62c18ab87ce)")
+FLAGSCALE = "flagos-ai/FlagScale@16a2dd5b5c413452ec09ec7a1fe7dea4810c6889"
 
-MEGATRON_SOURCES: dict[str, str] = {}
-DEEPSPEED_SOURCES: dict[str, str] = {}
-TORCHTITAN_SOURCES: dict[str, str] = {}
-FLAGSCALE_SOURCES: dict[str, str] = {}
+MEGATRON_SOURCES: dict[str, str] = {
+    "one tp, pp and dp for every stage": "megatron/training/arguments.py validate_args lines 424-448: "
+                                         "dp = world / (tp * pp * cp), world divisible by tp * pp * cp",
+    "rank order (pp outermost)": "megatron/training/initialize.py line 395: order 'tp-cp-ep-dp-pp'; "
+                                 "megatron/core/parallel_state.py RankGenerator (line 465): the first axis varies fastest",
+    "uneven layer split": "--pipeline-model-parallel-layout, arguments.py lines 3103-3110 and 941-952; "
+                          "megatron/core/transformer/pipeline_parallel_layer_layout.py validate_layer_layout lines 86-149",
+    "interleaving": "a layout of pp x v parts gives v virtual stages (arguments.py lines 941-952); "
+                    "num_microbatches a multiple of pp (megatron/core/pipeline_parallel/schedules.py lines 1160-1180)",
+    "ZeRO-1": "--use-distributed-optimizer, arguments.py line 3156",
+    "ZeRO-2/3 (Megatron-FSDP)": "--use-megatron-fsdp, --data-parallel-sharding-strategy {no_shard, optim, optim_grads, "
+                                "optim_grads_params} arguments.py lines 3190-3192; validate_args lines 1118-1187 "
+                                "(needs --ckpt-format fsdp_dtensor and CUDA_DEVICE_MAX_CONNECTIONS unset or > 1)",
+    "CUDA_DEVICE_MAX_CONNECTIONS=1": "asserted in validate_args lines 1453-1479 when tp > 1 (or cp > 1) without FSDP "
+                                     "on GPUs before Blackwell; megatron/core/tensor_parallel/layers.py lines 909-924 warns",
+    "eval batch": "validate_args lines 707-720: eval_global_batch_size (default: the global batch) divisible by "
+                  "eval micro batch x dp",
+    "recompute": "--recompute-granularity {full, selective}, --recompute-method {uniform, block}; selective takes no "
+                 "method (arguments.py lines 1425-1428)",
+    "no GPipe": "pretrain_gpt.py runs megatron/core/pipeline_parallel/schedules.py 1F1B (line 2147) or interleaved "
+                "1F1B (line 1019) only",
+    "overlapped gradient reduce": "--overlap-grad-reduce arguments.py line 3121; buckets during backward "
+                                  "(megatron/core/distributed/distributed_data_parallel.py lines 133-137)",
+}
+DEEPSPEED_SOURCES: dict[str, str] = {
+    "one dp for every stage": "deepspeed/runtime/pipe/module.py PipelineModule.__init__ lines 141-181: "
+                              "PipeDataParallelTopology(num_pp, num_dp), dp = world / num_stages without a topology",
+    "rank order": "deepspeed/runtime/pipe/topology.py lines 232-248: axes ['pipe', 'data'], the last fastest",
+    "uneven layer split": "module.py _partition_layers lines 396-445 (no explicit boundaries: the export overrides it)",
+    "ZeRO < 2 with a pipeline": "deepspeed/runtime/pipe/engine.py lines 76-77",
+    "batch identity": "engine.py lines 98-111; deepspeed/runtime/config.py _batch_assertion lines 912-927 "
+                      "(train_batch = micro x accumulation x dp)",
+    "no selective recompute": "deepspeed/runtime/activation_checkpointing/config.py lines 27-53 (whole-layer "
+                              "checkpointing only; PipelineModule activation_checkpoint_interval)",
+    "gradients reduced after the flush": "deepspeed/runtime/pipe/schedule.py TrainSchedule.steps lines 237-241; "
+                                         "engine.py line 79-80 enable_backward_allreduce=False",
+    "reduce dtype": "engine.py lines 1364-1376: communication_data_type defaults to the training dtype",
+    "no tensor parallelism of its own": "tp lives in the model code (PipeModelDataParallelTopology only labels it)",
+}
+TORCHTITAN_SOURCES: dict[str, str] = {
+    "config form (0.3)": "site-packages/torchtitan/config/manager.py ConfigManager.parse_args/_load_config: "
+                         "--module M --config F, F() returns Trainer.Config (torchtitan/trainer.py lines 70-116)",
+    "config form (0.2.2)": "torchtitan/config/job_config.py (v0.2.2) JobConfig, read from --job.config_file TOML "
+                           "(torchtitan/config/manager.py lines 64-84)",
+    "one mesh": "site-packages/torchtitan/distributed/parallel_dims.py lines 153-190 and 235-238: "
+                "pp x dp_replicate x dp_shard x cp x tp = world, pp outermost",
+    "uneven layer split": "ParallelismConfig.module_fqns_per_model_part (site-packages/torchtitan/config/configs.py "
+                          "line 181; v0.2.2 job_config.py line 367)",
+    "interleaving / GPipe": "pipeline_parallel_schedule resolved by torch get_schedule_class "
+                            "(torch/distributed/pipelining/schedules.py): 1F1B, Interleaved1F1B, GPipe",
+    "ZeRO 0/2/3": "data_parallel_replicate_degree (ZeRO-0), FSDP2 data_parallel_shard_degree with "
+                  "fsdp_reshard_after_forward never (ZeRO-2) / always (ZeRO-3); 'default' does not reshard under "
+                  "pipelining (configs.py lines 136-150)",
+    "bf16 only": "TrainingConfig.mixed_precision_param Literal['bfloat16', 'float32'] (configs.py line 85)",
+    "recompute": "site-packages/torchtitan/distributed/activation_checkpoint.py lines 332-337: selective, full, "
+                 "memory-budget, none",
+    "pipelining needs disable_cuda_graphs": "site-packages/torchtitan/trainer.py Trainer.Config._validate_cuda_graphs",
+    "model flavors": "site-packages/torchtitan/models/llama3/__init__.py lines 236-365: 8B, 70B, 405B",
+}
+FLAGSCALE_SOURCES: dict[str, str] = {
+    "process meshes": "flagscale/train/arguments.py FSTrainArguments.pre_validate_args lines 81-215: "
+                      "[tp, cp, ep, dp, pp] per mesh, tp and dp per mesh, pp summing to the pipeline size",
+    "uneven layer split": "pre_validate_args lines 158-172: hetero_pipeline_layer_split, one count a stage",
+    "micro-batches per mesh": "pre_validate_args lines 104-109 and 200-202: dp0 x micro batch divisible by every "
+                              "mesh's dp; mesh i runs micro-batches of dp0 x micro batch / dp_i",
+    "tied embeddings": "pre_validate_args lines 129-150: first and last mesh share tp; unequal dp must divide "
+                       "(with --use-partial-reduce-for-shared-embedding)",
+    "no interleaving, no context parallelism": "pre_validate_args lines 152-155; "
+                                               "flagscale/train/hetero/parallel_context.py lines 549-552",
+    "rank order": "parallel_context.py RankMapper.build_rank_mapping lines 129-161 (device-type order, then rank); "
+                  "ProcessMesh lines 180-260 ('tp-cp-ep-dp-pp' from the mesh's offset)",
+    "flags": "flagscale/backends/Megatron-LM/megatron/training/arguments.py.patch _add_hetero_args lines 612-630",
+    "launch": "flagscale/runner/utils.py parse_hostfile lines 69-109 (host slots=N type=T); "
+              "flagscale/runner/runner_train.py lines 177 (rdzv_backend) and 435-441 (type -> current device type)",
+}

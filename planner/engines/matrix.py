@@ -1,0 +1,53 @@
+"""The capability matrix (engine x plan feature), built from the profiles so it cannot drift from them.
+
+    python -m planner.engines.matrix      # prints the Markdown table that docs/exports.md holds
+"""
+from __future__ import annotations
+
+from planner.engines import ENGINES
+from planner.engines.base import Engine
+
+YES, NO = "yes", "no"
+
+
+def _flag(value: bool) -> str:
+    return YES if value else NO
+
+
+def _zero(stages: tuple[int, ...]) -> str:
+    return ", ".join(str(z) for z in stages) or NO
+
+
+FEATURES = (
+    ("uneven layer split", lambda e: _flag(e.space.uneven_layers)),
+    ("tensor parallelism", lambda e: _flag(e.space.tensor_parallel)),
+    ("tp per stage", lambda e: _flag(e.space.tp_per_stage or e.space.mixed_stages)),
+    ("replicas per stage", lambda e: _flag(e.space.replicas_per_stage or e.space.mixed_stages)),
+    ("mixed pools in a stage, uneven shares", lambda e: _flag(e.space.mixed_stages)),
+    ("ZeRO stages, one stage", lambda e: _zero(e.space.zero_stages)),
+    ("ZeRO stages with pipelining", lambda e: _zero(e.space.zero_stages_pipelined)),
+    ("interleaved 1F1B", lambda e: _flag(e.space.interleave)),
+    ("GPipe", lambda e: _flag(e.space.gpipe)),
+    ("recompute", lambda e: ", ".join(r.value for r in e.space.recomputes)),
+    ("sequence parallel", lambda e: _flag(e.space.sequence_parallel and e.space.tensor_parallel)),
+    ("precisions", lambda e: ", ".join(p.value for p in e.space.precisions)),
+    ("export targets", lambda e: ", ".join(f"`{t}`" for t in e.exports)),
+    ("version", lambda e: e.version.replace("|", "/")),
+)
+
+
+def rows(engines: list[Engine] | None = None) -> list[list[str]]:
+    engines = list(ENGINES.values()) if engines is None else engines
+    return [[name, *[get(e) for e in engines]] for name, get in FEATURES]
+
+
+def markdown() -> str:
+    engines = list(ENGINES.values())
+    lines = ["| feature | " + " | ".join(e.title for e in engines) + " |",
+             "| --- |" + " --- |" * len(engines)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(engines)]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
