@@ -15,8 +15,8 @@ import streamlit as st
 from planner.flops import model_params
 from planner.types import GIB, Model
 from ui import session
-from ui.planning import catalog
-from ui.state import OBJECTIVES, PRECISIONS
+from ui.planning import baseline_time_limit_s, catalog
+from ui.state import DEFAULT_TIME_LIMIT_S, MAX_TIME_LIMIT_S, OBJECTIVES, PRECISIONS
 
 POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour"]
 CUSTOM = "custom architecture…"
@@ -188,6 +188,7 @@ class JobInputs:
     tokens_to_train: float | None
     objective: str
     deadline_hours: float | None
+    time_limit_s: float
 
 
 def job_inputs(state) -> JobInputs:
@@ -199,7 +200,7 @@ def job_inputs(state) -> JobInputs:
                           key=session.init_widget(p + "seq", state.seq_len))
     precision = c3.selectbox("precision", PRECISIONS, key=session.init_widget(p + "precision", state.precision),
                              help="auto: bf16 where every GPU used supports it, else fp16")
-    c4, c5, c6 = st.columns(3)
+    c4, c5, c6, c7 = st.columns(4)
     tokens_b = c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0,
                                key=session.init_widget(p + "tokens", (state.tokens_to_train or 0) / 1e9),
                                help="0: leave out time and dollars to train")
@@ -209,8 +210,20 @@ def job_inputs(state) -> JobInputs:
     deadline = c6.number_input("deadline (hours)", min_value=0.0, step=24.0,
                                key=session.init_widget(p + "deadline", state.deadline_hours or 0.0),
                                disabled=objective != "deadline", help="used with the deadline objective")
+    limit = c7.number_input("search limit (CPU seconds)", min_value=1.0, max_value=MAX_TIME_LIMIT_S, step=10.0,
+                            key=session.init_widget(TIME_LIMIT_WIDGET, float(state.time_limit_s)),
+                            help="CPU time of the search, so a busy machine does not cut it shorter; each baseline "
+                                 f"gets {_baseline_share():.0%} of it. A search that reaches its limit answers with "
+                                 "its best plan and how far from optimal that can be, by the cost model.")
     return JobInputs(int(batch), int(seq), precision, tokens_b * 1e9 if tokens_b else None, objective,
-                     deadline if objective == "deadline" and deadline else None)
+                     deadline if objective == "deadline" and deadline else None, float(limit))
+
+
+TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"
+
+
+def _baseline_share() -> float:
+    return baseline_time_limit_s(DEFAULT_TIME_LIMIT_S) / DEFAULT_TIME_LIMIT_S
 
 
 COLUMN_TITLES = {"gpus_per_node": "GPUs / node", "inter_node_gbps": "network Gb/s per node",

@@ -91,6 +91,23 @@ class Outcome:
     kind: str = ""               # "infeasible", "input", "unavailable"
 
 
+def search_options(options_type, time_limit_s: float):
+    """SearchOptions with the app's limit: `time_limit_s` CPU seconds for the search and, in the
+    planner's default proportion (5 s to 20 s), for each baseline."""
+    default = options_type()
+    share = default.baseline_time_limit_s / default.time_limit_s
+    return options_type(time_limit_s=time_limit_s, baseline_time_limit_s=time_limit_s * share)
+
+
+def baseline_time_limit_s(time_limit_s: float) -> float:
+    """Each baseline's CPU-second limit when the search has `time_limit_s`."""
+    try:
+        _, options_type = search_api()
+    except PlannerUnavailable:
+        return 0.0
+    return search_options(options_type, time_limit_s).baseline_time_limit_s
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def _search(job_key: str, top_k: int) -> Outcome:
     state = AppState(**json.loads(job_key), plan=None)
@@ -99,7 +116,7 @@ def _search(job_key: str, top_k: int) -> Outcome:
         cluster, job = build_cluster(state), build_job(state)
         result = search(cluster, job, objective=Objective(state.objective),
                         deadline_hours=state.deadline_hours, top_k=top_k, method="hetplan",
-                        options=SearchOptions())
+                        options=search_options(SearchOptions, state.time_limit_s))
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:

@@ -1,6 +1,7 @@
 """The planner's answer as named plans the pages can list, pick and compare."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from catalog import plan_to_dict, without_output_keys
@@ -104,3 +105,43 @@ def cheaper_front_plans(result, on_view_plan: dict, on_view_estimate, cluster) -
         out.append((name, f"{pace}, {_percent(cheaper)} cheaper per token "
                           f"(${est.cost_per_million_tokens_usd:.3f} / M tokens): {_what_it_leaves(sp.plan, cluster)}"))
     return out
+
+
+@dataclass(frozen=True)
+class BaselineSearch:
+    """How far a baseline's own search got: it stopped at a limit (`stopped_by`) with, when known,
+    the gap it could not rule out (on the planner's fast estimate)."""
+    stopped_by: str
+    gap: float | None
+
+
+_BASELINE_STOPPED = re.compile(r"^the (\w+) baseline stopped at its (time limit|budget)\b")
+_GAP = re.compile(r"^optimality gap (\d+(?:\.\d+)?)%")
+
+
+def baseline_searches(result) -> dict[str, BaselineSearch]:
+    """The baselines whose search did not complete, by name. planner.search reports them only in its
+    notes ("the megatron baseline stopped at its time limit ...", then "optimality gap 5.6%: ..."),
+    so they are read from there (tests/test_app_trust.py holds this to the planner's wording)."""
+    out: dict[str, BaselineSearch] = {}
+    current = None
+    for note in getattr(result, "notes", ()) or ():
+        stopped = _BASELINE_STOPPED.match(note)
+        if stopped:
+            current = stopped.group(1)
+            out[current] = BaselineSearch("time limit" if stopped.group(2) == "time limit" else "fast-score budget", None)
+            continue
+        gap = _GAP.match(note)
+        if gap and current is not None:
+            out[current] = BaselineSearch(out[current].stopped_by, float(gap.group(1)) / 100)
+        if not note.startswith("the time limit left room"):     # that one sits between a stop and its gap
+            current = None
+    return out
+
+
+def baseline_gap_text(search: BaselineSearch) -> str:
+    """Beside a gain quoted against a baseline whose search stopped early."""
+    if search.gap is None:
+        return f"search stopped at its {search.stopped_by}, with a gap unknown"
+    return (f"search stopped at its {search.stopped_by}: a plan of its space up to {search.gap:.1%} better "
+            f"may be unexplored (fast estimate)")

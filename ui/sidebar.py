@@ -39,7 +39,7 @@ def render(slot) -> None:
             st.markdown("**Model** needs fixing (see Compose)")
         tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
         st.markdown(f"**Job** batch {state.global_batch} × {state.seq_len} tokens, {state.precision}"
-                    f"{tokens}; objective {state.objective}")
+                    f"{tokens}; objective {state.objective}; search limit {state.time_limit_s:g} CPU s")
         st.button("Plan", type="primary", width="stretch", icon=":material/rocket_launch:", key="sidebar_plan",
                   on_click=request_plan)
         left_out = st.session_state.get("url_too_long")

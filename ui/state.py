@@ -32,6 +32,8 @@ MAX_JSON_BYTES = 200_000            # decompressed; guards against zip bombs
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_PRESET = "h100-a100-v100-64"
 OBJECTIVES = ("throughput", "cost", "deadline")
+DEFAULT_TIME_LIMIT_S = 20.0         # planner.search.SearchOptions().time_limit_s; a test holds them equal
+MAX_TIME_LIMIT_S = 600.0            # one session cannot keep the server's CPU for longer than this a search
 PRECISIONS = ("auto", "bf16", "fp16")
 
 
@@ -65,6 +67,7 @@ class AppState:
     tokens_to_train: float | None = 300e9
     objective: str = "throughput"
     deadline_hours: float | None = None
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S      # CPU seconds of the search (SearchOptions.time_limit_s)
     plan: dict | None = None
 
     def job_key(self) -> str:
@@ -99,6 +102,10 @@ def _checked(state: AppState) -> AppState:
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0
                               or not math.isfinite(v)):
             problems.append(f"{name} must be a positive finite number or empty, got {_short(v)}")
+    v = state.time_limit_s
+    if (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)
+            or not 1 <= v <= MAX_TIME_LIMIT_S):
+        problems.append(f"time_limit_s must be a number of CPU seconds from 1 to {MAX_TIME_LIMIT_S:g}, got {_short(v)}")
     if state.plan is not None and not isinstance(state.plan, dict):
         problems.append("plan must be a mapping")
     if problems:

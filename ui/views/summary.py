@@ -14,8 +14,11 @@ from planner.types import GIB, InputError
 from ui import charts, frames, session
 from ui.markup import md
 from ui.planning import build_cluster, build_job, run_search
-from ui.results import baseline_facts, cheaper_baseline, cheaper_front_plans, find, named_plans, plan_dict
-from ui.sidebar import PLAN_REQUEST
+from ui.results import (baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
+                        find, named_plans, plan_dict)
+from ui.compose import TIME_LIMIT_WIDGET
+from ui.sidebar import PLAN_REQUEST, request_plan
+from ui.state import MAX_TIME_LIMIT_S
 from ui.views.common import caption, cheaper_front, current_plan, show_error
 
 
@@ -32,26 +35,37 @@ def run_planner() -> None:
             status.update(label="The inputs need fixing", state="error")
             show_error(str(e))
             return
-        st.write(f"Searching plans for {md(job.model.name)} on {cluster.num_gpus} GPUs "
-                 f"in {len(cluster.pools)} pools (objective: {state.objective}), then scoring the "
-                 f"Megatron-style and uniform baselines on the same cluster")
-        st.caption(f"Expect {_expected_wait(cluster.num_gpus)}. The answer is kept: pressing Plan again "
-                   "with the same inputs, or coming back to them, is instant.")
-        t0 = time.perf_counter()
+        st.write(search_plan_text(cluster, job, state))
+        st.caption("The answer is kept: pressing Plan again with the same inputs, or coming back to them, is instant.")
         outcome = _with_clock(lambda: run_search(state), status, "Searching plans…")
-        elapsed = time.perf_counter() - t0
         session.save_search_outcome(outcome)
         if outcome.error:      # the page shows the message once, below the status
             status.update(label="No plan", state="error", expanded=False)
             return
         result = outcome.result
-        st.write(f"Ranked {count(len(result.plans), 'plan')} in {result.search_time_s:.1f} s "
-                 f"({count(result.candidates_evaluated, 'candidate')} scored), then the baselines")
-        completeness = search_completeness(result)
-        if completeness:
-            st.write(completeness)
+        st.write(f"Ranked {count(len(result.plans), 'plan')} ({count(result.candidates_evaluated, 'candidate')} "
+                 "scored), then the baselines")
         session.update(plan=named_plans(result)[0].plan_dict if result.plans else None)
-        status.update(label=f"Found {count(len(result.plans), 'plan')} in {elapsed:.1f} s", state="complete", expanded=False)
+        if getattr(result, "complete", True):
+            status.update(label=f"Search complete: {count(len(result.plans), 'plan')}, the best proven best of the "
+                                "search space by the cost model", state="complete", expanded=False)
+        else:
+            status.update(label="Search stopped early: its best plan so far and the gap are below", state="error",
+                          expanded=False)
+
+
+def search_plan_text(cluster, job, state) -> str:
+    """What the search is about to do and the most it may take, in CPU seconds (not a guess of the wait)."""
+    from ui.planning import baseline_time_limit_s
+    pools = ", ".join(f"{p.num_gpus:,} {md(p.gpu.id)}" for p in cluster.pools)
+    base_s = baseline_time_limit_s(state.time_limit_s)
+    return (f"Searching plans for {md(job.model.name)} on {cluster.num_gpus:,} GPUs in "
+            f"{count(len(cluster.pools), 'pool')} ({pools}), objective {state.objective}: every pipeline layout over "
+            "the pools, with its layer split, tensor and data parallelism, batch shares, micro-batch, ZeRO, "
+            f"recompute and schedule, best bound first. It stops when it has proved its best plan or after "
+            f"{cpu_seconds(state.time_limit_s)} (the search limit on Compose), then searches the Megatron-style "
+            f"and uniform baselines for up to {cpu_seconds(base_s)} each. The clock above counts wall time: on a "
+            "busy machine it runs ahead of the limit.")
 
 
 def _too_big_for_the_cluster() -> str | None:
@@ -83,6 +97,11 @@ def model_state_shortfall(cluster, job) -> str:
             f"activations) or choose a smaller model.")
 
 
+def cpu_seconds(s: float) -> str:
+    """"1 CPU second", "20 CPU seconds", "0.25 CPU seconds"."""
+    return f"{s:g} CPU second" + ("" if s == 1 else "s")
+
+
 def count(n: int, noun: str) -> str:
     """"1 plan", "2 plans", "1,024 candidates"."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
@@ -102,17 +121,33 @@ def search_completeness(result) -> str:
     return f"{why}: {bound}."
 
 
-def _expected_wait(num_gpus: int) -> str:
-    """A rough expectation, from docs/app.md's measurements on a 2-core machine."""
-    if num_gpus <= 16:
-        return "a second or two"
-    if num_gpus <= 128:
-        return "a few seconds to about 15 (the search proves its answer by the cost model)"
-    if num_gpus <= 4096:
-        return ("about 10 to 30 seconds for thousands of GPUs; the search stops at its time limit (20 CPU "
-                "seconds, then 5 per baseline) and says how close to optimal its best plan is")
-    return ("up to about half a minute: the search stops at its time limit (20 CPU seconds, then 5 per "
-            "baseline) and says how close to optimal its best plan is")
+RAISE_BY = 4
+
+
+def _search_again(limit_s: float) -> None:
+    """Button callback: the same inputs with a higher search limit, planned at once."""
+    session.update(time_limit_s=limit_s)
+    st.session_state.pop(TIME_LIMIT_WIDGET, None)        # Compose's field starts again from the state
+    request_plan()
+
+
+def search_verdict(result) -> None:
+    """Above the plan: whether the search proved its best plan, or where it stopped and the gap,
+    with a button that searches again with a higher limit."""
+    if getattr(result, "complete", True):
+        st.caption("The search is complete: no plan of its space beats the best one (#1) by the cost model.")
+        return
+    state = session.get()
+    text = search_completeness(result)
+    stopped = getattr(result, "stopped_by", None)
+    higher = min(MAX_TIME_LIMIT_S, state.time_limit_s * RAISE_BY)
+    if stopped == "time limit":
+        text += (f" Its limit was {cpu_seconds(state.time_limit_s)}; the best plan found so far (#1) is shown, "
+                 "and searching longer can only find a better one or prove this one best.")
+    st.warning(f"**Stopped early.** {text}", icon=":material/timer_off:")
+    if stopped == "time limit" and higher > state.time_limit_s:
+        st.button(f"Search again with {cpu_seconds(higher)}", icon=":material/update:", key="search_longer",
+                  on_click=_search_again, args=(higher,))
 
 
 def _with_clock(work, status, label: str, tick_s: float = 0.5):
@@ -185,10 +220,12 @@ def _metrics(est) -> None:
                      + ("" if dollars is None else f": ${dollars:,.0f}"))
 
 
-def _gains(named, baselines: dict, cluster_gpus: int, said_below: set[str] = frozenset()) -> None:
+def _gains(named, baselines: dict, cluster_gpus: int, said_below: set[str] = frozenset(),
+           searches: dict | None = None) -> None:
     """Gain over each baseline by the objective, each baseline labelled with the GPUs it uses and its
     $ per million tokens, and a sentence where it is cheaper per token (unless the list of cheaper
-    Pareto plans below names it, `said_below`); "same plan" where the baseline is this plan."""
+    Pareto plans below names it, `said_below`); "same plan" where the baseline is this plan; under
+    the gain, the gap of a baseline whose own search stopped early (`searches`, results.baseline_searches)."""
     scored = named.scored
     gains = {k: v for k, v in (getattr(scored, "gain_over", None) or {}).items() if v is not None}
     if not gains:
@@ -206,6 +243,9 @@ def _gains(named, baselines: dict, cluster_gpus: int, said_below: set[str] = fro
                          f"by the objective ({objective})") if same else
                         f"how much better this plan is than the {name}-style baseline on the same cluster, "
                         f"by the objective ({objective})")
+        search = (searches or {}).get(name)
+        if search is not None and not same:
+            col.caption(f"Not a final figure: the {md(name)} baseline's {md(baseline_gap_text(search))}.")
         if base is not None and not same and f"{name} baseline" not in said_below:
             cheaper.append(cheaper_baseline(f"{name} baseline", scored.estimate, base.estimate, cluster_gpus))
     for sentence in filter(None, cheaper):
@@ -267,6 +307,8 @@ def _plan_on_view(cur, result) -> None:
     est = cur.estimate
     named = find(named_plans(result), session.get().plan) if result is not None else None
     st.subheader(f"Plan on view: {md(named.name)}" if named else "Plan on view")
+    if result is not None:
+        search_verdict(result)
     st.markdown(f"**{est.num_gpus} GPUs:** {md(frames.plan_shape(cur.plan))}")
     if not est.fits:
         st.error(f"**Does not fit in memory:** {md(est.oom)}", icon=":material/warning:")
@@ -274,7 +316,7 @@ def _plan_on_view(cur, result) -> None:
     if named is not None:
         baselines = {k: v for k, v in (getattr(result, "baselines", None) or {}).items() if v is not None}
         on_front = {name for name, _ in cheaper_front_plans(result, session.get().plan, est, cur.cluster)}
-        _gains(named, baselines, cur.cluster.num_gpus, said_below=on_front)
+        _gains(named, baselines, cur.cluster.num_gpus, said_below=on_front, searches=baseline_searches(result))
     if result is not None:
         cheaper_front(result, cur)
     st.markdown(f"**Bottleneck.** {md(est.bottleneck)}")
