@@ -155,9 +155,12 @@ def python_config(plan: Plan) -> str:
                f"# {plan.model.id} has no torchtitan model: define CUSTOM_MODEL_CONFIG() -> Trainer.Config for it\n"
                f"from my_models import CUSTOM_MODEL_CONFIG"]
     return PY_CONFIG.format(model=plan.model.id, imports="\n".join(imports), base=base, ac=ac[plan.recompute],
-                            training=json.dumps(training(plan, "0.3"), indent=4),
-                            parallelism=json.dumps(parallelism(plan, "0.3"), indent=4)
-                            .replace("true", "True").replace("false", "False"))
+                            training=_python(training(plan, "0.3")), parallelism=_python(parallelism(plan, "0.3")))
+
+
+def _python(values: dict) -> str:
+    """A dict of numbers, strings, booleans and lists as Python source (JSON with Python's booleans)."""
+    return json.dumps(values, indent=4).replace(": true", ": True").replace(": false", ": False")
 
 
 def torchtitan_ranks(cluster: Cluster, plan: Plan) -> list[tuple[str, int]]:
