@@ -15,8 +15,10 @@ def register(sub) -> None:
 
 
 def gpu_row(g) -> dict:
+    """tf32_tflops and fp8_tflops are null where the GPU has no such tensor cores (absent in gpus.yaml)."""
     return {"id": g.id, "name": g.name, "vendor": g.vendor, "bf16_fp16_tflops": g.peak_flops / 1e12,
-            "fp32_tflops": g.peak_fp32_flops / 1e12, "bf16": g.supports_bf16, "memory_gib": g.mem_bytes / GIB,
+            "fp32_tflops": g.peak_fp32_flops / 1e12, "tf32_tflops": g.peak_tf32_flops / 1e12 or None,
+            "fp8_tflops": g.peak_fp8_flops / 1e12 or None, "bf16": g.supports_bf16, "memory_gib": g.mem_bytes / GIB,
             "memory_bw_gb_s": g.mem_bw_bytes_per_s / 1e9, "link": g.link_kind,
             "link_gb_s_per_direction": g.link_bw_bytes_per_s / 1e9, "pcie_gen": g.pcie_gen, "power_w": g.power_w,
             "price_per_gpu_hour": g.price_per_hour_usd, "price_date": g.price_date, "price_source": g.price_source,
