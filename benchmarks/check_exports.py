@@ -1,0 +1,97 @@
+"""Run Megatron-LM's own argument parsing and validation on hetplan's Megatron exports, on a CPU.
+
+    python benchmarks/check_exports.py [--megatron-src DIR] [--time-limit S]
+
+Megatron-LM does not install here (its training arguments need CUDA queries and Python 3.12), so the
+script imports `megatron.training.arguments` from a source tree (`--megatron-src`: a checkout, or the
+`megatron/` folder extracted from the fetched snapshot, e.g. `git --git-dir=<snapshot> archive HEAD
+megatron | tar -x -C DIR`) and, for the best Megatron plan on each example cluster (hetplan's search
+with `--engine megatron`, exported with `--to megatron`), calls Megatron's `parse_args` on the exported
+MEGATRON_ARGS (plus `--tokenizer-type NullTokenizer --vocab-size V --mock-data`, which the user adds)
+and `validate_args`, with WORLD_SIZE the number of ranks launch.sh starts and the environment launch.sh
+sets (CUDA_DEVICE_MAX_CONNECTIONS).
+
+Stubbed, exactly: `typing.override` (Python 3.12's decorator, as the identity) when running on an older
+Python; `megatron.training.arguments.get_device_arch_version` (a CUDA query) returning 9 (Hopper);
+torch.cuda.is_available / device_count answered as a GPU machine would (True, 8). Nothing else: the
+parser, its types and choices, and every assertion of validate_args are Megatron's own.
+Prints one line per cluster and exits 1 if any export is refused by Megatron.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import typing
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def exported_args(text: str) -> list[str]:
+    lines = text.split("MEGATRON_ARGS=(\n", 1)[1].split("\n)\n", 1)[0].splitlines()
+    return [w for line in lines for w in shlex.split(line)]
+
+
+def _stub_cuda(arguments_module) -> None:
+    import torch
+    arguments_module.get_device_arch_version = lambda: 9
+    torch.cuda.is_available = lambda: True
+    torch.cuda.device_count = lambda: 8
+
+
+def check(megatron_src: str, time_limit_s: float) -> int:
+    from catalog import load_catalog
+    from catalog.formats import load_cluster_file
+    from planner.export import export_result
+    from planner.export.megatron import launch_env
+    from planner.search import SearchOptions, search
+    from planner.types import Job
+    if not hasattr(typing, "override"):
+        typing.override = lambda f: f
+    sys.path.insert(0, megatron_src)
+    import megatron.training.arguments as margs
+    _stub_cuda(margs)
+    catalog, failures = load_catalog(), 0
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        cluster = load_cluster_file(path, catalog)
+        big = cluster.num_gpus > 256
+        model = catalog.models["llama-3-70b" if big else "llama-3-8b"]
+        plan = search(cluster, Job(model, 256, 4096, engine="megatron"), baselines=False,
+                      options=SearchOptions(time_limit_s=time_limit_s)).plans[0].plan
+        result = export_result(plan, cluster, "megatron")
+        words = exported_args(result.files["megatron_args.sh"])
+        env, unset = launch_env(plan)
+        os.environ.update(env, WORLD_SIZE=str(plan.num_gpus), RANK="0", LOCAL_RANK="0")
+        for k in unset:
+            os.environ.pop(k, None)
+        if not env:
+            os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+        sys.argv = ["pretrain_gpt.py", *words, "--tokenizer-type", "NullTokenizer",
+                    "--vocab-size", str(model.vocab), "--mock-data"]
+        shape = (f"tp {plan.stages[0].replicas[0].tp} pp {plan.num_stages} dp {len(plan.stages[0].replicas)} "
+                 f"ZeRO {plan.zero_stage} {plan.recompute.value} interleave {plan.interleave}")
+        try:
+            args = margs.parse_args()
+            margs.validate_args(args)
+            print(f"{path.stem}: {plan.num_gpus} ranks, {shape}: accepted by parse_args and validate_args "
+                  f"(dp {args.data_parallel_size})")
+        except (AssertionError, ValueError, SystemExit, RuntimeError) as e:
+            failures += 1
+            print(f"{path.stem}: {plan.num_gpus} ranks, {shape}: REFUSED: {type(e).__name__}: {e}")
+    return 1 if failures else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--megatron-src", required=True, metavar="DIR",
+                        help="folder holding megatron/ (a Megatron-LM checkout or the snapshot's megatron/)")
+    parser.add_argument("--time-limit", type=float, default=3.0, help="search time per cluster (s)")
+    args = parser.parse_args()
+    return check(args.megatron_src, args.time_limit)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
