@@ -5,9 +5,18 @@
                  and to the first full page in headless Chromium when present)
   plan 64 GPUs   the default state (examples/h100-a100-v100-64.yaml, Llama 2 13B, batch 512 x 4096):
                  press Plan after the first load: cold (search runs) and again (answered from the cache)
+  timeline       1,024 micro-batches per worker: GPT-3 175B on examples/cloud-4types-1024.yaml, 16 stages
+                 x 8 replicas of 2 H100s (tp 2), global batch 8,192, micro-batch 1 (8,192 micro-batches in
+                 the iteration). The simulation (planner.cost.evaluate with the timeline), the phases and
+                 the figure (Python), the figure drawn by Plotly in Chromium (the phases, and every pass of
+                 the same 16 workers as the chart drew before), and the Timeline page in Chromium (click to
+                 chart drawn, the simulation cached)
+
+  python benchmarks/app_benchmark.py [--only timeline]
 """
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -75,7 +84,108 @@ def plan_64_s() -> tuple[float, float, float]:
     return cold, search_s, warm
 
 
+def timeline_state():
+    """The timeline benchmark's state: 1,024 micro-batches through each of 128 workers."""
+    from ui.state import AppState, presets
+    layers = 96 // 16
+    plan = {"format": "hetplan.plan/1", "model": "gpt3-175b", "global_batch": 8192, "seq_len": 2048, "micro_batch": 1,
+            "precision": "bf16", "zero_stage": 1, "recompute": "full", "sequence_parallel": True, "schedule": "1f1b",
+            "interleave": 1, "stages": [{"layers": [i * layers, (i + 1) * layers],
+                                         "replicas": [{"pool": "h100", "tp": 2}] * 8} for i in range(16)]}
+    return AppState(cluster=presets()["cloud-4types-1024"], model="gpt3-175b", global_batch=8192, seq_len=2048,
+                    precision="bf16", plan=plan)
+
+
+DRAW_JS = """async (spec) => { const f = JSON.parse(spec); const t = performance.now();
+    await Plotly.newPlot('chart', f.data, f.layout);
+    await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    return (performance.now() - t) / 1000; }"""
+
+
+def draw_in_chromium_s(figures: list) -> list[float] | None:
+    """Seconds Plotly takes to draw each figure in headless Chromium (None without a browser)."""
+    if not Path("/usr/bin/chromium").exists():
+        return None
+    from playwright.sync_api import sync_playwright
+    from plotly.offline import get_plotlyjs
+    from tests.test_browser import CHROMIUM_ARGS
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.set_content("<html><body><div id='chart' style='width:1200px'></div></body></html>")
+        page.add_script_tag(content=get_plotlyjs())
+        out = [page.evaluate(DRAW_JS, fig.to_json()) for fig in figures]
+        browser.close()
+    return out
+
+
+def timeline_rows() -> list[tuple[str, float]]:
+    from catalog import cluster_from_dict, load_catalog, plan_from_dict
+    from planner.cost import evaluate
+    from ui import charts, phases
+    state, cat = timeline_state(), load_catalog()
+    cluster, plan = cluster_from_dict(state.cluster, cat), plan_from_dict(state.plan, cat)
+    t0 = time.perf_counter()
+    est = evaluate(cluster, plan, timeline=True)
+    simulated = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    table = phases.phases(est.timeline, gpipe=False)
+    drawn = phases.workers_to_draw(est.timeline)
+    figure = charts.timeline_phases(table.merge(drawn, on=["stage", "replica"]), est.pipeline_time_s)
+    figure.to_json()
+    built = time.perf_counter() - t0
+    rows = [("timeline, 1,024 micro-batches x 128 workers: simulation (planner, once per plan)", simulated),
+            ("  phases and figure (Python, 16 workers drawn)", built)]
+    every_pass = charts.timeline(est.timeline.merge(drawn, on=["stage", "replica"]))
+    draws = draw_in_chromium_s([figure, every_pass])
+    if draws is not None:
+        rows += [("  phases drawn by Plotly in Chromium", draws[0]),
+                 (f"  every pass drawn, as before ({sum(len(t.x) for t in every_pass.data):,} bars)", draws[1])]
+        page = timeline_page_s(state)
+        rows.append(("  Timeline page in Chromium, click to chart drawn (simulation cached)", page))
+    return rows
+
+
+def timeline_page_s(state) -> float:
+    """Seconds from clicking Timeline in the sidebar to its chart drawn, the second visit (cached)."""
+    from playwright.sync_api import sync_playwright
+    from tests.test_browser import CHROMIUM_ARGS, DRAWN_CHARTS_JS, _free_port
+    from ui.state import encode
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                             "--server.port", str(port), "--server.address", "127.0.0.1"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            for _ in range(200):
+                try:
+                    page.goto(f"http://127.0.0.1:{port}/?v=1&s={encode(state)['s']}", timeout=5000)
+                    break
+                except Exception:
+                    time.sleep(0.1)
+            nav = page.get_by_test_id("stSidebarNav")
+            seconds = []
+            for _ in range(2):
+                page.get_by_role("heading", name="Compose").wait_for(timeout=120_000)
+                t0 = time.perf_counter()
+                nav.get_by_text("Timeline", exact=True).click()
+                page.wait_for_function(f"{DRAWN_CHARTS_JS} >= 1", timeout=300_000)
+                seconds.append(time.perf_counter() - t0)
+                nav.get_by_text("Compose", exact=True).click()
+            browser.close()
+        return seconds[-1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("timeline",), help="only these measures")
+    if parser.parse_args().only == "timeline":
+        return _print(timeline_rows())
     rows = [("first render, fresh process (AppTest, Compose page)", cold_render_s())]
     browser = browser_first_page_s()
     if browser is not None:
@@ -85,6 +195,10 @@ def main() -> None:
     rows += [("plan 64-GPU example, first press (end to end)", cold),
              ("  of which planner.search", search_s),
              ("plan 64-GPU example, identical second press (cache)", warm)]
+    _print(rows + timeline_rows())
+
+
+def _print(rows: list[tuple[str, float]]) -> None:
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':{width}}  seconds")
     for name, s in rows:

@@ -184,3 +184,30 @@ def test_shared_link_plan_charts_and_download(server):
     (out / "plan.json").write_text(text)
     if os.environ.get("HETPLAN_UPDATE_SCREENSHOT") == "1":
         shutil.copyfile(out / "plan.png", ROOT / "docs" / "screenshot.png")
+
+
+def test_a_timeline_of_a_thousand_micro_batches_draws_in_phases_and_zooms(server):
+    """Issue 12: 1,024 micro-batches read as phases, and a jump into the steady state draws its window."""
+    from tests.test_app_timeline import _pipeline_plan
+    sync_playwright = _playwright()
+    plan = _pipeline_plan(4, 1024)
+    state = AppState(cluster=presets()["single-node-8"], model="gpt3-1.3b", global_batch=1024, seq_len=2048,
+                     precision="bf16", plan=plan)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            page.goto(f"{server}/?v=1&s={encode(state)['s']}")
+            page.get_by_role("heading", name="Compose").wait_for()
+            _open_page(page, "Timeline")
+            assert _charts(page, 1) == 1
+            page.get_by_text("steady 1,021 F + 1,021 B", exact=False).first.wait_for()   # a block's label
+            page.screenshot(path=str(ARTIFACTS_DIR() / "timeline-phases.png"), full_page=False)
+            page.get_by_test_id("stRadioGroup").get_by_text("a window of micro-batches").click()
+            page.get_by_role("button", name="steady 1F1B", exact=False).click()
+            page.get_by_text("pass by pass", exact=False).first.wait_for()
+            assert _charts(page, 1) == 1
+            page.screenshot(path=str(ARTIFACTS_DIR() / "timeline-window.png"), full_page=False)
+        finally:
+            browser.close()

@@ -71,10 +71,10 @@ def _engine_files(cur) -> None:
             st.markdown(_markdown_lines(text))
 
 
-def _with_timeline(cur):
-    """The estimate with its simulated iteration, for the report's timeline (unchanged when there is none)."""
-    state = session.get()
-    outcome = simulate_plan(state.cluster, state.plan)
+def _with_timeline(cur, cluster: dict, plan: dict):
+    """The estimate with its simulated iteration, for the report's timeline (unchanged when there is
+    none). Runs when the download is asked for, outside the page's run: the files come as arguments."""
+    outcome = simulate_plan(cluster, plan)
     return cur.estimate if outcome.error else replace(cur.estimate, timeline=outcome.result.events)
 
 
@@ -94,7 +94,8 @@ def render() -> None:
                          mime="application/x-yaml", key="download_cluster", **buttons)
     compared = _compared()
     # the reports draw every figure: built when their button is pressed, not on every visit
-    c[2].download_button("Report (HTML)", lambda: report.to_html(cur.cluster, cur.plan, _with_timeline(cur), compared),
+    files = session.get().cluster, session.get().plan
+    c[2].download_button("Report (HTML)", lambda: report.to_html(cur.cluster, cur.plan, _with_timeline(cur, *files), compared),
                          file_name=f"{stem}-report.html", mime="text/html", key="download_html", **buttons)
     c[3].download_button("Report (Markdown)", lambda: report.to_markdown(cur.cluster, cur.plan, cur.estimate, compared),
                          file_name=f"{stem}-report.md", mime="text/markdown", key="download_md", **buttons)
