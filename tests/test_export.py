@@ -138,7 +138,7 @@ def test_torchtitan_toml_parses_and_lists_each_stage_modules(catalog, cluster):
 # Sections and keys as read in pytorch/torchtitan torchtitan/config/job_config.py (v0.2.2, commit 73a0e69).
 TORCHTITAN_KEYS = {
     "job": {"description"},
-    "model": {"name", "flavor"},
+    "model": {"name", "flavor", "converters"},
     "training": {"local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param"},
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
                     "tensor_parallel_degree", "disable_loss_parallel", "enable_async_tensor_parallel",

@@ -36,8 +36,9 @@ def ds_config(plan: Plan) -> dict:
            "train_micro_batch_size_per_gpu": plan.micro_batch,
            "gradient_accumulation_steps": plan.global_batch // (plan.micro_batch * dp),
            "zero_optimization": {"stage": plan.zero_stage},
-           "bf16": {"enabled": plan.precision == Precision.BF16},
+           "bf16": {"enabled": plan.precision == Precision.BF16},      # fp32: both off (DeepSpeed's default)
            "fp16": {"enabled": plan.precision == Precision.FP16}}
+    assert plan.precision.value in ("bf16", "fp16", "fp32"), "no FP8 in the deepspeed profile"
     if plan.recompute == Recompute.FULL:
         cfg["activation_checkpointing"] = {"partition_activations": False,
                                            "contiguous_memory_optimization": False,

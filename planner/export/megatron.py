@@ -42,10 +42,15 @@ import shlex
 from planner.export.common import layer_segments, uniform_tp_dp
 from planner.export import launch
 from planner.runtime.ranks import rank_layout
-from planner.types import Cluster, MlpKind, NormKind, Plan, PositionKind, Precision, Recompute
+from planner.types import Cluster, MlpKind, NormKind, Plan, PositionKind, Recompute
 
 POSITION_TYPES = {PositionKind.LEARNED: "learned_absolute", PositionKind.ROPE: "rope"}
 FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}   # ZeRO stage -> --data-parallel-sharding-strategy
+# Precision -> flags: --bf16 / --fp16 (mutually exclusive, arguments.py lines 1194-1216), none for fp32
+# (params_dtype stays torch.float; Megatron has no TF32 flag), FP8 GEMMs with the rest in bf16:
+# --fp8-format hybrid (TransformerConfig.fp8, megatron/core/transformer/transformer_config.py lines 587-600).
+PRECISION_FLAGS = {"bf16": [("--bf16",)], "fp16": [("--fp16",)], "fp32": [],
+                   "fp8": [("--bf16",), ("--fp8-format", "hybrid")]}
 
 
 def layout_string(plan: Plan) -> str:
@@ -89,7 +94,7 @@ def model_arguments(plan: Plan) -> list[tuple]:
 def training_arguments(plan: Plan, tp: int) -> list[tuple]:
     """Batch, precision, recompute, sequence parallelism and data-parallel sharding."""
     args = [("--micro-batch-size", plan.micro_batch), ("--global-batch-size", plan.global_batch)]
-    args += [("--bf16",)] if plan.precision == Precision.BF16 else [("--fp16",)]
+    args += PRECISION_FLAGS[plan.precision.value]
     if plan.recompute == Recompute.FULL:
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", 1)]

@@ -87,10 +87,18 @@ def parallelism(plan: Plan, version: str) -> dict:
 def training(plan: Plan, version: str) -> dict:
     _, dp = uniform_tp_dp(plan)
     out = {"local_batch_size": plan.global_batch // dp, "global_batch_size": plan.global_batch,
-           "seq_len": plan.seq_len, "mixed_precision_param": "bfloat16"}
+           "seq_len": plan.seq_len,
+           "mixed_precision_param": "float32" if plan.precision.value == "fp32" else "bfloat16"}
     if version == "0.3" and plan.num_stages > 1:
         out["disable_cuda_graphs"] = True
     return out
+
+
+def _fp8(plan: Plan) -> bool:
+    """FP8 linear layers: v0.2.2 [model] converters = ["float8"] (job_config.py lines 730-753); 0.3.0
+    model_registry(flavor, converters=[Float8LinearConverter.Config()]) (config_registry.py
+    llama3_debugmodel_float8)."""
+    return plan.precision.value == "fp8"
 
 
 def config(plan: Plan) -> dict[str, dict]:
@@ -98,7 +106,7 @@ def config(plan: Plan) -> dict[str, dict]:
     name, flav, _ = flavor(plan) or ("llama3", f"CUSTOM: {plan.model.id}", "")
     mode = {Recompute.NONE: "none", Recompute.SELECTIVE: "selective", Recompute.FULL: "full"}[plan.recompute]
     return {"job": {"description": f"{plan.model.id}, written by hetplan export --to torchtitan (torchtitan 0.2.2)"},
-            "model": {"name": name, "flavor": flav},
+            "model": {"name": name, "flavor": flav, **({"converters": ["float8"]} if _fp8(plan) else {})},
             "training": training(plan, "0.2"),
             "parallelism": parallelism(plan, "0.2"),
             "activation_checkpoint": {"mode": mode, **({"selective_ac_option": "op"} if mode == "selective" else {})}}
@@ -137,7 +145,7 @@ PARALLELISM = {parallelism}
 
 def hetplan_plan():
     config = {base}()
-    for key, value in TRAINING.items():
+{fp8}    for key, value in TRAINING.items():
         setattr(config.training, key, value)
     config.parallelism = ParallelismConfig(**PARALLELISM)
     config.activation_checkpoint = {ac}
@@ -154,7 +162,12 @@ def python_config(plan: Plan) -> str:
                f"from torchtitan.models.llama3.config_registry import {base}" if found else
                f"# {plan.model.id} has no torchtitan model: define CUSTOM_MODEL_CONFIG() -> Trainer.Config for it\n"
                f"from my_models import CUSTOM_MODEL_CONFIG"]
-    return PY_CONFIG.format(model=plan.model.id, imports="\n".join(imports), base=base, ac=ac[plan.recompute],
+    fp8 = ""
+    if _fp8(plan) and found:
+        imports += ["from torchtitan.components.quantization import Float8LinearConverter",
+                    "from torchtitan.models.llama3 import model_registry"]
+        fp8 = f'    config.model_spec = model_registry("{found[1]}", converters=[Float8LinearConverter.Config()])\n'
+    return PY_CONFIG.format(model=plan.model.id, imports="\n".join(imports), base=base, ac=ac[plan.recompute], fp8=fp8,
                             training=_python(training(plan, "0.3")), parallelism=_python(parallelism(plan, "0.3")))
 
 
