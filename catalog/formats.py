@@ -19,6 +19,7 @@ plan, `plans[0]`, is read): see `plan_from_file_data`.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,7 +32,9 @@ from catalog.loader import Catalog, builtin_catalog, model_from_entry
 from catalog.schema import (DEFAULT_INTER_NODE_GBPS, MAX_GPUS_PER_POOL, PLAN_OUTPUT_ONLY_KEYS, ClusterEntry,
                             InlineModelEntry, PlanEntry, PoolEntry, StageEntry)
 from planner.engines import DEFAULT as DEFAULT_ENGINE
+from planner.engines import ENGINES
 from planner.engines import get as engine_profile
+from planner.numerics import supports
 from planner.types import (PLAN_FORMAT, Cluster, InputError, Model, Plan, Pool, Precision, Recompute,
                            Replica, Schedule, Stage)
 
@@ -193,14 +196,17 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     micro_batch=entry.micro_batch, precision=Precision(entry.precision), stages=stages,
                     zero_stage=entry.zero_stage, recompute=Recompute(entry.recompute),
                     sequence_parallel=entry.sequence_parallel, schedule=Schedule(entry.schedule),
-                    interleave=entry.interleave, engine=engine.name)
+                    interleave=entry.interleave, engine=engine.name, tf32=entry.tf32)
     except InputError as err:
         raise relocated(err, source) from None
     problems = engine.violations(plan)
     if problems:
+        can = [e.name for e in ENGINES.values() if not e.violations(replace(plan, engine=e.name))]
+        fix = (f"set `engine` to one that runs it ({', '.join(can)})" if can else
+               "no engine runs it as it stands")
         raise InputError(located(source, "engine"),
-                         f"{engine.title} cannot run this plan: {'; '.join(problems)}. Plan for it with "
-                         f"`hetplan plan --engine {engine.name}`, or drop `engine` (hetplan's runtime runs every plan)")
+                         f"{engine.title} cannot run this plan: {'; '.join(problems)}. Plan for "
+                         f"{engine.title} with `hetplan plan --engine {engine.name}`, or {fix}")
     return plan
 
 
@@ -225,6 +231,7 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
         "schedule": plan.schedule.value, "interleave": plan.interleave,
         **({} if plan.engine == DEFAULT_ENGINE else {"engine": plan.engine}),
+        **({} if plan.tf32 is None else {"tf32": plan.tf32}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],
@@ -290,8 +297,10 @@ def check_plan_against_cluster(plan: Plan, cluster: Cluster) -> None:
             if r.tp > pool.gpus_per_node or pool.gpus_per_node % r.tp:
                 raise InputError(f"{at}.tp", f"tp {r.tp} must divide the {pool.gpus_per_node} GPUs per node "
                                              f"of pool {pool.name!r} (tensor parallelism stays inside a node)")
-            if plan.precision == Precision.BF16 and not pool.gpu.supports_bf16:
-                raise InputError(at, f"{pool.gpu.id} has no bf16; use precision fp16")
+            lack = supports(pool.gpu, plan.precision)
+            if lack:
+                raise InputError(at, f"{lack}; use precision "
+                                     f"{'fp16' if plan.precision == Precision.BF16 else 'bf16 or fp16'} on pool {pool.name!r}")
     for name, used in plan.gpus_by_pool().items():
         if used > pools[name].num_gpus:
             raise InputError("stages", f"plan uses {used} GPUs of pool {name!r} but it has {pools[name].num_gpus}")

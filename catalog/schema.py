@@ -186,7 +186,8 @@ class PlanEntry(Strict):
     global_batch: Annotated[int, Field(gt=0, le=MAX_GLOBAL_BATCH)]
     seq_len: Annotated[int, Field(gt=0, le=MAX_SEQ_LEN)]
     micro_batch: Annotated[int, Field(gt=0, le=MAX_GLOBAL_BATCH)] = 1
-    precision: Literal["bf16", "fp16"]
+    precision: Literal["fp32", "bf16", "fp16", "fp8"]
+    tf32: Optional[bool] = None           # fp32 only: TF32 matmuls on/off; absent: the engine's default
     zero_stage: ZeroStage = 0
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False

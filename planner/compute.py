@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from planner.comm import INTRA_NODE_LATENCY_S, all_reduce_s
 from planner.flops import (head_forward_flops, layer_attention_flops_per_token,
                            layer_matmul_flops_per_token)
-from planner.types import Gpu, MlpKind, Model, Recompute
+from planner.numerics import FP8_CAST_BYTES, linear_peak_flops, numerics, other_peak_flops
+from planner.types import Gpu, MlpKind, Model, Precision, Recompute
 
-ACT_BYTES = 2  # 16-bit activations
+ACT_BYTES = 2  # 16-bit activations (planner.numerics: 4 in fp32), the least of any precision
 
 # Matmuls whose smallest dimension is n reach n / (n + GEMM_HALF_DIM) of the GPU's best matmul
 # rate: a saturating roll-off for the wave quantisation and memory-bound tails of small GEMMs
@@ -64,8 +65,10 @@ def gemm_efficiency(gpu: Gpu, smallest_dim: float) -> float:
     return gpu.efficiency * TRAINING_GEMM_DERATE * smallest_dim / (smallest_dim + GEMM_HALF_DIM)
 
 
-def _matmul_s(flops: float, gpu: Gpu, smallest_dim: float) -> float:
-    return flops / (gpu.peak_flops * gemm_efficiency(gpu, smallest_dim))
+def _matmul_s(flops: float, gpu: Gpu, smallest_dim: float, peak_flops: float | None = None) -> float:
+    """At `peak_flops` (default: the 16-bit peak) times the GPU's measured matmul efficiency, the
+    same fraction for every precision (measured_matmul.csv measures bf16 only: an assumption)."""
+    return flops / ((gpu.peak_flops if peak_flops is None else peak_flops) * gemm_efficiency(gpu, smallest_dim))
 
 
 def _memory_s(num_bytes: float, gpu: Gpu) -> float:
@@ -73,40 +76,58 @@ def _memory_s(num_bytes: float, gpu: Gpu) -> float:
 
 
 def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, tp: int,
-                        sequence_parallel: bool, flash_attention: bool) -> tuple[float, float, float]:
+                        sequence_parallel: bool, flash_attention: bool, precision: Precision | None = None,
+                        tf32: bool = False) -> tuple[float, float, float]:
     """(projection matmuls, attention core, other element-wise work) seconds of one layer's
     forward. The attention core (Q K^T, softmax, dropout, scores V) is what selective
-    recomputation reruns."""
+    recomputation reruns. `precision` (planner.numerics): the GEMMs' peaks and the bytes each
+    element-wise pass moves; FP8 adds the casts of its GEMM inputs."""
     s, b, t, h = seq_len, micro_batch, tp, model.hidden
     tokens = s * b
+    act_bytes = numerics(precision).act_bytes
     smallest = min(tokens, h / t, model.ffn / t)
-    projections = _matmul_s(tokens * layer_matmul_flops_per_token(model) / t, gpu, smallest)
+    projections = _matmul_s(tokens * layer_matmul_flops_per_token(model) / t, gpu, smallest,
+                            linear_peak_flops(gpu, precision, tf32))
     attention_flops = tokens * layer_attention_flops_per_token(model, s) / t
-    attention = ATTENTION_MATMUL_SLOWDOWN * _matmul_s(attention_flops, gpu, min(s, model.head_dim * 8))
+    attention = ATTENTION_MATMUL_SLOWDOWN * _matmul_s(attention_flops, gpu, min(s, model.head_dim * 8),
+                                                      other_peak_flops(gpu, precision, tf32))
     hidden_passes = ELEMENTWISE_PASSES_HIDDEN * tokens * h / (t if sequence_parallel else 1)
     ffn_passes = ELEMENTWISE_PASSES_FFN[model.mlp] * tokens * model.ffn * model.top_k / t
     if flash_attention:
         attention /= ATTENTION_MATMUL_SLOWDOWN  # fused kernel runs near GEMM rate (Dao 2023, FA-2)
     else:
         score_passes = ELEMENTWISE_PASSES_SCORES * model.heads * s * s * b / t
-        attention += _memory_s(ACT_BYTES * score_passes, gpu)
-    elementwise = _memory_s(ACT_BYTES * (hidden_passes + ffn_passes), gpu)
+        attention += _memory_s(act_bytes * score_passes, gpu)
+    elementwise = _memory_s(act_bytes * (hidden_passes + ffn_passes), gpu)
+    if precision == Precision.FP8:
+        elementwise += _memory_s(FP8_CAST_BYTES * tokens * fp8_gemm_inputs_per_token(model) / t, gpu)
     return projections, attention, elementwise
 
 
-def tp_collective_s(model: Model, seq_len: int, micro_batch: int, tp: int, link_bw: float) -> float:
+def fp8_gemm_inputs_per_token(model: Model) -> float:
+    """Elements per token cast to FP8 in one layer's forward: the inputs of the QKV, output and MLP
+    GEMMs (h, h, h, and f or the gated f); the backward casts as many gradient outputs, which
+    the backward pass's 2x of the forward covers."""
+    return 3 * model.hidden + model.ffn * model.top_k
+
+
+def tp_collective_s(model: Model, seq_len: int, micro_batch: int, tp: int, link_bw: float,
+                    precision: Precision | None = None) -> float:
     """One all-reduce (or all-gather + reduce-scatter pair) of the s*b*h activation."""
-    return all_reduce_s(ACT_BYTES * seq_len * micro_batch * model.hidden, tp, link_bw, INTRA_NODE_LATENCY_S)
+    return all_reduce_s(numerics(precision).act_bytes * seq_len * micro_batch * model.hidden, tp, link_bw,
+                        INTRA_NODE_LATENCY_S)
 
 
 def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, seq_len: int,
                      micro_batch: int, tp: int, sequence_parallel: bool, recompute: Recompute,
-                     flash_attention: bool, link_bw: float, layer_overhead_s: float = 0.0) -> PassTimes:
+                     flash_attention: bool, link_bw: float, layer_overhead_s: float = 0.0,
+                     precision: Precision | None = None, tf32: bool = False) -> PassTimes:
     """One micro-batch's forward and backward through `num_layers` layers (and the head).
-    `layer_overhead_s`: the engine's fixed cost per layer and pass (planner.engines.base.Execution)."""
+    `layer_overhead_s`: the engine's fixed cost per layer and pass (planner.engines.base.Execution);
+    `precision` and `tf32`: planner.numerics (None: 16-bit)."""
     proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
-                                           flash_attention)
-    collective = tp_collective_s(model, seq_len, micro_batch, tp, link_bw)
+                                           flash_attention, precision, tf32)
+    collective = tp_collective_s(model, seq_len, micro_batch, tp, link_bw, precision)
     layer_fwd = proj + attn + elem + layer_overhead_s
     layer_bwd = 2 * (proj + attn + elem) + layer_overhead_s
     tp_fwd, tp_bwd = 2 * collective, 2 * collective
@@ -118,7 +139,8 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
     head_fwd = head_bwd = 0.0
     if has_head:
         tokens = seq_len * micro_batch
-        head_fwd = _matmul_s(head_forward_flops(model, tokens) / tp, gpu, min(tokens, model.hidden))
+        head_fwd = _matmul_s(head_forward_flops(model, tokens) / tp, gpu, min(tokens, model.hidden),
+                             other_peak_flops(gpu, precision, tf32))
         head_fwd += _memory_s(4 * 3 * tokens * model.vocab / tp, gpu)   # fp32 softmax + loss
         head_bwd = 2 * head_fwd
     compute = num_layers * (layer_fwd + layer_bwd) + head_fwd + head_bwd

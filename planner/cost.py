@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from planner.compute import ACT_BYTES, stage_pass_times
+from planner.compute import stage_pass_times
 from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
 from planner.flops import model_flops_per_iteration, stage_params
-from planner.memory import WEIGHT_BYTES, replica_memory
+from planner.memory import replica_memory
+from planner.numerics import numerics
 from planner.placement import Links, place, structure_of
 from planner.schedule import simulate
 from planner.types import GIB, Cluster, Estimate, Plan, ReplicaEstimate, TimeTerm
@@ -30,7 +31,7 @@ class CostOptions:
 def plan_links(cluster: Cluster, plan: Plan) -> Links:
     """The links of `plan`'s placement (planner.placement)."""
     return Links(cluster, structure_of(plan), place(cluster, plan),
-                 ACT_BYTES * plan.seq_len * plan.micro_batch * plan.model.hidden)
+                 numerics(plan.precision).act_bytes * plan.seq_len * plan.micro_batch * plan.model.hidden)
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
@@ -41,6 +42,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     links = plan_links(cluster, plan)
     run = engine_profile(plan.engine).execution     # how the plan's engine executes it
     grad_bytes = run.grad_reduce_bytes(plan.precision)
+    wire = numerics(plan.precision).weight_comm_bytes     # bytes per weight element ZeRO gathers
+    tf32 = run.tf32(plan.tf32)
     p = plan.num_stages
     fwd, bwd, counts, replica_estimates = [], [], [], []
     tp_comm, compute, zero_exposed = {}, {}, {}
@@ -50,8 +53,9 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         fwd.append([]), bwd.append([]), counts.append([])
         params = stage_params(plan.model, stage.layer_start, stage.layer_end, p)
         min_tp = min(r.tp for r in stage.replicas)
-        weight_bytes = params / min_tp * WEIGHT_BYTES
-        zf, zb = zero_per_micro_batch_s(plan.zero_stage, weight_bytes, len(stage.replicas), dp_bw, dp_lat, grad_bytes)
+        weight_bytes = params / min_tp * wire
+        zf, zb = zero_per_micro_batch_s(plan.zero_stage, weight_bytes, len(stage.replicas), dp_bw, dp_lat, grad_bytes,
+                                        wire)
         passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
@@ -59,7 +63,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 passes[(rep.pool, rep.tp)] = stage_pass_times(
                     plan.model, pool.gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
                     plan.micro_batch, rep.tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
-                    pool.gpu.link_bw_bytes_per_s, run.layer_overhead_s)
+                    pool.gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, tf32)
             times = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
             f_exp = max(0.0, zf - run.zero_overlap * f_comp)
@@ -80,7 +84,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         d = len(stage.replicas)
         dp_sync.append(grad_sync_s(plan.zero_stage, params / min_tp, d, dp_bw, dp_lat, grad_bytes))
         after_step.append(max(after_step_s(plan.zero_stage, params / rep.tp, d, cluster.pool(rep.pool).gpu.mem_bw_bytes_per_s,
-                                           dp_bw, dp_lat) for rep in stage.replicas))
+                                           dp_bw, dp_lat, wire) for rep in stage.replicas))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)

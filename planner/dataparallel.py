@@ -23,7 +23,8 @@ OPTIMIZER_STEP_BYTES_PER_PARAM = 30
 
 
 def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replicas: int, bw: float,
-                           latency_s: float, grad_bytes: int = GRAD_COMM_BYTES) -> tuple[float, float]:
+                           latency_s: float, grad_bytes: int = GRAD_COMM_BYTES,
+                           weight_element_bytes: int = WEIGHT_BYTES) -> tuple[float, float]:
     """(forward, backward) seconds of ZeRO's collectives for one micro-batch. ZeRO-3 gathers the
     weights for each forward and backward and reduce-scatters gradients per micro-batch; ZeRO-2
     reduce-scatters gradients per micro-batch (Rajbhandari et al. 2020, section 7; DeepSpeed's
@@ -31,7 +32,7 @@ def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replica
     d = replicas
     if zero_stage < 2 or d == 1:
         return 0.0, 0.0
-    grads = reduce_scatter_s(weight_bytes_per_gpu / WEIGHT_BYTES * grad_bytes, d, bw, latency_s)
+    grads = reduce_scatter_s(weight_bytes_per_gpu / weight_element_bytes * grad_bytes, d, bw, latency_s)
     if zero_stage == 2:
         return 0.0, grads
     gather = all_gather_s(weight_bytes_per_gpu, d, bw, latency_s)
@@ -75,10 +76,10 @@ def step_shard_params(params_per_gpu, zero_stage: int, replicas):
 
 
 def after_step_s(zero_stage: int, params_per_gpu: float, replicas: int, mem_bw_bytes_per_s: float, bw: float,
-                 latency_s: float) -> float:
+                 latency_s: float, weight_element_bytes: int = WEIGHT_BYTES) -> float:
     """Optimizer step on this GPU's shard, then (ZeRO-1/2) the all-gather of the updated 16-bit
     weights; ZeRO-3 gathers them on use instead."""
     step = optimizer_step_s(step_shard_params(params_per_gpu, zero_stage, replicas), mem_bw_bytes_per_s)
-    gather = (all_gather_s(params_per_gpu * WEIGHT_BYTES, replicas, bw, latency_s)
+    gather = (all_gather_s(params_per_gpu * weight_element_bytes, replicas, bw, latency_s)
               if zero_stage in (1, 2) else 0.0)
     return step + gather

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from planner.flops import stage_params
 from planner.schedule import in_flight_micro_batches as schedule_in_flight
-from planner.types import GIB, MemoryBreakdown, MlpKind, Model, Plan, Recompute, Stage
+from planner.numerics import numerics
+from planner.types import GIB, MemoryBreakdown, MlpKind, Model, Plan, Precision, Recompute, Stage
 
 WEIGHT_BYTES = 2
 MAIN_GRAD_BYTES = 4
@@ -25,26 +26,27 @@ OPTIMIZER_BYTES = 12
 FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 
 
-def state_bytes_per_param(zero_stage: int, replicas: int) -> tuple[float, float, float]:
+def state_bytes_per_param(zero_stage: int, replicas: int, precision: Precision | None = None) -> tuple[float, float, float]:
     """(weight, gradient, optimizer) bytes per parameter on one GPU when a stage's `replicas`
     data-parallel copies shard them as ZeRO stage `zero_stage` does (Rajbhandari et al. 2020,
     section 5: stage 1 shards optimizer states, 2 also gradients, 3 also weights). `replicas`
-    may be a numpy array."""
-    z, d = zero_stage, replicas
-    return (WEIGHT_BYTES / (d if z >= 3 else 1), MAIN_GRAD_BYTES / (d if z >= 2 else 1),
-            OPTIMIZER_BYTES / (d if z >= 1 else 1))
+    may be a numpy array. `precision`: planner.numerics (None: 16-bit mixed precision; the
+    search's memory bounds pass the job's own precision: fp32 keeps fewer bytes than 16-bit)."""
+    z, d, n = zero_stage, replicas, numerics(precision)
+    return (n.weight_bytes / (d if z >= 3 else 1), n.grad_bytes / (d if z >= 2 else 1),
+            n.optimizer_bytes / (d if z >= 1 else 1))
 
 
 def model_state_bytes(plan: Plan, stage_index: int, tp: int) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes on one GPU of a replica with `tp` GPUs."""
     stage = plan.stages[stage_index]
     params_per_gpu = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages) / tp
-    per_param = state_bytes_per_param(plan.zero_stage, len(stage.replicas))
+    per_param = state_bytes_per_param(plan.zero_stage, len(stage.replicas), plan.precision)
     return tuple(params_per_gpu * b for b in per_param)
 
 
 def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
-                               recompute: Recompute, flash_attention: bool) -> float:
+                               recompute: Recompute, flash_attention: bool, precision: Precision | None = None) -> float:
     """Stored activations of one layer for one micro-batch on one GPU (Korthikanti eq. 1-6).
 
     Per layer, with g the key/value width and f the MLP width (16-bit tensors, 1-byte masks):
@@ -55,29 +57,31 @@ def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp:
       attention scores, sharded by tp: softmax output, dropout mask and output = 5 a s^2 b
         (absent with flash attention, which recomputes them)
     Selective recomputation drops the scores term; full recomputation keeps only the layer
-    input, 2sbh (divided by tp under sequence parallelism).
+    input, 2sbh (divided by tp under sequence parallelism). In fp32 every term doubles (masks
+    counted at 2 bytes too: an over-estimate of 2sbh + a s^2 b at most).
     """
+    scale = numerics(precision).act_bytes / 2
     m, s, b, t = model, seq_len, micro_batch, tp
     h, a, g, f = m.hidden, m.heads, m.kv_heads * m.head_dim, m.ffn
     sp = sequence_parallel and t > 1
     if recompute == Recompute.FULL:
-        return 2 * s * b * h / (t if sp else 1)
+        return scale * 2 * s * b * h / (t if sp else 1)
     replicated = 10 * s * b * h
     mlp = (6 if m.mlp == MlpKind.SWIGLU else 4) * s * b * f
     sharded = 2 * s * b * h + 4 * s * b * g + 2 * s * b * h + mlp
     scores = 5 * a * s * s * b
     keep_scores = recompute == Recompute.NONE and not flash_attention
-    return (replicated / (t if sp else 1)) + sharded / t + (scores / t if keep_scores else 0)
+    return scale * ((replicated / (t if sp else 1)) + sharded / t + (scores / t if keep_scores else 0))
 
 
 def recompute_workspace_bytes(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
-                              recompute: Recompute, flash_attention: bool) -> float:
+                              recompute: Recompute, flash_attention: bool, precision: Precision | None = None) -> float:
     """Under full recomputation the one layer being recomputed holds its full activations during
     its backward pass; nothing otherwise."""
     if recompute != Recompute.FULL:
         return 0.0
     return activation_bytes_per_layer(model, seq_len, micro_batch, tp, sequence_parallel, Recompute.NONE,
-                                      flash_attention)
+                                      flash_attention, precision)
 
 
 def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
@@ -85,7 +89,7 @@ def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
     """activation_bytes_per_layer for a plan's job and knobs (`recompute` overrides the plan's)."""
     recompute = plan.recompute if recompute is None else recompute
     return activation_bytes_per_layer(plan.model, plan.seq_len, plan.micro_batch, tp, plan.sequence_parallel,
-                                      recompute, flash_attention)
+                                      recompute, flash_attention, plan.precision)
 
 
 def in_flight_micro_batches(plan: Plan, stage_index: int, own_micro_batches: int) -> float:
@@ -94,7 +98,8 @@ def in_flight_micro_batches(plan: Plan, stage_index: int, own_micro_batches: int
                               sum(len(s.replicas) for s in plan.stages[stage_index:]), plan.num_micro_batches)
 
 
-def edge_activation_bytes_of(model: Model, seq_len: int, micro_batch: int, tp: int, first: bool, last: bool) -> float:
+def edge_activation_bytes_of(model: Model, seq_len: int, micro_batch: int, tp: int, first: bool, last: bool,
+                             precision: Precision | None = None) -> float:
     """Embedding output on the first stage; logits and the final norm's input on the last
     (Korthikanti section 4.3: s b h p / t and 4 s b h / t (1 + V / h))."""
     m, s, b, t = model, seq_len, micro_batch, tp
@@ -103,12 +108,12 @@ def edge_activation_bytes_of(model: Model, seq_len: int, micro_batch: int, tp: i
         extra += 2 * s * b * m.hidden / t
     if last:
         extra += 4 * s * b * m.hidden / t * (1 + m.vocab / m.hidden)
-    return extra
+    return extra * numerics(precision).act_bytes / 2
 
 
 def edge_activation_bytes(plan: Plan, stage: Stage, tp: int) -> float:
     return edge_activation_bytes_of(plan.model, plan.seq_len, plan.micro_batch, tp, stage.layer_start == 0,
-                                    stage.layer_end == plan.model.layers)
+                                    stage.layer_end == plan.model.layers, plan.precision)
 
 
 def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_bytes: float,
@@ -123,5 +128,5 @@ def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_by
     layer_act = layer_activation_bytes(plan, replica.tp, flash_attention)
     activations = in_flight * stage.num_layers * layer_act + edge_activation_bytes(plan, stage, replica.tp)
     activations += recompute_workspace_bytes(plan.model, plan.seq_len, plan.micro_batch, replica.tp,
-                                             plan.sequence_parallel, plan.recompute, flash_attention)
+                                             plan.sequence_parallel, plan.recompute, flash_attention, plan.precision)
     return MemoryBreakdown(weights, grads, optimizer, activations, framework_bytes, capacity_bytes)

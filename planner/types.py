@@ -67,8 +67,10 @@ MAX_SIMULATED_PASSES = 1_000_000          # stages x micro-batches x interleave
 
 
 class Precision(str, Enum):
+    FP32 = "fp32"             # TF32 matmuls where the plan's `tf32` (or its engine's default) says so
     BF16 = "bf16"
     FP16 = "fp16"
+    FP8 = "fp8"               # FP8 linear-layer GEMMs, the rest bf16 (planner.numerics)
 
 
 class Recompute(str, Enum):
@@ -292,6 +294,7 @@ class Job:
     precision: Precision | None = None  # None: bf16 where every GPU used supports it, else fp16
     tokens_to_train: float | None = None
     engine: str = "hetplan"           # the engine that will run it (planner.engines): its space and execution
+    tf32: bool | None = None          # fp32 only: TF32 matmuls on or off; None: the engine's default
 
     def __post_init__(self):
         _check_engine(self.engine)
@@ -372,9 +375,12 @@ class Plan:
     schedule: Schedule = Schedule.ONE_F_ONE_B
     interleave: int = 1
     engine: str = "hetplan"           # the engine it is planned for (planner.engines); "hetplan": hetplan's runtime
+    tf32: bool | None = None          # fp32 only: TF32 matmuls on or off; None: the engine's default
 
     def __post_init__(self):
         _check_engine(self.engine)
+        _require(self.tf32 is None or self.precision == Precision.FP32, "tf32",
+                 f"applies to fp32 plans only; this plan is {self.precision.value}: remove `tf32`")
         _positive_int(self.global_batch, "global_batch")
         _positive_int(self.seq_len, "seq_len")
         _positive_int(self.micro_batch, "micro_batch")

@@ -250,7 +250,7 @@ def test_missing_format_is_assumed(catalog):
     (("model",), {"name": "x", "layers": 2, "hidden": 10, "heads": 3, "kv_heads": 3, "ffn": 4, "vocab": 5},
      "model.hidden", "divisible"),
     (("global_batch",), 0, "global_batch", "positive"),
-    (("precision",), "fp8", "precision", "one of"),
+    (("precision",), "fp4", "precision", "one of"),
     (("zero_stage",), 4, "zero_stage", "one of"),
     (("schedule",), "zb", "schedule", "one of"),
     (("recompute",), "some", "recompute", "one of"),

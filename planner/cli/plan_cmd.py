@@ -25,8 +25,11 @@ def register(sub) -> None:
     p.add_argument("--model", required=True, metavar="ID", help="catalog model id (see `hetplan catalog models`)")
     p.add_argument("--global-batch", required=True, type=int, metavar="N", help="sequences per iteration")
     p.add_argument("--seq-len", required=True, type=int, metavar="S", help="tokens per sequence")
-    p.add_argument("--precision", choices=("bf16", "fp16"), default=None,
-                   help="default: bf16 where every GPU a plan uses supports it, else fp16")
+    p.add_argument("--precision", choices=[x.value for x in Precision], default=None,
+                   help="fp32, bf16, fp16 or fp8 (FP8 linear layers on GPUs that have FP8, under an engine that "
+                        "runs it); default: bf16 where every GPU a plan uses supports it, else fp16")
+    p.add_argument("--tf32", choices=("on", "off"), default=None,
+                   help="fp32 only: TF32 tensor-core matmuls on or off (default: the engine's default, as PyTorch: off)")
     p.add_argument("--objective", choices=[o.value for o in Objective], default="throughput")
     p.add_argument("--deadline-hours", type=finite_number(0, MAX_DEADLINE_HOURS, "hours"), default=None, metavar="H",
                    help="for --objective deadline")
@@ -81,8 +84,10 @@ def run(args) -> int:
 
 def _search(args, cluster, model, engine: str):
     from planner.search import search
+    if args.tf32 is not None and args.precision != "fp32":
+        raise InputError("--tf32", "applies to --precision fp32 only")
     job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
-              args.tokens, engine)
+              args.tokens, engine, None if args.tf32 is None else args.tf32 == "on")
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
                       method=args.baseline or "hetplan", options=SearchOptions(time_limit_s=args.time_limit))

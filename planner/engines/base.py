@@ -62,11 +62,17 @@ class Execution:
     #                                         collectives can hide behind (1: all of it, 0: none)
     layer_overhead_s: float = 0.0           # fixed cost per layer and pass (kernel launches, hooks)
     framework_bytes: float = FRAMEWORK_OVERHEAD_BYTES   # CUDA context, NCCL buffers, allocator slack per GPU
+    tf32_default: bool = False              # fp32 matmuls on TF32 tensor cores unless the plan says otherwise
+    #                                         (PyTorch's default: off, torch.backends.cuda.matmul.allow_tf32)
     notes: tuple[str, ...] = ()             # what the cost model does not capture, in words
 
-    def grad_reduce_bytes(self, precision: Precision) -> int:
+    def grad_reduce_bytes(self, precision: Precision | None) -> int:
         """Bytes per gradient element on the wire in data-parallel reductions."""
-        return 4 if precision in self.fp32_grad_reduce else 2
+        from planner.numerics import numerics
+        return max(4 if precision in self.fp32_grad_reduce else 2, numerics(precision).grad_comm_bytes)
+
+    def tf32(self, asked: bool | None) -> bool:
+        return self.tf32_default if asked is None else asked
 
     def dominates(self, other: "Execution") -> bool:
         """Whether this execution costs at least as much time and memory as `other` in every term."""

@@ -14,7 +14,7 @@ ENGINE = Engine(
     space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
                 recomputes=(Recompute.NONE, Recompute.FULL), sequence_parallel=False, tensor_parallel=False,
-                precisions=(Precision.BF16, Precision.FP16)),
+                precisions=(Precision.FP32, Precision.BF16, Precision.FP16)),
     execution=Execution(overlap_grad_reduce=False, fp32_grad_reduce=(), zero_overlap=0.5,
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB,
                         notes=("the pipeline engine reduces data-parallel gradients after the pipeline flush "

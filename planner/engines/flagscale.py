@@ -18,7 +18,7 @@ ENGINE = Engine(
     space=Space(uneven_layers=True, tp_per_stage=True, replicas_per_stage=True, mixed_stages=False,
                 zero_stages=(0, 1), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
-                precisions=(Precision.BF16, Precision.FP16), tied_edges_same_tp=True),
+                precisions=(Precision.FP32, Precision.BF16, Precision.FP16), tied_edges_same_tp=True),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=1.0,
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB),
     exports=("flagscale",),

@@ -16,7 +16,7 @@ ENGINE = Engine(
     space=Space(uneven_layers=True, tp_per_stage=True, replicas_per_stage=True, mixed_stages=True,
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1, 2, 3), interleave=True, gpipe=True,
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
-                precisions=(Precision.BF16, Precision.FP16)),
+                precisions=(Precision.FP32, Precision.BF16, Precision.FP16)),
     execution=Execution(),
     exports=("torchrun",),
     sources={"space": "planner/runtime/parallel.py, planner/runtime/worker.py (run-local executes every field of "

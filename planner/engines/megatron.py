@@ -14,7 +14,7 @@ ENGINE = Engine(
     space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1), interleave=True, gpipe=False,
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
-                precisions=(Precision.BF16, Precision.FP16)),
+                precisions=(Precision.FP32, Precision.BF16, Precision.FP16, Precision.FP8)),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=1.0,
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB,
                         notes=("--overlap-grad-reduce is exported, so gradients are reduced in buckets during "

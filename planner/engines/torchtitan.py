@@ -26,7 +26,7 @@ ENGINE = Engine(
     space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 2, 3), zero_stages_pipelined=(0, 2, 3), interleave=True, gpipe=True,
                 recomputes=(Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL), sequence_parallel=True,
-                tensor_parallel=True, precisions=(Precision.BF16,)),
+                tensor_parallel=True, precisions=(Precision.FP32, Precision.BF16, Precision.FP8)),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=0.8,
                         layer_overhead_s=0.0, framework_bytes=2.5 * GIB,
                         notes=("FSDP2 prefetches the next layer's all-gather during the current layer's compute; "

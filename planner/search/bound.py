@@ -354,7 +354,7 @@ class Bounds:
         key = (g.pool, g.tp, mb, rc, sp, d, in_flight, zero)
         if key not in self._caps:
             s = self.scorer
-            per_param = sum(state_bytes_per_param(zero, d))
+            per_param = sum(state_bytes_per_param(zero, d, s.job.precision))
             pool = s.pools[g.pool]
             free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - s.workspace_bytes(mb, g.tp, sp, rc)
             per_layer = s.layer_params / g.tp * per_param + in_flight * s.activation_bytes(mb, g.tp, sp, rc)

@@ -111,7 +111,7 @@ def _fast_key_of(objective: Objective, est: Estimate) -> float:
 def infeasible_message(cluster: Cluster, job: Job) -> str:
     """What is short, and what would help."""
     params = model_params(job.model)
-    per_param = sum(state_bytes_per_param(0, 1))
+    per_param = sum(state_bytes_per_param(0, 1, job.precision))
     states = params * per_param
     node_bytes = max(p.gpus_per_node * p.gpu.mem_bytes for p in cluster.pools)
     biggest = max(cluster.pools, key=lambda p: p.gpus_per_node * p.gpu.mem_bytes)

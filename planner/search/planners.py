@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
 from planner.cost import CostOptions
 from planner.engines import get as engine_profile
+from planner.numerics import supports
 from planner.search.bound import Bounds
 from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
@@ -124,14 +125,21 @@ def usable_pools(cluster: Cluster, job: Job) -> tuple[tuple[Pool, ...], dict[str
     """The pools that can train the job's precision under its engine, and why the others cannot."""
     engine = engine_profile(job.engine)
     if job.precision is not None and job.precision not in engine.space.precisions:
+        from planner.engines import ENGINES
+        others = [e.name for e in ENGINES.values() if job.precision in e.space.precisions]
         raise InputError("precision", f"{engine.title} does not train in {job.precision.value}; it offers "
-                                      f"{', '.join(p.value for p in engine.space.precisions)}")
-    needs_bf16 = job.precision == Precision.BF16 or Precision.FP16 not in engine.space.precisions
-    if not needs_bf16:
+                                      f"{', '.join(p.value for p in engine.space.precisions)}"
+                                      + (f" (--engine {' or '.join(others)} trains in {job.precision.value})"
+                                         if others else ""))
+    if job.precision is not None:
+        excluded = {p.name: f"{lack} and the job asks for {job.precision.value}" for p in cluster.pools
+                    for lack in (supports(p.gpu, job.precision),) if lack}
+    elif Precision.FP16 not in engine.space.precisions:     # a default precision: bf16 or fp16 per layout
+        only = ", ".join(p.value for p in engine.space.precisions)
+        excluded = {p.name: f"{p.gpu.id} has no bf16 and {engine.title} trains in {only} only"
+                    for p in cluster.pools if not p.gpu.supports_bf16}
+    else:
         return cluster.pools, {}
-    why = ("the job asks for bf16" if job.precision == Precision.BF16
-           else f"{engine.title} trains in {', '.join(p.value for p in engine.space.precisions)} only")
-    excluded = {p.name: f"{p.gpu.id} has no bf16 and {why}" for p in cluster.pools if not p.gpu.supports_bf16}
     return tuple(p for p in cluster.pools if p.name not in excluded), excluded
 
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.compute import ACT_BYTES, stage_pass_times
+from planner.compute import stage_pass_times
+from planner.numerics import numerics
 from planner.cost import CostOptions
 from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
@@ -66,7 +67,8 @@ class Candidate:
             start += n_layers
         return Plan(job.model, job.global_batch, job.seq_len, self.knobs.micro_batch, self.precision,
                     tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
-                    Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine)
+                    Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine,
+                    job.tf32 if self.precision == Precision.FP32 else None)
 
 
 class Scorer:
@@ -76,6 +78,8 @@ class Scorer:
         self.cluster, self.job, self.options = cluster, job, options
         self.engine = engine_profile(job.engine)
         self.run = self.engine.execution          # as planner.cost.evaluate reads it for the plan's engine
+        self.numerics = numerics(job.precision)   # None: 16-bit, whichever of bf16 and fp16 a layout takes
+        self.tf32 = self.run.tf32(job.tf32)
         self.model = job.model
         self.pools = {p.name: p for p in cluster.pools}
         self._pass: dict = {}
@@ -95,8 +99,9 @@ class Scorer:
             m, s, flash = self.model, self.job.seq_len, self.options.flash_attention
             link = pool.gpu.link_bw_bytes_per_s
             overhead = self.run.layer_overhead_s
-            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, tp, sp, recompute, flash, link, overhead)
-            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, tp, sp, recompute, flash, link, overhead)
+            p, tf32 = self.job.precision, self.tf32
+            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32)
+            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32)
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 
@@ -117,7 +122,7 @@ class Scorer:
         key = (mb, tp, sp, recompute)
         if key not in self._act:
             self._act[key] = activation_bytes_per_layer(self.model, self.job.seq_len, mb, tp, sp, recompute,
-                                                        self.options.flash_attention)
+                                                        self.options.flash_attention, self.job.precision)
         return self._act[key]
 
     def workspace_bytes(self, mb: int, tp: int, sp: bool, recompute: Recompute) -> float:
@@ -125,7 +130,7 @@ class Scorer:
         key = ("workspace", mb, tp, sp, recompute)
         if key not in self._act:
             self._act[key] = recompute_workspace_bytes(self.model, self.job.seq_len, mb, tp, sp, recompute,
-                                                       self.options.flash_attention)
+                                                       self.options.flash_attention, self.job.precision)
         return self._act[key]
 
     # ------------------------------------------------------------------ links of a layout's placement
@@ -135,7 +140,7 @@ class Scorer:
         on the stage structure alone): each stage's data-parallel ring and each boundary's transfer."""
         key = (layout, mb)
         if key not in self._links:
-            size = ACT_BYTES * self.job.seq_len * mb * self.model.hidden
+            size = self.numerics.act_bytes * self.job.seq_len * mb * self.model.hidden
             self._links[key] = self._link_figures(layout).at(size)
         return self._links[key]
 
@@ -322,11 +327,11 @@ class Scorer:
         states (edge + L layer) params / tp x bytes per param, activations in-flight x L x per
         layer + the edge activations + the recompute workspace + the framework overhead."""
         mb, m = knobs.micro_batch, self.job.global_batch // knobs.micro_batch
-        per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas))
+        per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas, self.job.precision))
         first, last = i == 0, i == p - 1
         in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, knobs.interleave, own, window, m)
         fixed = (edge_param_count(self.model, first, last, p) / tp * per_param
-                 + edge_activation_bytes_of(self.model, self.job.seq_len, mb, tp, first, last)
+                 + edge_activation_bytes_of(self.model, self.job.seq_len, mb, tp, first, last, self.job.precision)
                  + self.workspace_bytes(mb, tp, sp, knobs.recompute))
         free = pool.gpu.mem_bytes - self.run.framework_bytes - fixed
         per_layer = self.layer_params / tp * per_param + in_flight * self.activation_bytes(mb, tp, sp, knobs.recompute)
@@ -352,7 +357,8 @@ class Scorer:
             min_tp = min(g.tp for g in groups)
             dp_bw, dp_lat = links.dp[i]
             grad_bytes = self.run.grad_reduce_bytes(precision)
-            zf, zb = zero_per_micro_batch_s(zero, params / min_tp * WEIGHT_BYTES, d, dp_bw, dp_lat, grad_bytes)
+            wire = self.numerics.weight_comm_bytes
+            zf, zb = zero_per_micro_batch_s(zero, params / min_tp * wire, d, dp_bw, dp_lat, grad_bytes, wire)
             stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
             for g, n in zip(groups, self._group_max_shares(groups, shares[i])):
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
@@ -370,7 +376,7 @@ class Scorer:
             sync = grad_sync_s(zero, params / min_tp, d, dp_bw, dp_lat, grad_bytes)
             overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
             exposed = max(0.0, sync - stage_bwd / v) if overlaps else sync
-            step = max(after_step_s(zero, params / g.tp, d, self.pools[g.pool].gpu.mem_bw_bytes_per_s, dp_bw, dp_lat)
+            step = max(after_step_s(zero, params / g.tp, d, self.pools[g.pool].gpu.mem_bw_bytes_per_s, dp_bw, dp_lat, wire)
                        for g in groups)
             tails.append(exposed + step)
             drains.append(fastest_bwd)

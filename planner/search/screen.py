@@ -159,7 +159,7 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
         tau = per.fw + np.maximum(per.bw, sub.grads)
     else:
         tau = np.maximum(per.fw, sub.gather) + np.maximum(per.bw, sub.gather + sub.grads)
-    W = s.layer_params / sub.t_arr * sum(state_bytes_per_param(zero, sub.d))
+    W = s.layer_params / sub.t_arr * sum(state_bytes_per_param(zero, sub.d, s.job.precision))
     tau = np.where(sub.present, tau, np.inf)
     # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's (the
     # busiest lane's fill runs at its own group's rate); (b8): a mixed layout's slowest lane

@@ -9,6 +9,7 @@ from planner.cost import evaluate
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
 from planner.compute import stage_pass_times
+from planner.engines import get as engine_profile
 from planner.search.objective import (check_objective, estimate_key, estimate_key_of_fast, fast_key_of_estimate,
                                       gain)
 from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions
@@ -321,9 +322,10 @@ def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
         last = stage.layer_end == plan.model.layers
         for rep in stage.replicas:
             gpu = cluster.pool(rep.pool).gpu
+            run = engine_profile(plan.engine).execution
             t = stage_pass_times(plan.model, gpu, stage.num_layers, last, plan.seq_len, plan.micro_batch, rep.tp,
                                  plan.sequence_parallel, plan.recompute, options.cost_options.flash_attention,
-                                 gpu.link_bw_bytes_per_s)
+                                 gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32))
             worst = max(worst, rep.samples // plan.micro_batch * (t.forward_s + t.backward_s))
     return worst
 
@@ -333,6 +335,9 @@ def _gains(objective: Objective, est: Estimate, base: dict[str, ScoredPlan | Non
 
 
 def _raise_infeasible(cluster, job, objective, deadline_hours, considered: Considered, options) -> None:
+    if len(considered.precision_excluded) == len(cluster.pools):
+        raise InfeasibleError("no pool can train this job's precision: " + "; ".join(
+            f"{name}: {why}" for name, why in considered.precision_excluded.items()))
     if objective == Objective.DEADLINE:
         fastest = PLANNERS["hetplan"].consider(cluster, job, Objective.THROUGHPUT, None, options)
         ranked = _rank(cluster, job, Objective.THROUGHPUT, None, fastest, options)
