@@ -348,3 +348,19 @@ def test_free_gpus_under_the_cost_objective(catalog):
     assert best.estimate.cost_per_million_tokens_usd == 0 and set(best.plan.gpus_by_pool()) == {"mine"}
     assert all(g is None or g == 0.0 for g in best.gain_over.values())
     assert best.explanation and all(isinstance(reason, str) for reason in result.idle.values())
+
+
+def test_baselines_say_how_far_their_own_search_got(catalog):
+    """SearchResult.baseline_status: complete on a small cluster; on 1,024 GPUs with a tiny baseline
+    limit, stopped by the time limit with the gap it could not rule out (a gain quoted against it
+    is then not final)."""
+    small = load_cluster_file(ROOT / "examples" / "a100-v100-16.yaml", catalog)
+    result = search(small, Job(catalog.model("llama-2-7b"), 64, 2048))
+    assert set(result.baseline_status) == {"megatron", "uniform"}
+    assert all(s.complete and s.stopped_by is None and s.gap == 0.0 for s in result.baseline_status.values())
+    big = load_cluster_file(ROOT / "examples" / "cloud-4types-1024.yaml", catalog)
+    cut = search(big, Job(catalog.model("gpt3-175b"), 1536, 2048),
+                 options=SearchOptions(time_limit_s=2.0, baseline_time_limit_s=0.05))
+    stopped = [s for s in cut.baseline_status.values() if not s.complete]
+    assert stopped and all(s.stopped_by == "time limit" for s in stopped)
+    assert all(s.gap is None or s.gap > 0 for s in stopped)

@@ -120,9 +120,12 @@ _GAP = re.compile(r"^optimality gap (\d+(?:\.\d+)?)%")
 
 
 def baseline_searches(result) -> dict[str, BaselineSearch]:
-    """The baselines whose search did not complete, by name. planner.search reports them only in its
-    notes ("the megatron baseline stopped at its time limit ...", then "optimality gap 5.6%: ..."),
-    so they are read from there (tests/test_app_trust.py holds this to the planner's wording)."""
+    """The baselines whose search did not complete, by name: SearchResult.baseline_status, or for a
+    result without it, the notes ("the megatron baseline stopped at its time limit ...", then
+    "optimality gap 5.6%: ..."; tests/test_app_trust.py holds this to the planner's wording)."""
+    status = getattr(result, "baseline_status", None)
+    if status:
+        return {name: BaselineSearch(s.stopped_by, s.gap) for name, s in status.items() if not s.complete}
     out: dict[str, BaselineSearch] = {}
     current = None
     for note in getattr(result, "notes", ()) or ():

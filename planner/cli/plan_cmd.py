@@ -167,6 +167,8 @@ def _json(result, catalog) -> dict:
         "candidates_evaluated": result.candidates_evaluated, "notes": list(result.notes),
         "complete": result.complete, "gap": result.gap, "stopped_by": result.stopped_by,
         "guarantee": result.guarantee,
+        "baseline_status": {k: {"complete": v.complete, "stopped_by": v.stopped_by, "gap": v.gap}
+                            for k, v in result.baseline_status.items()},
     }
 
 

@@ -42,6 +42,17 @@ class SearchResult:
     gap: float | None = 0.0              # how much better an unverified plan could be, by evaluate (0: complete)
     stopped_by: str | None = None        # "time limit" or "fast-score budget"; None when the search ran out
     guarantee: str = ""                  # what the answer is promised to be, in words
+    baseline_status: dict[str, "BaselineStatus"] = field(default_factory=dict)   # how far each baseline's search got
+
+
+@dataclass(frozen=True)
+class BaselineStatus:
+    """How far a baseline's own search got: complete, or stopped by a limit (`stopped_by`) with the
+    gap it could not rule out on the fast estimate (None: unknown), so that a gain quoted against
+    it can say how final it is."""
+    complete: bool
+    stopped_by: str | None = None
+    gap: float | None = 0.0
 
 
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
@@ -69,7 +80,8 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
     ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock)
     search_time = time.perf_counter() - start
-    base, base_notes = _baselines(cluster, job, objective, deadline_hours, options) if baselines else ({}, ())
+    base, base_notes, base_status = (_baselines(cluster, job, objective, deadline_hours, options) if baselines
+                                     else ({}, (), {}))
     ranked, adopted = _adopt_baselines(objective, deadline_hours, ranked, base)
     if adopted:
         base_notes += (f"a limit cut the search short of the {', '.join(adopted)} baseline's plan, which is in "
@@ -88,7 +100,8 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
     return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes,
-                        complete, gap, considered.stopped_by, _guarantee(method, complete, gap, considered))
+                        complete, gap, considered.stopped_by, _guarantee(method, complete, gap, considered),
+                        base_status)
 
 
 def _verify(cluster, job, objective, deadline_hours, considered: Considered, options, ranked,
@@ -270,7 +283,7 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
 def _baselines(cluster, job, objective, deadline_hours, options):
     """Each baseline's best plan (None when none fits), and notes on baselines a limit cut short."""
     out: dict[str, ScoredPlan | None] = {}
-    notes = []
+    notes, status = [], {}
     for name in BASELINES:
         clock = Clock(options.baseline_time_limit_s)
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options)
@@ -279,7 +292,9 @@ def _baselines(cluster, job, objective, deadline_hours, options):
                                 f"{name} baseline: {describe_plan(best[0])}") if best else None)
         notes += [n.replace(f"the {name} search", f"the {name} baseline") for n in
                   _stop_notes(name, considered, options, optimality_gap(considered))]
-    return out, tuple(notes)
+        stopped = considered.stopped_by
+        status[name] = BaselineStatus(stopped is None, stopped, 0.0 if stopped is None else optimality_gap(considered))
+    return out, tuple(notes), status
 
 
 def _best_of(cluster, job, objective, deadline_hours, considered: Considered, options,
