@@ -162,16 +162,16 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     """
     totals = {sum(c) for c in micro_batches}
     assert len(totals) == 1, f"stages handle different numbers of micro-batches: {micro_batches}"
-    if not timeline:
-        lanes = _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave)
-        if lanes is not None:
-            return lanes
+    lanes = _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline)
+    if lanes is not None:
+        return lanes
     if interleave > 1:
         return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline)
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline)
 
 
-def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave) -> SimResult | None:
+def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave,
+                    timeline: bool = False) -> SimResult | None:
     """The same result from one simulation per kind of lane, when the replicas form lanes.
 
     When every stage has the same replica counts [n_0 .. n_{d-1}], micro-batch j has the same
@@ -179,8 +179,9 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     forms lane r, and no operation of one lane waits for another lane. Lanes with the same
     micro-batch count, pass times, in-flight limits and transfer delays run identically (their
     micro-batches keep their relative order), so each kind is simulated once as a one-replica
-    pipeline and its figures are copied to its lanes. None when the replicas do not form lanes
-    or every lane differs (nothing to save)."""
+    pipeline and its figures are copied to its lanes; with `timeline`, so are its passes, each
+    lane's j-th micro-batch being the j-th of the global micro-batches it owns. None when the
+    replicas do not form lanes or every lane differs (nothing to save)."""
     p, counts = len(micro_batches), micro_batches[0]
     d = len(counts)
     if d < 2 or any(c != counts for c in micro_batches):
@@ -199,6 +200,10 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     end_s = [[0.0] * d for _ in range(p)]
     busy_s = [[0.0] * d for _ in range(p)]
     last_bwd = [[0.0] * d for _ in range(p)]
+    frames = []
+    owned: list[list[int]] = [[] for _ in range(d)]
+    for j, r in enumerate(assign_micro_batches(counts)):
+        owned[r].append(j)
     for (n, _, _, _, _, limits), lane in kinds.items():
         r0 = lane[0]
         one = [[n] for _ in range(p)]
@@ -206,13 +211,19 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
         bwd = [[backward_s[i][r0]] for i in range(p)]
         link = (lambda i, _r, i2, _r2, r0=r0: delay(i, r0, i2, r0))
         if interleave > 1:
-            sim = _simulate_static(one, fwd, bwd, link, schedule, interleave, False)
+            sim = _simulate_static(one, fwd, bwd, link, schedule, interleave, timeline)
         else:
-            sim = _simulate_events(one, fwd, bwd, link, schedule, False, [[x] for x in limits])
+            sim = _simulate_events(one, fwd, bwd, link, schedule, timeline, [[x] for x in limits])
         for r in lane:
             for i in range(p):
                 end_s[i][r], busy_s[i][r], last_bwd[i][r] = sim.end_s[i][0], sim.busy_s[i][0], sim.last_backward_s[i][0]
-    return SimResult(max(max(row) for row in end_s), end_s, busy_s, last_bwd)
+            if timeline:
+                frames.append(sim.timeline.assign(replica=r, micro_batch=[owned[r][j] for j in sim.timeline.micro_batch]))
+    table = None
+    if timeline:
+        import pandas as pd
+        table = pd.concat(frames, ignore_index=True)
+    return SimResult(max(max(row) for row in end_s), end_s, busy_s, last_bwd, table)
 
 
 def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline, limit=None) -> SimResult:

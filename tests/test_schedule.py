@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.schedule import _simulate_lanes, assign_micro_batches, closed_form_1f1b_s, simulate
+from planner.schedule import (_simulate_events, _simulate_lanes, _simulate_static, assign_micro_batches,
+                              closed_form_1f1b_s, simulate)
 from planner.types import Schedule
 
 NO_DELAY = lambda *a: 0.0  # noqa: E731
@@ -134,10 +135,21 @@ def test_lanes_simulated_once_per_kind_equal_the_full_simulation(data, p, d, sch
         return 0.25 if r == slow_link else 0.1
 
     stages = [list(counts) for _ in range(p)]
-    lanes = simulate(stages, fwd, bwd, delay, schedule, interleave)
+    lanes = simulate(stages, fwd, bwd, delay, schedule, interleave, timeline=True)
     assert _simulate_lanes(stages, fwd, bwd, delay, schedule, interleave) is not None
-    full = simulate(stages, fwd, bwd, delay, schedule, interleave, timeline=True)
+    if interleave > 1:
+        full = _simulate_static(stages, fwd, bwd, delay, schedule, interleave, True)
+    else:
+        full = _simulate_events(stages, fwd, bwd, delay, schedule, True)
     assert lanes.makespan_s == pytest.approx(full.makespan_s, rel=1e-12)
     for row in ("end_s", "busy_s", "last_backward_s"):
         for a, b in zip(getattr(lanes, row), getattr(full, row)):
             assert a == pytest.approx(b, rel=1e-12), row
+    # the timeline too: every pass and transfer of every worker, from one simulation per kind of lane
+    columns = ["stage", "replica", "micro_batch", "chunk", "kind", "start", "end"]
+    mine = lanes.timeline.sort_values(columns).reset_index(drop=True)
+    theirs = full.timeline.sort_values(columns).reset_index(drop=True)
+    assert len(mine) == len(theirs)
+    assert (mine[columns[:5]].values == theirs[columns[:5]].values).all()
+    assert mine.start.values == pytest.approx(theirs.start.values, rel=1e-12, abs=1e-12)
+    assert mine.end.values == pytest.approx(theirs.end.values, rel=1e-12, abs=1e-12)
