@@ -100,6 +100,15 @@ class ModelEntry(Strict):
     experts: PositiveInt = 1
     top_k: PositiveInt = 1
     source: str = ""
+    moe_ffn: NonNegativeInt = 0
+    shared_experts: NonNegativeInt = 0
+    dense_layers: NonNegativeInt = 0
+    moe_every: PositiveInt = 1
+    attention_head_dim: NonNegativeInt = 0
+    q_lora_rank: NonNegativeInt = 0
+    kv_lora_rank: NonNegativeInt = 0
+    qk_rope_head_dim: NonNegativeInt = 0
+    v_head_dim: NonNegativeInt = 0
 
 
 class InlineModelEntry(ModelEntry):

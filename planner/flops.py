@@ -12,25 +12,58 @@ def _norm_params(model: Model) -> int:
     return 2 * model.hidden if model.norm == NormKind.LAYERNORM else model.hidden
 
 
+def attention_weights(model: Model) -> int:
+    """Weights of one layer's attention projections.
+    Standard (grouped-query) attention: q (h x a d), k and v (h x g each), o (a d x h).
+    Multi-head latent attention (DeepSeek-V2 paper, section 2.1; DeepSeek-V3 config.json): q through
+    a rank-q_lora bottleneck to a heads of (d_nope + d_rope), k and v jointly compressed to kv_lora
+    (plus the shared rope key d_rope), expanded to a heads of (d_nope + d_v), o from a d_v; the two
+    bottleneck norms."""
+    h, a, d = model.hidden, model.heads, model.head_dim
+    if not model.is_mla:
+        g = model.kv_heads * d
+        return h * a * d + 2 * h * g + a * d * h
+    qk, rope, v = d + model.qk_rope_head_dim, model.qk_rope_head_dim, model.v_head_dim
+    q = (h * model.q_lora_rank + model.q_lora_rank + model.q_lora_rank * a * qk if model.q_lora_rank
+         else h * a * qk)
+    kv = h * (model.kv_lora_rank + rope) + model.kv_lora_rank + model.kv_lora_rank * a * (d + v)
+    return q + kv + a * v * h
+
+
 def attention_params(model: Model) -> int:
-    h, g = model.hidden, model.kv_heads * model.head_dim
-    weights = h * h + 2 * h * g + h * h          # q, k, v, o projections
-    bias = (h + 2 * g if model.qkv_bias else 0) + (h if model.out_bias else 0)
-    return weights + bias
+    g = model.kv_heads * model.head_dim
+    bias = ((model.heads * model.head_dim + 2 * g) if model.qkv_bias else 0) + (model.hidden if model.out_bias else 0)
+    return attention_weights(model) + bias
+
+
+def _mlp_params(model: Model, width: int) -> int:
+    matrices = 3 if model.mlp == MlpKind.SWIGLU else 2
+    bias = width + model.hidden if model.mlp_bias else 0
+    return matrices * model.hidden * width + bias
 
 
 def expert_params(model: Model) -> int:
-    h, f = model.hidden, model.ffn
-    matrices = 3 if model.mlp == MlpKind.SWIGLU else 2
-    bias = f + h if model.mlp_bias else 0
-    return matrices * h * f + bias
+    """One expert's MLP (`moe_ffn` wide, or `ffn` when unset)."""
+    return _mlp_params(model, model.moe_ffn or model.ffn)
 
 
-def layer_params(model: Model, active_only: bool = False) -> int:
-    """Parameters of one transformer layer (two norms, attention, MLP or experts + router)."""
-    experts = model.top_k if active_only else model.experts
-    router = model.hidden * model.experts if model.is_moe else 0
-    return 2 * _norm_params(model) + attention_params(model) + experts * expert_params(model) + router
+def total_layer_params(model: Model, active_only: bool = False) -> int:
+    """Parameters of all transformer layers: dense layers (two norms, attention, an `ffn`-wide MLP)
+    and MoE layers (two norms, attention, the routed experts (top_k of them when `active_only`),
+    the shared experts and the router)."""
+    base = 2 * _norm_params(model) + attention_params(model)
+    moe = model.moe_layers
+    routed = model.top_k if active_only else model.experts
+    moe_layer = base + (routed + model.shared_experts) * expert_params(model) + model.hidden * model.experts
+    return (model.layers - moe) * (base + _mlp_params(model, model.ffn)) + moe * moe_layer
+
+
+def layer_params(model: Model, active_only: bool = False) -> float:
+    """Parameters of one transformer layer; for models whose layers differ (dense and MoE layers),
+    their mean: the planner treats layers as alike, so a stage of n layers holds n means (an
+    approximation for DeepSeek-V3's first dense layers and Llama 4's alternation, exact in total)."""
+    total = total_layer_params(model, active_only)
+    return total // model.layers if total % model.layers == 0 else total / model.layers
 
 
 def embedding_params(model: Model) -> int:
@@ -52,8 +85,7 @@ def head_params(model: Model) -> int:
 
 
 def model_params(model: Model, active_only: bool = False) -> int:
-    return (embedding_params(model) + model.layers * layer_params(model, active_only)
-            + head_params(model))
+    return embedding_params(model) + total_layer_params(model, active_only) + head_params(model)
 
 
 def stage_params(model: Model, layer_start: int, layer_end: int, num_stages_total: int) -> int:
@@ -82,18 +114,24 @@ def edge_param_count(model: Model, first: bool, last: bool, num_stages_total: in
 # ----------------------------------------------------------------------------- FLOPs
 
 def layer_matmul_flops_per_token(model: Model) -> float:
-    """Forward matmul FLOPs of one layer per token: 2 per active weight (Kaplan et al. 2020, 2N)."""
-    h, g = model.hidden, model.kv_heads * model.head_dim
-    attention = 2 * (2 * h * h + 2 * h * g)
-    mlp = 2 * model.top_k * (3 if model.mlp == MlpKind.SWIGLU else 2) * h * model.ffn
-    router = 2 * h * model.experts if model.is_moe else 0
-    return attention + mlp + router
+    """Forward matmul FLOPs of one layer per token: 2 per active weight (Kaplan et al. 2020, 2N),
+    the mean over the layers when dense and MoE layers differ."""
+    matrices = 3 if model.mlp == MlpKind.SWIGLU else 2
+    h, moe, L = model.hidden, model.moe_layers, model.layers
+    dense_mlp = matrices * h * model.ffn
+    moe_mlp = (model.top_k + model.shared_experts) * matrices * h * (model.moe_ffn or model.ffn) + h * model.experts
+    mlp = ((L - moe) * dense_mlp + moe * moe_mlp) / L if moe else dense_mlp
+    return 2 * (attention_weights(model) + mlp)
 
 
 def layer_attention_flops_per_token(model: Model, seq_len: int) -> float:
-    """Forward FLOPs of Q·K^T and scores·V per token: 2·s·h each, no causal discount
-    (the convention of Narayanan et al. 2021 and PaLM, Chowdhery et al. 2022, appendix B)."""
-    return 4 * seq_len * model.hidden
+    """Forward FLOPs of Q·K^T and scores·V per token: 2·s·h each (h = heads x head width), no
+    causal discount (the convention of Narayanan et al. 2021 and PaLM, Chowdhery et al. 2022,
+    appendix B); latent attention: q·k over d_nope + d_rope and scores·v over d_v."""
+    a, d = model.heads, model.head_dim
+    if model.is_mla:
+        return 2 * seq_len * a * (d + model.qk_rope_head_dim) + 2 * seq_len * a * model.v_head_dim
+    return 4 * seq_len * a * d
 
 
 def layer_forward_flops(model: Model, seq_len: int, tokens: float) -> float:

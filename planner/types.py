@@ -243,13 +243,31 @@ class Model:
     experts: int = 1
     top_k: int = 1
     source: str = ""
+    # mixture-of-experts shapes beyond `experts` x `ffn` (DeepSeek-V3, Qwen3 MoE, Llama 4):
+    moe_ffn: int = 0                  # each expert's MLP width; 0: `ffn` (then every layer is MoE)
+    shared_experts: int = 0           # always-active experts of width moe_ffn beside the routed ones
+    dense_layers: int = 0             # the first layers are dense MLPs of width `ffn`
+    moe_every: int = 1                # after those, every moe_every-th layer is MoE, the others dense
+    attention_head_dim: int = 0       # per-head width when not hidden / heads (Qwen3, Gemma); 0: hidden / heads
+    # multi-head latent attention (DeepSeek-V2/V3): low-rank q and joint kv projections; 0: none
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     def __post_init__(self):
         f = f"models[{self.id}]"
-        for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k"):
+        for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k", "moe_every"):
             _positive_int(getattr(self, name), f"{f}.{name}")
-        _require(self.hidden % self.heads == 0, f"{f}.hidden",
-                 f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        for name in ("moe_ffn", "shared_experts", "dense_layers", "attention_head_dim", "q_lora_rank",
+                     "kv_lora_rank", "qk_rope_head_dim", "v_head_dim"):
+            value = getattr(self, name)
+            _require(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10_000_000,
+                     f"{f}.{name}", f"must be a whole number from 0 to 10,000,000, got {value!r}")
+        _require(self.dense_layers < self.layers or self.experts == 1, f"{f}.dense_layers",
+                 f"{self.dense_layers} dense layers leave no MoE layer of {self.layers}")
+        _require(self.attention_head_dim > 0 or self.hidden % self.heads == 0, f"{f}.hidden",
+                 f"hidden ({self.hidden}) must be divisible by heads ({self.heads}), or set attention_head_dim")
         _require(self.heads % self.kv_heads == 0, f"{f}.kv_heads",
                  f"heads ({self.heads}) must be divisible by kv_heads ({self.kv_heads})")
         _require(self.top_k <= self.experts, f"{f}.top_k",
@@ -266,7 +284,18 @@ class Model:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.attention_head_dim or self.hidden // self.heads
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """How many layers hold experts (all of them for a plain MoE model, none for a dense one)."""
+        if not self.is_moe:
+            return 0
+        return (self.layers - self.dense_layers) // self.moe_every
 
     @property
     def is_moe(self) -> bool:

@@ -330,3 +330,35 @@ def test_yaml_is_loaded_safely(tmp_path):
     path = write(tmp_path, "evil.yaml", "gpus: !!python/object/apply:os.system ['true']\n")
     with pytest.raises(InputError, match="invalid YAML"):
         load_catalog([path])
+
+
+# Published totals of the MoE catalog models, in billions: (total, active), each with its source in
+# catalog/models.yaml. Rounded figures: 2% tolerance (Llama 4 Scout's 109B includes its vision
+# encoder, which the text model here leaves out: 107.8B).
+MOE_PUBLISHED = {
+    "mixtral-8x22b": (141, 39),        # Mistral AI, 2024
+    "qwen3-30b-a3b": (30.5, 3.3),      # Qwen3 Technical Report, Table 2
+    "qwen3-235b-a22b": (235, 22),      # Qwen3 Technical Report, Table 2
+    "deepseek-v3": (671, 37),          # DeepSeek-V3 Technical Report, section 1
+    "llama-4-scout": (109, 17),        # Meta, "The Llama 4 herd"
+    "llama-4-maverick": (400, 17),     # Meta, "The Llama 4 herd"
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(MOE_PUBLISHED))
+def test_moe_models_match_published_totals(model_id):
+    model = load_catalog().model(model_id)
+    total, active = MOE_PUBLISHED[model_id]
+    assert model.num_params / 1e9 == pytest.approx(total, rel=0.02)
+    assert model.num_active_params / 1e9 == pytest.approx(active, rel=0.02)
+    assert model.is_moe and model.moe_layers > 0
+
+
+def test_moe_layer_counts_and_latent_attention():
+    catalog = load_catalog()
+    assert catalog.model("deepseek-v3").moe_layers == 58                  # 61 layers, the first 3 dense
+    assert catalog.model("llama-4-maverick").moe_layers == 24             # every other layer
+    assert catalog.model("llama-4-scout").moe_layers == 48
+    assert catalog.model("deepseek-v3").is_mla and not catalog.model("mixtral-8x22b").is_mla
+    # dense models are unchanged by the MoE fields: Llama 2 7B's 6.74B (Touvron et al. 2023)
+    assert catalog.model("llama-2-7b").num_params == pytest.approx(6.738e9, rel=1e-3)
