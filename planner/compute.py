@@ -10,12 +10,13 @@ parallelism, which move the same bytes). Tensor-parallel collectives are not ove
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from planner.comm import INTRA_NODE_LATENCY_S, all_reduce_s
 from planner.flops import (head_forward_flops, layer_attention_flops_per_token,
                            layer_matmul_flops_per_token)
 from planner.numerics import FP8_CAST_BYTES, linear_peak_flops, numerics, other_peak_flops
-from planner.types import Gpu, MlpKind, Model, Precision, Recompute
+from planner.types import Gpu, MlpKind, Model, NormKind, PositionKind, Precision, Recompute
 
 ACT_BYTES = 2  # 16-bit activations (planner.numerics: 4 in fp32), the least of any precision
 
@@ -48,6 +49,82 @@ MEM_BW_EFFICIENCY = 0.8
 ELEMENTWISE_PASSES_HIDDEN = 14
 # Passes over an s*b*f tensor: activation function (read + write: 2; gated: read two, write one: 3)
 ELEMENTWISE_PASSES_FFN = {MlpKind.GELU: 2, MlpKind.RELU: 2, MlpKind.SWIGLU: 3}
+
+
+class Kernels(str, Enum):
+    """How an engine runs a layer's element-wise ops (planner.engines.base.Execution.kernels),
+    cheapest first."""
+    FUSED = "fused"                  # fused kernels: Megatron-LM's, or torch.compile's Inductor
+    EAGER = "eager"                  # eager PyTorch: one kernel per op, the norm one fused kernel
+    EAGER_UNFUSED_NORM = "eager-unfused-norm"   # eager, and RMSNorm as its composite ops too
+
+    @property
+    def cost_rank(self) -> int:
+        return list(Kernels).index(self)
+
+
+# Eager PyTorch, counted from torchtitan's Llama (torchtitan/models/llama3/model/model.py @v0.2.2;
+# torchtitan/models/llama/model.py @9dec370): the passes eager kernels add to the fused count
+# above (which already holds the norms, the residual adds and ~3 for the q/k/v and rotary work),
+# 16-bit passes of read + write per element:
+#   rotary (apply_rotary_emb) on q and k: x.float() (read 2 B, write 4 B = 3 passes), complex
+#     multiply (read 4 B, write 4 B = 4), type_as (read 4 B, write 2 B = 3)            10 per element
+#   repeat_kv under grouped-query attention: expand + reshape of k and v (read g, write h)
+#   attention output transpose(1, 2).contiguous(): read + write                          2
+#   SwiGLU F.silu(w1(x)) * w3(x): silu (read + write f) and the product (read 2f, write f) 5 per f,
+#     2 more than the fused kernel's 3
+#   a norm as torchtitan's composite RMSNorm (x.float(), pow, mean, x * rsqrt, type_as, * weight:
+#     3 + 4 + 2 + 4 + 3 + 2 = 18 passes) instead of one kernel's 2 (nn.RMSNorm is one fused CUDA
+#     kernel since pytorch/pytorch#153666; torchtitan's Triton fused_rmsnorm before): 16 more each
+EAGER_ROTARY_PASSES = 10
+EAGER_TRANSPOSE_PASSES = 2
+EAGER_FFN_PASSES = {MlpKind.GELU: 2, MlpKind.RELU: 2, MlpKind.SWIGLU: 5}
+COMPOSITE_RMSNORM_EXTRA_PASSES = 16
+
+
+def elementwise_elements_per_token(model: Model, kernels: Kernels = Kernels.FUSED) -> tuple[float, float]:
+    """(elements over the hidden-wide tensors, over the MLP-wide ones) that one layer's forward
+    element-wise kernels read and write per token, in 16-bit passes; eager is never below fused."""
+    h, g, f = model.hidden, model.kv_heads * model.head_dim, model.ffn * model.top_k
+    hidden, ffn = ELEMENTWISE_PASSES_HIDDEN * h, ELEMENTWISE_PASSES_FFN[model.mlp] * f
+    if kernels == Kernels.FUSED:
+        return hidden, ffn
+    hidden += EAGER_TRANSPOSE_PASSES * h
+    if model.position == PositionKind.ROPE:
+        hidden += EAGER_ROTARY_PASSES * (h + g)
+    if g < h:
+        hidden += 2 * (g + h)
+    if kernels == Kernels.EAGER_UNFUSED_NORM and model.norm == NormKind.RMSNORM:
+        hidden += 2 * COMPOSITE_RMSNORM_EXTRA_PASSES * h
+    return hidden, EAGER_FFN_PASSES[model.mlp] * f
+
+
+class SelectiveKind(str, Enum):
+    """What an engine's selective recomputation reruns (Execution.selective_recompute)."""
+    ATTENTION_CORE = "attention-core"   # Megatron-LM --recompute-granularity selective: the attention
+    #                                     core only (Korthikanti et al. 2022, section 4.2)
+    OP_SAC = "op-sac"                   # torchtitan selective_ac_option "op": every op but every other
+    #                                     matmul, SDPA and the tp reduce-scatters is recomputed
+
+
+def layer_matmul_flops_in_order(model: Model) -> list[float]:
+    """Forward FLOPs per token of a layer's matmuls in the order torchtitan's Llama runs them
+    (wq, wk, wv, wo; w1, w3, w2 or w1, w2); they sum to flops.layer_matmul_flops_per_token but
+    for an MoE router."""
+    h, g, f, k = model.hidden, model.kv_heads * model.head_dim, model.ffn, model.top_k
+    mlp = [2 * h * f * k] * (3 if model.mlp == MlpKind.SWIGLU else 2)
+    return [2 * h * h, 2 * h * g, 2 * h * g, 2 * h * h] + mlp
+
+
+def op_sac_recomputed_matmul_fraction(model: Model) -> float:
+    """The share of a layer's projection FLOPs that op-level SAC recomputes: the policy saves the
+    output of every odd-numbered mm of the layer and recomputes the even-numbered ones
+    (torchtitan/distributed/activation_checkpoint.py `_custom_policy` @v0.2.2: "Saves output of
+    all compute ops, except every second mm"; meta[mm_count] % 2 == 0 -> PREFER_RECOMPUTE)."""
+    order = layer_matmul_flops_in_order(model)
+    return sum(order[1::2]) / sum(order)
+
+
 # Passes over the a*s*s*b score tensor without flash attention: fused scale-mask-softmax
 # read + write, dropout read + write + mask (Korthikanti et al. 2022, section 4.1)
 ELEMENTWISE_PASSES_SCORES = 5
@@ -77,11 +154,12 @@ def _memory_s(num_bytes: float, gpu: Gpu) -> float:
 
 def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, tp: int,
                         sequence_parallel: bool, flash_attention: bool, precision: Precision | None = None,
-                        tf32: bool = False) -> tuple[float, float, float]:
+                        tf32: bool = False, kernels: Kernels = Kernels.FUSED) -> tuple[float, float, float]:
     """(projection matmuls, attention core, other element-wise work) seconds of one layer's
     forward. The attention core (Q K^T, softmax, dropout, scores V) is what selective
     recomputation reruns. `precision` (planner.numerics): the GEMMs' peaks and the bytes each
-    element-wise pass moves; FP8 adds the casts of its GEMM inputs."""
+    element-wise pass moves; FP8 adds the casts of its GEMM inputs. `kernels`: how the engine runs
+    the element-wise ops (elementwise_elements_per_token)."""
     s, b, t, h = seq_len, micro_batch, tp, model.hidden
     tokens = s * b
     act_bytes = numerics(precision).act_bytes
@@ -91,8 +169,9 @@ def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, 
     attention_flops = tokens * layer_attention_flops_per_token(model, s) / t
     attention = ATTENTION_MATMUL_SLOWDOWN * _matmul_s(attention_flops, gpu, min(s, model.head_dim * 8),
                                                       other_peak_flops(gpu, precision, tf32))
-    hidden_passes = ELEMENTWISE_PASSES_HIDDEN * tokens * h / (t if sequence_parallel else 1)
-    ffn_passes = ELEMENTWISE_PASSES_FFN[model.mlp] * tokens * model.ffn * model.top_k / t
+    hidden_elements, ffn_elements = elementwise_elements_per_token(model, kernels)
+    hidden_passes = hidden_elements * tokens / (t if sequence_parallel else 1)
+    ffn_passes = ffn_elements * tokens / t
     if flash_attention:
         attention /= ATTENTION_MATMUL_SLOWDOWN  # fused kernel runs near GEMM rate (Dao 2023, FA-2)
     else:
@@ -121,12 +200,15 @@ def tp_collective_s(model: Model, seq_len: int, micro_batch: int, tp: int, link_
 def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, seq_len: int,
                      micro_batch: int, tp: int, sequence_parallel: bool, recompute: Recompute,
                      flash_attention: bool, link_bw: float, layer_overhead_s: float = 0.0,
-                     precision: Precision | None = None, tf32: bool = False) -> PassTimes:
+                     precision: Precision | None = None, tf32: bool = False,
+                     kernels: Kernels = Kernels.FUSED,
+                     selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> PassTimes:
     """One micro-batch's forward and backward through `num_layers` layers (and the head).
-    `layer_overhead_s`: the engine's fixed cost per layer and pass (planner.engines.base.Execution);
-    `precision` and `tf32`: planner.numerics (None: 16-bit)."""
+    `layer_overhead_s`, `kernels` and `selective`: the engine's fixed cost per layer and pass, how it
+    runs element-wise ops and what its selective recomputation reruns (planner.engines.base.Execution);
+    `precision` and `tf32`: planner.numerics (None: 16-bit). The defaults are the cheapest."""
     proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
-                                           flash_attention, precision, tf32)
+                                           flash_attention, precision, tf32, kernels)
     collective = tp_collective_s(model, seq_len, micro_batch, tp, link_bw, precision)
     layer_fwd = proj + attn + elem + layer_overhead_s
     layer_bwd = 2 * (proj + attn + elem) + layer_overhead_s
@@ -134,6 +216,11 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
     if recompute == Recompute.FULL:
         layer_bwd += layer_fwd
         tp_bwd += 2 * collective
+    elif recompute == Recompute.SELECTIVE and selective == SelectiveKind.OP_SAC:
+        # every other matmul and every element-wise op again; SDPA and the reduce-scatters are
+        # saved, the two sequence-parallel all-gathers (half an all-reduce each) are rerun
+        layer_bwd += op_sac_recomputed_matmul_fraction(model) * proj + elem
+        tp_bwd += collective if tp > 1 else 0.0
     elif recompute == Recompute.SELECTIVE:
         layer_bwd += attn
     head_fwd = head_bwd = 0.0

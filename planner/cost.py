@@ -63,7 +63,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 passes[(rep.pool, rep.tp)] = stage_pass_times(
                     plan.model, pool.gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
                     plan.micro_batch, rep.tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
-                    pool.gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, tf32)
+                    pool.gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, tf32, run.kernels,
+                    run.selective_recompute)
             times = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
             f_exp = max(0.0, zf - run.zero_overlap * f_comp)
@@ -77,7 +78,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             zero_exposed[(i, r)] = (f_exp + b_exp) * own
             if (rep.pool, rep.tp, rep.samples) not in memories:      # memory depends on these alone
                 memories[(rep.pool, rep.tp, rep.samples)] = replica_memory(plan, i, r, pool.gpu.mem_bytes,
-                                                                           options.flash_attention, run.framework_bytes)
+                                                                           options.flash_attention, run.framework_bytes,
+                                                                           run.selective_recompute)
             memory = memories[(rep.pool, rep.tp, rep.samples)]
             replica_estimates.append(ReplicaEstimate(i, r, pool.name, pool.gpu.id, rep.tp, rep.samples,
                                                      fwd[i][r], bwd[i][r], memory))

@@ -11,6 +11,7 @@ any MLP width and gated MLPs by keeping each stored tensor of their derivation.
 """
 from __future__ import annotations
 
+from planner.compute import SelectiveKind
 from planner.flops import stage_params
 from planner.schedule import in_flight_micro_batches as schedule_in_flight
 from planner.numerics import numerics
@@ -46,7 +47,8 @@ def model_state_bytes(plan: Plan, stage_index: int, tp: int) -> tuple[float, flo
 
 
 def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
-                               recompute: Recompute, flash_attention: bool, precision: Precision | None = None) -> float:
+                               recompute: Recompute, flash_attention: bool, precision: Precision | None = None,
+                               selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> float:
     """Stored activations of one layer for one micro-batch on one GPU (Korthikanti eq. 1-6).
 
     Per layer, with g the key/value width and f the MLP width (16-bit tensors, 1-byte masks):
@@ -58,7 +60,8 @@ def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp:
         (absent with flash attention, which recomputes them)
     Selective recomputation drops the scores term; full recomputation keeps only the layer
     input, 2sbh (divided by tp under sequence parallelism). In fp32 every term doubles (masks
-    counted at 2 bytes too: an over-estimate of 2sbh + a s^2 b at most).
+    counted at 2 bytes too: an over-estimate of 2sbh + a s^2 b at most). `selective`: the engine's
+    kind of selective recomputation; op-level SAC keeps what op_sac_saved_elements_per_token says.
     """
     scale = numerics(precision).act_bytes / 2
     m, s, b, t = model, seq_len, micro_batch, tp
@@ -66,6 +69,8 @@ def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp:
     sp = sequence_parallel and t > 1
     if recompute == Recompute.FULL:
         return scale * 2 * s * b * h / (t if sp else 1)
+    if recompute == Recompute.SELECTIVE and selective == SelectiveKind.OP_SAC:
+        return numerics(precision).act_bytes * s * b * op_sac_saved_elements_per_token(model, t, sp)
     replicated = 10 * s * b * h
     mlp = (6 if m.mlp == MlpKind.SWIGLU else 4) * s * b * f
     sharded = 2 * s * b * h + 4 * s * b * g + 2 * s * b * h + mlp
@@ -74,22 +79,39 @@ def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp:
     return scale * ((replicated / (t if sp else 1)) + sharded / t + (scores / t if keep_scores else 0))
 
 
+def op_sac_saved_elements_per_token(model: Model, tp: int, sequence_parallel: bool) -> float:
+    """Elements per token one GPU keeps of a layer under torchtitan's op-level SAC (16-bit each):
+    the layer input (the checkpoint's own), the outputs of the odd-numbered mms (the policy's
+    MUST_SAVE: wq, wv, w1, w2 of a SwiGLU layer; a row-parallel mm's local output is the full-width
+    partial sum), SDPA's output, and under tp the two reduce-scatter outputs
+    (torchtitan/distributed/activation_checkpoint.py `_custom_policy` and `op_sac_save_list` @v0.2.2:
+    mm, SDPA, reduce_scatter_tensor)."""
+    m, t = model, tp
+    h, g, f = m.hidden, m.kv_heads * m.head_dim, m.ffn * m.top_k
+    outputs = [h / t, g / t, g / t, h] + [f / t] * (2 if m.mlp == MlpKind.SWIGLU else 1) + [h]
+    saved_mm = sum(outputs[0::2])
+    return h / (t if sequence_parallel else 1) + saved_mm + h / t + (2 * h / t if t > 1 else 0)
+
+
 def recompute_workspace_bytes(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
-                              recompute: Recompute, flash_attention: bool, precision: Precision | None = None) -> float:
-    """Under full recomputation the one layer being recomputed holds its full activations during
-    its backward pass; nothing otherwise."""
-    if recompute != Recompute.FULL:
+                              recompute: Recompute, flash_attention: bool, precision: Precision | None = None,
+                              selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> float:
+    """Under full recomputation (and op-level SAC, which reruns most of a layer) the one layer being
+    recomputed holds its full activations during its backward pass; nothing otherwise."""
+    op_sac = recompute == Recompute.SELECTIVE and selective == SelectiveKind.OP_SAC
+    if recompute != Recompute.FULL and not op_sac:
         return 0.0
     return activation_bytes_per_layer(model, seq_len, micro_batch, tp, sequence_parallel, Recompute.NONE,
                                       flash_attention, precision)
 
 
 def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
-                           recompute: Recompute | None = None) -> float:
+                           recompute: Recompute | None = None,
+                           selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> float:
     """activation_bytes_per_layer for a plan's job and knobs (`recompute` overrides the plan's)."""
     recompute = plan.recompute if recompute is None else recompute
     return activation_bytes_per_layer(plan.model, plan.seq_len, plan.micro_batch, tp, plan.sequence_parallel,
-                                      recompute, flash_attention, plan.precision)
+                                      recompute, flash_attention, plan.precision, selective)
 
 
 def in_flight_micro_batches(plan: Plan, stage_index: int, own_micro_batches: int) -> float:
@@ -118,15 +140,18 @@ def edge_activation_bytes(plan: Plan, stage: Stage, tp: int) -> float:
 
 def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_bytes: float,
                    flash_attention: bool = True,
-                   framework_bytes: float = FRAMEWORK_OVERHEAD_BYTES) -> MemoryBreakdown:
-    """`framework_bytes`: the engine's own memory (planner.engines.base.Execution.framework_bytes)."""
+                   framework_bytes: float = FRAMEWORK_OVERHEAD_BYTES,
+                   selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> MemoryBreakdown:
+    """`framework_bytes` and `selective`: the engine's own memory and its kind of selective
+    recomputation (planner.engines.base.Execution)."""
     stage = plan.stages[stage_index]
     replica = stage.replicas[replica_index]
     weights, grads, optimizer = model_state_bytes(plan, stage_index, replica.tp)
     own = replica.samples // plan.micro_batch
     in_flight = in_flight_micro_batches(plan, stage_index, own)
-    layer_act = layer_activation_bytes(plan, replica.tp, flash_attention)
+    layer_act = layer_activation_bytes(plan, replica.tp, flash_attention, selective=selective)
     activations = in_flight * stage.num_layers * layer_act + edge_activation_bytes(plan, stage, replica.tp)
     activations += recompute_workspace_bytes(plan.model, plan.seq_len, plan.micro_batch, replica.tp,
-                                             plan.sequence_parallel, plan.recompute, flash_attention, plan.precision)
+                                             plan.sequence_parallel, plan.recompute, flash_attention, plan.precision,
+                                             selective)
     return MemoryBreakdown(weights, grads, optimizer, activations, framework_bytes, capacity_bytes)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner.compute import Kernels, SelectiveKind
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES
 from planner.types import Plan, Precision, Recompute, Schedule
 
@@ -62,6 +63,9 @@ class Execution:
     #                                         collectives can hide behind (1: all of it, 0: none)
     layer_overhead_s: float = 0.0           # fixed cost per layer and pass (kernel launches, hooks)
     framework_bytes: float = FRAMEWORK_OVERHEAD_BYTES   # CUDA context, NCCL buffers, allocator slack per GPU
+    kernels: Kernels = Kernels.FUSED        # how element-wise ops run: fused, or eager one kernel per op
+    selective_recompute: SelectiveKind = SelectiveKind.ATTENTION_CORE   # what Recompute.SELECTIVE reruns
+    #                                         and keeps (planner.compute, planner.memory)
     tf32_default: bool = False              # fp32 matmuls on TF32 tensor cores unless the plan says otherwise
     #                                         (PyTorch's default: off, torch.backends.cuda.matmul.allow_tf32)
     notes: tuple[str, ...] = ()             # what the cost model does not capture, in words
@@ -75,8 +79,14 @@ class Execution:
         return self.tf32_default if asked is None else asked
 
     def dominates(self, other: "Execution") -> bool:
-        """Whether this execution costs at least as much time and memory as `other` in every term."""
+        """Whether this execution costs at least as much time as `other` in every term, and as much
+        memory in every term the search's bounds take from the floor. Op-level SAC reruns more than
+        the attention-core kind but keeps fewer activations: the bounds read a plan's activation
+        bytes from its own engine (planner.search.score.Scorer.activation_bytes), never the floor's."""
         return ((other.overlap_grad_reduce or not self.overlap_grad_reduce)
+                and self.kernels.cost_rank >= other.kernels.cost_rank
+                and (self.selective_recompute == other.selective_recompute
+                     or other.selective_recompute == SelectiveKind.ATTENTION_CORE)
                 and set(other.fp32_grad_reduce) <= set(self.fp32_grad_reduce)
                 and self.zero_overlap <= other.zero_overlap
                 and self.layer_overhead_s >= other.layer_overhead_s

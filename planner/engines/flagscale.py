@@ -7,7 +7,10 @@ stages on one device type with its own tensor- and data-parallel degrees
 family on real GPUs: each pool a mesh with its own tp. A stage still runs on one device type, with
 even batch shares among its replicas; with tied embeddings the first and last meshes need the same
 tp (the embedding's gradient is all-reduced between them), context parallelism must be 1 and there
-is no interleaved schedule (facts in planner/engines/sources.py).
+is no interleaved schedule (facts in planner/engines/sources.py). FlagScale lets meshes differ in
+data-parallel degree too, but then runs the same number of micro-batches in every mesh, each of
+dp_0 x micro_batch / dp_i sequences: a schedule hetplan's cost model does not simulate, so the
+profile keeps one dp for all stages (the search's chains have one anyway).
 """
 from planner.engines.base import ALL_RECOMPUTES, Engine, Execution, Space
 from planner.engines.sources import FLAGSCALE as VERSION, FLAGSCALE_SOURCES
@@ -15,7 +18,7 @@ from planner.types import GIB, Precision
 
 ENGINE = Engine(
     name="flagscale", title="FlagScale", version=VERSION,
-    space=Space(uneven_layers=True, tp_per_stage=True, replicas_per_stage=True, mixed_stages=False,
+    space=Space(uneven_layers=True, tp_per_stage=True, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 1), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
                 precisions=(Precision.FP32, Precision.BF16, Precision.FP16), tied_edges_same_tp=True),
@@ -23,6 +26,6 @@ ENGINE = Engine(
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB),
     exports=("flagscale",),
     sources=FLAGSCALE_SOURCES,
-    summary="Megatron-LM with one process mesh per GPU type: each with its own tp and dp, uneven layer split "
+    summary="Megatron-LM with one process mesh per GPU type, each with its own tp; uneven layer split "
             "over all stages; ZeRO-1 (distributed optimizer)",
 )

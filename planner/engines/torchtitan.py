@@ -11,12 +11,24 @@ float32, torchtitan's mixed_precision_reduce), so bf16 gradients cross the wire 
 FSDP2 prefetches the next layer's all-gather while the current layer computes and reduce-scatters
 a layer's gradients while the previous one runs its backward; the first all-gather of a pass and
 the last reduce-scatter are exposed, and NCCL's kernels share the SMs, hence 0.8 of a pass's
-compute to hide behind rather than all of it. Against 17 public torchtitan runs
-(docs/validation.md) these runs are over-predicted by a median 35%, and the gap is compute (eager
-element-wise kernels, selective op AC recomputing every other matmul): setting zero_overlap to 0
-(nothing hidden) would not close it on the compute-bound 8-GPU rows and would make the
-network-bound 405B row 20% too slow, so the value stays what the mechanics give.
+compute to hide behind rather than all of it.
+
+Element-wise kernels: eager (`kernels=EAGER`). The v0.2.2 default is [compile] enable = false
+(torchtitan/config/job_config.py, Compile; models/llama3/train_configs/llama3_8b.toml line 54) and
+hetplan's torchtitan export does not turn it on, so every element-wise op of the Llama block
+(rotary's casts and complex multiply, repeat_kv, SiLU and the gate product, the residual adds)
+runs as its own kernel; nn.RMSNorm (model.py line 382) is one fused kernel in the PyTorch this
+version runs (pytorch/pytorch#153666). planner.compute.elementwise_elements_per_token counts the
+bytes each moves. Runs with torch.compile fuse them (Inductor): Kernels.FUSED, as
+benchmarks/public_runs.py scores the compiled public runs.
+
+Selective recomputation is op-level SAC (`selective_recompute=OP_SAC`): the export writes
+selective_ac_option = "op", whose policy (torchtitan/distributed/activation_checkpoint.py
+`_custom_policy`, `op_sac_save_list`) saves every other mm's output, SDPA's and the tp
+reduce-scatters' and recomputes everything else, so it reruns more than Megatron-LM's selective
+(wk, wo, w3 and every element-wise op) and keeps less (planner.memory.op_sac_saved_elements_per_token).
 """
+from planner.compute import Kernels, SelectiveKind
 from planner.engines.base import Engine, Execution, Space
 from planner.engines.sources import TORCHTITAN as VERSION, TORCHTITAN_SOURCES
 from planner.types import GIB, Precision, Recompute
@@ -28,8 +40,12 @@ ENGINE = Engine(
                 recomputes=(Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL), sequence_parallel=True,
                 tensor_parallel=True, precisions=(Precision.FP32, Precision.BF16, Precision.FP8)),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=0.8,
-                        layer_overhead_s=0.0, framework_bytes=2.5 * GIB,
-                        notes=("FSDP2 prefetches the next layer's all-gather during the current layer's compute; "
+                        layer_overhead_s=0.0, framework_bytes=2.5 * GIB, kernels=Kernels.EAGER,
+                        selective_recompute=SelectiveKind.OP_SAC,
+                        notes=("element-wise ops run eager (one kernel each; torch.compile is off in the export)",
+                               "selective recomputation is torchtitan's op-level SAC: it reruns every other matmul and "
+                               "every element-wise op and keeps fewer activations than Megatron-LM's selective",
+                               "FSDP2 prefetches the next layer's all-gather during the current layer's compute; "
                                "the first all-gather of each pass and the last reduce-scatter are exposed",)),
     exports=("torchtitan",),
     sources=TORCHTITAN_SOURCES,

@@ -100,8 +100,11 @@ class Scorer:
             link = pool.gpu.link_bw_bytes_per_s
             overhead = self.run.layer_overhead_s
             p, tf32 = self.job.precision, self.tf32
-            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32)
-            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32)
+            kernels, selective = self.run.kernels, self.run.selective_recompute
+            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32,
+                                     kernels, selective)
+            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32,
+                                    kernels, selective)
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 
@@ -122,7 +125,8 @@ class Scorer:
         key = (mb, tp, sp, recompute)
         if key not in self._act:
             self._act[key] = activation_bytes_per_layer(self.model, self.job.seq_len, mb, tp, sp, recompute,
-                                                        self.options.flash_attention, self.job.precision)
+                                                        self.options.flash_attention, self.job.precision,
+                                                        self.run.selective_recompute)
         return self._act[key]
 
     def workspace_bytes(self, mb: int, tp: int, sp: bool, recompute: Recompute) -> float:
@@ -130,7 +134,8 @@ class Scorer:
         key = ("workspace", mb, tp, sp, recompute)
         if key not in self._act:
             self._act[key] = recompute_workspace_bytes(self.model, self.job.seq_len, mb, tp, sp, recompute,
-                                                       self.options.flash_attention, self.job.precision)
+                                                       self.options.flash_attention, self.job.precision,
+                                                       self.run.selective_recompute)
         return self._act[key]
 
     # ------------------------------------------------------------------ links of a layout's placement
