@@ -12,11 +12,15 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from planner.engines import DEFAULT as DEFAULT_ENGINE
+from planner.engines import ENGINES
 from planner.flops import model_params
-from planner.types import GIB, Model
+from planner.types import GIB, Model, Precision
 from ui import session
+from ui.engines import short_version
+from ui.markup import md
 from ui.planning import baseline_time_limit_s, catalog
-from ui.state import DEFAULT_TIME_LIMIT_S, MAX_TIME_LIMIT_S, OBJECTIVES, PRECISIONS
+from ui.state import DEFAULT_TIME_LIMIT_S, MAX_TIME_LIMIT_S, OBJECTIVES, PRECISION_HELP, PRECISIONS, TF32_CHOICES
 
 POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour"]
 CUSTOM = "custom architecture…"
@@ -189,17 +193,63 @@ class JobInputs:
     objective: str
     deadline_hours: float | None
     time_limit_s: float
+    engine: str = DEFAULT_ENGINE
+    tf32: bool | None = None
+
+
+def engine_label(name: str) -> str:
+    """"hetplan runtime (runs every plan)", "Megatron-LM"."""
+    return ENGINES[name].title + (" (runs every plan)" if name == DEFAULT_ENGINE else "")
+
+
+def engine_help() -> str:
+    """Every engine and what it runs, as a Markdown list (the picker's help)."""
+    return "The engine that will run the plan: the search plans only what it runs, and predicts each plan as it " \
+           "runs it.\n\n" + "\n".join(f"- **{md(e.title)}**: {md(e.summary)}" for e in ENGINES.values())
+
+
+def engine_picker(current: str) -> str:
+    """The engine the search plans for, with its version and what it runs under the picker."""
+    key = session.init_widget(session.WIDGET_PREFIX + "engine", current if current in ENGINES else DEFAULT_ENGINE)
+    name = st.selectbox("engine (what will run the plan)", list(ENGINES), key=key, format_func=engine_label,
+                        help=engine_help())
+    engine = ENGINES[name]
+    st.caption(f"**{md(engine.title)}**, pinned at {md(short_version(engine.version))}: {md(engine.summary)}.")
+    return name
+
+
+def precision_label(name: str) -> str:
+    return {"auto": "auto (bf16, else fp16)", "fp8": "fp8 (FP8 GEMMs)"}.get(name, name)
+
+
+def precision_help() -> str:
+    return "\n".join(f"- **{md(name)}**: {md(text)}" for name, text in PRECISION_HELP.items())
+
+
+TF32_LABELS = {None: "engine default", True: "on", False: "off"}
+
+
+def tf32_picker(current: bool | None, engine: str, slot) -> bool | None:
+    """fp32 only: TF32 matmuls as the engine does by default, on, or off."""
+    default = "on" if ENGINES[engine].execution.tf32(None) else "off"
+    key = session.init_widget(session.WIDGET_PREFIX + "tf32", current if current in TF32_CHOICES else None)
+    return slot.selectbox("TF32 matmuls (fp32)", TF32_CHOICES, key=key, format_func=lambda v: TF32_LABELS[v],
+                          help=f"fp32 matmuls on TF32 tensor cores (about 8× the fp32 rate on Ampere and later, "
+                               f"10-bit mantissa) or in full fp32. Engine default: {default} under "
+                               f"{md(ENGINES[engine].title)}.")
 
 
 def job_inputs(state) -> JobInputs:
     p = session.WIDGET_PREFIX
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3, c4 = st.columns(4)
     batch = c1.number_input("global batch (sequences)", min_value=1, max_value=10_000_000, step=1,
                             key=session.init_widget(p + "batch", state.global_batch))
     seq = c2.number_input("sequence length (tokens)", min_value=1, max_value=10_000_000, step=256,
                           key=session.init_widget(p + "seq", state.seq_len))
     precision = c3.selectbox("precision", PRECISIONS, key=session.init_widget(p + "precision", state.precision),
-                             help="auto: bf16 where every GPU used supports it, else fp16")
+                             format_func=precision_label, help=precision_help())
+    engine = engine_picker(state.engine)
+    tf32 = tf32_picker(state.tf32, engine, c4) if precision == Precision.FP32.value else None
     c4, c5, c6, c7 = st.columns(4)
     tokens_b = c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0,
                                key=session.init_widget(p + "tokens", (state.tokens_to_train or 0) / 1e9),
@@ -216,7 +266,7 @@ def job_inputs(state) -> JobInputs:
                                  f"gets {_baseline_share():.0%} of it. A search that reaches its limit answers with "
                                  "its best plan and how far from optimal that can be, by the cost model.")
     return JobInputs(int(batch), int(seq), precision, tokens_b * 1e9 if tokens_b else None, objective,
-                     deadline if objective == "deadline" and deadline else None, float(limit))
+                     deadline if objective == "deadline" and deadline else None, float(limit), engine, tf32)
 
 
 TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"

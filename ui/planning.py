@@ -45,12 +45,21 @@ def search_api():
 
 
 def exporter():
-    """planner.export.export_plan, or None while the exporters are not built."""
+    """planner.export.export_result, or None while the exporters are not built."""
     try:
-        from planner.export import export_plan
+        from planner.export import export_result
     except ImportError:
         return None
-    return export_plan
+    return export_result
+
+
+def export_targets() -> tuple[str, ...]:
+    """The exporters' targets (`hetplan export --to`), each owned by one engine profile."""
+    try:
+        from planner.export import ENGINES as targets
+    except ImportError:
+        return ()
+    return tuple(targets)
 
 
 # ----------------------------------------------------------------------------- state -> types
@@ -70,9 +79,11 @@ def build_model(model: str | dict) -> Model:
 
 
 def build_job(state: AppState) -> Job:
+    """The job the search plans, for the engine chosen on Compose (`state.engine`)."""
     precision = None if state.precision == "auto" else Precision(state.precision)
     return Job(model=build_model(state.model), global_batch=state.global_batch, seq_len=state.seq_len,
-               precision=precision, tokens_to_train=state.tokens_to_train)
+               precision=precision, tokens_to_train=state.tokens_to_train, engine=state.engine,
+               tf32=state.tf32 if precision == Precision.FP32 else None)
 
 
 def build_plan(state: AppState, cluster: Cluster) -> Plan:
@@ -149,6 +160,29 @@ def _evaluate(cluster_json: str, plan_json: str, tokens: float | None) -> Outcom
         return Outcome(result=(plan, evaluate(cluster, plan, tokens_to_train=tokens)))
     except InputError as e:
         return Outcome(error=str(e), kind="input")
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _export(cluster_json: str, plan_json: str, target: str, time_limit_s: float) -> Outcome:
+    try:
+        cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
+        plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
+        check_plan_against_cluster(plan, cluster)
+        return Outcome(result=exporter()(plan, cluster, target, time_limit_s=time_limit_s))
+    except InputError as e:          # the target's engine runs no plan here: a refusal, said as it is
+        return Outcome(error=str(e), kind="refused")
+
+
+def export_for(cluster: dict, plan: dict, target: str, time_limit_s: float) -> Outcome:
+    """planner.export's ExportResult for `target`: the plan's files, or those of the plan the target's
+    engine runs best here (its search, up to `time_limit_s` CPU seconds), or the refusal. Cached."""
+    plan = without_output_keys(plan)
+    try:
+        return _export(json.dumps(cluster, sort_keys=True), json.dumps(plan, sort_keys=True), target, time_limit_s)
+    except Exception as e:  # noqa: BLE001 - an exporter bug must not take the page down
+        logging.getLogger("hetplan.app").exception("planner.export failed for %s", target)
+        return Outcome(error=f"the exporter stopped with an internal error ({type(e).__name__}: {e}); "
+                             "this is a bug in hetplan, please report it", kind="internal")
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@ from datetime import datetime, timezone
 import pandas as pd
 import plotly.graph_objects as go
 
+from planner.engines import ENGINES
 from planner.report import format_duration
 from planner.types import Cluster, Estimate, Plan
 from ui import charts, frames, phases
+from ui.engines import short_version
+from ui.engines import title as engine_title
 from ui.markup import md
 
 STYLE = """
@@ -23,12 +26,21 @@ td,th{border:1px solid #d5d8e0;padding:4px 8px;text-align:right}th{background:#f
 """
 
 
+def precision_text(plan: Plan) -> str:
+    """"bf16", "fp32 (TF32 on)": an fp32 plan's TF32 as its engine runs it."""
+    if plan.precision.value != "fp32":
+        return plan.precision.value
+    return f"fp32 (TF32 {'on' if ENGINES[plan.engine].execution.tf32(plan.tf32) else 'off'})"
+
+
 def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str, str]]:
     return [
         ("cluster", f"{cluster.name}: " + ", ".join(f"{p.num_gpus} × {p.gpu.id}" for p in cluster.pools)),
         ("model", f"{plan.model.name} ({plan.model.num_params / 1e9:.1f} B parameters)"),
-        ("job", f"global batch {plan.global_batch} × {plan.seq_len} tokens, {plan.precision.value}, "
+        ("job", f"global batch {plan.global_batch} × {plan.seq_len} tokens, {precision_text(plan)}, "
                 f"micro-batch {plan.micro_batch}"),
+        ("engine", f"{engine_title(plan.engine)} · {short_version(ENGINES[plan.engine].version)}: the plan is "
+                   "predicted as this engine runs it"),
         ("plan", f"{plan.num_stages} stages on {plan.num_gpus} GPUs, ZeRO {plan.zero_stage}, "
                  f"recompute {plan.recompute.value}, schedule {plan.schedule.value}"),
         ("throughput", f"{est.tokens_per_s:,.0f} tokens/s"),

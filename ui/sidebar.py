@@ -7,6 +7,7 @@ import streamlit as st
 
 from planner.types import InputError
 from ui import session
+from ui.engines import pinned, plan_engine, title
 from ui.markup import md
 from ui.planning import build_cluster, build_model
 from ui.state import LEFT_OUT_OF_THE_LINK
@@ -17,6 +18,22 @@ PLAN_REQUEST = "plan_requested"
 def request_plan() -> None:
     """Button callback: app.py opens the Plan page, which runs the planner."""
     st.session_state[PLAN_REQUEST] = True
+
+
+def precision_text(state) -> str:
+    """"bf16", "fp32 (TF32 off)", "fp32 (TF32: engine default)"."""
+    if state.precision != "fp32":
+        return state.precision
+    return "fp32 (TF32 " + {None: ": engine default", True: "on", False: "off"}[state.tf32] + ")"
+
+
+def engine_text(state) -> str:
+    """The engine planned for and its pinned version; and the plan on view's, where it is another."""
+    text = f"**Engine** {pinned(state.engine)}"
+    on_view = plan_engine(state.plan)
+    if on_view is not None and on_view != state.engine:
+        text += f"; the plan on view is for {md(title(on_view))}"
+    return text
 
 
 def render(slot) -> None:
@@ -38,8 +55,9 @@ def render(slot) -> None:
         except InputError:
             st.markdown("**Model** needs fixing (see Compose)")
         tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
-        st.markdown(f"**Job** batch {state.global_batch} × {state.seq_len} tokens, {state.precision}"
+        st.markdown(f"**Job** batch {state.global_batch} × {state.seq_len} tokens, {precision_text(state)}"
                     f"{tokens}; objective {state.objective}; search limit {state.time_limit_s:g} CPU s")
+        st.markdown(engine_text(state))
         st.button("Plan", type="primary", width="stretch", icon=":material/rocket_launch:", key="sidebar_plan",
                   on_click=request_plan)
         left_out = st.session_state.get("url_too_long")

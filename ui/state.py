@@ -24,6 +24,8 @@ from pydantic import ValidationError
 from catalog.errors import from_validation_error
 from catalog.files import check_document_size
 from catalog.schema import InlineModelEntry
+from planner.engines import DEFAULT as DEFAULT_ENGINE
+from planner.engines import ENGINES
 from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, InputError
 
 VERSION = "1"
@@ -34,7 +36,16 @@ DEFAULT_PRESET = "h100-a100-v100-64"
 OBJECTIVES = ("throughput", "cost", "deadline")
 DEFAULT_TIME_LIMIT_S = 20.0         # planner.search.SearchOptions().time_limit_s; a test holds them equal
 MAX_TIME_LIMIT_S = 600.0            # one session cannot keep the server's CPU for longer than this a search
-PRECISIONS = ("auto", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "fp8")
+PRECISION_HELP = {
+    "auto": "bf16 where every GPU a plan uses supports it, else fp16",
+    "fp32": "32-bit training; matmuls on TF32 tensor cores where TF32 is on (the engine's default unless you set it)",
+    "bf16": "bf16 weights and matmuls, fp32 master weights and optimizer states",
+    "fp16": "fp16 with loss scaling, fp32 master weights and optimizer states",
+    "fp8": "FP8 linear-layer GEMMs on GPUs that have FP8 (Hopper, Blackwell, MI300-class), the rest in bf16, under an "
+           "engine that runs it (Megatron-LM, torchtitan); MFU stays against the 16-bit peak",
+}
+TF32_CHOICES = (None, True, False)     # the engine's default, on, off
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,6 +80,8 @@ class AppState:
     deadline_hours: float | None = None
     time_limit_s: float = DEFAULT_TIME_LIMIT_S      # CPU seconds of the search (SearchOptions.time_limit_s)
     plan: dict | None = None
+    engine: str = DEFAULT_ENGINE    # the engine the search plans for (planner.engines); a link without it: hetplan's
+    tf32: bool | None = None        # fp32 only: TF32 matmuls on or off; None: the engine's default
 
     def job_key(self) -> str:
         """What the planner's answer depends on, as one JSON string (a cache key)."""
@@ -95,6 +108,10 @@ def _checked(state: AppState) -> AppState:
             problems.append(f"{name} must be a whole number from 1 to {most:,}, got {_short(v)}")
     if state.precision not in PRECISIONS:
         problems.append(f"precision must be one of {PRECISIONS}, got {_short(state.precision)}")
+    if not isinstance(state.engine, str) or state.engine not in ENGINES:
+        problems.append(f"engine must be one of {tuple(ENGINES)}, got {_short(state.engine)}")
+    if state.tf32 not in TF32_CHOICES or not isinstance(state.tf32, (bool, type(None))):
+        problems.append(f"tf32 must be true, false or empty (the engine's default), got {_short(state.tf32)}")
     if state.objective not in OBJECTIVES:
         problems.append(f"objective must be one of {OBJECTIVES}, got {_short(state.objective)}")
     for name in ("tokens_to_train", "deadline_hours"):
@@ -144,7 +161,18 @@ LEFT_OUT_OF_THE_LINK = {
 }
 
 
-def _from_token(token: str) -> AppState:
+def _known_engine(data: dict) -> tuple[dict, list[str]]:
+    """`data` without an engine this app does not know (a link from a newer or older hetplan), and
+    the warning that says so; the rest of the link stays readable."""
+    engine = data.get("engine", DEFAULT_ENGINE)
+    if isinstance(engine, str) and engine in ENGINES:
+        return data, []
+    data = {k: v for k, v in data.items() if k != "engine"}
+    return data, [f"the link names the engine {_short(engine)}, which this app does not know (known: "
+                  f"{', '.join(ENGINES)}); planning for the {ENGINES[DEFAULT_ENGINE].title} instead"]
+
+
+def _from_token(token: str) -> tuple[AppState, list[str]]:
     if len(token) > MAX_PARAM_CHARS:
         raise ValueError(f"the link's state is {len(token):,} characters, over the {MAX_PARAM_CHARS:,} limit")
     try:
@@ -166,7 +194,8 @@ def _from_token(token: str) -> AppState:
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"the link's state has unknown keys {unknown}")
-    return _checked(AppState(**data))
+    data, warnings = _known_engine(data)
+    return _checked(AppState(**data)), warnings
 
 
 def _from_readable(params: Mapping[str, str]) -> tuple[AppState, list[str]]:
@@ -187,6 +216,10 @@ def _from_readable(params: Mapping[str, str]) -> tuple[AppState, list[str]]:
                 warnings.append(f"{key} must be a whole number, got {_short(params[key])}")
     if "objective" in params:
         state = replace(state, objective=params["objective"])
+    if "engine" in params:
+        known, engine_warnings = _known_engine({"engine": params["engine"]})
+        state = replace(state, **known)
+        warnings += engine_warnings
     try:
         return _checked(state), warnings
     except ValueError as e:
@@ -202,7 +235,7 @@ def decode(params: Mapping[str, str]) -> tuple[AppState, list[str]]:
         return AppState(), [f"this link was made by another version of hetplan (state format "
                             f"{params.get('v')!r}, this app reads {VERSION!r}); showing the defaults"]
     try:
-        return _from_token(params["s"]), []
+        return _from_token(params["s"])
     except (ValueError, TypeError) as e:
         return AppState(), [f"could not read the link ({e}); showing the defaults"]
 

@@ -7,8 +7,10 @@ import streamlit as st
 
 from catalog import cluster_from_dict, cluster_to_yaml
 from catalog.files import parse_yaml
-from planner.types import InputError
+from planner.engines import ENGINES
+from planner.types import InputError, Precision
 from ui import compose, session
+from ui.engines import engines_that_train
 from ui.markup import file_stem, md
 from ui.planning import build_cluster, build_model, catalog
 from ui.sidebar import request_plan
@@ -103,11 +105,36 @@ def _job_section() -> None:
     if job.objective == "deadline" and not job.tokens_to_train:
         st.warning("A deadline needs **tokens to train** (billions) to know how long training takes.",
                    icon=":material/schedule:")
+    _precision_notes(job)
     changes = {k: getattr(job, k) for k in job.__dataclass_fields__}
     state = session.get()
     if any(getattr(state, k) != v for k, v in changes.items()):
         made_for_other_job = (job.global_batch, job.seq_len) != (state.global_batch, state.seq_len)
         session.update(**changes, **({"plan": None} if made_for_other_job else {}))
+
+
+def _precision_notes(job) -> None:
+    """fp8 needs an engine that runs it and GPUs that have it: say so before the search does."""
+    if job.precision != Precision.FP8.value:
+        return
+    engine = ENGINES[job.engine]
+    if Precision.FP8 not in engine.space.precisions:
+        runners = engines_that_train(Precision.FP8)
+        st.warning(f"**{md(engine.title)} does not train in fp8.** {md(' and '.join(runners))} do: choose one as "
+                   "the engine above, or another precision. The planner refuses fp8 under "
+                   f"{md(engine.title)}.", icon=":material/block:")
+    try:
+        cluster = build_cluster(session.get())
+    except InputError:
+        return
+    with_fp8 = [p for p in cluster.pools if p.gpu.peak_fp8_flops > 0]
+    if not with_fp8:
+        st.warning("**No GPU of this cluster has FP8**, so no plan can train in fp8 here: choose bf16 or fp16.",
+                   icon=":material/block:")
+    elif len(with_fp8) < len(cluster.pools):
+        names = ", ".join(f"{md(p.name)} ({md(p.gpu.id)})" for p in with_fp8)
+        st.info(f"Only some pools have FP8 ({names}): a plan in fp8 uses only their GPUs.",
+                icon=":material/info:")
 
 
 def render() -> None:

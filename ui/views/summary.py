@@ -10,8 +10,10 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.report import format_duration
-from planner.types import GIB, InputError
+from planner.engines import ENGINES
+from planner.types import GIB, InputError, Precision
 from ui import charts, frames, session
+from ui.engines import engines_that_train, pinned, title
 from ui.markup import md
 from ui.planning import build_cluster, build_job, run_search
 from ui.results import (baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
@@ -59,13 +61,34 @@ def search_plan_text(cluster, job, state) -> str:
     from ui.planning import baseline_time_limit_s
     pools = ", ".join(f"{p.num_gpus:,} {md(p.gpu.id)}" for p in cluster.pools)
     base_s = baseline_time_limit_s(state.time_limit_s)
-    return (f"Searching plans for {md(job.model.name)} on {cluster.num_gpus:,} GPUs in "
+    return (f"Searching the plans {md(title(job.engine))} runs for {md(job.model.name)} on {cluster.num_gpus:,} GPUs in "
             f"{count(len(cluster.pools), 'pool')} ({pools}), objective {state.objective}: every pipeline layout over "
             "the pools, with its layer split, tensor and data parallelism, batch shares, micro-batch, ZeRO, "
             f"recompute and schedule, best bound first. It stops when it has proved its best plan or after "
             f"{cpu_seconds(state.time_limit_s)} (the search limit on Compose), then searches the Megatron-style "
             f"and uniform baselines for up to {cpu_seconds(base_s)} each. The clock above counts wall time: on a "
             "busy machine it runs ahead of the limit.")
+
+
+def _precision_hint() -> str | None:
+    """Where the engine chosen does not train in the precision chosen: which engines do (Compose)."""
+    state = session.get()
+    if state.precision == "auto" or Precision(state.precision) in ENGINES[state.engine].space.precisions:
+        return None
+    runners = engines_that_train(Precision(state.precision))
+    return (f"{md(title(state.engine))} does not train in {md(state.precision)}: on **Compose**, choose "
+            + (f"an engine that does ({md(', '.join(runners))}) or " if runners else "")
+            + "another precision.")
+
+
+def _engine_line(cur) -> None:
+    """Which engine the plan on view is for, pinned, and whether the planner searches for another."""
+    planned_for = session.get().engine
+    text = f"For **{pinned(cur.plan.engine)}**: predicted as that engine runs the plan."
+    if cur.plan.engine != planned_for:
+        text += (f" The planner now searches for {md(title(planned_for))} (the engine on Compose); run it for "
+                 f"plans that engine runs.")
+    st.caption(text)
 
 
 def _too_big_for_the_cluster() -> str | None:
@@ -291,7 +314,8 @@ def render() -> None:
     outcome = session.search_outcome()
     result = None
     if outcome is not None and outcome.error:
-        show_error(outcome.error, outcome.kind, hint=_too_big_for_the_cluster() if outcome.kind == "infeasible" else None)
+        hint = _too_big_for_the_cluster() if outcome.kind == "infeasible" else _precision_hint()
+        show_error(outcome.error, outcome.kind, hint=hint)
     elif outcome is not None:
         result = outcome.result
     # with no plan and no answer, the button above says it all; current_plan() would repeat it
@@ -310,6 +334,7 @@ def _plan_on_view(cur, result) -> None:
     if result is not None:
         search_verdict(result)
     st.markdown(f"**{est.num_gpus} GPUs:** {md(frames.plan_shape(cur.plan))}")
+    _engine_line(cur)
     if not est.fits:
         st.error(f"**Does not fit in memory:** {md(est.oom)}", icon=":material/warning:")
     _metrics(est)
