@@ -29,7 +29,8 @@ pages = st.navigation({
                 page("timeline", "Timeline", "view_timeline", "timeline"),
                 page("memory", "Memory", "memory", "memory"),
                 page("cost", "Cost", "payments", "cost"),
-                page("compare", "Compare", "compare_arrows", "compare")],
+                page("compare", "Compare", "compare_arrows", "compare"),
+                page("engines", "Engines", "developer_board", "engines")],
     "Tools": [page("whatif", "What-if", "science", "what-if"),
               page("export", "Export", "download", "export")],
 })
