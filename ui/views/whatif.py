@@ -9,8 +9,11 @@ import pandas as pd
 import streamlit as st
 
 from catalog.files import parse_json
+from planner.engines import DEFAULT as DEFAULT_ENGINE
+from planner.engines import ENGINES
 from planner.types import InputError
 from ui import charts, frames, phases, session
+from ui.engines import engine_fit, plan_engine, title, with_engine
 from ui.markup import md
 from ui.planning import catalog, evaluate_plan, simulate_plan
 from ui.state import EXAMPLES_DIR, presets
@@ -26,7 +29,7 @@ def adopt_plan(plan: dict, cluster: dict | None = None) -> None:
     parsed = plan_from_dict(plan, catalog(), source="plan")
     changes = dict(plan={k: v for k, v in without_output_keys(plan).items() if k not in ("name", "notes")},
                    model=plan["model"], global_batch=parsed.global_batch, seq_len=parsed.seq_len,
-                   precision=parsed.precision.value)
+                   precision=parsed.precision.value, engine=parsed.engine, tf32=parsed.tf32)
     if cluster is not None:
         changes["cluster"] = cluster
     session.replace_all(replace(session.get(), **changes))
@@ -97,8 +100,11 @@ def _editors(plan: dict) -> dict:
                 "tp": st.column_config.NumberColumn("tp", min_value=1, max_value=64, step=1, required=True),
                 "replicas": st.column_config.NumberColumn("replicas", min_value=1, step=1, required=True),
                 "samples": st.column_config.NumberColumn("samples each", min_value=1, step=1)})
-    cols = st.columns(5)
+    cols = st.columns(len(PLAN_OPTIONS) + 1)
     options = {}
+    engine = cols[-1].selectbox("engine", list(ENGINES), key=f"w.whatif.engine.{digest}",
+                                index=list(ENGINES).index(plan_engine(plan) or DEFAULT_ENGINE), format_func=title,
+                                help="the engine that runs the edited plan: its space and how it runs it")
     for col, (name, choices) in zip(cols, PLAN_OPTIONS.items()):
         key = f"w.whatif.{name}.{digest}"
         if choices is None:
@@ -107,7 +113,7 @@ def _editors(plan: dict) -> dict:
         else:
             options[name] = col.selectbox(name.replace("_", " "), choices, key=key,
                                           index=choices.index(plan.get(name, choices[0])))
-    return _assemble(plan, st_ed, rep_ed, options)
+    return with_engine(_assemble(plan, st_ed, rep_ed, options), engine)
 
 
 def _int(v):
@@ -198,6 +204,35 @@ def _beside(state, edited: dict, before, after) -> None:
             "scale, so the shorter timeline is the faster pipeline.")
 
 
+def _outside_the_space(fit, changed: bool) -> None:
+    """The edit leaves its engine's space: what that engine cannot run, and which engines run it."""
+    what = "The edited plan" if changed else "The plan on view"
+    lines = "\n".join(f"- {md(v)}" for v in fit.violations)
+    if fit.runners:
+        runs = ", ".join(f"**{md(title(n))}**" for n in fit.runners)
+        then = (f"Engines that run it: {runs}. The figures below are as {md(title(fit.plan.engine))} runs it; "
+                f"to keep it, keep it as a plan for one of them, or undo the edit.")
+    else:
+        then = "No engine runs it."
+    st.error(f"**{what} leaves {md(title(fit.engine))}'s space**: {md(title(fit.engine))} cannot run it.\n\n"
+             f"{lines}\n\n{then}", icon=":material/block:")
+
+
+def _keep_buttons(edited: dict, fit) -> None:
+    """Keep the edit: as it is where its engine runs it, else as a plan for an engine that does."""
+    if not fit.violations:
+        if st.button("Keep this plan", type="primary"):
+            session.update(plan=edited)
+            st.rerun()
+        return
+    cols = st.columns(max(len(fit.runners), 1))
+    for col, name in zip(cols, fit.runners):
+        if col.button(f"Keep as a {title(name)} plan", type="primary" if name == fit.plan.engine else "secondary",
+                      key=f"whatif.keep.{name}", help=f"the plan on view becomes this edit, run by {title(name)}"):
+            session.update(plan=with_engine(edited, name))
+            st.rerun()
+
+
 def render() -> None:
     st.title("What-if")
     st.write("Upload a plan to evaluate it on your cluster, or change the plan on view and watch the "
@@ -209,21 +244,26 @@ def render() -> None:
         return
     st.subheader("Edit the plan on view")
     edited = _editors(state.plan)
+    changed = edited != state.plan
+    fit = engine_fit(edited)
+    if fit.plan is None:
+        show_error(fit.error)
+        return
+    if fit.violations:
+        _outside_the_space(fit, changed)
     before = evaluate_plan(state.cluster, state.plan, state.tokens_to_train)
-    after = evaluate_plan(state.cluster, edited, state.tokens_to_train)
+    after = evaluate_plan(state.cluster, with_engine(edited, fit.plan.engine), state.tokens_to_train)
     if after.error:
         show_error(after.error)
         return
-    changed = edited != state.plan
     _metrics(None if before.error else before.result[1], after.result[1])
     if not changed:
         st.caption("No edit yet: change a stage boundary, a replica or an option above to see the edited plan "
                    "beside this one.")
     if not after.result[1].fits:
         _out_of_memory(after.result[1], changed)
-    elif changed and st.button("Keep this plan", type="primary"):
-        session.update(plan=edited)
-        st.rerun()
+    elif changed or fit.violations:
+        _keep_buttons(edited, fit)
     if before.error:
         show_error(f"The plan on view cannot be evaluated on this cluster, so there is nothing to compare with: "
                    f"{before.error}")
