@@ -217,20 +217,13 @@ def test_compare_breakdown_in_seconds_for_long_iterations():
         "ms per iteration"
 
 
-def test_export_lists_what_each_engine_cannot_express(monkeypatch):
-    import types
-    fake = types.ModuleType("planner.export")
-    fake.export_plan = lambda plan, cluster, engine: (
-        {"args.sh": "x", "WARNINGS.txt": "- one tp degree only\n- even split only\n"} if engine == "megatron"
-        else {"launch.sh": "y"})
-    import sys
-    monkeypatch.setitem(sys.modules, "planner.export", fake)
+def test_export_lists_what_each_engine_cannot_express():
     at = _ok(new_app(_with_plan()).run())
     at.switch_page("ui/pages/export.py")
     _ok(at.run())
-    labels = [e.label for e in at.expander]
-    assert any(l.startswith("megatron: the launch files approximate this plan (2 differences)") for l in labels), labels
-    assert not any(l.startswith("torchrun") for l in labels)
+    refusals = [w.value for w in at.warning if "cannot run the plan on view" in w.value]
+    assert any(shown(w).startswith("**Megatron-LM cannot run the plan on view:**") for w in refusals), refusals
+    assert "launch.sh" in [d.label for d in at.get("download_button")]      # torchrun: the plan itself
 
 
 def test_a_new_cluster_after_planning_asks_for_a_new_run_once():

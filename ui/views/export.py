@@ -7,16 +7,19 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from catalog import cluster_to_yaml, plan_to_json
+from planner.export.common import SEARCH_TIME_LIMIT_S, engine_for
 from planner.report import estimate_to_dict
 from ui import frames, report, session
 from ui import state as url_state
 from ui.markup import file_stem, md
-from ui.planning import catalog, exporter, simulate_plan
-from ui.results import named_plans
+from ui.engines import pinned, title
+from ui.planning import catalog, export_for, export_targets, exporter, simulate_plan
+from ui.results import named_plans, plan_dict
 from ui.views.common import current_plan
 
-ENGINES = ("megatron", "torchtitan", "deepspeed", "torchrun")
-WARNINGS_FILE = "WARNINGS.txt"          # an exporter's list of what its engine cannot express
+WARNINGS_FILE = "WARNINGS.txt"          # an exporter's list of why the plan changed, and what the files leave out
+ASKED_PREFIX = "export_search."         # target -> the plan on view its search was asked for
+SEARCH_CPU_S = SEARCH_TIME_LIMIT_S
 
 
 def share_link() -> str | None:
@@ -39,36 +42,88 @@ def _compared():
     return frames.metrics_table(rows)
 
 
-def _markdown_lines(text: str) -> str:
-    """A plain-text list (lines starting "- " are items) as Markdown that shows the text as it is."""
-    return "\n".join(f"- {md(line[2:])}" if line.startswith("- ") else md(line) for line in text.splitlines())
-
-
 def _engine_files(cur) -> None:
-    export_plan = exporter()
-    if export_plan is None:
-        st.caption("Launch files for Megatron-LM, torchtitan, DeepSpeed and torchrun appear here once "
+    targets = export_targets()
+    if exporter() is None or not targets:
+        st.caption("Launch files for Megatron-LM, torchtitan, DeepSpeed, FlagScale and torchrun appear here once "
                    "the exporters (planner.export) are installed.")
         return
     st.subheader("Launch files")
-    cols = st.columns(len(ENGINES))
-    caveats = {}
-    for col, engine in zip(cols, ENGINES):
-        try:
-            files = export_plan(cur.plan, cur.cluster, engine)
-        except Exception as e:  # an exporter's refusal is shown, not raised
-            col.caption(f"{engine}: {md(e)}")
-            continue
-        for name, text in files.items():
-            col.download_button(f"{engine}: {name}", text, file_name=name, key=f"export.{engine}.{name}",
-                                on_click="ignore")
-        if files.get(WARNINGS_FILE, "").strip():
-            caveats[engine] = files[WARNINGS_FILE].strip()
-    for engine, text in caveats.items():      # what an engine cannot express, before anyone launches it
-        n = sum(1 for line in text.splitlines() if line.startswith("- "))
-        with st.expander(f"{engine}: the launch files approximate this plan"
-                         + (f" ({n} difference{'s' if n != 1 else ''})" if n else ""), icon=":material/warning:"):
-            st.markdown(_markdown_lines(text))
+    st.caption("Each target writes one engine's files. Where that engine runs the plan on view, its files describe "
+               "exactly this plan. Where it cannot, the page says why and can search for the plan that engine runs "
+               f"best on this cluster (up to {SEARCH_CPU_S:g} CPU seconds): the files then describe that plan, with "
+               "its figures against the plan on view.")
+    tabs = st.tabs([f"{t} · {title(engine_for(t).name)}" for t in targets])
+    for tab, target in zip(tabs, targets):
+        with tab:
+            _target(cur, target)
+
+
+def _target(cur, target: str) -> None:
+    engine = engine_for(target)
+    st.markdown(f"**{md(target)}** writes files for **{pinned(engine.name)}**.")
+    reasons = engine.violations(cur.plan)
+    asked = ASKED_PREFIX + target
+    if reasons:
+        lines = "\n".join(f"- {md(r)}" for r in reasons)
+        st.warning(f"**{md(engine.title)} cannot run the plan on view:**\n\n{lines}", icon=":material/block:")
+        if st.session_state.get(asked) != _plan_key():
+            if st.button(f"Find the plan {engine.title} runs best here", key=f"export.find.{target}",
+                         icon=":material/search:", help=f"a search of the plans {engine.title} runs on this "
+                                                        f"cluster, up to {SEARCH_CPU_S:g} CPU seconds"):
+                st.session_state[asked] = _plan_key()
+            else:
+                return
+    with st.spinner(f"Searching the plans {engine.title} runs (up to {SEARCH_CPU_S:g} CPU seconds)…"):
+        outcome = export_for(session.get().cluster, session.get().plan, target, SEARCH_CPU_S)
+    if outcome.error:
+        st.error(f"**No {md(target)} files.** {md(outcome.error)}", icon=":material/block:")
+        return
+    result = outcome.result
+    if result.closest_plan is not None:
+        _offered(cur, engine, result)
+    else:
+        st.success("The files describe exactly the plan on view.", icon=":material/check_circle:")
+    _downloads(target, result)
+
+
+def _offered(cur, engine, result) -> None:
+    """The plan the engine runs best here, honestly against the plan on view."""
+    alt, est, view = result.closest_plan, result.closest_estimate, cur.estimate
+    speed = est.tokens_per_s / view.tokens_per_s - 1
+    price = est.cost_per_million_tokens_usd / view.cost_per_million_tokens_usd - 1
+    st.info(f"**The files describe the plan {md(engine.title)} runs best here**, found by its search and scored by "
+            f"the cost model as {md(engine.title)} runs it, not the plan on view: {est.tokens_per_s:,.0f} tokens/s "
+            f"({speed:+.1%} against the plan on view), ${est.cost_per_million_tokens_usd:.3f} per million tokens "
+            f"({price:+.1%}), on {alt.num_gpus:,} GPUs (the plan on view: {view.num_gpus:,}); "
+            f"{'it fits in memory' if est.fits else 'it does not fit in memory'}.\n\n"
+            f"{md(frames.plan_shape(alt))}", icon=":material/swap_horiz:")
+    st.button(f"Put this {engine.title} plan on view", key=f"export.adopt.{result.engine}", on_click=_adopt,
+              args=(plan_dict(alt), engine.name))
+
+
+def _adopt(plan: dict, engine: str) -> None:
+    session.update(plan=plan, engine=engine)
+    st.session_state.pop(session.WIDGET_PREFIX + "engine", None)     # Compose's picker follows the state
+
+
+def _plan_key() -> str:
+    import json
+    return json.dumps(session.get().plan, sort_keys=True)
+
+
+def _downloads(target: str, result) -> None:
+    files = dict(result.files)
+    notes = list(result.notes)
+    if result.warnings:
+        files[WARNINGS_FILE] = "\n".join(f"- {w}" for w in result.warnings) + "\n"
+    cols = st.columns(min(4, max(1, len(files))))
+    for i, (name, text) in enumerate(files.items()):
+        cols[i % len(cols)].download_button(name, text, file_name=name, key=f"export.{target}.{name}",
+                                            on_click="ignore", icon=":material/download:", width="stretch")
+    if notes:
+        with st.expander(f"{target}: what the files leave to you ({len(notes)})", icon=":material/info:"):
+            st.markdown("\n".join(f"- {md(n)}" for n in notes))
 
 
 def _with_timeline(cur, cluster: dict, plan: dict):
