@@ -146,7 +146,8 @@ def test_shared_link_plan_charts_and_download(server):
             page.goto(_shared_link(server))
             page.get_by_role("heading", name="Compose").wait_for()
             page.get_by_text("8 GPUs", exact=False).first.wait_for()
-            page.get_by_role("button", name="Plan").first.click()
+            # the sidebar's button: it stays put while Compose is still drawing (the one below the job moves)
+            page.get_by_test_id("stSidebar").get_by_role("button", name="Plan", exact=True).click()
             page.get_by_role("heading", name="Plan on view").wait_for()
             assert _charts(page, 1) >= 1
             tokens_per_s = _first_metric(page)

@@ -61,7 +61,8 @@ def search_plan_text(cluster, job, state) -> str:
     from ui.planning import baseline_time_limit_s
     pools = ", ".join(f"{p.num_gpus:,} {md(p.gpu.id)}" for p in cluster.pools)
     base_s = baseline_time_limit_s(state.time_limit_s)
-    return (f"Searching the plans {md(title(job.engine))} runs for {md(job.model.name)} on {cluster.num_gpus:,} GPUs in "
+    return (f"Searching the plans {md(title(job.engine))} runs for {md(job.model.name)} on "
+            f"{cluster.num_gpus:,} GPUs in "
             f"{count(len(cluster.pools), 'pool')} ({pools}), objective {state.objective}: every pipeline layout over "
             "the pools, with its layer split, tensor and data parallelism, batch shares, micro-batch, ZeRO, "
             f"recompute and schedule, best bound first. It stops when it has proved its best plan or after "
