@@ -25,10 +25,11 @@ from planner.search.planners import PLANNERS, precision_for, usable_pools
 from planner.search.score import Scorer
 from planner.search.screen import screen_s
 from planner.search.space import knob_settings, layout_families
-from planner.types import InfeasibleError, InputError, Objective, Precision
+from planner.types import InfeasibleError, InputError, Objective, Precision, Recompute
 from tests.test_one_cost_model import PIPELINE_TOLERANCE, _random_case
 
 REAL_ENGINES = [name for name in ENGINES if name != DEFAULT]
+GRAHAM_TOLERANCE = 0.02
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +89,15 @@ def test_bounds_floors_and_space_under_each_engine(catalog, engine, seed):
         assert cand.floor_s <= est.iteration_time_s * (1 + 1e-9), (cand.layout, cand.knobs)
         assert pipeline <= est.iteration_time_s * (1 + PIPELINE_TOLERANCE), (cand.layout, cand.knobs)
         own = evaluate(cluster, replace(plan, engine=DEFAULT), detail=False)
-        assert est.iteration_time_s >= own.iteration_time_s * (1 - 1e-12)
-        assert est.peak_memory_bytes >= own.peak_memory_bytes
+        # Longer passes can end a greedy list schedule sooner (Graham 1969's timing anomalies): the
+        # 1F1B event simulation then finishes up to about 1% earlier when some stages slow down more
+        # than others (seed 19: an 11-stage torchtitan plan, 2.774 s against 2.806 s). What the
+        # search needs, bounds below evaluate under the engine, is held exactly above.
+        assert est.iteration_time_s >= own.iteration_time_s * (1 - GRAHAM_TOLERANCE)
+        same_kind = (plan.recompute != Recompute.SELECTIVE or ENGINES[engine].execution.selective_recompute
+                     == ENGINES[DEFAULT].execution.selective_recompute)
+        if same_kind:       # torchtitan's op-level SAC keeps less than attention-core recomputation
+            assert est.peak_memory_bytes >= own.peak_memory_bytes
         checked += 1
     assert checked > 10
 

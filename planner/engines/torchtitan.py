@@ -49,5 +49,5 @@ ENGINE = Engine(
                                "the first all-gather of each pass and the last reduce-scatter are exposed",)),
     exports=("torchtitan",),
     sources=TORCHTITAN_SOURCES,
-    summary="FSDP2 (ZeRO-2/3) with TP and PP on one mesh, uneven layer split; bf16 only",
+    summary="FSDP2 (ZeRO-2/3) with TP and PP on one mesh, uneven layer split; bf16, fp32 or fp8 (no fp16)",
 )

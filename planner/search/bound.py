@@ -141,7 +141,7 @@ class Bounds:
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
-                for rc in searched_recomputes(s.options.flash_attention, mixed):
+                for rc in searched_recomputes(s.options.flash_attention, mixed, s.job.engine):
                     if wanted is not None and (mb, v, rc) not in wanted:
                         continue
                     ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0

@@ -285,7 +285,7 @@ def _first_plan(scorer: Scorer, bounds: Bounds, listed: list, keeper: _Keeper, s
     for _, _, family, _ in listed:
         if keeper.c.kept or clock.expired(share=FIRST_PLAN_SHARE):
             return
-        order = family.orders()[0]
+        order = tuple(range(len(family.subset)))     # its first order (orders() would list them all: n!)
         layout = family.layout(order)
         if not scorer.could_fit(layout, min(micro_batch_sizes(job.global_batch)), 1):
             continue
@@ -572,7 +572,7 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
         for zero in ZERO_STAGES:
             if zero > 0 and layout.max_replicas_per_stage == 1:
                 continue
-            for recompute in searched_recomputes(scorer.options.flash_attention, layout.family == "mixed"):
+            for recompute in searched_recomputes(scorer.options.flash_attention, layout.family == "mixed", scorer.job.engine):
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
                 keeper.c.fast_scores += 1

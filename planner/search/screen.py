@@ -72,7 +72,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
         own_all = -(-m // sub_all.lanes)                            # chain: ceil(m / d)
         x_all = _transfers_floor_s(s, table, sub_all, mb)
         for rc in RECOMPUTES:
-            if rc in searched_recomputes(s.options.flash_attention, mixed=False):
+            if rc in searched_recomputes(s.options.flash_attention, False, s.job.engine):
                 sub, live, own, x = sub_all, live_mb, own_all, x_all
             else:
                 keep = ~sub_all.chain     # searched for mixed stages only (see space.searched_recomputes)

@@ -340,7 +340,8 @@ def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
             run = engine_profile(plan.engine).execution
             t = stage_pass_times(plan.model, gpu, stage.num_layers, last, plan.seq_len, plan.micro_batch, rep.tp,
                                  plan.sequence_parallel, plan.recompute, options.cost_options.flash_attention,
-                                 gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32))
+                                 gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
+                                 run.kernels, run.selective_recompute)
             worst = max(worst, rep.samples // plan.micro_batch * (t.forward_s + t.backward_s))
     return worst
 

@@ -75,12 +75,17 @@ class Knobs(NamedTuple):
 RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 
 
-def searched_recomputes(flash_attention: bool, mixed: bool) -> tuple[Recompute, ...]:
+def searched_recomputes(flash_attention: bool, mixed: bool, engine: str = "hetplan") -> tuple[Recompute, ...]:
     """The recompute settings of the space. With FlashAttention the attention scores are never
-    stored, so selective recomputation keeps exactly the activations of none and only adds the
-    attention core's recomputation to every backward pass; on single-pool stages (even shares)
-    it is left out of the space. Stages that mix pools keep it: their shares follow the pass
-    times, and other shares can come out ahead."""
+    stored, so selective recomputation of the attention core (Megatron-LM's, the default)
+    keeps exactly the activations of none and only adds the attention core's recomputation to
+    every backward pass; on single-pool stages (even shares) it is left out of the space. Stages
+    that mix pools keep it: their shares follow the pass times, and other shares can come out
+    ahead. An engine whose selective recomputation is another kind (torchtitan's op-level SAC)
+    keeps it everywhere: it stores less than none."""
+    from planner.engines.base import SelectiveKind
+    if engine_profile(engine).execution.selective_recompute != SelectiveKind.ATTENTION_CORE:
+        return RECOMPUTES
     return (Recompute.NONE, Recompute.FULL) if flash_attention and not mixed else RECOMPUTES
 ZERO_STAGES = (0, 1, 2, 3)
 INTERLEAVES = (1, 2)
@@ -234,7 +239,7 @@ def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_atte
                   engine: str = "hetplan") -> Iterator[Knobs]:
     space = engine_profile(engine).space
     most_replicas = layout.max_replicas_per_stage
-    recomputes = searched_recomputes(flash_attention, layout.family == "mixed")
+    recomputes = searched_recomputes(flash_attention, layout.family == "mixed", engine)
     for mb in micro_batch_sizes(global_batch):
         if global_batch // mb < most_replicas:
             break
