@@ -172,7 +172,9 @@ def public_section(gpus) -> list[str]:
     rows, unstated = public_runs.public_rows(gpus)
     as_catalog, _ = public_runs.public_rows(gpus, power_limited=False)
     probes = public_runs.sensitivity(gpus, "torchtitan", TORCHTITAN_PROBES)
-    return public_runs.markdown_section(rows, unstated, as_catalog, probes) + public_runs.not_explained(rows)
+    fp8, fp8_unstated = public_runs.fp8_rows(gpus)
+    return (public_runs.markdown_section(rows, unstated, as_catalog, probes) + public_runs.not_explained(rows)
+            + public_runs.fp8_section(fp8, fp8_unstated))
 
 
 def document(catalog) -> str:

@@ -79,7 +79,7 @@ def test_every_public_run_is_stated_or_has_a_reason(public):
     assert len(stated) + len(unstated) == 98
     assert len({r.line for r in stated} | {u.line for u in unstated}) == 98
     reasons = [u.reason for u in unstated]
-    assert sum("FP8" in r for r in reasons) == 29          # Float8 rows: a later issue
+    assert sum("FP8" in r for r in reasons) == 29          # Float8 rows: stated apart (fp8_rows)
     assert sum("context parallelism" in r for r in reasons) == 1
     assert len(stated) == 58
     assert {r.engine for r in stated} == {"torchtitan", "megatron"}
@@ -176,3 +176,19 @@ def test_eager_kernels_and_op_sac_cost_more_time_and_op_sac_keeps_less(catalog):
     keep = {k: activation_bytes_per_layer(m, 4096, 1, 1, False, Recompute.SELECTIVE, True, None, k) for k in SelectiveKind}
     full = activation_bytes_per_layer(m, 4096, 1, 1, False, Recompute.FULL, True)
     assert full < keep[SelectiveKind.OP_SAC] < keep[core]
+
+
+def test_fp8_runs_stated_apart_with_their_error(catalog):
+    """The FP8 runs (issue 11) as docs/validation.md 'FP8 runs' reports them at this commit: 13
+    torchtitan Float8 (tensor-wise) rows over-predicted by a median +24.2% (the bf16 rows: +18.1%;
+    the rest is the assumption that FP8 GEMMs reach the bf16-measured efficiency), the one Megatron-Core
+    FP8 row within 10%. Row-wise scaling and context-parallel rows are listed with their reason."""
+    stated, unstated = public_runs.fp8_rows(catalog.gpus)
+    tt = [r for r in stated if r.engine == "torchtitan"]
+    mg = [r for r in stated if r.engine == "megatron"]
+    assert len(tt) == 13 and len(mg) == 1
+    s = public_runs.summarise(tt)
+    assert abs(s.signed_median - 0.242) <= MEASURED_TOLERANCE
+    assert abs(mg[0].error) <= 0.10
+    assert all(r.reason for r in unstated) and any("row-wise" in r.reason for r in unstated)
+    assert all(r.fits for r in stated)
