@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 import time
@@ -43,31 +44,42 @@ def browser_first_page_s() -> float | None:
     """Seconds from `streamlit run` to the Compose page drawn in Chromium (None without a browser)."""
     if not Path("/usr/bin/chromium").exists():
         return None
+    t0 = time.perf_counter()
+    with _app_page() as (page, url):
+        _open(page, url)
+        t_page = time.perf_counter()
+        page.get_by_text("GPUs in", exact=False).first.wait_for(timeout=60_000)
+        drawn = time.perf_counter()
+    return drawn - t0, drawn - t_page
+
+
+@contextlib.contextmanager
+def _app_page(**page_options):
+    """A Chromium page and the URL of `streamlit run app.py` on a free local port; both stop on exit."""
     from playwright.sync_api import sync_playwright
     from tests.test_browser import CHROMIUM_ARGS, _free_port
     port = _free_port()
-    t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                              "--server.port", str(port), "--server.address", "127.0.0.1"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            page = browser.new_page()
-            for _ in range(200):
-                try:
-                    page.goto(f"http://127.0.0.1:{port}/", timeout=5000)
-                    break
-                except Exception:
-                    time.sleep(0.1)
-            t_page = time.perf_counter()
-            page.get_by_text("GPUs in", exact=False).first.wait_for(timeout=60_000)
-            drawn = time.perf_counter()
+            yield browser.new_page(**page_options), f"http://127.0.0.1:{port}/"
             browser.close()
-        return drawn - t0, drawn - t_page
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _open(page, url: str) -> None:
+    """Load `url`, retrying while the server starts."""
+    for _ in range(200):
+        try:
+            page.goto(url, timeout=5000)
+            return
+        except Exception:
+            time.sleep(0.1)
 
 
 def plan_64_s() -> tuple[float, float, float]:
@@ -148,37 +160,20 @@ def timeline_rows() -> list[tuple[str, float]]:
 
 def timeline_page_s(state) -> float:
     """Seconds from clicking Timeline in the sidebar to its chart drawn, the second visit (cached)."""
-    from playwright.sync_api import sync_playwright
-    from tests.test_browser import CHROMIUM_ARGS, DRAWN_CHARTS_JS, _free_port
+    from tests.test_browser import DRAWN_CHARTS_JS
     from ui.state import encode
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                             "--server.port", str(port), "--server.address", "127.0.0.1"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
-            for _ in range(200):
-                try:
-                    page.goto(f"http://127.0.0.1:{port}/?v=1&s={encode(state)['s']}", timeout=5000)
-                    break
-                except Exception:
-                    time.sleep(0.1)
-            nav = page.get_by_test_id("stSidebarNav")
-            seconds = []
-            for _ in range(2):
-                page.get_by_role("heading", name="Compose").wait_for(timeout=120_000)
-                t0 = time.perf_counter()
-                nav.get_by_text("Timeline", exact=True).click()
-                page.wait_for_function(f"{DRAWN_CHARTS_JS} >= 1", timeout=300_000)
-                seconds.append(time.perf_counter() - t0)
-                nav.get_by_text("Compose", exact=True).click()
-            browser.close()
-        return seconds[-1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with _app_page(viewport={"width": 1440, "height": 1000}) as (page, url):
+        _open(page, f"{url}?v=1&s={encode(state)['s']}")
+        nav = page.get_by_test_id("stSidebarNav")
+        seconds = []
+        for _ in range(2):
+            page.get_by_role("heading", name="Compose").wait_for(timeout=120_000)
+            t0 = time.perf_counter()
+            nav.get_by_text("Timeline", exact=True).click()
+            page.wait_for_function(f"{DRAWN_CHARTS_JS} >= 1", timeout=300_000)
+            seconds.append(time.perf_counter() - t0)
+            nav.get_by_text("Compose", exact=True).click()
+    return seconds[-1]
 
 
 def main() -> None:
