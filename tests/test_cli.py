@@ -105,3 +105,11 @@ def test_console_script_matches_module(tmp_path):
         pytest.skip("the hetplan console script is not installed (pip install -e .)")
     a = subprocess.run([exe, "catalog", "models", "--json"], capture_output=True, text=True, timeout=60)
     assert a.stdout == hetplan("catalog", "models", "--json").stdout
+
+
+@pytest.mark.parametrize("command", ["plan", "evaluate", "export", "catalog", "run-local", "calibrate"])
+def test_every_command_has_help(command):
+    """`--help` of every command prints its options (a stray % in a help text once made argparse crash)."""
+    out = hetplan(command, "--help")
+    assert out.returncode == 0, out.stderr
+    assert "usage:" in out.stdout and "--" in out.stdout

@@ -47,7 +47,7 @@ def register(sub) -> None:
                    help=f"stop the search after S seconds of CPU time (other load on the machine does not count) "
                         f"and report the best plan found with its optimality gap "
                         f"(default {SearchOptions().time_limit_s:g}; each baseline gets "
-                        f"{SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of it, as in the app)")
+                        f"{SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of it, as in the app)".replace("%", "%%"))
     p.add_argument("--json", action="store_true",
                    help="print one JSON object; `evaluate` and `export` read it, or any plan in it, as a plan file")
     p.add_argument("--out", metavar="FILE",
