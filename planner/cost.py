@@ -152,7 +152,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     train_cost = train_time / 3600 * price_per_hour if train_time is not None else None
     notes = ("mixture-of-experts: experts are replicated inside each tensor-parallel group; expert "
              "parallelism and its all-to-all are not modelled",) if plan.model.is_moe else ()
-    notes += engine_profile(plan.engine).execution.notes
+    notes += engine_profile(plan.engine).execution.notes_for(plan.recompute, plan.zero_stage)
     est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
                    tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
                    engine=plan.engine, timeline=sim.timeline)

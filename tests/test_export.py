@@ -264,4 +264,5 @@ def test_cli_writes_files_and_closest_plan(tmp_path, capsys):
                  "--time-limit", "5"])
     assert code == 0
     assert sorted(p.name for p in out.iterdir()) == ["closest-plan.json", "hostfile", "launch.sh", "megatron_args.sh"]
-    assert "best plan megatron runs" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Megatron-LM's best plan from the search" in err and "closest-plan.json" in err

@@ -94,8 +94,9 @@ def search_proof(result) -> str:
     if getattr(result, "complete", True):
         return "complete"
     gap = getattr(result, "gap", None)
-    stopped = getattr(result, "stopped_by", None) or "limit"
-    return f"stopped at its {stopped}, " + (f"gap {gap:.1%}" if gap is not None else "gap unknown")
+    stopped = getattr(result, "stopped_by", None)
+    head = f"stopped at its {stopped}" if stopped else "not proven best"
+    return f"{head}, " + (f"gap {gap:.1%}" if gap is not None else "gap unknown")
 
 
 def engines_table(outcomes: dict, cluster_gpus: int):

@@ -142,9 +142,17 @@ def baseline_searches(result) -> dict[str, BaselineSearch]:
     return out
 
 
+# What each baseline is, where a gain is quoted against it: the "megatron" baseline is a plan on one
+# GPU type (the engine Megatron-LM is a different thing: the engine picker's).
+BASELINE_TITLES = {"megatron": "Megatron-style baseline (one GPU type)",
+                   "uniform": "uniform baseline (all GPUs alike)"}
+
+
 def baseline_gap_text(search: BaselineSearch) -> str:
     """Beside a gain quoted against a baseline whose search stopped early."""
     if search.gap is None:
         return f"search stopped at its {search.stopped_by}, with a gap unknown"
+    if search.gap < 0.0005:
+        return f"search stopped at its {search.stopped_by}, with a gap below 0.1% (fast estimate)"
     return (f"search stopped at its {search.stopped_by}: a plan of its space up to {search.gap:.1%} better "
             f"may be unexplored (fast estimate)")

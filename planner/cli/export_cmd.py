@@ -45,11 +45,8 @@ def run(args) -> int:
         files["closest-plan.json"] = plan_to_json(result.closest_plan, catalog) + "\n"
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    if result.closest_plan is not None:
-        est = result.closest_estimate
-        print(f"the files describe the best plan {args.to} runs, found by the search (closest-plan.json): "
-              f"{est.iteration_time_s:.3f} s per iteration, {est.tokens_per_s:,.0f} tokens/s on "
-              f"{result.closest_plan.num_gpus} GPUs; it fits by the cost model", file=sys.stderr)
+    if result.closest_plan is not None:        # the warnings above give its figures
+        print("the plan the files describe is written beside them as closest-plan.json", file=sys.stderr)
     if args.out:
         folder = check_output_folder(args.out, "--out")
         write_files({folder / name: text for name, text in files.items()}, "--out")

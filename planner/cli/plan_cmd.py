@@ -139,8 +139,9 @@ def _key(result) -> float:
 def _engines_text(results, errors, best) -> str:
     from planner.search.explain import describe_plan
     ref = results.get(DEFAULT_ENGINE)
-    lines = [f"best plan of each engine ({next(iter(results.values())).objective.value}); "
-             f"against {ENGINES[DEFAULT_ENGINE].title}, which runs every plan:"]
+    against = (f"against {ENGINES[DEFAULT_ENGINE].title}, which runs every plan it can train" if ref is not None else
+               f"{ENGINES[DEFAULT_ENGINE].title} has none to compare with")
+    lines = [f"best plan of each engine ({next(iter(results.values())).objective.value}); {against}:"]
     for name, engine in ENGINES.items():
         if name not in results:
             lines.append(f"\n{engine.title:16s} no plan: {errors[name]}")
@@ -190,7 +191,8 @@ def _text(result) -> str:
              f"guarantee: {result.guarantee}"]
     for k, sp in enumerate(result.plans, 1):
         e = sp.estimate
-        lines.append(f"\n#{k}  {e.tokens_per_s:,.0f} tokens/s on {e.num_gpus} GPUs, MFU {e.mfu:.1%}, "
+        of_peak = " of the 16-bit peak" if sp.plan.precision == Precision.FP8 else ""
+        lines.append(f"\n#{k}  {e.tokens_per_s:,.0f} tokens/s on {e.num_gpus} GPUs, MFU {e.mfu:.1%}{of_peak}, "
                      f"${e.cost_per_million_tokens_usd:.3f} per million tokens (${e.cost_per_hour_usd:,.2f}/h)"
                      + (f", trains in {format_duration(e.train_time_s)} for ${e.train_cost_usd:,.0f}"
                         if e.train_time_s is not None else ""))

@@ -68,7 +68,14 @@ class Execution:
     #                                         and keeps (planner.compute, planner.memory)
     tf32_default: bool = False              # fp32 matmuls on TF32 tensor cores unless the plan says otherwise
     #                                         (PyTorch's default: off, torch.backends.cuda.matmul.allow_tf32)
-    notes: tuple[str, ...] = ()             # what the cost model does not capture, in words
+    notes: tuple[str, ...] = ()             # how it runs every plan, in words
+    selective_note: str = ""                # ... said only of plans with selective recomputation
+    zero_note: str = ""                     # ... said only of plans with ZeRO-2/3 (sharded gradients or weights)
+
+    def notes_for(self, recompute: Recompute, zero_stage: int) -> tuple[str, ...]:
+        """The notes that concern a plan with this recomputation and ZeRO stage."""
+        return (self.notes + ((self.selective_note,) if self.selective_note and recompute == Recompute.SELECTIVE else ())
+                + ((self.zero_note,) if self.zero_note and zero_stage >= 2 else ()))
 
     def grad_reduce_bytes(self, precision: Precision | None) -> int:
         """Bytes per gradient element on the wire in data-parallel reductions."""
@@ -109,29 +116,29 @@ class Engine:
         s, out, name = self.space, [], self.title
         tps = sorted({r.tp for st in plan.stages for r in st.replicas})
         if max(tps) > 1 and not s.tensor_parallel:
-            out.append(f"{name} has no tensor parallelism here; the plan uses tp {tps}")
+            out.append(f"{name} has no tensor parallelism here; the plan uses tp {_join(tps)}")
         per_stage = [sorted({r.tp for r in st.replicas}) for st in plan.stages]
         if any(len(t) > 1 for t in per_stage) and not s.mixed_stages:
-            out.append(f"{name} gives every replica of a stage the same tensor-parallel degree; the plan mixes {tps}")
+            out.append(f"{name} gives every replica of a stage the same tensor-parallel degree; the plan mixes {_join(tps)}")
         elif len(tps) > 1 and not s.tp_per_stage and not s.mixed_stages:
-            out.append(f"{name} uses one tensor-parallel degree for every stage; the plan uses {tps}")
+            out.append(f"{name} uses one tensor-parallel degree for every stage; the plan uses {_join(tps)}")
         edges = ({r.tp for r in plan.stages[0].replicas} | {r.tp for r in plan.stages[-1].replicas})
         if s.tied_edges_same_tp and plan.model.tied_embeddings and len(edges) > 1:
             out.append(f"{name} needs one tensor-parallel degree on the first and last stage for tied embeddings; "
-                       f"the plan uses {sorted(edges)}")
+                       f"the plan uses {_join(sorted(edges))}")
         counts = [len(st.replicas) for st in plan.stages]
         if len(set(counts)) > 1 and not (s.replicas_per_stage or s.mixed_stages):
-            out.append(f"{name} gives every stage the same number of data-parallel replicas; the plan has {counts}")
+            out.append(f"{name} gives every stage the same number of data-parallel replicas; the plan has {_join(counts)}")
         if not s.mixed_stages:
             mixed = [i for i, st in enumerate(plan.stages) if len({r.pool for r in st.replicas}) > 1]
             if mixed:
-                out.append(f"{name} runs each stage on one kind of GPU; stages {mixed} mix GPU pools")
+                out.append(f"{name} runs each stage on one kind of GPU; stages {_join(mixed)} mix GPU pools")
             uneven = [i for i, st in enumerate(plan.stages) if len({r.samples for r in st.replicas}) > 1]
             if uneven:
-                out.append(f"{name} gives every replica the same share of the batch; stages {uneven} split it unevenly")
+                out.append(f"{name} gives every replica the same share of the batch; stages {_join(uneven)} split it unevenly")
         layers = {st.num_layers for st in plan.stages}
         if len(layers) > 1 and not s.uneven_layers:
-            out.append(f"{name} splits layers evenly over the stages; the plan holds {sorted(layers)} layers per stage")
+            out.append(f"{name} splits layers evenly over the stages; the plan holds {_join(sorted(layers))} layers per stage")
         if plan.interleave > 1 and not s.interleave:
             out.append(f"{name} has no interleaved pipeline schedule; the plan uses interleave {plan.interleave}")
         if plan.schedule == Schedule.GPIPE and not s.gpipe:
@@ -139,12 +146,18 @@ class Engine:
         if not s.zero_allowed(plan.zero_stage, plan.num_stages):
             allowed = s.zero_stages_pipelined if plan.num_stages > 1 else s.zero_stages
             with_pp = " with pipelining" if plan.num_stages > 1 else ""
-            out.append(f"{name} does not run ZeRO stage {plan.zero_stage}{with_pp} (it has {list(allowed)})")
+            out.append(f"{name} does not run ZeRO stage {plan.zero_stage}{with_pp} (it has {_join(allowed)})")
         if plan.recompute not in s.recomputes:
             out.append(f"{name} has no {plan.recompute.value} recomputation (it has "
-                       f"{[r.value for r in s.recomputes]})")
+                       f"{_join(r.value for r in s.recomputes)})")
         if plan.sequence_parallel and max(tps) > 1 and not s.sequence_parallel:
             out.append(f"{name} has no sequence parallelism")
         if plan.precision not in s.precisions:
-            out.append(f"{name} does not train in {plan.precision.value}; it offers {[p.value for p in s.precisions]}")
+            out.append(f"{name} does not train in {plan.precision.value}; it offers {_join(p.value for p in s.precisions)}")
         return out
+
+
+def _join(values) -> str:
+    """1, 2 and 4: a list as people write it."""
+    items = [str(v) for v in values]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else "none"

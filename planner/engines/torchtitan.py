@@ -42,11 +42,12 @@ ENGINE = Engine(
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=0.8,
                         layer_overhead_s=0.0, framework_bytes=2.5 * GIB, kernels=Kernels.EAGER,
                         selective_recompute=SelectiveKind.OP_SAC,
-                        notes=("element-wise ops run eager (one kernel each; torch.compile is off in the export)",
-                               "selective recomputation is torchtitan's op-level SAC: it reruns every other matmul and "
-                               "every element-wise op and keeps fewer activations than Megatron-LM's selective",
-                               "FSDP2 prefetches the next layer's all-gather during the current layer's compute; "
-                               "the first all-gather of each pass and the last reduce-scatter are exposed",)),
+                        notes=("element-wise ops run eager (one kernel each; torch.compile is off in the export)",),
+                        selective_note=("selective recomputation is torchtitan's op-level SAC: it reruns every other "
+                                        "matmul and every element-wise op and keeps fewer activations than "
+                                        "Megatron-LM's selective"),
+                        zero_note=("FSDP2 prefetches the next layer's all-gather during the current layer's compute; "
+                                   "the first all-gather of each pass and the last reduce-scatter are exposed")),
     exports=("torchtitan",),
     sources=TORCHTITAN_SOURCES,
     summary="FSDP2 (ZeRO-2/3) with TP and PP on one mesh, uneven layer split; bf16, fp32 or fp8 (no fp16)",

@@ -126,11 +126,11 @@ def usable_pools(cluster: Cluster, job: Job) -> tuple[tuple[Pool, ...], dict[str
     engine = engine_profile(job.engine)
     if job.precision is not None and job.precision not in engine.space.precisions:
         from planner.engines import ENGINES
-        others = [e.name for e in ENGINES.values() if job.precision in e.space.precisions]
+        others = [e for e in ENGINES.values() if job.precision in e.space.precisions]
         raise InputError("precision", f"{engine.title} does not train in {job.precision.value}; it offers "
                                       f"{', '.join(p.value for p in engine.space.precisions)}"
-                                      + (f" (--engine {' or '.join(others)} trains in {job.precision.value})"
-                                         if others else ""))
+                                      + (f"; {' and '.join(e.title for e in others)} train in {job.precision.value} "
+                                         f"(engine {' or '.join(e.name for e in others)})" if others else ""))
     if job.precision is not None:
         excluded = {p.name: f"{lack} and the job asks for {job.precision.value}" for p in cluster.pools
                     for lack in (supports(p.gpu, job.precision),) if lack}

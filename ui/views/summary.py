@@ -16,7 +16,7 @@ from ui import charts, frames, session
 from ui.engines import engines_that_train, pinned, title
 from ui.markup import md
 from ui.planning import build_cluster, build_job, run_search
-from ui.results import (baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
+from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
                         find, named_plans, plan_dict)
 from ui.compose import TIME_LIMIT_WIDGET
 from ui.sidebar import PLAN_REQUEST, request_plan
@@ -51,8 +51,11 @@ def run_planner() -> None:
         if getattr(result, "complete", True):
             status.update(label=f"Search complete: {count(len(result.plans), 'plan')}, the best proven best of the "
                                 "search space by the cost model", state="complete", expanded=False)
-        else:
+        elif getattr(result, "stopped_by", None):
             status.update(label="Search stopped early: its best plan so far and the gap are below", state="error",
+                          expanded=False)
+        else:
+            status.update(label="Search finished without proving its best plan: the gap is below", state="error",
                           expanded=False)
 
 
@@ -261,7 +264,7 @@ def _gains(named, baselines: dict, cluster_gpus: int, said_below: set[str] = fro
         base = baselines.get(name)
         same = base is not None and plan_dict(base.plan) == named.plan_dict
         facts = baseline_facts(base.estimate, cluster_gpus) if base is not None else None
-        col.metric(f"vs {md(name)} baseline", "same plan" if same else f"{gain:+.0%}", facts,
+        col.metric(f"vs {md(BASELINE_TITLES.get(name, name + ' baseline'))}", "same plan" if same else f"{gain:+.0%}", facts,
                    delta_color="off", delta_arrow="off",
                    help=(f"the {name}-style baseline is this very plan: on this cluster and job nothing beats it "
                          f"by the objective ({objective})") if same else

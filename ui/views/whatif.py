@@ -191,7 +191,8 @@ def _beside(state, edited: dict, before, after) -> None:
     st.subheader("Beside the plan on view")
     table = frames.side_by_side(b_est, b_plan, a_est, a_plan)
     st.dataframe(table, hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3)
-    sims = [simulate_plan(state.cluster, p) for p in (state.plan, edited)]
+    shown = with_engine(edited, a_plan.engine)      # as the engine whose figures are shown runs it
+    sims = [simulate_plan(state.cluster, p) for p in (state.plan, shown)]
     sims = [None if o.error else o.result for o in sims]
     longest = max((s.pipeline_time_s for s in sims if s is not None), default=0.0)
     left, right = st.columns(2)
