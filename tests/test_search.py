@@ -364,3 +364,19 @@ def test_baselines_say_how_far_their_own_search_got(catalog):
     stopped = [s for s in cut.baseline_status.values() if not s.complete]
     assert stopped and all(s.stopped_by == "time limit" for s in stopped)
     assert all(s.gap is None or s.gap > 0 for s in stopped)
+
+
+def test_a_chain_over_64_pools_is_never_listed_order_by_order(catalog):
+    """A model with more layers than pools admits chains over all 64 pools: 64! pool orders. The
+    search and the uniform baseline bound them without listing them (listing once took 24 GB)."""
+    import resource
+    import time
+    gpus = ["h100-sxm", "a100-80gb-sxm", "l40s", "rtx-4090"]
+    cluster = cluster_from_dict({"name": "many", "between_pools_gbps": 100, "pools": [
+        {"name": f"p{i}", "gpu": gpus[i % 4], "nodes": 1, "gpus_per_node": 8} for i in range(64)]}, catalog)
+    start = time.process_time()
+    result = search(cluster, Job(catalog.model("llama-2-70b"), 512, 2048),
+                    options=SearchOptions(time_limit_s=0.5, baseline_time_limit_s=0.2))
+    assert time.process_time() - start < 60     # against listing 64! orders, not a timing
+    assert result.plans and result.gap is None or result.gap >= 0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 4 * 1024 * 1024   # KiB: under 4 GiB

@@ -472,15 +472,14 @@ def _orders_worth_bounding(family: Family, only, keyed_bounds) -> Iterator[tuple
     or more pools is first bounded per first pool (bound.pipeline_s with fixed=1: that run's
     exact positions, the rest in any order); the orders behind a first pool whose bound cannot
     win are skipped, and the others carry only the settings that bound left open."""
-    orders = family.orders()
     if family.kind != "chain" or len(family.subset) < 3:
-        yield from ((order, only) for order in orders)
+        yield from ((order, only) for order in family.orders())
         return
     for head in range(len(family.subset)):
         rest = tuple(j for j in range(len(family.subset)) if j != head)
         settings = frozenset(keyed_bounds((head,) + rest, 1, only))
-        if settings:
-            yield from ((order, settings) for order in orders if order[0] == head)
+        if settings:      # lazily, in family.orders()'s order: a chain of n pools has n! of them
+            yield from (((head,) + tail, settings) for tail in itertools.permutations(rest))
 
 
 def _whole_cluster_key(scorer: Scorer, pools: tuple[Pool, ...], objective: Objective,
