@@ -86,10 +86,12 @@ class Execution:
         return self.tf32_default if asked is None else asked
 
     def dominates(self, other: "Execution") -> bool:
-        """Whether this execution costs at least as much time as `other` in every term, and as much
-        memory in every term the search's bounds take from the floor. Op-level SAC reruns more than
-        the attention-core kind but keeps fewer activations: the bounds read a plan's activation
-        bytes from its own engine (planner.search.score.Scorer.activation_bytes), never the floor's."""
+        """Whether this execution costs at least as much as `other` in every term the search's bounds
+        take from the floor (hetplan's runtime): gradient overlap and bytes on the wire, ZeRO
+        overlap, per-layer cost, framework memory, and kernels no faster. Pass times and activation
+        bytes the bounds read from the plan's own engine (Scorer.pass_times, activation_bytes), so
+        those may differ either way: op-level SAC keeps fewer activations than the attention-core
+        kind, and at long sequences (s > 2h) also reruns less, since it saves attention's output."""
         return ((other.overlap_grad_reduce or not self.overlap_grad_reduce)
                 and self.kernels.cost_rank >= other.kernels.cost_rank
                 and (self.selective_recompute == other.selective_recompute
