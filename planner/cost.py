@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from planner.compute import stage_pass_times
+from planner.compute import PassTimes, stage_pass_times
 from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
@@ -19,7 +19,7 @@ from planner.memory import replica_memory
 from planner.numerics import numerics
 from planner.placement import Links, place, structure_of
 from planner.schedule import simulate
-from planner.types import GIB, Cluster, Estimate, Plan, ReplicaEstimate, TimeTerm
+from planner.types import GIB, Cluster, Estimate, Gpu, Plan, ReplicaEstimate, Stage, TimeTerm
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,16 @@ def plan_links(cluster: Cluster, plan: Plan) -> Links:
                  numerics(plan.precision).act_bytes * plan.seq_len * plan.micro_batch * plan.model.hidden)
 
 
+def stage_passes(plan: Plan, stage: Stage, gpu: Gpu, tp: int, options: CostOptions = CostOptions()) -> PassTimes:
+    """One micro-batch's passes through `stage` on a replica of `tp` GPUs of this type, as the plan's
+    engine executes them (planner.compute.stage_pass_times with the engine's execution values)."""
+    run = engine_profile(plan.engine).execution
+    return stage_pass_times(plan.model, gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
+                            plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
+                            gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
+                            run.kernels, run.selective_recompute)
+
+
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
              options: CostOptions = CostOptions(), timeline: bool = False, detail: bool = True) -> Estimate:
     """`detail=False` skips the second simulation (without transfer times) that splits pipeline
@@ -43,7 +53,6 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     run = engine_profile(plan.engine).execution     # how the plan's engine executes it
     grad_bytes = run.grad_reduce_bytes(plan.precision)
     wire = numerics(plan.precision).weight_comm_bytes     # bytes per weight element ZeRO gathers
-    tf32 = run.tf32(plan.tf32)
     p = plan.num_stages
     fwd, bwd, counts, replica_estimates = [], [], [], []
     tp_comm, compute, zero_exposed = {}, {}, {}
@@ -60,11 +69,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
             if (rep.pool, rep.tp) not in passes:
-                passes[(rep.pool, rep.tp)] = stage_pass_times(
-                    plan.model, pool.gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
-                    plan.micro_batch, rep.tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
-                    pool.gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, tf32, run.kernels,
-                    run.selective_recompute)
+                passes[(rep.pool, rep.tp)] = stage_passes(plan, stage, pool.gpu, rep.tp, options)
             times = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
             f_exp = max(0.0, zf - run.zero_overlap * f_comp)
@@ -115,9 +120,9 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     p = plan.num_stages
     # Each stage finishes its iteration when its slowest replica has synchronised gradients.
     finish, dp_total, dp_exposed, step_total = 0.0, 0.0, 0.0, 0.0
+    overlaps = options.overlap_grad_reduce and engine_profile(plan.engine).execution.overlap_grad_reduce
     for i in range(p):
         for r in range(len(plan.stages[i].replicas)):
-            overlaps = options.overlap_grad_reduce and engine_profile(plan.engine).execution.overlap_grad_reduce
             overlap = sim.last_backward_s[i][r] if overlaps else 0.0
             exposed = max(0.0, dp_sync[i] - overlap)
             done = sim.end_s[i][r] + exposed + after_step[i]

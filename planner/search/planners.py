@@ -161,10 +161,8 @@ class _Keeper:
         self.c, self.limit = considered, limit
         self.objective, self.job, self.deadline_hours = objective, job, deadline_hours
         self.order = 0
-        self.scanned = set()
 
     fixed_threshold: float | None = None    # a proof pass: prune at this key, keep nothing (all to `dropped`)
-    scanned: set                            # layouts scanned with every knob setting already (_first_plan)
     # evaluates a new best candidate with the cost model: returns its estimate key as a fast key
     evaluate_incumbent: Callable[[Candidate], float] | None = None
     incumbent: float = math.inf               # the best such key so far
@@ -292,7 +290,6 @@ def _first_plan(scorer: Scorer, bounds: Bounds, listed: list, keeper: _Keeper, s
         keyed = _keyed_bounds(scorer, bounds, family, layout_price(scorer, family), keeper, order)
         if keyed:
             scan(scorer, layout, precision_for(job, family.subset), keeper, keyed)
-            keeper.scanned.add(layout)
 
 
 class _Frontier:
@@ -382,15 +379,12 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
             dive = keeper.threshold() == math.inf
             only = detail.settings if isinstance(detail, AnyOrder) else None
             best = _push_orders(scorer, bounds, family, key, keeper, frontier, clock, dive, only)
-            if best is not None and family.layout(best[0]) not in keeper.scanned:   # no incumbent yet: scan the
-                # family's most promising order now (anytime)
+            if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
                 scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1])
             frontier.drop_losers()
             continue
         order, keyed = detail
-        layout = family.layout(order)
-        if layout not in keeper.scanned:
-            scan(scorer, layout, precision_for(job, family.subset), keeper, keyed)
+        scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
     c.lower_bound = unlisted
     if keeper.threshold() < math.inf:        # the heap ran out: what was pruned on the way still was
         c.pruned_floor = min(keeper.threshold(), unlisted)

@@ -5,11 +5,9 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from planner.cost import evaluate
+from planner.cost import evaluate, stage_passes
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
-from planner.compute import stage_pass_times
-from planner.engines import get as engine_profile
 from planner.search.objective import (check_objective, estimate_key, estimate_key_of_fast, fast_key_of_estimate,
                                       gain)
 from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions
@@ -331,17 +329,11 @@ def _estimate_key_at(objective: Objective, job: Job, iteration_s: float, price_p
 
 
 def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
-    """The most compute any replica does in an iteration (planner.compute.stage_pass_times)."""
+    """The most compute any replica does in an iteration (planner.cost.stage_passes, as evaluate)."""
     plan, worst = cand.to_plan(job), 0.0
     for stage in plan.stages:
-        last = stage.layer_end == plan.model.layers
         for rep in stage.replicas:
-            gpu = cluster.pool(rep.pool).gpu
-            run = engine_profile(plan.engine).execution
-            t = stage_pass_times(plan.model, gpu, stage.num_layers, last, plan.seq_len, plan.micro_batch, rep.tp,
-                                 plan.sequence_parallel, plan.recompute, options.cost_options.flash_attention,
-                                 gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
-                                 run.kernels, run.selective_recompute)
+            t = stage_passes(plan, stage, cluster.pool(rep.pool).gpu, rep.tp, options.cost_options)
             worst = max(worst, rep.samples // plan.micro_batch * (t.forward_s + t.backward_s))
     return worst
 
