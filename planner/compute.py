@@ -16,7 +16,8 @@ from planner.comm import INTRA_NODE_LATENCY_S, all_reduce_s
 from planner.flops import (head_forward_flops, layer_attention_flops_per_token,
                            layer_matmul_flops_per_token)
 from planner.numerics import FP8_CAST_BYTES, linear_peak_flops, numerics, other_peak_flops
-from planner.types import Gpu, MlpKind, Model, NormKind, PositionKind, Precision, Recompute
+from planner.training import (DEQUANT_BYTES_PER_PARAM, adapter_params_per_layer, backward_projection_factor)
+from planner.types import PRETRAIN, Gpu, JobKind, MlpKind, Model, NormKind, PositionKind, Precision, Recompute, Training
 
 ACT_BYTES = 2  # 16-bit activations (planner.numerics: 4 in fp32), the least of any precision
 
@@ -190,6 +191,22 @@ def fp8_gemm_inputs_per_token(model: Model) -> float:
     return 3 * model.hidden + model.ffn * model.top_k
 
 
+def adapter_pass_s(model: Model, gpu: Gpu, tokens: float, tp: int, training: Training,
+                   precision: Precision | None = None, tf32: bool = False) -> float:
+    """Work one layer's forward adds for an adapter job, per GPU of a tp group: the adapters' GEMMs
+    (2 FLOPs per active adapter weight and token, rank-wide: small GEMMs far below peak,
+    gemm_efficiency's roll-off) and, for QLoRA, dequantising the layer's NF4 weights to 16 bits
+    (planner.training.DEQUANT_BYTES_PER_PARAM, memory-bound). The backward pass does twice this."""
+    if not training.adapters:
+        return 0.0
+    adapters = 2 * tokens * adapter_params_per_layer(model, training.lora_rank, active_only=True) / tp
+    seconds = _matmul_s(adapters, gpu, min(tokens, training.lora_rank), other_peak_flops(gpu, precision, tf32))
+    if training.kind == JobKind.QLORA:
+        from planner.flops import layer_params
+        seconds += _memory_s(DEQUANT_BYTES_PER_PARAM * layer_params(model, active_only=True) / tp, gpu)
+    return seconds
+
+
 def tp_collective_s(model: Model, seq_len: int, micro_batch: int, tp: int, link_bw: float,
                     precision: Precision | None = None) -> float:
     """One all-reduce (or all-gather + reduce-scatter pair) of the s*b*h activation."""
@@ -202,16 +219,21 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
                      flash_attention: bool, link_bw: float, layer_overhead_s: float = 0.0,
                      precision: Precision | None = None, tf32: bool = False,
                      kernels: Kernels = Kernels.FUSED,
-                     selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> PassTimes:
+                     selective: SelectiveKind = SelectiveKind.ATTENTION_CORE,
+                     training: Training = PRETRAIN) -> PassTimes:
     """One micro-batch's forward and backward through `num_layers` layers (and the head).
     `layer_overhead_s`, `kernels` and `selective`: the engine's fixed cost per layer and pass, how it
     runs element-wise ops and what its selective recomputation reruns (planner.engines.base.Execution);
-    `precision` and `tf32`: planner.numerics (None: 16-bit). The defaults are the cheapest."""
+    `precision` and `tf32`: planner.numerics (None: 16-bit); `training`: the job kind
+    (planner.training: a frozen base has no weight gradients; adapters and NF4 dequantisation add
+    work). The defaults are the cheapest but for adapter jobs, which are cheaper still."""
     proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
                                            flash_attention, precision, tf32, kernels)
     collective = tp_collective_s(model, seq_len, micro_batch, tp, link_bw, precision)
-    layer_fwd = proj + attn + elem + layer_overhead_s
-    layer_bwd = 2 * (proj + attn + elem) + layer_overhead_s
+    extra = adapter_pass_s(model, gpu, seq_len * micro_batch, tp, training, precision, tf32)
+    backward_proj = backward_projection_factor(training)
+    layer_fwd = proj + attn + elem + extra + layer_overhead_s
+    layer_bwd = backward_proj * proj + 2 * (attn + elem + extra) + layer_overhead_s
     tp_fwd, tp_bwd = 2 * collective, 2 * collective
     if recompute == Recompute.FULL:
         layer_bwd += layer_fwd
@@ -229,7 +251,7 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
         head_fwd = _matmul_s(head_forward_flops(model, tokens) / tp, gpu, min(tokens, model.hidden),
                              other_peak_flops(gpu, precision, tf32))
         head_fwd += _memory_s(4 * 3 * tokens * model.vocab / tp, gpu)   # fp32 softmax + loss
-        head_bwd = 2 * head_fwd
+        head_bwd = backward_proj * head_fwd
     compute = num_layers * (layer_fwd + layer_bwd) + head_fwd + head_bwd
     tp_total = num_layers * (tp_fwd + tp_bwd)
     return PassTimes(num_layers * (layer_fwd + tp_fwd) + head_fwd,

@@ -11,15 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from planner.compute import PassTimes, stage_pass_times
-from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch_s
+from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
 from planner.flops import model_flops_per_iteration, stage_params
-from planner.memory import replica_memory
+from planner.memory import plan_states, replica_memory
 from planner.numerics import numerics
 from planner.placement import Links, place, structure_of
 from planner.schedule import simulate
-from planner.types import GIB, Cluster, Estimate, Gpu, Plan, ReplicaEstimate, Stage, TimeTerm
+from planner.offload import HOST_ADAM_BYTES_PER_S_PER_NODE
+from planner.training import adapter_params
+from planner.types import GIB, Cluster, Offload, Estimate, Gpu, Plan, ReplicaEstimate, Stage, TimeTerm
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ def stage_passes(plan: Plan, stage: Stage, gpu: Gpu, tp: int, options: CostOptio
     return stage_pass_times(plan.model, gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
                             plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
                             gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
-                            run.kernels, run.selective_recompute)
+                            run.kernels, run.selective_recompute, plan.training)
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
@@ -52,7 +54,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     links = plan_links(cluster, plan)
     run = engine_profile(plan.engine).execution     # how the plan's engine executes it
     grad_bytes = run.grad_reduce_bytes(plan.precision)
-    wire = numerics(plan.precision).weight_comm_bytes     # bytes per weight element ZeRO gathers
+    states = plan_states(plan)                  # bytes per parameter of the job kind and offload
+    wire = states.weight_comm_bytes             # bytes per weight element ZeRO-3 gathers
     p = plan.num_stages
     fwd, bwd, counts, replica_estimates = [], [], [], []
     tp_comm, compute, zero_exposed = {}, {}, {}
@@ -64,7 +67,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         min_tp = min(r.tp for r in stage.replicas)
         weight_bytes = params / min_tp * wire
         zf, zb = zero_per_micro_batch_s(plan.zero_stage, weight_bytes, len(stage.replicas), dp_bw, dp_lat, grad_bytes,
-                                        wire)
+                                        wire, states.trainable)
         passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
@@ -72,8 +75,9 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 passes[(rep.pool, rep.tp)] = stage_passes(plan, stage, pool.gpu, rep.tp, options)
             times = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            f_exp = max(0.0, zf - run.zero_overlap * f_comp)
-            b_exp = max(0.0, zb - run.zero_overlap * times.backward_s)
+            fetch = fetch_s(states, params / rep.tp, len(stage.replicas), pool.gpu)
+            f_exp = max(0.0, zf + fetch - run.zero_overlap * f_comp)
+            b_exp = max(0.0, zb + fetch - run.zero_overlap * times.backward_s)
             fwd[i].append(f_comp + f_exp)
             bwd[i].append(times.backward_s + b_exp)
             own = rep.samples // plan.micro_batch
@@ -84,14 +88,15 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             if (rep.pool, rep.tp, rep.samples) not in memories:      # memory depends on these alone
                 memories[(rep.pool, rep.tp, rep.samples)] = replica_memory(plan, i, r, pool.gpu.mem_bytes,
                                                                            options.flash_attention, run.framework_bytes,
-                                                                           run.selective_recompute)
+                                                                           run.selective_recompute,
+                                                                           pool.host_mem_per_gpu_bytes)
             memory = memories[(rep.pool, rep.tp, rep.samples)]
             replica_estimates.append(ReplicaEstimate(i, r, pool.name, pool.gpu.id, rep.tp, rep.samples,
                                                      fwd[i][r], bwd[i][r], memory))
         d = len(stage.replicas)
-        dp_sync.append(grad_sync_s(plan.zero_stage, params / min_tp, d, dp_bw, dp_lat, grad_bytes))
-        after_step.append(max(after_step_s(plan.zero_stage, params / rep.tp, d, cluster.pool(rep.pool).gpu.mem_bw_bytes_per_s,
-                                           dp_bw, dp_lat, wire) for rep in stage.replicas))
+        dp_sync.append(grad_sync_s(plan.zero_stage, params / min_tp * states.trainable, d, dp_bw, dp_lat, grad_bytes))
+        after_step.append(max(after_step_s(plan.zero_stage, params / rep.tp, d, cluster.pool(rep.pool), dp_bw, dp_lat,
+                                           states) for rep in stage.replicas))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)
@@ -149,7 +154,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     used = plan.gpus_by_pool()
     price_per_hour = sum(n * cluster.pool(name).price_per_gpu_hour_usd for name, n in used.items())
     peak = sum(n * cluster.pool(name).gpu.peak_flops for name, n in used.items())
-    mfu = model_flops_per_iteration(plan.model, plan.seq_len, plan.global_batch) / (iteration * peak)
+    mfu = model_flops_per_iteration(plan.model, plan.seq_len, plan.global_batch, plan.training) / (iteration * peak)
     tokens_per_s = tokens / iteration
     cost_per_m = price_per_hour / 3600 * iteration / tokens * 1e6
     oom = _first_overflow(replica_estimates)
@@ -158,14 +163,34 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     notes = ("mixture-of-experts: experts are replicated inside each tensor-parallel group; expert "
              "parallelism and its all-to-all are not modelled",) if plan.model.is_moe else ()
     notes += engine_profile(plan.engine).execution.notes_for(plan.recompute, plan.zero_stage)
+    notes += job_notes(plan)
     est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
                    tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
                    engine=plan.engine, timeline=sim.timeline)
     return replace(est, bottleneck=bottleneck(plan, est, crit))
 
 
+def job_notes(plan: Plan) -> tuple[str, ...]:
+    """What the estimate assumes of the plan's job kind and offload, in words."""
+    notes = ()
+    if plan.training.adapters:
+        notes += (f"{plan.training.kind.value}: adapters of rank {plan.training.lora_rank} on every attention and MLP "
+                  f"projection ({adapter_params(plan.model, plan.training.lora_rank) / 1e6:,.1f} M trained "
+                  f"parameters); MFU counts 2 forwards of model FLOPs per iteration (no weight gradients "
+                  f"for the frozen base)",)
+    if plan.offload != Offload.NONE:
+        notes += (f"offload {plan.offload.value}: the CPU's Adam step is an estimate (host memory bandwidth "
+                  f"{HOST_ADAM_BYTES_PER_S_PER_NODE / 1e9:.0f} GB/s per node assumed; no delayed update)",)
+    return notes
+
+
 def _first_overflow(replica_estimates) -> str:
     for e in replica_estimates:
+        m = e.memory
+        if m.host_bytes > m.host_capacity_bytes:
+            return (f"stage {e.stage} replica {e.replica} ({e.gpu}, pool {e.pool}, tp {e.tp}) offloads "
+                    f"{m.host_bytes / GIB:.1f} GiB to CPU memory but its share of the node's is "
+                    f"{m.host_capacity_bytes / GIB:.1f} GiB (set host_memory_gib on the pool if it has more)")
         if not e.memory.fits:
             return (f"stage {e.stage} replica {e.replica} ({e.gpu}, pool {e.pool}, tp {e.tp}) needs "
                     f"{e.memory.total_bytes / GIB:.1f} GiB of {e.memory.capacity_bytes / GIB:.1f} GiB")

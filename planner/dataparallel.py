@@ -11,6 +11,9 @@ from __future__ import annotations
 from planner.comm import all_gather_s, all_reduce_s, reduce_scatter_s
 from planner.compute import MEM_BW_EFFICIENCY
 from planner.memory import WEIGHT_BYTES
+from planner.offload import offload_step_s, param_fetch_s
+from planner.training import ModelStates
+from planner.types import Pool
 
 # Gradients cross the network in 16 bits in hetplan's runtime, the floor of every engine's; an
 # engine that reduces in fp32 says so (planner.engines.base.Execution.fp32_grad_reduce). Main
@@ -24,26 +27,28 @@ OPTIMIZER_STEP_BYTES_PER_PARAM = 30
 
 def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replicas: int, bw: float,
                            latency_s: float, grad_bytes: int = GRAD_COMM_BYTES,
-                           weight_element_bytes: int = WEIGHT_BYTES) -> tuple[float, float]:
+                           weight_element_bytes: float = WEIGHT_BYTES, trained: float = 1.0) -> tuple[float, float]:
     """(forward, backward) seconds of ZeRO's collectives for one micro-batch. ZeRO-3 gathers the
     weights for each forward and backward and reduce-scatters gradients per micro-batch; ZeRO-2
     reduce-scatters gradients per micro-batch (Rajbhandari et al. 2020, section 7; DeepSpeed's
-    behaviour under gradient accumulation); ZeRO-0/1 nothing per micro-batch."""
+    behaviour under gradient accumulation); ZeRO-0/1 nothing per micro-batch. `trained`: the share
+    of the weights that have gradients (planner.training)."""
     d = replicas
     if zero_stage < 2 or d == 1:
         return 0.0, 0.0
-    grads = reduce_scatter_s(weight_bytes_per_gpu / weight_element_bytes * grad_bytes, d, bw, latency_s)
+    grads = reduce_scatter_s(weight_bytes_per_gpu / weight_element_bytes * grad_bytes * trained, d, bw, latency_s)
     if zero_stage == 2:
         return 0.0, grads
     gather = all_gather_s(weight_bytes_per_gpu, d, bw, latency_s)
     return gather, gather + grads
 
 
-def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, s_per_byte):
+def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, s_per_byte,
+                               weight_element_bytes: float = WEIGHT_BYTES, trained: float = 1.0):
     """zero_per_micro_batch_s without latency terms, with `s_per_byte` = ring_s_per_byte of the
     ring (or a lower bound on it): a lower bound on it (numbers or numpy arrays)."""
     gather = s_per_byte * weight_bytes_per_gpu
-    grads = gather / WEIGHT_BYTES * GRAD_COMM_BYTES
+    grads = gather / weight_element_bytes * GRAD_COMM_BYTES * trained
     if zero_stage == 3:
         return gather, gather + grads
     if zero_stage == 2:
@@ -75,11 +80,30 @@ def step_shard_params(params_per_gpu, zero_stage: int, replicas):
     return params_per_gpu / (replicas if zero_stage >= 1 else 1)
 
 
-def after_step_s(zero_stage: int, params_per_gpu: float, replicas: int, mem_bw_bytes_per_s: float, bw: float,
-                 latency_s: float, weight_element_bytes: int = WEIGHT_BYTES) -> float:
-    """Optimizer step on this GPU's shard, then (ZeRO-1/2) the all-gather of the updated 16-bit
-    weights; ZeRO-3 gathers them on use instead."""
-    step = optimizer_step_s(step_shard_params(params_per_gpu, zero_stage, replicas), mem_bw_bytes_per_s)
+def step_s(states: ModelStates, zero_stage: int, params_per_gpu, replicas, pool: Pool):
+    """The optimizer step over this GPU's shard of the trained parameters: on the GPU, or with
+    offload on the host, with the gradients' and weights' trips over PCIe (planner.offload)."""
+    shard = step_shard_params(params_per_gpu * states.trainable, zero_stage, replicas)
+    if states.offloads:
+        return offload_step_s(shard, states.offload_grad_bytes, states.trained_weight_bytes, pool.gpu, pool)
+    return optimizer_step_s(shard, pool.gpu.mem_bw_bytes_per_s)
+
+
+def fetch_s(states: ModelStates, params_per_gpu: float, replicas: int, gpu) -> float:
+    """Offloaded parameters (ZeRO-3 offload_param): each forward and backward pass brings this GPU's
+    weight shard over PCIe before ZeRO-3 gathers it (planner.offload.param_fetch_s); 0 otherwise."""
+    if not states.host_weight_bytes:
+        return 0.0
+    return param_fetch_s(params_per_gpu / replicas * states.host_weight_bytes, gpu)
+
+
+def after_step_s(zero_stage: int, params_per_gpu: float, replicas: int, pool: Pool, bw: float,
+                 latency_s: float, states: ModelStates) -> float:
+    """Optimizer step on this GPU's shard (step_s), then (ZeRO-1/2) the all-gather of the updated
+    16-bit trained weights; ZeRO-3 gathers them on use instead."""
+    step = step_s(states, zero_stage, params_per_gpu, replicas, pool)
+    weight_element_bytes = states.trained_weight_bytes
+    params_per_gpu = params_per_gpu * states.trainable
     gather = (all_gather_s(params_per_gpu * weight_element_bytes, replicas, bw, latency_s)
               if zero_stage in (1, 2) else 0.0)
     return step + gather

@@ -143,11 +143,13 @@ def head_forward_flops(model: Model, tokens: float) -> float:
     return tokens * 2 * model.hidden * model.vocab
 
 
-def model_flops_per_iteration(model: Model, seq_len: int, global_batch: int) -> float:
-    """Model FLOPs (no recomputation): 3× the forward pass, backward being twice the forward."""
+def model_flops_per_iteration(model: Model, seq_len: int, global_batch: int, training=None) -> float:
+    """Model FLOPs (no recomputation): 3× the forward pass, backward being twice the forward; for
+    adapter jobs 2x (planner.training.model_flops_factor: no weight gradients for the frozen base)."""
+    from planner.training import model_flops_factor
     tokens = global_batch * seq_len
     forward = model.layers * layer_forward_flops(model, seq_len, tokens) + head_forward_flops(model, tokens)
-    return 3 * forward
+    return (3 if training is None else model_flops_factor(training)) * forward
 
 
 def megatron_flops_with_recompute(layers: int, hidden: int, vocab: int, seq_len: int, batch: int) -> float:

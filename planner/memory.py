@@ -11,10 +11,13 @@ any MLP width and gated MLPs by keeping each stored tensor of their derivation.
 """
 from __future__ import annotations
 
+import math
+
 from planner.compute import SelectiveKind
 from planner.flops import stage_params
 from planner.schedule import in_flight_micro_batches as schedule_in_flight
 from planner.numerics import numerics
+from planner.training import ModelStates, model_states
 from planner.types import GIB, MemoryBreakdown, MlpKind, Model, Plan, Precision, Recompute, Stage
 
 WEIGHT_BYTES = 2
@@ -27,23 +30,46 @@ OPTIMIZER_BYTES = 12
 FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 
 
-def state_bytes_per_param(zero_stage: int, replicas: int, precision: Precision | None = None) -> tuple[float, float, float]:
+def state_bytes_per_param(zero_stage: int, replicas: int,
+                          states: ModelStates | Precision | None = None) -> tuple[float, float, float]:
     """(weight, gradient, optimizer) bytes per parameter on one GPU when a stage's `replicas`
     data-parallel copies shard them as ZeRO stage `zero_stage` does (Rajbhandari et al. 2020,
     section 5: stage 1 shards optimizer states, 2 also gradients, 3 also weights). `replicas`
-    may be a numpy array. `precision`: planner.numerics (None: 16-bit mixed precision; the
-    search's memory bounds pass the job's own precision: fp32 keeps fewer bytes than 16-bit)."""
-    z, d, n = zero_stage, replicas, numerics(precision)
+    may be a numpy array. `states`: the job's planner.training.ModelStates, or a precision for
+    pretraining without offload (None: 16-bit mixed precision)."""
+    z, d, n = zero_stage, replicas, _states(states)
     return (n.weight_bytes / (d if z >= 3 else 1), n.grad_bytes / (d if z >= 2 else 1),
             n.optimizer_bytes / (d if z >= 1 else 1))
+
+
+def host_bytes_per_param(zero_stage: int, replicas: int, states: ModelStates) -> float:
+    """Offloaded bytes per parameter one GPU keeps in CPU memory: its optimizer shard (ZeRO >= 1
+    is required to offload) and, offloading parameters (ZeRO-3), its weight shard."""
+    return states.host_bytes / (replicas if zero_stage >= 1 else 1)
+
+
+def _states(states: ModelStates | Precision | None) -> ModelStates:
+    return states if isinstance(states, ModelStates) else model_states(states)
+
+
+def plan_states(plan: Plan) -> ModelStates:
+    """The plan's model state per parameter (planner.training)."""
+    return model_states(plan.precision, plan.training, plan.model, plan.offload)
 
 
 def model_state_bytes(plan: Plan, stage_index: int, tp: int) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes on one GPU of a replica with `tp` GPUs."""
     stage = plan.stages[stage_index]
     params_per_gpu = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages) / tp
-    per_param = state_bytes_per_param(plan.zero_stage, len(stage.replicas), plan.precision)
+    per_param = state_bytes_per_param(plan.zero_stage, len(stage.replicas), plan_states(plan))
     return tuple(params_per_gpu * b for b in per_param)
+
+
+def host_state_bytes(plan: Plan, stage_index: int, tp: int) -> float:
+    """Offloaded model state of one GPU of a replica with `tp` GPUs, in CPU memory."""
+    stage = plan.stages[stage_index]
+    params_per_gpu = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages) / tp
+    return params_per_gpu * host_bytes_per_param(plan.zero_stage, len(stage.replicas), plan_states(plan))
 
 
 def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
@@ -141,9 +167,11 @@ def edge_activation_bytes(plan: Plan, stage: Stage, tp: int) -> float:
 def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_bytes: float,
                    flash_attention: bool = True,
                    framework_bytes: float = FRAMEWORK_OVERHEAD_BYTES,
-                   selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> MemoryBreakdown:
+                   selective: SelectiveKind = SelectiveKind.ATTENTION_CORE,
+                   host_capacity_bytes: float = math.inf) -> MemoryBreakdown:
     """`framework_bytes` and `selective`: the engine's own memory and its kind of selective
-    recomputation (planner.engines.base.Execution)."""
+    recomputation (planner.engines.base.Execution); `host_capacity_bytes`: the GPU's share of its
+    node's CPU memory, for offloaded states."""
     stage = plan.stages[stage_index]
     replica = stage.replicas[replica_index]
     weights, grads, optimizer = model_state_bytes(plan, stage_index, replica.tp)
@@ -154,4 +182,6 @@ def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_by
     activations += recompute_workspace_bytes(plan.model, plan.seq_len, plan.micro_batch, replica.tp,
                                              plan.sequence_parallel, plan.recompute, flash_attention, plan.precision,
                                              selective)
-    return MemoryBreakdown(weights, grads, optimizer, activations, framework_bytes, capacity_bytes)
+    host = host_state_bytes(plan, stage_index, replica.tp)
+    return MemoryBreakdown(weights, grads, optimizer, activations, framework_bytes, capacity_bytes, host,
+                           host_capacity_bytes)

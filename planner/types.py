@@ -90,6 +90,20 @@ class Objective(str, Enum):
     DEADLINE = "deadline"
 
 
+class JobKind(str, Enum):
+    PRETRAIN = "pretrain"
+    FULL_FINETUNE = "full-finetune"   # every weight trained, from a checkpoint: costs as pretraining
+    LORA = "lora"                     # frozen 16-bit base, low-rank adapters trained (Hu et al. 2021)
+    QLORA = "qlora"                   # frozen 4-bit NF4 base, adapters trained (Dettmers et al. 2023)
+
+
+class Offload(str, Enum):
+    """Model states kept in CPU memory, ZeRO-Offload style (planner.training, planner.offload)."""
+    NONE = "none"
+    OPTIMIZER = "optimizer"           # fp32 master weights, Adam moments and fp32 gradients on the host
+    OPTIMIZER_PARAMS = "optimizer+params"   # ... and the 16-bit weights, streamed in per layer (ZeRO-3 only)
+
+
 class MlpKind(str, Enum):
     GELU = "gelu"
     RELU = "relu"
@@ -168,9 +182,11 @@ class Pool:
     inter_node_bw_bytes_per_s: float  # network bandwidth per node, one direction
     price_per_gpu_hour_usd: float     # effective price (override or catalog default)
     inter_node_latency_s: float = 5e-6
+    host_mem_bytes: float = 0.0       # CPU memory per node; 0: HOST_MEMORY_PER_GPU_MEMORY x the node's GPU memory
 
     def __post_init__(self):
         f = f"pools[{self.name}]"
+        _nonnegative_number(self.host_mem_bytes, f"{f}.host_memory_gib")
         _positive_int(self.nodes, f"{f}.nodes")
         _positive_int(self.gpus_per_node, f"{f}.gpus_per_node")
         _positive_number(self.inter_node_bw_bytes_per_s, f"{f}.inter_node_gbps")
@@ -180,6 +196,17 @@ class Pool:
     @property
     def num_gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def host_mem_per_gpu_bytes(self) -> float:
+        """CPU memory per GPU for offloaded states: the node's, shared evenly by its GPUs."""
+        node = self.host_mem_bytes or HOST_MEMORY_PER_GPU_MEMORY * self.gpu.mem_bytes * self.gpus_per_node
+        return node / self.gpus_per_node
+
+
+# A node's CPU memory when the cluster file does not say: twice its GPUs' memory (an assumption:
+# NVIDIA DGX A100 has 1 TB for 8 x 80 GB, 1.6x; DGX H100 2 TB for 8 x 80 GB, 3.2x).
+HOST_MEMORY_PER_GPU_MEMORY = 2.0
 
 
 @dataclass(frozen=True)
@@ -315,6 +342,31 @@ class Model:
 
 # ----------------------------------------------------------------------------- jobs and plans
 
+MAX_LORA_RANK = 4096
+
+
+@dataclass(frozen=True)
+class Training:
+    """What kind of training a job is (the plan's `job`): which weights are trained and how the
+    frozen ones are stored (planner.training)."""
+    kind: JobKind = JobKind.PRETRAIN
+    lora_rank: int = 16               # adapter rank, for lora and qlora
+
+    def __post_init__(self):
+        _require(isinstance(self.kind, JobKind), "job.kind",
+                 f"must be one of {', '.join(k.value for k in JobKind)}, got {self.kind!r}")
+        _positive_int(self.lora_rank, "job.lora_rank")
+        _require(self.lora_rank <= MAX_LORA_RANK, "job.lora_rank",
+                 f"must be at most {MAX_LORA_RANK:,}, got {self.lora_rank:,}")
+
+    @property
+    def adapters(self) -> bool:
+        return self.kind in (JobKind.LORA, JobKind.QLORA)
+
+
+PRETRAIN = Training()
+
+
 @dataclass(frozen=True)
 class Job:
     model: Model
@@ -324,6 +376,8 @@ class Job:
     tokens_to_train: float | None = None
     engine: str = "hetplan"           # the engine that will run it (planner.engines): its space and execution
     tf32: bool | None = None          # fp32 only: TF32 matmuls on or off; None: the engine's default
+    training: Training = PRETRAIN     # pretraining, full fine-tuning, LoRA or QLoRA
+    offload: Offload = Offload.NONE   # a setting one search holds fixed (planner.search.search tries each)
 
     def __post_init__(self):
         _check_engine(self.engine)
@@ -405,9 +459,17 @@ class Plan:
     interleave: int = 1
     engine: str = "hetplan"           # the engine it is planned for (planner.engines); "hetplan": hetplan's runtime
     tf32: bool | None = None          # fp32 only: TF32 matmuls on or off; None: the engine's default
+    training: Training = PRETRAIN     # the plan file's `job`
+    offload: Offload = Offload.NONE   # model states in CPU memory (planner.training)
 
     def __post_init__(self):
         _check_engine(self.engine)
+        _require(self.offload == Offload.NONE or self.zero_stage >= 1, "offload",
+                 "offloading the optimizer needs ZeRO stage 1 or more (its shards are what the host updates, "
+                 "as in DeepSpeed and Megatron-LM's distributed optimizer); set zero_stage to 1, 2 or 3")
+        _require(self.offload != Offload.OPTIMIZER_PARAMS or self.zero_stage == 3, "offload",
+                 "offloading parameters needs ZeRO stage 3 (as DeepSpeed's offload_param does); "
+                 "set zero_stage 3 or offload 'optimizer'")
         _require(self.tf32 is None or self.precision == Precision.FP32, "tf32",
                  f"applies to fp32 plans only; this plan is {self.precision.value}: remove `tf32`")
         _positive_int(self.global_batch, "global_batch")
@@ -499,6 +561,8 @@ class MemoryBreakdown:
     activations_bytes: float
     overhead_bytes: float
     capacity_bytes: float
+    host_bytes: float = 0.0           # offloaded model states of this GPU in CPU memory
+    host_capacity_bytes: float = math.inf   # this GPU's share of its node's CPU memory
 
     @property
     def total_bytes(self) -> float:
@@ -507,7 +571,7 @@ class MemoryBreakdown:
 
     @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.capacity_bytes
+        return self.total_bytes <= self.capacity_bytes and self.host_bytes <= self.host_capacity_bytes
 
 
 @dataclass(frozen=True)

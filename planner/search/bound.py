@@ -59,13 +59,13 @@ import math
 
 from planner.comm import ring_s_per_byte
 from planner.compute import ACT_BYTES
-from planner.dataparallel import optimizer_step_s, step_shard_params, zero_per_micro_batch_floor
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, state_bytes_per_param
+from planner.dataparallel import step_s, zero_per_micro_batch_floor
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.placement import dp_link_ceiling, p2p_floor_s
 from planner.schedule import interleaved_in_flight, window_in_flight_limit
 from planner.search.score import Scorer
 from planner.search.split import share_micro_batches
-from planner.search.space import (INTERLEAVES, ZERO_STAGES, Family, Group, Layout, micro_batch_sizes,
+from planner.search.space import (INTERLEAVES, ZERO_STAGES, zero_stages, Family, Group, Layout, micro_batch_sizes,
                                   searched_recomputes)
 from planner.types import Recompute
 
@@ -122,7 +122,7 @@ class Bounds:
         p = sum(count for _, count in runs)
         sp = any(g.tp > 1 for groups, _ in runs for g in groups)
         mixed = any(len(groups) > 1 for groups, _ in runs)
-        zeros = ZERO_STAGES if max_replicas > 1 else (0,)
+        zeros = zero_stages(s.job.offload, max_replicas)
         # each run's last stage index and the replicas of it and every later stage (its 1F1B window)
         replicas = [sum(g.count for g in groups) for groups, _ in runs]
         last = [sum(c for _, c in runs[:k + 1]) - 1 for k in range(len(runs))]
@@ -283,8 +283,9 @@ class Bounds:
             spread = ring_s_per_byte(d, bw)                   # ring collective seconds per byte, at most
             per_zero = {}
             for zero in ZERO_STAGES:
-                zf, zb = zero_per_micro_batch_floor(zero, s.layer_params / min(g.tp for g in groups) * WEIGHT_BYTES,
-                                                    d, spread)
+                wire = s.states.weight_comm_bytes
+                zf, zb = zero_per_micro_batch_floor(zero, s.layer_params / min(g.tp for g in groups) * wire,
+                                                    d, spread, wire, s.states.trainable)
                 a = c = beta_hi = 0.0
                 beta = math.inf
                 k, taus, lanes = 0, [], []
@@ -301,9 +302,9 @@ class Bounds:
                     lanes.append((min(most, m // d), tau))
                     # (b5): the optimizer step over this group's shard of one layer, and the weight
                     # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
-                    gpu = s.pools[g.pool].gpu
-                    step = optimizer_step_s(step_shard_params(s.layer_params / g.tp, zero, d), gpu.mem_bw_bytes_per_s)
-                    c = max(c, step + (spread * s.layer_params / g.tp * WEIGHT_BYTES if zero in (1, 2) else 0.0))
+                    step = step_s(s.states, zero, s.layer_params / g.tp, d, s.pools[g.pool])
+                    gather = spread * s.layer_params / g.tp * s.states.trainable * s.states.trained_weight_bytes
+                    c = max(c, step + (gather if zero in (1, 2) else 0.0))
                 if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                     a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
                 # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
@@ -354,7 +355,7 @@ class Bounds:
         key = (g.pool, g.tp, mb, rc, sp, d, in_flight, zero)
         if key not in self._caps:
             s = self.scorer
-            per_param = sum(state_bytes_per_param(zero, d, s.job.precision))
+            per_param = sum(state_bytes_per_param(zero, d, s.states))
             pool = s.pools[g.pool]
             free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - s.workspace_bytes(mb, g.tp, sp, rc)
             per_layer = s.layer_params / g.tp * per_param + in_flight * s.activation_bytes(mb, g.tp, sp, rc)

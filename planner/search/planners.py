@@ -38,7 +38,7 @@ from planner.search.bound import Bounds
 from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
 from planner.search.screen import screen_s
-from planner.search.space import (ZERO_STAGES, searched_recomputes, Family, Knobs, Layout, allows, knob_settings,
+from planner.search.space import (zero_stages, searched_recomputes, Family, Knobs, Layout, allows, knob_settings,
                                   layout_families, layouts, micro_batch_sizes, tp_degrees)
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
@@ -564,9 +564,7 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
     selective or full recomputation when the same setting without recomputation fits and memory
     does not limit its split (recomputation then only adds time)."""
     for mb, v in _promising(keyed, keeper, layout, scorer):
-        for zero in ZERO_STAGES:
-            if zero > 0 and layout.max_replicas_per_stage == 1:
-                continue
+        for zero in zero_stages(scorer.job.offload, layout.max_replicas_per_stage):
             for recompute in searched_recomputes(scorer.options.flash_attention, layout.family == "mixed", scorer.job.engine):
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue

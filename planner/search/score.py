@@ -30,11 +30,12 @@ from dataclasses import dataclass
 
 from planner.compute import stage_pass_times
 from planner.numerics import numerics
+from planner.training import model_states
 from planner.cost import CostOptions
-from planner.dataparallel import after_step_s, grad_sync_s, zero_per_micro_batch_s
+from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.flops import edge_param_count, layer_params, stage_param_count
-from planner.memory import (FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, activation_bytes_per_layer, edge_activation_bytes_of,
+from planner.memory import (FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, host_bytes_per_param, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
 from planner.comm import p2p_s
 from planner.placement import Links, network_bw, place_structure
@@ -68,7 +69,7 @@ class Candidate:
         return Plan(job.model, job.global_batch, job.seq_len, self.knobs.micro_batch, self.precision,
                     tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
                     Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine,
-                    job.tf32 if self.precision == Precision.FP32 else None)
+                    job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload)
 
 
 class Scorer:
@@ -79,6 +80,7 @@ class Scorer:
         self.engine = engine_profile(job.engine)
         self.run = self.engine.execution          # as planner.cost.evaluate reads it for the plan's engine
         self.numerics = numerics(job.precision)   # None: 16-bit, whichever of bf16 and fp16 a layout takes
+        self.states = model_states(job.precision, job.training, job.model, job.offload)   # planner.training
         self.tf32 = self.run.tf32(job.tf32)
         self.model = job.model
         self.pools = {p.name: p for p in cluster.pools}
@@ -101,10 +103,11 @@ class Scorer:
             overhead = self.run.layer_overhead_s
             p, tf32 = self.job.precision, self.tf32
             kernels, selective = self.run.kernels, self.run.selective_recompute
+            job = self.job.training
             layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32,
-                                     kernels, selective)
+                                     kernels, selective, job)
             head = stage_pass_times(m, pool.gpu, 0, True, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32,
-                                    kernels, selective)
+                                    kernels, selective, job)
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 
@@ -332,7 +335,7 @@ class Scorer:
         states (edge + L layer) params / tp x bytes per param, activations in-flight x L x per
         layer + the edge activations + the recompute workspace + the framework overhead."""
         mb, m = knobs.micro_batch, self.job.global_batch // knobs.micro_batch
-        per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas, self.job.precision))
+        per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas, self.states))
         first, last = i == 0, i == p - 1
         in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, knobs.interleave, own, window, m)
         fixed = (edge_param_count(self.model, first, last, p) / tp * per_param
@@ -342,7 +345,12 @@ class Scorer:
         per_layer = self.layer_params / tp * per_param + in_flight * self.activation_bytes(mb, tp, sp, knobs.recompute)
         if free < 0:
             return 0
-        return math.floor(free / per_layer * (1 - 1e-9))
+        most = math.floor(free / per_layer * (1 - 1e-9))
+        host = host_bytes_per_param(knobs.zero_stage, replicas, self.states)
+        if host:        # offloaded states must fit the GPU's share of its node's CPU memory too
+            host_free = pool.host_mem_per_gpu_bytes - edge_param_count(self.model, first, last, p) / tp * host
+            most = min(most, max(0, math.floor(host_free / (self.layer_params / tp * host) * (1 - 1e-9))))
+        return most
 
     # ------------------------------------------------------------------ time
 
@@ -362,15 +370,17 @@ class Scorer:
             min_tp = min(g.tp for g in groups)
             dp_bw, dp_lat = links.dp[i]
             grad_bytes = self.run.grad_reduce_bytes(precision)
-            wire = self.numerics.weight_comm_bytes
-            zf, zb = zero_per_micro_batch_s(zero, params / min_tp * wire, d, dp_bw, dp_lat, grad_bytes, wire)
+            wire = self.states.weight_comm_bytes
+            zf, zb = zero_per_micro_batch_s(zero, params / min_tp * wire, d, dp_bw, dp_lat, grad_bytes, wire,
+                                            self.states.trainable)
             stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
             for g, n in zip(groups, self._group_max_shares(groups, shares[i])):
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
                 h = self.run.zero_overlap
-                f, b = f + max(0.0, zf - h * f), b + max(0.0, zb - h * b)
+                fetch = fetch_s(self.states, params / g.tp, d, self.pools[g.pool].gpu)
+                f, b = f + max(0.0, zf + fetch - h * f), b + max(0.0, zb + fetch - h * b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
@@ -378,10 +388,10 @@ class Scorer:
             passes.append(ts)
             loads.append(ns)
             fwds.append(fs)
-            sync = grad_sync_s(zero, params / min_tp, d, dp_bw, dp_lat, grad_bytes)
+            sync = grad_sync_s(zero, params / min_tp * self.states.trainable, d, dp_bw, dp_lat, grad_bytes)
             overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
             exposed = max(0.0, sync - stage_bwd / v) if overlaps else sync
-            step = max(after_step_s(zero, params / g.tp, d, self.pools[g.pool].gpu.mem_bw_bytes_per_s, dp_bw, dp_lat, wire)
+            step = max(after_step_s(zero, params / g.tp, d, self.pools[g.pool], dp_bw, dp_lat, self.states)
                        for g in groups)
             tails.append(exposed + step)
             drains.append(fastest_bwd)

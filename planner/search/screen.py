@@ -44,7 +44,7 @@ import numpy as np
 from planner.comm import ring_s_per_byte
 from planner.compute import ACT_BYTES
 from planner.dataparallel import zero_per_micro_batch_floor
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, state_bytes_per_param
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.placement import network_share_bw, p2p_floor_s
 from planner.search.bound import FILL_SLACK
 from planner.search.score import Scorer
@@ -122,8 +122,10 @@ class _Table:
         bw = dp_link_ceilings(s, pools, self.present, self.tps, self.group_count, chain, self.first, self.rows)
         self.d = self.replicas.astype(float)
         min_tp = np.where(self.present, self.tps, 10**6).min(axis=0)
-        weight_bytes = s.layer_params / np.where(chain, self.t_arr, min_tp.astype(float)) * WEIGHT_BYTES
-        self.gather, grads_and_gather = zero_per_micro_batch_floor(3, weight_bytes, self.d, ring_s_per_byte(self.d, bw))
+        wire = s.states.weight_comm_bytes
+        weight_bytes = s.layer_params / np.where(chain, self.t_arr, min_tp.astype(float)) * wire
+        self.gather, grads_and_gather = zero_per_micro_batch_floor(3, weight_bytes, self.d, ring_s_per_byte(self.d, bw),
+                                                                   wire, s.states.trainable)
         self.grads = grads_and_gather - self.gather
 
 
@@ -159,7 +161,7 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
         tau = per.fw + np.maximum(per.bw, sub.grads)
     else:
         tau = np.maximum(per.fw, sub.gather) + np.maximum(per.bw, sub.gather + sub.grads)
-    W = s.layer_params / sub.t_arr * sum(state_bytes_per_param(zero, sub.d, s.job.precision))
+    W = s.layer_params / sub.t_arr * sum(state_bytes_per_param(zero, sub.d, s.states))
     tau = np.where(sub.present, tau, np.inf)
     # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's (the
     # busiest lane's fill runs at its own group's rate); (b8): a mixed layout's slowest lane

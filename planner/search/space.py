@@ -32,7 +32,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from planner.engines import Space as EngineSpace
 from planner.engines import get as engine_profile
-from planner.types import Model, Pool, Recompute
+from planner.types import Model, Offload, Pool, Recompute
 
 
 class Group(NamedTuple):
@@ -88,6 +88,17 @@ def searched_recomputes(flash_attention: bool, mixed: bool, engine: str = "hetpl
         return RECOMPUTES
     return (Recompute.NONE, Recompute.FULL) if flash_attention and not mixed else RECOMPUTES
 ZERO_STAGES = (0, 1, 2, 3)
+
+
+def zero_stages(offload: Offload, max_replicas: int) -> tuple[int, ...]:
+    """ZeRO stages of the space for a layout whose stages have at most `max_replicas` replicas:
+    without offload, ZeRO > 0 only where there is something to shard; offloading the optimizer
+    takes ZeRO >= 1 (on one replica too: the host updates the whole optimizer), parameters ZeRO-3."""
+    if offload == Offload.OPTIMIZER:
+        return (1, 2, 3)
+    if offload == Offload.OPTIMIZER_PARAMS:
+        return (3,)
+    return ZERO_STAGES if max_replicas > 1 else (0,)
 INTERLEAVES = (1, 2)
 
 
@@ -236,7 +247,7 @@ def allows(space: EngineSpace, num_stages: int, knobs: tuple) -> bool:
 
 
 def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_attention: bool = True,
-                  engine: str = "hetplan") -> Iterator[Knobs]:
+                  engine: str = "hetplan", offload: Offload = Offload.NONE) -> Iterator[Knobs]:
     space = engine_profile(engine).space
     most_replicas = layout.max_replicas_per_stage
     recomputes = searched_recomputes(flash_attention, layout.family == "mixed", engine)
@@ -247,9 +258,7 @@ def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_atte
             if v > 1 and (layout.num_stages == 1 or num_layers % v):
                 continue
             for recompute in recomputes:
-                for zero in ZERO_STAGES:
-                    if zero > 0 and most_replicas == 1:
-                        continue  # nothing to shard across
+                for zero in zero_stages(offload, most_replicas):
                     if allows(space, layout.num_stages, (mb, v, recompute, zero)):
                         yield Knobs(mb, zero, recompute, v)
 
