@@ -30,13 +30,13 @@ from catalog.errors import from_validation_error, located, relocated, short_repr
 from catalog.files import read_mapping
 from catalog.loader import Catalog, builtin_catalog, model_from_entry
 from catalog.schema import (DEFAULT_INTER_NODE_GBPS, MAX_GPUS_PER_POOL, PLAN_OUTPUT_ONLY_KEYS, ClusterEntry,
-                            InlineModelEntry, PlanEntry, PoolEntry, StageEntry)
+                            InlineModelEntry, JobEntry, PlanEntry, PoolEntry, StageEntry)
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
-from planner.types import (PLAN_FORMAT, Cluster, InputError, Model, Plan, Pool, Precision, Recompute,
-                           Replica, Schedule, Stage)
+from planner.types import (GIB, PLAN_FORMAT, PRETRAIN, Cluster, InputError, JobKind, Model, Offload, Plan, Pool,
+                           Precision, Recompute, Replica, Schedule, Stage, Training)
 
 GBIT = 1e9 / 8                            # bytes/s in one Gb/s
 SUPPORTED_PLAN_FORMATS = (PLAN_FORMAT,)
@@ -74,7 +74,8 @@ def _pool_from_entry(i: int, e: PoolEntry, catalog: Catalog, source: str) -> Poo
     price = gpu.price_per_hour_usd if e.price_per_gpu_hour is None else e.price_per_gpu_hour
     try:
         return Pool(name=e.name or e.gpu, gpu=gpu, nodes=e.nodes, gpus_per_node=e.gpus_per_node,
-                    inter_node_bw_bytes_per_s=gbps * GBIT, price_per_gpu_hour_usd=price)
+                    inter_node_bw_bytes_per_s=gbps * GBIT, price_per_gpu_hour_usd=price,
+                    host_mem_bytes=0.0 if e.host_memory_gib is None else e.host_memory_gib * GIB)
     except InputError as err:
         raise relocated(err, source, f"pools[{e.name or e.gpu}]", at) from None
 
@@ -98,6 +99,8 @@ def cluster_to_dict(cluster: Cluster) -> dict:
              "inter_node_gbps": _human(p.inter_node_bw_bytes_per_s / GBIT)}
         if p.price_per_gpu_hour_usd != p.gpu.price_per_hour_usd:
             d["price_per_gpu_hour"] = p.price_per_gpu_hour_usd
+        if p.host_mem_bytes:
+            d["host_memory_gib"] = _human(p.host_mem_bytes / GIB)
         pools.append(d)
     out: dict[str, Any] = {"name": cluster.name, "pools": pools}
     if cluster.between_pools_bw_bytes_per_s is not None:
@@ -196,7 +199,8 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     micro_batch=entry.micro_batch, precision=Precision(entry.precision), stages=stages,
                     zero_stage=entry.zero_stage, recompute=Recompute(entry.recompute),
                     sequence_parallel=entry.sequence_parallel, schedule=Schedule(entry.schedule),
-                    interleave=entry.interleave, engine=engine.name, tf32=entry.tf32)
+                    interleave=entry.interleave, engine=engine.name, tf32=entry.tf32,
+                    training=_training(entry.job), offload=Offload(entry.offload))
     except InputError as err:
         raise relocated(err, source) from None
     problems = engine.violations(plan)
@@ -208,6 +212,17 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                          f"{engine.title} cannot run this plan: {'; '.join(problems)}. Plan for "
                          f"{engine.title} with `hetplan plan --engine {engine.name}`, or {fix}")
     return plan
+
+
+def _training(entry: JobEntry | None) -> Training:
+    return PRETRAIN if entry is None else Training(JobKind(entry.kind), entry.lora_rank)
+
+
+def _training_to_dict(training: Training) -> dict:
+    out = {"kind": training.kind.value}
+    if training.adapters:
+        out["lora_rank"] = training.lora_rank
+    return out
 
 
 def _model_to_dict(model: Model) -> dict:
@@ -232,6 +247,8 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         "schedule": plan.schedule.value, "interleave": plan.interleave,
         **({} if plan.engine == DEFAULT_ENGINE else {"engine": plan.engine}),
         **({} if plan.tf32 is None else {"tf32": plan.tf32}),
+        **({} if plan.training == PRETRAIN else {"job": _training_to_dict(plan.training)}),
+        **({} if plan.offload == Offload.NONE else {"offload": plan.offload.value}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],

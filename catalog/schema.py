@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
+from planner.types import MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN
 
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")]
 # Every whole number has a ceiling (most fields have their own, far lower, in planner.types):
@@ -150,6 +150,7 @@ class PoolEntry(Strict):
     gpus_per_node: Annotated[int, Field(gt=0, le=MAX_GPUS_PER_NODE)]
     inter_node_gbps: Optional[Gbps] = None   # Gb/s per node, one direction
     price_per_gpu_hour: Optional[Price] = None
+    host_memory_gib: Optional[Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]] = None   # CPU memory per node
 
 
 class ClusterEntry(Strict):
@@ -187,6 +188,12 @@ ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_not_a_bool)]
 PLAN_OUTPUT_ONLY_KEYS = ("metrics", "explanation", "gain_over")
 
 
+class JobEntry(Strict):
+    """The plan's `job`: what kind of training it is (planner.types.Training)."""
+    kind: Literal["pretrain", "full-finetune", "lora", "qlora"] = "pretrain"
+    lora_rank: Annotated[int, Field(gt=0, le=MAX_LORA_RANK)] = 16
+
+
 class PlanEntry(Strict):
     format: str
     name: Optional[str] = None
@@ -203,4 +210,6 @@ class PlanEntry(Strict):
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     interleave: PositiveInt = 1
     engine: Optional[str] = None          # planner.engines; absent: hetplan's runtime (the format's first meaning)
+    job: Optional[JobEntry] = None        # absent: pretraining
+    offload: Literal["none", "optimizer", "optimizer+params"] = "none"
     stages: Annotated[list[StageEntry], Field(min_length=1, max_length=100_000)]

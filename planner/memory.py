@@ -53,8 +53,10 @@ def _states(states: ModelStates | Precision | None) -> ModelStates:
 
 
 def plan_states(plan: Plan) -> ModelStates:
-    """The plan's model state per parameter (planner.training)."""
-    return model_states(plan.precision, plan.training, plan.model, plan.offload)
+    """The plan's model state per parameter (planner.training), as its engine keeps it."""
+    from planner.engines import get as engine_profile      # the profiles import this module
+    grad_bytes = engine_profile(plan.engine).execution.offload_grad_bytes
+    return model_states(plan.precision, plan.training, plan.model, plan.offload, grad_bytes)
 
 
 def model_state_bytes(plan: Plan, stage_index: int, tp: int) -> tuple[float, float, float]:

@@ -23,6 +23,7 @@ def estimate_to_dict(est: Estimate) -> dict:
              "weights_gib": r.memory.weights_bytes / GIB, "gradients_gib": r.memory.gradients_bytes / GIB,
              "optimizer_gib": r.memory.optimizer_bytes / GIB, "activations_gib": r.memory.activations_bytes / GIB,
              "overhead_gib": r.memory.overhead_bytes / GIB,
+             "host_memory_gib": r.memory.host_bytes / GIB,
              "forward_s": r.forward_s, "backward_s": r.backward_s}
             for r in est.replicas],
         "breakdown": {k: {"total_s": v.total_s, "exposed_s": v.exposed_s} for k, v in est.breakdown.items()},

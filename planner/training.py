@@ -96,8 +96,10 @@ def trainable_share(model: Model, training: Training) -> float:
 
 
 def model_states(precision: Precision | None, training: Training = PRETRAIN, model: Model | None = None,
-                 offload: Offload = Offload.NONE) -> ModelStates:
-    """Per-parameter model state of a job (module docstring). `model` is needed for adapter jobs."""
+                 offload: Offload = Offload.NONE, offload_grad_bytes: float = OFFLOAD_GRAD_WIRE_BYTES) -> ModelStates:
+    """Per-parameter model state of a job (module docstring). `model` is needed for adapter jobs;
+    `offload_grad_bytes`: the gradient bytes the engine keeps on the GPU under offload
+    (planner.engines.base.Execution.offload_grad_bytes)."""
     n = numerics(precision)
     share = trainable_share(model, training) if training.adapters else 1.0
     base_weight = NF4_BYTES_PER_PARAM if training.kind == JobKind.QLORA else n.weight_bytes
@@ -106,7 +108,7 @@ def model_states(precision: Precision | None, training: Training = PRETRAIN, mod
     host = host_weight = 0.0
     if offload != Offload.NONE:
         # the GPU keeps 16-bit (fp32: 4-byte) gradients for the transfer; fp32 grads and Adam on the host
-        wire = min(n.grad_bytes, max(OFFLOAD_GRAD_WIRE_BYTES, n.act_bytes))
+        wire = min(n.grad_bytes, max(offload_grad_bytes, n.act_bytes))
         host = share * (max(HOST_GRAD_BYTES, n.grad_bytes) + n.optimizer_bytes)
         grad, optimizer = share * wire, 0.0
     if offload == Offload.OPTIMIZER_PARAMS:

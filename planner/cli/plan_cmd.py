@@ -10,7 +10,8 @@ from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.report import estimate_to_dict, format_duration
 from planner.search.planners import SearchOptions
-from planner.types import InputError, Job, Objective, Precision, TooManyPassesError
+from planner.types import (MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
+                           Training)
 
 MAX_TOP = 1000
 MAX_TIME_LIMIT_S = 24 * 3600              # a search that long is a typo, not a plan
@@ -30,6 +31,15 @@ def register(sub) -> None:
                         "runs it); default: bf16 where every GPU a plan uses supports it, else fp16")
     p.add_argument("--tf32", choices=("on", "off"), default=None,
                    help="fp32 only: TF32 tensor-core matmuls on or off (default: the engine's default, as PyTorch: off)")
+    p.add_argument("--job-kind", choices=[k.value for k in JobKind], default=JobKind.PRETRAIN.value,
+                   help="pretrain (default), full-finetune (every weight, from a checkpoint), lora (frozen 16-bit "
+                        "base, adapters trained) or qlora (frozen 4-bit NF4 base)")
+    p.add_argument("--lora-rank", type=whole_number(1, MAX_LORA_RANK), default=None, metavar="R",
+                   help="adapter rank for --job-kind lora or qlora (default 16)")
+    p.add_argument("--offload", choices=("auto", *[o.value for o in Offload]), default="auto",
+                   help="optimizer states (and parameters) in CPU memory: auto (default) also searches each "
+                        "offload the engine runs where GPU memory limits the plan without it; none, optimizer "
+                        "or optimizer+params fix it")
     p.add_argument("--objective", choices=[o.value for o in Objective], default="throughput")
     p.add_argument("--deadline-hours", type=finite_number(0, MAX_DEADLINE_HOURS, "hours"), default=None, metavar="H",
                    help="for --objective deadline")
@@ -86,11 +96,16 @@ def _search(args, cluster, model, engine: str):
     from planner.search import search
     if args.tf32 is not None and args.precision != "fp32":
         raise InputError("--tf32", "applies to --precision fp32 only")
+    if args.lora_rank is not None and args.job_kind not in ("lora", "qlora"):
+        raise InputError("--lora-rank", "applies to --job-kind lora or qlora only")
+    training = Training(JobKind(args.job_kind), args.lora_rank or Training().lora_rank)
+    offload = Offload.NONE if args.offload == "auto" else Offload(args.offload)
     job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
-              args.tokens, engine, None if args.tf32 is None else args.tf32 == "on")
+              args.tokens, engine, None if args.tf32 is None else args.tf32 == "on", training, offload)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
-                      method=args.baseline or "hetplan", options=_options(args.time_limit))
+                      method=args.baseline or "hetplan", options=_options(args.time_limit),
+                      offload="auto" if args.offload == "auto" else "fixed")
     except TooManyPassesError as e:       # its advice names a plan file's field, which `plan` does not take
         raise InputError("--global-batch", f"{args.global_batch:,} sequences make plans with too many pipeline "
                                            f"passes to simulate ({e.message.split(';')[0]}); use a smaller "

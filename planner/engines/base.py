@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 from planner.compute import Kernels, SelectiveKind
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES
-from planner.types import Plan, Precision, Recompute, Schedule
+from planner.types import JobKind, Offload, Plan, Precision, Recompute, Schedule
 
 ALL_RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+WHOLE_MODEL_JOBS = (JobKind.PRETRAIN, JobKind.FULL_FINETUNE)
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,19 @@ class Space:
     tensor_parallel: bool = True           # tp > 1 at all
     precisions: tuple[Precision, ...] = (Precision.BF16, Precision.FP16)
     tied_edges_same_tp: bool = False       # tied embeddings: first and last stage need one tp degree
+    job_kinds: tuple[JobKind, ...] = WHOLE_MODEL_JOBS   # pretraining, fine-tuning, LoRA, QLoRA
+    adapters_with_recompute: bool = True   # LoRA together with activation recomputation
+    adapters_with_moe: bool = True         # LoRA on mixture-of-experts models
+    offloads: tuple[tuple[Offload, tuple[int, ...]], ...] = ()   # each offload it runs, with the ZeRO stages
 
     def zero_allowed(self, zero_stage: int, num_stages: int) -> bool:
         return zero_stage in (self.zero_stages_pipelined if num_stages > 1 else self.zero_stages)
+
+    def offload_zero_stages(self, offload: Offload) -> tuple[int, ...]:
+        """ZeRO stages the engine runs with this offload (every stage for none; () when it cannot)."""
+        if offload == Offload.NONE:
+            return (0, 1, 2, 3)
+        return dict(self.offloads).get(offload, ())
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,9 @@ class Execution:
     kernels: Kernels = Kernels.FUSED        # how element-wise ops run: fused, or eager one kernel per op
     selective_recompute: SelectiveKind = SelectiveKind.ATTENTION_CORE   # what Recompute.SELECTIVE reruns
     #                                         and keeps (planner.compute, planner.memory)
+    offload_grad_bytes: float = 2.0         # per trained parameter: the gradient the GPU keeps under optimizer
+    #                                         offload (16-bit for the trip to the host; Megatron-LM keeps its
+    #                                         fp32 main-grad buffer: 4)
     tf32_default: bool = False              # fp32 matmuls on TF32 tensor cores unless the plan says otherwise
     #                                         (PyTorch's default: off, torch.backends.cuda.matmul.allow_tf32)
     notes: tuple[str, ...] = ()             # how it runs every plan, in words
@@ -99,7 +113,8 @@ class Execution:
                 and set(other.fp32_grad_reduce) <= set(self.fp32_grad_reduce)
                 and self.zero_overlap <= other.zero_overlap
                 and self.layer_overhead_s >= other.layer_overhead_s
-                and self.framework_bytes >= other.framework_bytes)
+                and self.framework_bytes >= other.framework_bytes
+                and self.offload_grad_bytes >= other.offload_grad_bytes)
 
 
 @dataclass(frozen=True)
@@ -156,6 +171,25 @@ class Engine:
             out.append(f"{name} has no sequence parallelism")
         if plan.precision not in s.precisions:
             out.append(f"{name} does not train in {plan.precision.value}; it offers {_join(p.value for p in s.precisions)}")
+        return out + self._job_violations(plan)
+
+    def _job_violations(self, plan: Plan) -> list[str]:
+        s, out, name, kind = self.space, [], self.title, plan.training.kind
+        if kind not in s.job_kinds:
+            out.append(f"{name} does not run {kind.value} jobs (it runs {_join(k.value for k in s.job_kinds)})")
+        elif plan.training.adapters and plan.recompute != Recompute.NONE and not s.adapters_with_recompute:
+            out.append(f"{name} runs LoRA without activation recomputation only; the plan recomputes "
+                       f"({plan.recompute.value})")
+        if plan.training.adapters and plan.model.is_moe and not s.adapters_with_moe:
+            out.append(f"{name} runs LoRA on dense models only; {plan.model.id} has experts")
+        if plan.offload != Offload.NONE:
+            zeros = s.offload_zero_stages(plan.offload)
+            if not zeros:
+                offered = _join(o.value for o, _ in s.offloads) if s.offloads else "none"
+                out.append(f"{name} does not offload {plan.offload.value} to the CPU (it offloads: {offered})")
+            elif plan.zero_stage not in zeros:
+                out.append(f"{name} offloads {plan.offload.value} with ZeRO stage {_join(zeros)} only; the plan "
+                           f"uses ZeRO stage {plan.zero_stage}")
         return out
 
 

@@ -7,14 +7,15 @@ ZeRO stage 0 or 1 only; ZeRO-2/3 run without pipelining.
 """
 from planner.engines.base import Engine, Execution, Space
 from planner.engines.sources import DEEPSPEED as VERSION, DEEPSPEED_SOURCES
-from planner.types import GIB, Precision, Recompute
+from planner.types import GIB, Offload, Precision, Recompute
 
 ENGINE = Engine(
     name="deepspeed", title="DeepSpeed", version=VERSION,
     space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
                 recomputes=(Recompute.NONE, Recompute.FULL), sequence_parallel=False, tensor_parallel=False,
-                precisions=(Precision.FP32, Precision.BF16, Precision.FP16)),
+                precisions=(Precision.FP32, Precision.BF16, Precision.FP16),
+                offloads=((Offload.OPTIMIZER, (1, 2, 3)), (Offload.OPTIMIZER_PARAMS, (3,)))),
     execution=Execution(overlap_grad_reduce=False, fp32_grad_reduce=(), zero_overlap=0.5,
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB,
                         notes=("the pipeline engine reduces data-parallel gradients after the pipeline flush "
@@ -23,5 +24,6 @@ ENGINE = Engine(
     exports=("deepspeed",),
     sources=DEEPSPEED_SOURCES,
     summary="equal replicas per stage, exact layer boundaries, no tensor parallelism in the pipeline engine; "
-            "ZeRO-1 with pipelining, ZeRO-2/3 without; full activation checkpointing only",
+            "ZeRO-1 with pipelining, ZeRO-2/3 without; full activation checkpointing only; pretraining and full "
+            "fine-tuning; ZeRO-Offload of the optimizer (ZeRO 1-3) and of parameters (ZeRO-3)",
 )

@@ -14,18 +14,21 @@ profile keeps one dp for all stages (the search's chains have one anyway).
 """
 from planner.engines.base import ALL_RECOMPUTES, Engine, Execution, Space
 from planner.engines.sources import FLAGSCALE as VERSION, FLAGSCALE_SOURCES
-from planner.types import GIB, Precision
+from planner.types import GIB, JobKind, Precision
 
 ENGINE = Engine(
     name="flagscale", title="FlagScale", version=VERSION,
     space=Space(uneven_layers=True, tp_per_stage=True, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 1), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
-                precisions=(Precision.FP32, Precision.BF16, Precision.FP16), tied_edges_same_tp=True),
+                precisions=(Precision.FP32, Precision.BF16, Precision.FP16), tied_edges_same_tp=True,
+                job_kinds=(JobKind.PRETRAIN, JobKind.FULL_FINETUNE, JobKind.LORA), adapters_with_recompute=False,
+                adapters_with_moe=False),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=1.0,
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB),
     exports=("flagscale",),
     sources=FLAGSCALE_SOURCES,
     summary="Megatron-LM with one process mesh per GPU type, each with its own tp; uneven layer split "
-            "over all stages; ZeRO-1 (distributed optimizer)",
+            "over all stages; ZeRO-1 (distributed optimizer); pretraining, full fine-tuning and LoRA (dense "
+            "models, no recomputation)",
 )

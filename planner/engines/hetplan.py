@@ -9,14 +9,15 @@ cost, 1.5 GiB of framework memory. Every other engine costs at least as much
 (planner.engines.base.Execution.dominates), which keeps the search's bounds valid for all.
 """
 from planner.engines.base import ALL_RECOMPUTES, Engine, Execution, Space
-from planner.types import Precision
+from planner.types import JobKind, Precision
 
 ENGINE = Engine(
     name="hetplan", title="hetplan runtime", version="this repository (planner/runtime)",
     space=Space(uneven_layers=True, tp_per_stage=True, replicas_per_stage=True, mixed_stages=True,
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1, 2, 3), interleave=True, gpipe=True,
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
-                precisions=(Precision.FP32, Precision.BF16, Precision.FP16)),
+                precisions=(Precision.FP32, Precision.BF16, Precision.FP16),
+                job_kinds=tuple(JobKind)),
     execution=Execution(),
     exports=("torchrun",),
     sources={"space": "planner/runtime/parallel.py, planner/runtime/worker.py (run-local executes every field of "

@@ -7,20 +7,22 @@ rank, pipeline outermost in the default rank order, so a launch must pin ranks t
 """
 from planner.engines.base import ALL_RECOMPUTES, Engine, Execution, Space
 from planner.engines.sources import MEGATRON as VERSION, MEGATRON_SOURCES
-from planner.types import GIB, Precision
+from planner.types import GIB, Offload, Precision
 
 ENGINE = Engine(
     name="megatron", title="Megatron-LM", version=VERSION,
     space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1), interleave=True, gpipe=False,
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
-                precisions=(Precision.FP32, Precision.BF16, Precision.FP16, Precision.FP8)),
+                precisions=(Precision.FP32, Precision.BF16, Precision.FP16, Precision.FP8),
+                offloads=((Offload.OPTIMIZER, (1,)),)),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=1.0,
-                        layer_overhead_s=0.0, framework_bytes=2.0 * GIB,
+                        layer_overhead_s=0.0, framework_bytes=2.0 * GIB, offload_grad_bytes=4.0,
                         notes=("--overlap-grad-reduce is exported, so gradients are reduced in buckets during "
                                "the last backward pass",)),
     exports=("megatron",),
     sources=MEGATRON_SOURCES,
     summary="one tp and one dp for all stages, even batch shares, uneven layer split; ZeRO-1 (distributed "
-            "optimizer) with pipelining, ZeRO-2/3 through Megatron-FSDP without it",
+            "optimizer) with pipelining, ZeRO-2/3 through Megatron-FSDP without it; pretraining and full "
+            "fine-tuning (no LoRA in Megatron-LM itself); optimizer offload with the distributed optimizer",
 )

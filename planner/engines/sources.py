@@ -35,6 +35,15 @@ MEGATRON_SOURCES: dict[str, str] = {
                 "1F1B (line 1019) only",
     "overlapped gradient reduce": "--overlap-grad-reduce arguments.py line 3121; buckets during backward "
                                   "(megatron/core/distributed/distributed_data_parallel.py lines 133-137)",
+    "optimizer offload": "--optimizer-cpu-offload, --optimizer-offload-fraction (arguments.py lines 2918-2927); needs "
+                         "--use-precision-aware-optimizer (lines 1884-1892), which needs the distributed optimizer "
+                         "(megatron/core/optimizer/__init__.py lines 1057-1060); HybridDeviceOptimizer "
+                         "(megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py lines 94-142, 250-300): fp32 "
+                         "copies and Adam on the host, the GPU keeps its fp32 main-grad buffer",
+    "fine-tuning": "--load, --finetune (megatron/training/config/training_config.py lines 430, 464-466), "
+                   "--no-load-optim, --no-load-rng (arguments.py lines 3015-3018)",
+    "no LoRA": "no lora/peft module in megatron/ at the pin (git ls-tree); tensor_parallel/layers.py line 977 names "
+               "NeMo's LoRA adapter, which lives outside this repository",
 }
 DEEPSPEED_SOURCES: dict[str, str] = {
     "one dp for every stage": "deepspeed/runtime/pipe/module.py PipelineModule.__init__ lines 141-181: "
@@ -50,12 +59,30 @@ DEEPSPEED_SOURCES: dict[str, str] = {
                                          "engine.py line 79-80 enable_backward_allreduce=False",
     "reduce dtype": "engine.py lines 1364-1376: communication_data_type defaults to the training dtype",
     "no tensor parallelism of its own": "tp lives in the model code (PipeModelDataParallelTopology only labels it)",
+    "optimizer offload": "zero_optimization.offload_optimizer {device: cpu, pin_memory}, ZeRO 1-3 "
+                         "(deepspeed/runtime/zero/offload_config.py lines 55-107; zero/config.py line 171); the "
+                         "pipeline engine asserts ZeRO < 2 (runtime/pipe/engine.py lines 76-77), so ZeRO-1 there",
+    "parameter offload": "zero_optimization.offload_param, 'Valid only with stage 3' (offload_config.py lines 21-52; "
+                         "zero/config.py line 164)",
+    "CPU Adam": "DeepSpeedCPUAdam (deepspeed/ops/adam/cpu_adam.py line 93), JIT-built at first use when the ops "
+                "were not prebuilt (ops/op_builder/builder.py lines 549-577): needs ninja and a C++ compiler",
+    "no LoRA in the config": "deepspeed/linear (OptimizedLinear, LoRAConfig) is a model-code API swapped in at model "
+                             "construction (linear/optimized_linear.py lines 18-73, linear/context_manager.py), not a "
+                             "ds_config key, and its quantised base is FP8-style, not NF4",
 }
 TORCHTITAN_SOURCES: dict[str, str] = {
     "config form (0.3)": "site-packages/torchtitan/config/manager.py ConfigManager.parse_args/_load_config: "
                          "--module M --config F, F() returns Trainer.Config (torchtitan/trainer.py lines 70-116)",
     "config form (0.2.2)": "torchtitan/config/job_config.py (v0.2.2) JobConfig, read from --job.config_file TOML "
                            "(torchtitan/config/manager.py lines 64-84)",
+    "LoRA": "site-packages/torchtitan/components/lora.py LoRAConverter.Config(rank, alpha, target_modules) lines "
+            "141-172: Linear -> LoRALinear, base frozen (lines 115-235); applied as a model converter "
+            "(models/llama3/__init__.py lines 369-381); no NF4/QLoRA in 0.3.0",
+    "fine-tuning": "checkpoint.initial_load_path, initial_load_model_only (site-packages/torchtitan/components/"
+                   "checkpoint.py config)",
+    "CPU offload": "training.enable_cpu_offload: 'CPU offloading of parameters, gradients, and optimizer states in "
+                   "FSDP' (config; 0.2.2 job_config.py lines 270-273) -> FSDP2 CPUOffloadPolicy "
+                   "(torchtitan/distributed/fsdp.py lines 173-174)",
     "one mesh": "site-packages/torchtitan/distributed/parallel_dims.py lines 153-190 and 235-238: "
                 "pp x dp_replicate x dp_shard x cp x tp = world, pp outermost",
     "uneven layer split": "ParallelismConfig.module_fqns_per_model_part (site-packages/torchtitan/config/configs.py "
@@ -84,6 +111,9 @@ FLAGSCALE_SOURCES: dict[str, str] = {
     "rank order": "parallel_context.py RankMapper.build_rank_mapping lines 129-161 (device-type order, then rank); "
                   "ProcessMesh lines 180-260 ('tp-cp-ep-dp-pp' from the mesh's offset)",
     "flags": "flagscale/backends/Megatron-LM/megatron/training/arguments.py.patch _add_hetero_args lines 612-630",
+    "LoRA": "arguments.py.patch lines 653-679: --peft-type lora, --lora-target-modules, --lora-dim, --lora-alpha; "
+            "flagscale/train/peft/lora.py line 51 freezes the base; patch lines 267-275 and 336-341: Transformer "
+            "Engine layers only, no MoE, no recompute, --ckpt-format torch; no QLoRA",
     "launch": "flagscale/runner/utils.py parse_hostfile lines 69-109 (host slots=N type=T); "
               "flagscale/runner/runner_train.py lines 177 (rdzv_backend) and 435-441 (type -> current device type)",
 }

@@ -31,14 +31,16 @@ reduce-scatters' and recomputes everything else, so it reruns more than Megatron
 from planner.compute import Kernels, SelectiveKind
 from planner.engines.base import Engine, Execution, Space
 from planner.engines.sources import TORCHTITAN as VERSION, TORCHTITAN_SOURCES
-from planner.types import GIB, Precision, Recompute
+from planner.types import GIB, JobKind, Offload, Precision, Recompute
 
 ENGINE = Engine(
     name="torchtitan", title="torchtitan", version=VERSION,
     space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 2, 3), zero_stages_pipelined=(0, 2, 3), interleave=True, gpipe=True,
                 recomputes=(Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL), sequence_parallel=True,
-                tensor_parallel=True, precisions=(Precision.FP32, Precision.BF16, Precision.FP8)),
+                tensor_parallel=True, precisions=(Precision.FP32, Precision.BF16, Precision.FP8),
+                job_kinds=(JobKind.PRETRAIN, JobKind.FULL_FINETUNE, JobKind.LORA),
+                offloads=((Offload.OPTIMIZER_PARAMS, (3,)),)),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=0.8,
                         layer_overhead_s=0.0, framework_bytes=2.5 * GIB, kernels=Kernels.EAGER,
                         selective_recompute=SelectiveKind.OP_SAC,
@@ -50,5 +52,6 @@ ENGINE = Engine(
                                    "the first all-gather of each pass and the last reduce-scatter are exposed")),
     exports=("torchtitan",),
     sources=TORCHTITAN_SOURCES,
-    summary="FSDP2 (ZeRO-2/3) with TP and PP on one mesh, uneven layer split; bf16, fp32 or fp8 (no fp16)",
+    summary="FSDP2 (ZeRO-2/3) with TP and PP on one mesh, uneven layer split; bf16, fp32 or fp8 (no fp16); "
+            "pretraining, full fine-tuning and LoRA (no QLoRA); FSDP's CPU offload of parameters and optimizer",
 )

@@ -7,7 +7,8 @@ from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.report import format_duration
 from planner.search.objective import describe
-from planner.types import GIB, Cluster, Estimate, Job, Objective, Plan
+from planner.training import describe as describe_training, model_states
+from planner.types import GIB, PRETRAIN, Cluster, Estimate, Job, Objective, Plan
 
 
 def describe_plan(plan: Plan) -> str:
@@ -24,14 +25,17 @@ def describe_plan(plan: Plan) -> str:
         knobs.append(f"interleave {plan.interleave}")
     if plan.sequence_parallel:
         knobs.append("SP")
-    return f"{plan.num_stages} stage(s) [{' | '.join(parts)}], {', '.join(knobs)}, {plan.precision.value}"
+    if plan.offload.value != "none":
+        knobs.append(f"offload {plan.offload.value}")
+    job = "" if plan.training == PRETRAIN else f", {describe_training(plan.training)}"
+    return f"{plan.num_stages} stage(s) [{' | '.join(parts)}], {', '.join(knobs)}, {plan.precision.value}{job}"
 
 
 def _shape(plan: Plan) -> dict[str, object]:
     tps = sorted({r.tp for s in plan.stages for r in s.replicas})
     return {"stages": plan.num_stages, "GPUs": plan.num_gpus, "pools": ", ".join(sorted(plan.gpus_by_pool())),
             "tp": "/".join(map(str, tps)), "micro-batch": plan.micro_batch, "ZeRO": plan.zero_stage,
-            "recompute": plan.recompute.value, "interleave": plan.interleave}
+            "recompute": plan.recompute.value, "interleave": plan.interleave, "offload": plan.offload.value}
 
 
 def differences(a: Plan, b: Plan) -> str:
@@ -111,7 +115,7 @@ def _fast_key_of(objective: Objective, est: Estimate) -> float:
 def infeasible_message(cluster: Cluster, job: Job) -> str:
     """What is short, and what would help."""
     params = model_params(job.model)
-    per_param = sum(state_bytes_per_param(0, 1, job.precision))
+    per_param = sum(state_bytes_per_param(0, 1, model_states(job.precision, job.training, job.model, job.offload)))
     states = params * per_param
     node_bytes = max(p.gpus_per_node * p.gpu.mem_bytes for p in cluster.pools)
     biggest = max(cluster.pools, key=lambda p: p.gpus_per_node * p.gpu.mem_bytes)
@@ -123,10 +127,22 @@ def infeasible_message(cluster: Cluster, job: Job) -> str:
             f"= {node_bytes / GIB:,.0f} GiB per node and the whole cluster {total / GIB:,.0f} GiB")
     if states > total:
         return head + (f" ({states / total:,.1f}× what it holds): the cluster is too small for this model; add GPUs "
-                       f"or choose a smaller model")
+                       f"or choose a smaller model{_lighter_jobs(job)}")
     return (head + f": try a shorter sequence (now {job.seq_len}) or smaller global batch, ZeRO-3 with more replicas, "
             f"more pipeline stages, or GPUs with more memory (the search already tried ZeRO 0-3, full recompute "
-            f"and every pipeline depth its pools allow)")
+            f"and every pipeline depth its pools allow){_lighter_jobs(job)}")
+
+
+def _lighter_jobs(job: Job) -> str:
+    """What else could fit: CPU offload under an engine that has it, or an adapter job."""
+    from planner.engines import ENGINES
+    hints = []
+    if not job.training.adapters:
+        hints.append("--job-kind lora or qlora (frozen base weights: no gradients or optimizer states for them)")
+    offloading = [e.name for e in ENGINES.values() if e.space.offloads]
+    if job.offload.value == "none" and offloading and not job.training.adapters:
+        hints.append(f"optimizer offload to CPU memory (--engine {' or '.join(offloading)})")
+    return "; or " + "; or ".join(hints) if hints else ""
 
 
 def format_tokens(tokens: float) -> str:

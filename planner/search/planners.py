@@ -427,7 +427,7 @@ def _keyed_bounds(scorer: Scorer, bounds: Bounds, family: Family, price: float, 
     per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
                                  limit=_seconds(keeper, price), only=only, fixed=fixed)
     threshold, space, p = keeper.threshold(), scorer.engine.space, family.num_stages
-    return {k: key for k, b in per_knob.items() if b < math.inf and allows(space, p, k)
+    return {k: key for k, b in per_knob.items() if b < math.inf and allows(space, p, k, scorer.job)
             for key in (fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours),) if key < threshold}
 
 
@@ -616,7 +616,7 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
 
 def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
     for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention,
-                               scorer.job.engine):
+                               scorer.job.engine, scorer.job):
         if keyed.get((knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage),
                      math.inf) >= keeper.threshold():
             continue
@@ -643,7 +643,7 @@ class ExhaustivePlanner:
         for subset, layout in layouts(pools, job.model, job.global_batch, _partial(objective, options), job.engine):
             precision = precision_for(job, subset)
             for knobs in knob_settings(job.global_batch, layout, job.model.layers, options.cost_options.flash_attention,
-                                       job.engine):
+                                       job.engine, job):
                 cand = scorer.score(layout, knobs, precision)
                 if cand is None:
                     continue

@@ -80,7 +80,8 @@ class Scorer:
         self.engine = engine_profile(job.engine)
         self.run = self.engine.execution          # as planner.cost.evaluate reads it for the plan's engine
         self.numerics = numerics(job.precision)   # None: 16-bit, whichever of bf16 and fp16 a layout takes
-        self.states = model_states(job.precision, job.training, job.model, job.offload)   # planner.training
+        self.states = model_states(job.precision, job.training, job.model, job.offload,   # planner.training
+                                   self.run.offload_grad_bytes)
         self.tf32 = self.run.tf32(job.tf32)
         self.model = job.model
         self.pools = {p.name: p for p in cluster.pools}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planner.cost import evaluate, stage_passes
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
@@ -12,7 +12,9 @@ from planner.search.objective import (check_objective, estimate_key, estimate_ke
                                       gain)
 from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions
 from planner.search.score import Candidate
-from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Plan
+from planner.engines import ENGINES
+from planner.engines import get as engine_profile
+from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Offload, Plan
 
 BASELINES = ("megatron", "uniform")
 
@@ -53,11 +55,84 @@ class BaselineStatus:
     gap: float | None = 0.0
 
 
+# Offload is tried where GPU memory limits the plan without it: no plan fits, a pool stays idle,
+# or the best plan fills some GPU's memory beyond this share.
+OFFLOAD_MEMORY_SHARE = 0.9
+
+
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
            deadline_hours: float | None = None, top_k: int = 5, method: str = "hetplan",
-           options: SearchOptions = SearchOptions(), baselines: bool = True) -> SearchResult:
+           options: SearchOptions = SearchOptions(), baselines: bool = True,
+           offload: str = "auto") -> SearchResult:
     """Ranked plans (best first) for `objective`; metrics are exactly planner.cost.evaluate's.
-    Raises InfeasibleError when nothing fits (or nothing meets the deadline)."""
+    Raises InfeasibleError when nothing fits (or nothing meets the deadline).
+
+    `offload`: "auto" searches `job` as it is (its offload, usually none) and, where GPU memory
+    limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
+    the engine runs, each a search of its own over the same space with that setting fixed; the
+    best answer by the objective wins. "fixed": `job.offload` only."""
+    _check_job_kind(job)
+    first, error = _search_or_error(cluster, job, objective, deadline_hours, top_k, method, options, baselines)
+    tries = _offload_settings(job, first) if offload == "auto" else []
+    if not tries:
+        if first is None:
+            raise error
+        return first
+    results = [] if first is None else [first]
+    for setting in tries:
+        found, _ = _search_or_error(cluster, replace(job, offload=setting), objective, deadline_hours, top_k,
+                                    method, options, baselines)
+        if found is not None:
+            results.append(found)
+    if not results:
+        raise error
+    best = min(results, key=lambda r: estimate_key(objective, r.plans[0].estimate, deadline_hours))
+    searched = ", ".join(o.value for o in [job.offload, *tries])
+    note = (f"offload searched ({searched}) because GPU memory limits the plan without it; each setting is a "
+            f"search of its own, the best answer is shown")
+    return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results),
+                   gap=_worst_gap(results))
+
+
+def _check_job_kind(job: Job) -> None:
+    space = engine_profile(job.engine).space
+    if job.training.kind not in space.job_kinds:
+        others = [e.name for e in ENGINES.values() if job.training.kind in e.space.job_kinds]
+        raise InputError("job.kind", f"{engine_profile(job.engine).title} does not run {job.training.kind.value} "
+                                     f"jobs; plan it for {', '.join(others) or 'another engine'} (--engine)")
+    if job.offload != Offload.NONE and not space.offload_zero_stages(job.offload):
+        raise InputError("offload", f"{engine_profile(job.engine).title} does not offload {job.offload.value}; "
+                                    f"use --offload auto or none, or another --engine")
+
+
+def _search_or_error(*args) -> tuple[SearchResult | None, InputError | None]:
+    try:
+        return _search_setting(*args), None
+    except InfeasibleError as err:
+        return None, err
+
+
+def _offload_settings(job: Job, first: SearchResult | None) -> list[Offload]:
+    """The offload settings worth a search of their own after `first` (module constant above)."""
+    space = engine_profile(job.engine).space
+    if job.offload != Offload.NONE or not space.offloads or job.training.adapters:
+        return []
+    if first is not None and not first.idle:
+        peak = max(r.memory.total_bytes / r.memory.capacity_bytes for r in first.plans[0].estimate.replicas)
+        if peak <= OFFLOAD_MEMORY_SHARE:
+            return []
+    return [o for o, _ in space.offloads]
+
+
+def _worst_gap(results: list[SearchResult]) -> float | None:
+    gaps = [r.gap for r in results]
+    return None if any(g is None for g in gaps) else max(gaps)
+
+
+def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
+                    deadline_hours: float | None = None, top_k: int = 5, method: str = "hetplan",
+                    options: SearchOptions = SearchOptions(), baselines: bool = True) -> SearchResult:
+    """`search` with the job's offload setting fixed."""
     objective = Objective(objective)
     check_objective(objective, job, deadline_hours)
     if method not in PLANNERS:

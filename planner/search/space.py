@@ -32,7 +32,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from planner.engines import Space as EngineSpace
 from planner.engines import get as engine_profile
-from planner.types import Model, Offload, Pool, Recompute
+from planner.types import Job, Model, Offload, Pool, Recompute
 
 
 class Group(NamedTuple):
@@ -238,16 +238,21 @@ def micro_batch_sizes(global_batch: int) -> list[int]:
     return out
 
 
-def allows(space: EngineSpace, num_stages: int, knobs: tuple) -> bool:
+def allows(space: EngineSpace, num_stages: int, knobs: tuple, job: Job | None = None) -> bool:
     """Whether an engine runs these knobs ((micro-batch, interleave, recompute, ZeRO), the order
-    of Knobs and of the bounds' keys) on a pipeline of `num_stages` stages."""
+    of Knobs and of the bounds' keys) on a pipeline of `num_stages` stages, for `job`'s kind and
+    offload (planner.engines.base.Space)."""
     _, interleave, recompute, zero = knobs[0], knobs[1], knobs[2], knobs[3]
-    return ((interleave == 1 or space.interleave) and recompute in space.recomputes
-            and space.zero_allowed(zero, num_stages))
+    ok = ((interleave == 1 or space.interleave) and recompute in space.recomputes
+          and space.zero_allowed(zero, num_stages))
+    if ok and job is not None:
+        ok = (zero in space.offload_zero_stages(job.offload)
+              and (recompute == Recompute.NONE or not job.training.adapters or space.adapters_with_recompute))
+    return ok
 
 
 def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_attention: bool = True,
-                  engine: str = "hetplan", offload: Offload = Offload.NONE) -> Iterator[Knobs]:
+                  engine: str = "hetplan", job: Job | None = None) -> Iterator[Knobs]:
     space = engine_profile(engine).space
     most_replicas = layout.max_replicas_per_stage
     recomputes = searched_recomputes(flash_attention, layout.family == "mixed", engine)
@@ -258,8 +263,8 @@ def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_atte
             if v > 1 and (layout.num_stages == 1 or num_layers % v):
                 continue
             for recompute in recomputes:
-                for zero in zero_stages(offload, most_replicas):
-                    if allows(space, layout.num_stages, (mb, v, recompute, zero)):
+                for zero in zero_stages(Offload.NONE if job is None else job.offload, most_replicas):
+                    if allows(space, layout.num_stages, (mb, v, recompute, zero), job):
                         yield Knobs(mb, zero, recompute, v)
 
 
