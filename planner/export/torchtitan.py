@@ -216,6 +216,8 @@ def python_config(plan: Plan) -> str:
     if converters and found:
         imports += ["from torchtitan.models.llama3 import model_registry"]
         spec = f'    config.model_spec = model_registry("{found[1]}", converters=[{", ".join(converters)}])\n'
+    elif converters:
+        spec = f'    # {plan.model.id}: build its model_spec with converters=[{", ".join(converters)}]\n'
     checkpoint = ""
     if from_checkpoint(plan):
         imports = ["import dataclasses", "import os", ""] + imports
@@ -251,7 +253,8 @@ def job_notes(plan: Plan) -> list[str]:
                      "planner, which refuses model keys the checkpoint lacks (the adapters' lora_a, lora_b): a "
                      "checkpoint of the base model alone may need them added (not tried here)")
         if flavor(plan) is None:
-            notes.append("LoRA on a custom model: add LoRAConverter.Config(...) to its model_registry converters")
+            notes.append("LoRA on a custom model: hetplan_torchtitan.py names the LoRAConverter.Config to add to "
+                         "its model_spec's converters")
     if from_checkpoint(plan):
         notes.append(f"{kind.value}: hetplan_torchtitan.py reads the checkpoint folder from {CHECKPOINT_VARIABLE} "
                      f"(launch.sh requires it)" + ("" if kind == JobKind.LORA else
