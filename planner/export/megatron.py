@@ -51,7 +51,8 @@ from __future__ import annotations
 
 import shlex
 
-from planner.export.common import CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, layer_segments, uniform_tp_dp
+from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, layer_segments,
+                                   uniform_tp_dp)
 from planner.export import launch
 from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, MlpKind, NormKind, Offload, Plan, PositionKind, Recompute
