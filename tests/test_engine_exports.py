@@ -246,3 +246,93 @@ def test_torchtitan_config_loads_with_torchtitans_config_manager(catalog, tmp_pa
         assert par.data_parallel_shard_degree * par.data_parallel_replicate_degree == dp
         assert cfg.training.global_batch_size == plan.global_batch
         ParallelDims.from_config(par, plan.num_gpus)     # asserts the degrees multiply to the world size
+
+
+# --- job kinds and offload, loaded by the engines' own config classes ----------------------------------------
+
+def _searched(catalog, engine: str, training=None, offload=None, cluster_name: str = "single-node-8"):
+    """The search's best plan for `engine` with the job kind and offload fixed (an offload the engine runs)."""
+    from planner.types import PRETRAIN, Offload
+    cluster = load_cluster_file(EXAMPLES / f"{cluster_name}.yaml", catalog)
+    job = Job(catalog.models["llama-3-8b"], 256, 4096, engine=engine, training=training or PRETRAIN,
+              offload=offload or Offload.NONE)
+    plan = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=2), offload="fixed").plans[0].plan
+    assert (plan.training, plan.offload) == (job.training, job.offload)
+    return cluster, plan
+
+
+def test_deepspeed_loads_the_offload_configs(catalog, monkeypatch):
+    pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (requirements-dev.txt installs it)")
+    from deepspeed.runtime.config import DeepSpeedConfig
+    import deepspeed.runtime.config as ds_config_module
+    from planner.types import Offload
+
+    class Mpu:
+        def __init__(self, dp):
+            self.dp = dp
+
+        def get_data_parallel_world_size(self):
+            return self.dp
+
+    monkeypatch.setattr(ds_config_module.dist, "get_rank", lambda: 0, raising=False)
+    for offload in (Offload.OPTIMIZER, Offload.OPTIMIZER_PARAMS):
+        cluster, plan = _searched(catalog, "deepspeed", offload=offload)
+        result = export_result(plan, cluster, "deepspeed")
+        assert result.closest_plan is None
+        cfg = DeepSpeedConfig(json.loads(result.files["ds_config.json"]), mpu=Mpu(len(plan.stages[0].replicas)))
+        zero = cfg.zero_config
+        assert zero.offload_optimizer is not None and zero.offload_optimizer.device == "cpu"
+        assert zero.offload_optimizer.pin_memory
+        if offload == Offload.OPTIMIZER_PARAMS:
+            assert cfg.zero_optimization_stage == 3 and zero.offload_param.device == "cpu"
+        else:
+            assert zero.offload_param is None
+
+
+def _load_torchtitan(tmp_path, monkeypatch, source: str, module: str):
+    from torchtitan.config.manager import ConfigManager
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / f"{module}.py").write_text(source)
+    return ConfigManager().parse_args(["--module", module, "--config", "hetplan_plan"])
+
+
+def test_torchtitan_loads_lora_offload_and_finetune_configs(catalog, tmp_path, monkeypatch):
+    _torchtitan_03()
+    from torchtitan.models.common.linear import Linear
+    from torchtitan.protocols.module import Module
+    from planner.types import JobKind, Offload, Training
+    monkeypatch.setenv("CHECKPOINT", "/ckpt/llama-3-8b")
+
+    cluster, plan = _searched(catalog, "torchtitan", training=Training(JobKind.LORA, 16))
+    result = export_result(plan, cluster, "torchtitan")
+    assert result.closest_plan is None and "torchtitan.toml" not in result.files
+    cfg = _load_torchtitan(tmp_path, monkeypatch, result.files["hetplan_torchtitan.py"], "hetplan_tt_lora")
+    linears = {fqn: c for fqn, c, _, _ in cfg.model_spec.model.traverse(Module.Config, recurse=True)
+               if isinstance(c, Linear.Config)}
+    adapted = {fqn.rsplit(".", 1)[-1] for fqn, c in linears.items() if hasattr(c, "rank")}
+    assert adapted == {"wqkv", "wo", "w1", "w2", "w3"}           # every target matched; lm_head stays frozen
+    assert all((c.rank, c.alpha) == (16, 32.0) for c in linears.values() if hasattr(c, "rank"))
+    assert cfg.checkpoint.enable and cfg.checkpoint.initial_load_path == "/ckpt/llama-3-8b"
+    assert cfg.checkpoint.initial_load_model_only
+
+    cluster, plan = _searched(catalog, "torchtitan", training=Training(JobKind.FULL_FINETUNE),
+                              offload=Offload.OPTIMIZER_PARAMS)
+    result = export_result(plan, cluster, "torchtitan")
+    assert result.closest_plan is None
+    cfg = _load_torchtitan(tmp_path, monkeypatch, result.files["hetplan_torchtitan.py"], "hetplan_tt_offload")
+    assert cfg.training.enable_cpu_offload and cfg.checkpoint.initial_load_path == "/ckpt/llama-3-8b"
+    assert not any(hasattr(c, "rank") for _, c, _, _ in cfg.model_spec.model.traverse(Module.Config, recurse=True))
+
+
+@pytest.mark.parametrize("target", ["megatron", "flagscale", "deepspeed", "torchtitan"])
+def test_searched_job_plans_export_exactly(catalog, target):
+    """A plan the search finds for the engine with each job kind and offload it runs is exported as it is."""
+    from planner.types import JobKind, Training
+    engine = engine_for(target)
+    for kind in engine.space.job_kinds:
+        for offload, _ in ((None, ()), *engine.space.offloads):
+            if offload is not None and kind in (JobKind.LORA, JobKind.QLORA):
+                continue          # the search does not offload adapter jobs
+            cluster, plan = _searched(catalog, engine.name, training=Training(kind, 16), offload=offload)
+            result = export_result(plan, cluster, target)
+            assert result.closest_plan is None and result.reasons == (), (target, kind, offload, result.reasons)

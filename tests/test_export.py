@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -41,14 +42,16 @@ MEGATRON_VALUED = {"--num-layers": int, "--hidden-size": int, "--ffn-hidden-size
                    "--seq-length": int, "--max-position-embeddings": int, "--tensor-model-parallel-size": int,
                    "--pipeline-model-parallel-size": int, "--micro-batch-size": int, "--global-batch-size": int,
                    "--pipeline-model-parallel-layout": str, "--num-query-groups": int, "--recompute-num-layers": int,
-                   "--ckpt-format": str}
+                   "--ckpt-format": str, "--load": str, "--optimizer-offload-fraction": float}
 MEGATRON_CHOICES = {"--recompute-granularity": ["full", "selective"], "--recompute-method": ["uniform", "block"],
                     "--normalization": ["LayerNorm", "RMSNorm"],
                     "--position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"],
                     "--data-parallel-sharding-strategy": ["no_shard", "optim", "optim_grads", "optim_grads_params"]}
 MEGATRON_SWITCHES = {"--group-query-attention", "--bf16", "--fp16", "--sequence-parallel", "--use-distributed-optimizer",
                      "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
-                     "--overlap-grad-reduce", "--use-megatron-fsdp"}
+                     "--overlap-grad-reduce", "--use-megatron-fsdp", "--finetune", "--optimizer-cpu-offload",
+                     "--use-precision-aware-optimizer"}
+CHECKPOINT = "/ckpt/base"      # what launch.sh's CHECKPOINT holds in these tests
 
 
 def _megatron_parser() -> argparse.ArgumentParser:
@@ -69,10 +72,11 @@ def _megatron_args(text: str) -> argparse.Namespace:
     for row in rows:
         assert row[0] in MEGATRON_VALUED.keys() | MEGATRON_CHOICES.keys() | MEGATRON_SWITCHES, row
         assert len(row) == (1 if row[0] in MEGATRON_SWITCHES else 2), f"one `--flag value` a line: {row}"
-    tokens = [t for row in rows for t in row]
+    tokens = [CHECKPOINT if t == "$CHECKPOINT" else t for row in rows for t in row]
     if shutil.which("bash"):   # the file is valid bash and the array holds exactly these words
         out = subprocess.run(["bash", "-c", text + '\nprintf "%s\\n" "${MEGATRON_ARGS[@]}"'],
-                             capture_output=True, text=True, check=True).stdout
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "CHECKPOINT": CHECKPOINT}).stdout
         assert out.splitlines() == tokens
     return _megatron_parser().parse_args(tokens)
 
@@ -139,12 +143,13 @@ def test_torchtitan_toml_parses_and_lists_each_stage_modules(catalog, cluster):
 TORCHTITAN_KEYS = {
     "job": {"description"},
     "model": {"name", "flavor", "converters"},
-    "training": {"local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param"},
+    "training": {"local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param", "enable_cpu_offload"},
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
                     "tensor_parallel_degree", "disable_loss_parallel", "enable_async_tensor_parallel",
                     "pipeline_parallel_degree", "module_fqns_per_model_part", "pipeline_parallel_schedule",
                     "pipeline_parallel_microbatch_size"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
+    "checkpoint": {"enable", "initial_load_path", "initial_load_model_only"},
 }
 
 
@@ -170,7 +175,8 @@ def test_torchtitan_has_no_fp16_and_says_so(catalog, cluster):
 
 # Keys as read in deepspeedai/DeepSpeed docs/_pages/config-json.md (commit 00376da).
 DEEPSPEED_KEYS = {"train_batch_size": None, "train_micro_batch_size_per_gpu": None, "gradient_accumulation_steps": None,
-                  "zero_optimization": {"stage"}, "bf16": {"enabled"}, "fp16": {"enabled"},
+                  "zero_optimization": {"stage", "offload_optimizer", "offload_param"}, "bf16": {"enabled"},
+                  "fp16": {"enabled"},
                   "activation_checkpointing": {"partition_activations", "cpu_checkpointing",
                                                "contiguous_memory_optimization"}}
 
@@ -266,3 +272,116 @@ def test_cli_writes_files_and_closest_plan(tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["closest-plan.json", "hostfile", "launch.sh", "megatron_args.sh"]
     err = capsys.readouterr().err
     assert "Megatron-LM's best plan from the search" in err and "closest-plan.json" in err
+
+
+# --- job kind and offload ---------------------------------------------------------------------------------
+
+FINETUNE, LORA = {"kind": "full-finetune"}, {"kind": "lora", "lora_rank": 16}
+
+
+def test_megatron_full_finetune_with_optimizer_offload(catalog, cluster):
+    plan = _uniform(catalog, job=FINETUNE, offload="optimizer", engine="megatron")
+    result = export_result(plan, cluster, "megatron")
+    assert result.closest_plan is None and result.reasons == ()
+    args = _megatron_args(result.files["megatron_args.sh"])
+    assert args.load == CHECKPOINT and args.finetune                       # weights only, iteration 0
+    assert args.optimizer_cpu_offload and args.optimizer_offload_fraction == 1.0
+    assert args.use_precision_aware_optimizer and args.use_distributed_optimizer   # the chain validate_args asks
+    launch_sh = result.files["launch.sh"]
+    assert launch_sh.index('CHECKPOINT="${CHECKPOINT:?') < launch_sh.index("source ./megatron_args.sh")
+    pretrain = _megatron_args(export_plan(_uniform(catalog), cluster, "megatron")["megatron_args.sh"])
+    assert pretrain.load is None and not pretrain.finetune and not pretrain.optimizer_cpu_offload
+
+
+def test_megatron_refuses_qlora_and_never_replans_it_as_pretraining(catalog, cluster):
+    from planner.types import InputError
+    plan = _uniform(catalog, job={"kind": "qlora", "lora_rank": 16})
+    with pytest.raises(InputError, match="does not run qlora"):
+        export_result(plan, cluster, "megatron", time_limit_s=2)
+
+
+def test_deepspeed_offload_and_finetune(catalog, cluster):
+    plan = _uniform(catalog, tp=1, recompute="full", offload="optimizer", job=FINETUNE, engine="deepspeed")
+    result = export_result(plan, cluster, "deepspeed")
+    assert result.closest_plan is None
+    zero = json.loads(result.files["ds_config.json"])["zero_optimization"]
+    assert zero == {"stage": 1, "offload_optimizer": {"device": "cpu", "pin_memory": True}}
+    assert 'export CHECKPOINT="${CHECKPOINT:?' in result.files["launch.sh"]
+    assert any("engine.load_checkpoint" in n and "load_module_only=True" in n for n in result.notes)
+    one_stage = _uniform(catalog, tp=1, recompute="full", zero_stage=3, offload="optimizer+params", engine="deepspeed",
+                         stages=[{"layers": [0, 32], "replicas": [{"pool": "a100", "tp": 1}]}])
+    zero = json.loads(export_plan(one_stage, cluster, "deepspeed")["ds_config.json"])["zero_optimization"]
+    assert zero["stage"] == 3 and zero["offload_param"] == zero["offload_optimizer"] == {"device": "cpu",
+                                                                                         "pin_memory": True}
+
+
+def test_torchtitan_toml_states_offload_and_the_checkpoint(catalog, cluster):
+    plan = _uniform(catalog, zero_stage=3, offload="optimizer+params", job=FINETUNE, engine="torchtitan")
+    result = export_result(plan, cluster, "torchtitan")
+    assert result.closest_plan is None
+    cfg = tomllib.loads(result.files["torchtitan.toml"])
+    for section, values in cfg.items():
+        assert section in TORCHTITAN_KEYS and set(values) <= TORCHTITAN_KEYS[section], (section, set(values))
+    assert cfg["training"]["enable_cpu_offload"] is True
+    assert cfg["checkpoint"] == {"enable": True, "initial_load_path": "/path/to/checkpoint",
+                                 "initial_load_model_only": True}
+    assert "initial_load_path=path" in result.files["hetplan_torchtitan.py"]
+    assert 'export CHECKPOINT="${CHECKPOINT:?' in result.files["launch.sh"]
+    compile(result.files["hetplan_torchtitan.py"], "hetplan_torchtitan.py", "exec")
+
+
+def test_torchtitan_lora_has_no_toml_and_says_so(catalog, cluster):
+    plan = _uniform(catalog, zero_stage=2, recompute="none", job=LORA, model="llama-3-8b", engine="torchtitan")
+    result = export_result(plan, cluster, "torchtitan")
+    assert result.closest_plan is None and "torchtitan.toml" not in result.files
+    assert any("0.2.2 has no LoRA" in n for n in result.notes)
+    source = result.files["hetplan_torchtitan.py"]
+    assert ("LoRAConverter.Config(rank=16, alpha=32.0, target_modules=['wqkv', 'wo', 'w1', 'w2', 'w3'])"
+            in source)
+    compile(source, "hetplan_torchtitan.py", "exec")
+
+
+def _flagscale_rows(text: str) -> dict[str, list[str]]:
+    lines = text.split("MEGATRON_ARGS=(\n", 1)[1].split("\n)\n", 1)[0].splitlines()
+    return {row[0]: row[1:] for row in map(shlex.split, lines)}
+
+
+def test_flagscale_lora_flags(catalog, cluster):
+    plan = _uniform(catalog, recompute="none", job=LORA, engine="flagscale")
+    result = export_result(plan, cluster, "flagscale")
+    assert result.closest_plan is None
+    rows = _flagscale_rows(result.files["flagscale_args.sh"])
+    # choices as read in FlagScale's arguments.py.patch _add_peft_args (commit 16a2dd5, patch lines 653-679)
+    assert rows["--peft-type"] == ["lora"] and rows["--lora-dim"] == ["16"] and rows["--lora-alpha"] == ["32"]
+    assert rows["--lora-target-modules"] == ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]
+    assert rows["--ckpt-format"] == ["torch"] and rows["--load"] == ["$CHECKPOINT"] and rows["--finetune"] == []
+    assert not {"--recompute-granularity", "--recompute-method"} & set(rows)    # FlagScale's PEFT refuses recompute
+    yaml = result.files["flagscale_train.yaml"]
+    assert "    load: ${oc.env:CHECKPOINT}\n" in yaml and "    peft_type: \"lora\"\n" in yaml
+    full = _flagscale_rows(export_plan(_uniform(catalog, job=FINETUNE, engine="flagscale"), cluster,
+                                       "flagscale")["flagscale_args.sh"])
+    assert full["--load"] == ["$CHECKPOINT"] and "--finetune" in full and "--peft-type" not in full
+
+
+def test_torchrun_launch_carries_the_job(catalog, cluster):
+    import dataclasses
+    from planner.types import JobKind, Training
+    plan = load_plan_file(EXAMPLES / "plans" / "single-node-8-small.json", catalog)
+    for training, checkpoint in ((Training(JobKind.LORA, 8), True), (Training(), False)):
+        files = export_plan(dataclasses.replace(plan, training=training), cluster, "torchrun")
+        line = next(x for x in files["launch.sh"].splitlines() if x.startswith("export HETPLAN_JOB="))
+        job = json.loads(shlex.split(line.split("=", 1)[1])[0])
+        expected = {"kind": "lora", "lora_rank": 8} if training.adapters else {"kind": "pretrain"}
+        assert job == {"job": expected, "offload": "none"}
+        assert ('CHECKPOINT="${CHECKPOINT:?' in files["launch.sh"]) == checkpoint
+
+
+def test_a_lora_plan_an_engine_runs_otherwise_keeps_its_job_in_the_closest_plan(catalog, cluster):
+    from planner.types import JobKind
+    import dataclasses
+    from planner.types import Training
+    plan = load_plan_file(EXAMPLES / "plans" / "single-node-8-small.json", catalog)
+    lora = dataclasses.replace(plan, training=Training(JobKind.LORA, 16))
+    result = export_result(lora, cluster, "torchtitan", time_limit_s=2)
+    assert result.closest_plan is not None and result.closest_plan.training == Training(JobKind.LORA, 16)
+    assert "LoRAConverter.Config(rank=16" in result.files["hetplan_torchtitan.py"]

@@ -5,11 +5,13 @@ profile whose `exports` names it). `resolve`:
 
   1. the engine runs the plan (`engine.violations(plan)` empty, and the target's writer can state
      it: `writer_limits`) -> the plan is exported exactly;
-  2. otherwise the search is run for that engine (planner.search.search with Job(..., engine=name):
-     it searches only the engine's space and returns only plans that fit by planner.cost.evaluate)
-     and its best plan that the writer can state is exported, with its estimate and the reasons the
-     original could not run;
-  3. the search finds nothing -> InputError naming what blocks the plan and why no other plan fits.
+  2. otherwise the search is run for that engine (planner.search.search with Job(..., engine=name,
+     training=the plan's job): it searches only the engine's space, for the same job kind and adapter
+     rank, and returns only plans that fit by planner.cost.evaluate; offload is searched as `search`
+     does, where GPU memory limits the plan) and its best plan that the writer can state is exported,
+     with its estimate and the reasons the original could not run;
+  3. the search finds nothing -> InputError naming what blocks the plan and why no other plan fits
+     (a LoRA job for an engine without LoRA is refused here: it is never re-planned as pretraining).
 
 No plan is coerced into another shape here: every alternative is a plan the search itself found
 and the cost model scored (tests/test_engine_exports.py holds that each fits by `evaluate`).
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from planner.engines import ENGINES, Engine
-from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, Plan
+from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, JobKind, Plan
 
 SEARCH_TIME_LIMIT_S = 10.0   # CPU seconds the search for an alternative plan may take (export --time-limit)
 
@@ -71,7 +73,7 @@ def best_plan_for(engine: Engine, plan: Plan, cluster: Cluster, writer_limits, r
     target's writer can state; InputError when there is none."""
     from planner.search import SearchOptions, search
     precision = plan.precision if plan.precision in engine.space.precisions else None
-    job = Job(plan.model, plan.global_batch, plan.seq_len, precision, engine=engine.name)
+    job = Job(plan.model, plan.global_batch, plan.seq_len, precision, engine=engine.name, training=plan.training)
     blocked = "; ".join(reasons)
     try:
         result = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=time_limit_s))
@@ -90,6 +92,19 @@ def best_plan_for(engine: Engine, plan: Plan, cluster: Cluster, writer_limits, r
 
 def no_limits(plan: Plan, cluster: Cluster) -> list[str]:
     return []
+
+
+CHECKPOINT_VARIABLE = "CHECKPOINT"    # what launch.sh requires for a job that starts from a checkpoint
+
+
+def from_checkpoint(plan: Plan) -> bool:
+    """Full fine-tuning, LoRA and QLoRA start from a trained model: the launch needs its checkpoint."""
+    return plan.training.kind != JobKind.PRETRAIN
+
+
+def checkpoint_preamble(what: str) -> list[str]:
+    """launch.sh lines that require CHECKPOINT and export it (engines that read it in Python see it too)."""
+    return [f'export {CHECKPOINT_VARIABLE}="${{{CHECKPOINT_VARIABLE}:?set {CHECKPOINT_VARIABLE} to {what}}}"']
 
 
 def layer_segments(plan: Plan) -> list[tuple[int, int, int, int]]:

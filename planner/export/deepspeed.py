@@ -16,6 +16,19 @@ Read in deepspeedai/DeepSpeed at planner.engines.sources.DEEPSPEED:
 - deepspeed/runtime/pipe/engine.py: ZeRO stage < 2 under a pipeline; the batch identity above.
 The deepspeed profile (planner.engines.deepspeed) has no tensor parallelism and no selective
 recompute, so neither reaches this writer: plans with them are searched again for DeepSpeed.
+Offload, read in the installed deepspeed 0.19.8 (site-packages/deepspeed):
+- runtime/zero/offload_config.py DeepSpeedZeroOffloadOptimizerConfig (lines 55-107): "Valid with stage
+  1, 2, and 3"; device none|cpu|nvme, pin_memory (default true); DeepSpeedZeroOffloadParamConfig
+  (lines 21-52): "Valid only with stage 3"; runtime/zero/config.py lines 164 and 171: the keys
+  zero_optimization.offload_param and .offload_optimizer. The optimizer then runs as DeepSpeedCPUAdam
+  (ops/adam/cpu_adam.py line 93), JIT-compiled at first use when the ops were not prebuilt
+  (ops/op_builder/builder.py lines 549-577); DS_BUILD_CPU_ADAM=1 prebuilds it at install (DS-src
+  op_builder/cpu_adam.py line 10 BUILD_VAR, setup.py line 172).
+- Fine-tuning has no ds_config key: the training script loads the checkpoint with
+  engine.load_checkpoint(load_dir, load_module_only=True, load_optimizer_states=False,
+  load_lr_scheduler_states=False) (runtime/engine.py line 4395: "load_module_only: ... load only the
+  model weights from the checkpoint. Ex. warmstarting"). launch.sh requires and exports CHECKPOINT for it.
+  DeepSpeed's LoRA (deepspeed/linear) is model code, not a config key; its profile runs no adapter jobs.
 The DeepSpeedConfig of DeepSpeed 0.19.8 loads every ds_config.json written here
 (tests/test_engine_exports.py, where DeepSpeed is installed).
 """
@@ -24,9 +37,11 @@ from __future__ import annotations
 import json
 
 from planner.export import launch
-from planner.export.common import uniform_tp_dp
+from planner.export.common import CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, uniform_tp_dp
 from planner.runtime.ranks import rank_layout
-from planner.types import Cluster, Plan, Precision, Recompute
+from planner.types import Cluster, Offload, Plan, Precision, Recompute
+
+CPU = {"device": "cpu", "pin_memory": True}     # pinned host memory: DeepSpeed's default, written out
 
 
 def ds_config(plan: Plan) -> dict:
@@ -39,6 +54,11 @@ def ds_config(plan: Plan) -> dict:
            "bf16": {"enabled": plan.precision == Precision.BF16},      # fp32: both off (DeepSpeed's default)
            "fp16": {"enabled": plan.precision == Precision.FP16}}
     assert plan.precision.value in ("bf16", "fp16", "fp32"), "no FP8 in the deepspeed profile"
+    if plan.offload != Offload.NONE:
+        cfg["zero_optimization"]["offload_optimizer"] = dict(CPU)
+    if plan.offload == Offload.OPTIMIZER_PARAMS:
+        assert plan.zero_stage == 3, "DeepSpeed offloads parameters under ZeRO-3 only"
+        cfg["zero_optimization"]["offload_param"] = dict(CPU)
     if plan.recompute == Recompute.FULL:
         cfg["activation_checkpointing"] = {"partition_activations": False,
                                            "contiguous_memory_optimization": False,
@@ -113,14 +133,30 @@ def export(plan: Plan, cluster: Cluster):
                                                      version=DEEPSPEED,
                                                      interval=1 if plan.recompute == Recompute.FULL else 0)
     agents = launch.units(deepspeed_ranks(cluster, plan))
-    preamble = ['TRAIN_SCRIPT="${TRAIN_SCRIPT:?set TRAIN_SCRIPT to your DeepSpeed training script}"']
+    preamble = ['TRAIN_SCRIPT="${TRAIN_SCRIPT:?set TRAIN_SCRIPT to your DeepSpeed training script}"',
+                *(checkpoint_preamble("the DeepSpeed checkpoint directory to fine-tune from "
+                                      "(the training script passes it to engine.load_checkpoint)")
+                  if from_checkpoint(plan) else [])]
     files["launch.sh"] = launch.script(agents, ['"$TRAIN_SCRIPT"', "--deepspeed_config", "ds_config.json"],
                                        "DeepSpeed launch written by `hetplan export --to deepspeed`", {}, preamble)
     files["hostfile"] = launch.hostfile(agents)
     notes = ["the training script builds its model with PlannedPipelineModule (pipeline_module.py) and calls "
              "deepspeed.initialize(..., config='ds_config.json'); launch.sh starts it under torchrun"] \
         if plan.num_stages > 1 else []
-    return files, notes
+    return files, notes + job_notes(plan)
+
+
+def job_notes(plan: Plan) -> list[str]:
+    notes = []
+    if from_checkpoint(plan):
+        notes.append(f"{plan.training.kind.value}: DeepSpeed loads checkpoints through its API, not ds_config: after "
+                     f"deepspeed.initialize the training script calls engine.load_checkpoint(os.environ"
+                     f"['{CHECKPOINT_VARIABLE}'], load_module_only=True, load_optimizer_states=False, "
+                     f"load_lr_scheduler_states=False); launch.sh requires and exports {CHECKPOINT_VARIABLE}")
+    if plan.offload != Offload.NONE:
+        notes.append(f"offload {plan.offload.value}: DeepSpeedCPUAdam is JIT-compiled at the first run unless "
+                     f"DeepSpeed was installed with DS_BUILD_CPU_ADAM=1 (needs ninja and a C++ compiler)")
+    return notes
 
 
 def limits(plan: Plan, cluster: Cluster) -> list[str]:

@@ -32,6 +32,18 @@ Read in flagos-ai/FlagScale at planner.engines.sources.FLAGSCALE:
   line 177) and the hostfile type becomes --hetero-current-device-type (_run_each, lines 435-441);
   envs.node_specific sets a host's CUDA_VISIBLE_DEVICES (utils.py update_nodes_envs).
 - The FlagScale examples (examples/llama3/conf/train_hetero.yaml) export CUDA_DEVICE_MAX_CONNECTIONS=1.
+- LoRA (flagscale/backends/Megatron-LM/megatron/training/arguments.py.patch `_add_peft_args`, patch
+  lines 653-679): --peft-type lora, --lora-dim (int), --lora-alpha (int), --lora-target-modules from
+  linear_qkv, linear_proj, linear_fc1, linear_fc2 (+ MLA projections); validate_args (patch lines
+  267-275, 336-341) asserts Transformer Engine layers (--transformer-impl, default transformer_engine at
+  the submodule's Megatron-LM 8479eb35, arguments.py line 1311), no MoE, no recompute and
+  `--ckpt-format torch` (choices at 8479eb35 arguments.py line 2400). The adapter output is scaled by
+  alpha / dim (flagscale/train/peft/utils.py line 246); PEFT is applied, the base frozen and the
+  checkpoint hooks set in flagscale/train/train.py lines 1170-1183. Fine-tuning (full or LoRA) loads
+  with Megatron-LM's --load and --finetune (8479eb35 arguments.py lines 2338 and 2363), as
+  planner.export.megatron writes them. The runner YAML gives --load as `${oc.env:CHECKPOINT}`: the
+  runner resolves the config (OmegaConf.to_container(..., resolve=True), flagscale/runner/runner_train.py
+  line 36). FlagScale has no optimizer offload of its own, and its profile none (planner.engines).
 """
 from __future__ import annotations
 
@@ -39,9 +51,22 @@ import json
 from dataclasses import dataclass
 
 from planner.export import launch
-from planner.export.megatron import args_script, model_arguments, model_warnings, training_arguments
+from planner.export.common import checkpoint_preamble, from_checkpoint
+from planner.export.megatron import (ShellWord, args_script, job_notes, model_arguments, model_warnings,
+                                     training_arguments)
 from planner.runtime.ranks import rank_layout
-from planner.types import Cluster, Plan
+from planner.types import Cluster, JobKind, Plan
+
+# LoRA on every linear layer of a transformer layer, as planner.training counts the adapters
+# (q/k/v, output projection, and the MLP's two matrices; a SwiGLU's gate and up share linear_fc1 in mcore).
+LORA_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+
+
+def lora_alpha(rank: int) -> int:
+    """alpha = 2 x rank: the scale alpha / rank stays 2, FlagScale's default scale (--lora-dim 8,
+    --lora-alpha 16), whatever rank the plan chose; a fixed alpha of 16 would shrink the adapters'
+    update as the rank grows (0.25 at rank 64)."""
+    return 2 * rank
 
 
 @dataclass(frozen=True)
@@ -121,11 +146,20 @@ def arguments(plan: Plan) -> list[tuple[str, ...]]:
              ("--hetero-device-types", *[m.label for m in ms])]
     if plan.model.tied_embeddings and plan.zero_stage == 1 and ms[0].dp != ms[-1].dp:
         args += [("--use-partial-reduce-for-shared-embedding",)]
-    args += training_arguments(plan, max(m.tp for m in ms)) + model_arguments(plan)[6:]
-    return [tuple(str(x) for x in a) for a in args]
+    args += training_arguments(plan, max(m.tp for m in ms)) + lora_arguments(plan) + model_arguments(plan)[6:]
+    return [tuple(x if isinstance(x, str) else str(x) for x in a) for a in args]
 
 
-LIST_ARGS = {"hetero_process_meshes": int, "hetero_pipeline_layer_split": int, "hetero_device_types": str}
+def lora_arguments(plan: Plan) -> list[tuple]:
+    if plan.training.kind != JobKind.LORA:
+        return []
+    rank = plan.training.lora_rank
+    return [("--peft-type", "lora"), ("--lora-dim", rank), ("--lora-alpha", lora_alpha(rank)),
+            ("--lora-target-modules", *LORA_TARGETS), ("--ckpt-format", "torch")]
+
+
+LIST_ARGS = {"hetero_process_meshes": int, "hetero_pipeline_layer_split": int, "hetero_device_types": str,
+             "lora_target_modules": str}
 
 
 def _yaml_value(key: str, values: tuple[str, ...]) -> str:
@@ -134,6 +168,8 @@ def _yaml_value(key: str, values: tuple[str, ...]) -> str:
         return json.dumps([LIST_ARGS[key](v) for v in values])
     if not values:
         return "true"
+    if isinstance(values[0], ShellWord):       # "$CHECKPOINT" -> OmegaConf's environment resolver
+        return "${oc.env:" + values[0].strip('"$') + "}"
     return json.dumps(values[0]) if not values[0].lstrip("-").isdigit() else values[0]
 
 
@@ -162,13 +198,19 @@ def export(plan: Plan, cluster: Cluster):
     ranks, labels = flagscale_ranks(cluster, plan)
     agents = launch.units(ranks, labels)
     label_of = {u.node_rank: labels[u.first_rank] for u in agents}
-    notes = model_warnings(plan)
+    notes = model_warnings(plan) + job_notes(plan)
+    if plan.training.kind == JobKind.LORA:
+        notes.append(f"LoRA: rank {plan.training.lora_rank}, alpha {lora_alpha(plan.training.lora_rank)} (scale 2, "
+                     f"FlagScale's default alpha / dim), on {', '.join(LORA_TARGETS)}; FlagScale's PEFT needs "
+                     f"Transformer Engine layers and the torch checkpoint format (--ckpt-format torch)")
     ms = meshes(plan)
     if len({m.dp for m in ms}) > 1:
         notes.append(f"FlagScale runs {plan.global_batch // (ms[0].dp * plan.micro_batch)} micro-batches in every "
                      f"mesh, of {', '.join(str(ms[0].dp * plan.micro_batch // m.dp) for m in ms)} sequences per "
                      f"replica (mesh by mesh): the same samples per replica as the plan, in other micro-batch sizes")
     preamble = ['FLAGSCALE_DIR="${FLAGSCALE_DIR:?set FLAGSCALE_DIR to your FlagScale checkout}"',
+                *(checkpoint_preamble("the checkpoint directory to fine-tune from (--load, torch format)")
+                  if from_checkpoint(plan) else []),
                 "source ./flagscale_args.sh"]
     command = ['"$FLAGSCALE_DIR/flagscale/train/train_gpt.py"', '"${MEGATRON_ARGS[@]}"']
     files = {"flagscale_args.sh": args_script(arguments(plan), notes, "flagscale"),

@@ -34,15 +34,28 @@ slowest): global rank = stage * tp * dp + replica * tp + tp rank; the stage foll
 Layout syntax from megatron/core/transformer/pipeline_parallel_layer_layout.py: E embedding,
 t decoder layer, L loss, `|` between stages, `x*N` repeats; part k is pp rank k mod p, virtual
 stage k // p; exactly one E first, one L last, and as many t as --num-layers.
+Job kind and offload (same commit):
+  full fine-tuning: --load DIR and --finetune, "Load model for finetuning. Do not load optimizer or rng
+    state from checkpoint and set iteration to 0" (CheckpointConfig.load and .finetune,
+    megatron/training/config/training_config.py lines 430 and 464-466, made flags by ArgumentGroupFactory,
+    megatron/training/argument_utils.py line 106). DIR is launch.sh's CHECKPOINT, which it requires.
+    Megatron-LM has no LoRA (planner.engines.sources "no LoRA"): such plans never reach this writer.
+  optimizer offload: --optimizer-cpu-offload --optimizer-offload-fraction 1.0 (arguments.py lines
+    2918-2923), which validate_args requires with --use-precision-aware-optimizer (lines 1884-1892;
+    flag at line 3667), which needs the distributed optimizer (megatron/core/optimizer/__init__.py
+    lines 1057-1060): the profile offloads with ZeRO-1 only, written as --use-distributed-optimizer.
+    AdamW mode (decoupled_weight_decay, the default: optimizer_config.py line 250) is asserted there too
+    (lines 510-512).
 """
 from __future__ import annotations
 
 import shlex
 
-from planner.export.common import layer_segments, uniform_tp_dp
+from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, layer_segments,
+                                   uniform_tp_dp)
 from planner.export import launch
 from planner.runtime.ranks import rank_layout
-from planner.types import Cluster, MlpKind, NormKind, Plan, PositionKind, Recompute
+from planner.types import Cluster, MlpKind, NormKind, Offload, Plan, PositionKind, Recompute
 
 POSITION_TYPES = {PositionKind.LEARNED: "learned_absolute", PositionKind.ROPE: "rope"}
 FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}   # ZeRO stage -> --data-parallel-sharding-strategy
@@ -51,6 +64,13 @@ FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}   # ZeRO stage -> --
 # --fp8-format hybrid (TransformerConfig.fp8, megatron/core/transformer/transformer_config.py lines 587-600).
 PRECISION_FLAGS = {"bf16": [("--bf16",)], "fp16": [("--fp16",)], "fp32": [],
                    "fp8": [("--bf16",), ("--fp8-format", "hybrid")]}
+
+
+class ShellWord(str):
+    """A word args_script writes as it is, not quoted: a variable launch.sh sets, e.g. "$CHECKPOINT"."""
+
+
+CHECKPOINT_WORD = ShellWord(f'"${CHECKPOINT_VARIABLE}"')
 
 
 def layout_string(plan: Plan) -> str:
@@ -108,6 +128,19 @@ def training_arguments(plan: Plan, tp: int) -> list[tuple]:
         args += [("--use-megatron-fsdp",), ("--data-parallel-sharding-strategy", FSDP_STRATEGY[plan.zero_stage]),
                  ("--ckpt-format", "fsdp_dtensor")]
     args += [("--overlap-grad-reduce",)]
+    return args + job_arguments(plan)
+
+
+def job_arguments(plan: Plan) -> list[tuple]:
+    """Where the weights come from and where the optimizer runs (module docstring)."""
+    args = []
+    if from_checkpoint(plan):
+        args += [("--load", CHECKPOINT_WORD), ("--finetune",)]
+    if plan.offload == Offload.OPTIMIZER:
+        assert plan.zero_stage == 1, "Megatron-LM offloads the distributed optimizer's shards (ZeRO-1)"
+        args += [("--optimizer-cpu-offload",), ("--optimizer-offload-fraction", "1.0"),
+                 ("--use-precision-aware-optimizer",)]
+    assert plan.offload != Offload.OPTIMIZER_PARAMS, "Megatron-LM has no parameter offload"
     return args
 
 
@@ -119,7 +152,7 @@ def arguments(plan: Plan) -> list[tuple[str, ...]]:
     if plan.num_stages > 1:
         args += [("--pipeline-model-parallel-layout", layout_string(plan))]
     args += training_arguments(plan, tp) + model_arguments(plan)[6:]
-    return [tuple(str(x) for x in a) for a in args]
+    return [tuple(x if isinstance(x, str) else str(x) for x in a) for a in args]
 
 
 def model_warnings(plan: Plan) -> list[str]:
@@ -136,11 +169,15 @@ def model_warnings(plan: Plan) -> list[str]:
     return out
 
 
+def _word(x: str) -> str:
+    return x if isinstance(x, ShellWord) else shlex.quote(x)
+
+
 def args_script(args: list[tuple[str, ...]], notes: list[str], tool: str = "megatron") -> str:
     lines = ["#!/usr/bin/env bash", f"# Arguments written by `hetplan export --to {tool}`, for the plan launch.sh starts",
              "# (sourced by launch.sh; add data and tokenizer arguments on launch.sh's command line).",
              *[f"# note: {w}" for w in notes],
-             "MEGATRON_ARGS=(", *["  " + " ".join(shlex.quote(x) for x in a) for a in args], ")", ""]
+             "MEGATRON_ARGS=(", *["  " + " ".join(_word(x) for x in a) for a in args], ")", ""]
     return "\n".join(lines)
 
 
@@ -161,11 +198,25 @@ def launch_env(plan: Plan) -> tuple[dict[str, str], tuple[str, ...]]:
     return ({"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if tp > 1 else {}), ()
 
 
+def job_notes(plan: Plan) -> list[str]:
+    """What a fine-tuning or offloading run needs beyond the arguments (shared with FlagScale)."""
+    notes = []
+    if from_checkpoint(plan):
+        notes.append(f"{plan.training.kind.value}: launch.sh requires {CHECKPOINT_VARIABLE}, the checkpoint directory "
+                     f"the run starts from (--load with --finetune: model weights only, iteration 0)")
+    if plan.offload == Offload.OPTIMIZER:
+        notes.append("optimizer offload: Adam runs on the CPU (Megatron's HybridDeviceOptimizer), through the "
+                     "precision-aware optimizer, which needs Transformer Engine")
+    return notes
+
+
 def export(plan: Plan, cluster: Cluster):
-    notes = model_warnings(plan)
+    notes = model_warnings(plan) + job_notes(plan)
     agents = launch.units(megatron_ranks(cluster, plan))
     env, unset = launch_env(plan)
     preamble = ['MEGATRON_DIR="${MEGATRON_DIR:?set MEGATRON_DIR to your Megatron-LM checkout}"',
+                *(checkpoint_preamble("the Megatron-LM checkpoint directory to fine-tune from (--load)")
+                  if from_checkpoint(plan) else []),
                 "source ./megatron_args.sh"]
     command = ['"$MEGATRON_DIR/pretrain_gpt.py"', '"${MEGATRON_ARGS[@]}"']
     files = {"megatron_args.sh": args_script(arguments(plan), notes),

@@ -31,21 +31,47 @@ launch.sh pins. Interleaved stages: stage_ids_this_rank "loop" style (pipeline_p
 567-568): model part k runs on pp rank k mod p, hetplan's round convention.
 Model flavors: torchtitan/models/llama3/__init__.py (_8b, _70b, _405b, lines 236-365) give the
 shapes in FLAVORS; another model has no torchtitan definition and needs a custom one.
+Job kind and offload:
+- LoRA (0.3.0 only): torchtitan/components/lora.py LoRAConverter.Config(rank, alpha, target_modules)
+  (lines 154-167; the adapters' output is scaled by alpha / rank), a model converter applied through
+  model_registry(flavor, converters=[...]) (torchtitan/models/llama3/__init__.py lines 369-388; example
+  llama3_debugmodel_float8_emulate_lora, config_registry.py lines 155-171, Float8 before LoRA). Target
+  modules are matched by the last name of the module: the llama3 flavors build fused QKV (fuse_qkv=True,
+  llama3/__init__.py line 257), so a layer's linears are wqkv, wo (attention) and w1, w2, w3 (MLP;
+  models/common/config_utils.py lines 236-305); lm_head is left out, as planner.training counts adapters.
+  v0.2.2 has no LoRA (no converter by that name in 73a0e69): no TOML is written for LoRA plans.
+- Offload: training.enable_cpu_offload, "CPU offloading of parameters, gradients, and optimizer states
+  in FSDP" (torchtitan/config/configs.py lines 61-64; v0.2.2 job_config.py line 270), FSDP2's
+  CPUOffloadPolicy: the profile offloads optimizer+params with ZeRO-3 only.
+- Fine-tuning (full or LoRA): checkpoint.enable, initial_load_path ("used when the output checkpoint
+  folder is empty", an absolute path or remote URI: __post_init__ refuses others) and
+  initial_load_model_only (torchtitan/components/checkpointer/base.py lines 223-301; v0.2.2
+  job_config.py [checkpoint] lines 487-545). The 0.3 config reads the path from CHECKPOINT, which
+  launch.sh requires; the TOML holds a placeholder to replace.
 """
 from __future__ import annotations
 
 import json
 
 from planner.export import launch
-from planner.export.common import layer_segments, uniform_tp_dp
+from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, layer_segments,
+                                   uniform_tp_dp)
 from planner.runtime.ranks import rank_layout
-from planner.types import Cluster, Plan, Recompute, Schedule
+from planner.types import Cluster, JobKind, Offload, Plan, Recompute, Schedule
 
 # (layers, hidden, heads, kv heads, ffn, vocab) -> (torchtitan model name, flavor, 0.3 config function)
 FLAVORS = {(32, 4096, 32, 8, 14336, 128256): ("llama3", "8B", "llama3_8b"),
            (80, 8192, 64, 8, 28672, 128256): ("llama3", "70B", "llama3_70b"),
            (126, 16384, 128, 8, 53248, 128256): ("llama3", "405B", "llama3_405b")}
 HEAD = {"0.2": "output", "0.3": "lm_head"}     # the output projection's module name
+LORA_TARGETS = ["wqkv", "wo", "w1", "w2", "w3"]   # every linear of a llama3 layer (module docstring)
+CHECKPOINT_PLACEHOLDER = "/path/to/checkpoint"
+
+
+def lora_alpha(rank: int) -> float:
+    """alpha = 2 x rank: the scale alpha / rank stays 2, LoRAConverter.Config's default scale (rank 8,
+    alpha 16), whatever rank the plan chose; a fixed alpha of 16 would shrink the update as rank grows."""
+    return 2.0 * rank
 
 
 def flavor(plan: Plan) -> tuple[str, str, str] | None:
@@ -91,6 +117,9 @@ def training(plan: Plan, version: str) -> dict:
            "mixed_precision_param": "float32" if plan.precision.value == "fp32" else "bfloat16"}
     if version == "0.3" and plan.num_stages > 1:
         out["disable_cuda_graphs"] = True
+    if plan.offload == Offload.OPTIMIZER_PARAMS:
+        out["enable_cpu_offload"] = True
+    assert plan.offload != Offload.OPTIMIZER, "torchtitan offloads parameters with the optimizer (FSDP2), not alone"
     return out
 
 
@@ -109,7 +138,9 @@ def config(plan: Plan) -> dict[str, dict]:
             "model": {"name": name, "flavor": flav, **({"converters": ["float8"]} if _fp8(plan) else {})},
             "training": training(plan, "0.2"),
             "parallelism": parallelism(plan, "0.2"),
-            "activation_checkpoint": {"mode": mode, **({"selective_ac_option": "op"} if mode == "selective" else {})}}
+            "activation_checkpoint": {"mode": mode, **({"selective_ac_option": "op"} if mode == "selective" else {})},
+            **({"checkpoint": {"enable": True, "initial_load_path": CHECKPOINT_PLACEHOLDER,
+                               "initial_load_model_only": True}} if from_checkpoint(plan) else {})}
 
 
 def _toml_value(v) -> str:
@@ -135,7 +166,7 @@ PY_CONFIG = '''"""torchtitan 0.3.0 config written by `hetplan export --to torcht
 
 Run (from this folder, so that it is importable; launch.sh does this):
     PYTHONPATH=. torchrun ... -m torchtitan.train --module hetplan_torchtitan --config hetplan_plan
-For torchtitan 0.2.x use torchtitan.toml instead (--job.config_file torchtitan.toml).
+{toml_line}
 """
 {imports}
 
@@ -145,11 +176,21 @@ PARALLELISM = {parallelism}
 
 def hetplan_plan():
     config = {base}()
-{fp8}    for key, value in TRAINING.items():
+{converters}    for key, value in TRAINING.items():
         setattr(config.training, key, value)
     config.parallelism = ParallelismConfig(**PARALLELISM)
     config.activation_checkpoint = {ac}
-    return config
+{checkpoint}    return config
+'''
+
+CHECKPOINT_SOURCE = '''
+    # {kind}: start from the checkpoint in ${var} (an absolute path or remote URI; launch.sh requires it),
+    # model weights only; set initial_load_in_hf=True for a Hugging Face safetensors checkpoint.
+    path = os.environ.get("{var}", "")
+    if not path:
+        raise SystemExit("set {var} to the checkpoint folder to fine-tune from")
+    config.checkpoint = dataclasses.replace(config.checkpoint, enable=True, initial_load_path=path,
+                                            initial_load_model_only=True)
 '''
 
 
@@ -162,12 +203,29 @@ def python_config(plan: Plan) -> str:
                f"from torchtitan.models.llama3.config_registry import {base}" if found else
                f"# {plan.model.id} has no torchtitan model: define CUSTOM_MODEL_CONFIG() -> Trainer.Config for it\n"
                f"from my_models import CUSTOM_MODEL_CONFIG"]
-    fp8 = ""
-    if _fp8(plan) and found:
-        imports += ["from torchtitan.components.quantization import Float8LinearConverter",
-                    "from torchtitan.models.llama3 import model_registry"]
-        fp8 = f'    config.model_spec = model_registry("{found[1]}", converters=[Float8LinearConverter.Config()])\n'
-    return PY_CONFIG.format(model=plan.model.id, imports="\n".join(imports), base=base, ac=ac[plan.recompute], fp8=fp8,
+    converters = []
+    if _fp8(plan):
+        imports += ["from torchtitan.components.quantization import Float8LinearConverter"]
+        converters.append("Float8LinearConverter.Config()")
+    if plan.training.kind == JobKind.LORA:
+        rank = plan.training.lora_rank
+        imports += ["from torchtitan.components.lora import LoRAConverter"]
+        converters.append(f"LoRAConverter.Config(rank={rank}, alpha={lora_alpha(rank)}, "
+                          f"target_modules={LORA_TARGETS})")
+    spec = ""
+    if converters and found:
+        imports += ["from torchtitan.models.llama3 import model_registry"]
+        spec = f'    config.model_spec = model_registry("{found[1]}", converters=[{", ".join(converters)}])\n'
+    elif converters:
+        spec = f'    # {plan.model.id}: build its model_spec with converters=[{", ".join(converters)}]\n'
+    checkpoint = ""
+    if from_checkpoint(plan):
+        imports = ["import dataclasses", "import os", ""] + imports
+        checkpoint = CHECKPOINT_SOURCE.format(kind=plan.training.kind.value, var=CHECKPOINT_VARIABLE).lstrip("\n")
+    toml_line = ("torchtitan 0.2.x has no LoRA: this job has no 0.2 config." if plan.training.kind == JobKind.LORA
+                 else "For torchtitan 0.2.x use torchtitan.toml instead (--job.config_file torchtitan.toml).")
+    return PY_CONFIG.format(model=plan.model.id, imports="\n".join(imports), base=base, ac=ac[plan.recompute],
+                            converters=spec, checkpoint=checkpoint, toml_line=toml_line,
                             training=_python(training(plan, "0.3")), parallelism=_python(parallelism(plan, "0.3")))
 
 
@@ -184,20 +242,45 @@ def torchtitan_ranks(cluster: Cluster, plan: Plan) -> list[tuple[str, int]]:
     return [by_rank[r] for r in range(plan.num_gpus)]
 
 
+def job_notes(plan: Plan) -> list[str]:
+    notes = []
+    kind = plan.training.kind
+    if kind == JobKind.LORA:
+        rank = plan.training.lora_rank
+        notes.append(f"LoRA: rank {rank}, alpha {lora_alpha(rank):g} (scale 2, LoRAConverter's default alpha / rank) "
+                     f"on {', '.join(LORA_TARGETS)}; torchtitan 0.2.2 has no LoRA, so no torchtitan.toml is written")
+        notes.append("LoRA from a checkpoint: torchtitan 0.3.0 loads it with torch.distributed.checkpoint's default "
+                     "planner, which refuses model keys the checkpoint lacks (the adapters' lora_a, lora_b): a "
+                     "checkpoint of the base model alone may need them added (not tried here)")
+        if flavor(plan) is None:
+            notes.append("LoRA on a custom model: hetplan_torchtitan.py names the LoRAConverter.Config to add to "
+                         "its model_spec's converters")
+    if from_checkpoint(plan):
+        notes.append(f"{kind.value}: hetplan_torchtitan.py reads the checkpoint folder from {CHECKPOINT_VARIABLE} "
+                     f"(launch.sh requires it)" + ("" if kind == JobKind.LORA else
+                                                   f"; in torchtitan.toml replace {CHECKPOINT_PLACEHOLDER}"))
+    return notes
+
+
 def export(plan: Plan, cluster: Cluster):
     notes = []
     if flavor(plan) is None:
         notes.append(f"torchtitan has no model definition for {plan.model.id} (its llama3 flavors 8B, 70B, 405B "
                      f"do not match its shape); it needs a custom model with the same module names")
+    notes += job_notes(plan)
     agents = launch.units(torchtitan_ranks(cluster, plan))
-    text = "# torchtitan 0.2.2 job config written by `hetplan export --to torchtitan` (0.3.0: hetplan_torchtitan.py)\n"
-    text += "".join(f"# note: {w}\n" for w in notes) + to_toml(config(plan))
-    files = {"hetplan_torchtitan.py": python_config(plan), "torchtitan.toml": text,
-             "launch.sh": launch.script(agents, ["-m", "torchtitan.train", "--module", "hetplan_torchtitan",
-                                                 "--config", "hetplan_plan"],
-                                        "torchtitan 0.3.0 launch written by `hetplan export --to torchtitan`",
-                                        {}, ['export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"']),
-             "hostfile": launch.hostfile(agents)}
+    preamble = ['export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"',
+                *(checkpoint_preamble("the checkpoint folder to fine-tune from (an absolute path)")
+                  if from_checkpoint(plan) else [])]
+    files = {"hetplan_torchtitan.py": python_config(plan)}
+    if plan.training.kind != JobKind.LORA:        # v0.2.2 has no LoRA
+        text = "# torchtitan 0.2.2 job config written by `hetplan export --to torchtitan` (0.3.0: hetplan_torchtitan.py)\n"
+        files["torchtitan.toml"] = text + "".join(f"# note: {w}\n" for w in notes) + to_toml(config(plan))
+    files |= {"launch.sh": launch.script(agents, ["-m", "torchtitan.train", "--module", "hetplan_torchtitan",
+                                                  "--config", "hetplan_plan"],
+                                         "torchtitan 0.3.0 launch written by `hetplan export --to torchtitan`",
+                                         {}, preamble),
+              "hostfile": launch.hostfile(agents)}
     return files, notes
 
 
