@@ -3,6 +3,7 @@ stale or missing results are explained, labels do not overprint, the plan reads 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -249,3 +250,38 @@ def test_compose_edits_survive_a_trip_to_other_pages():
         _ok(at.run())
     assert at.number_input(key="w.batch").value == 96
     assert at.text_input(key="w.cluster_name").value == "my-lab"
+
+
+def _as_a_browser_without_widget_state_mounts_it(at) -> None:
+    """Every Compose field set to what the browser shows when it has lost the field's state (the
+    frontend drops widget state on a page navigation that a quick rerun interrupts, streamlit#7338,
+    #9100): the value the server sent with the element if it sent one, else the element's default.
+    The browser sends that value back with the next rerun."""
+    for widget in [*at.number_input, *at.text_input, *at.selectbox]:
+        if not str(widget.key).startswith("w.") or widget.proto.disabled:   # the server ignores a disabled one's
+            continue
+        proto = widget.proto
+        shown = proto.value if proto.set_value else proto.default if proto.HasField("default") else None
+        if widget.type == "selectbox":
+            widget.select_index(shown)
+        else:
+            widget.set_value(shown if widget.type == "text_input" or shown is None else type(widget.value)(shown))
+
+
+def test_compose_fields_keep_their_values_when_the_browser_loses_its_widget_state():
+    """Review: "Compose" clicked on the Compose page, then the engine changed at once: global batch
+    went to 1, sequence length and search limit too, the cluster name to "cluster"."""
+    at = _ok(new_app(SMALL).run())
+    at.number_input(key="w.time_limit").set_value(45.0).run()
+    before = at.session_state["app_state"]
+    at.switch_page("ui/pages/compose.py")
+    _ok(at.run())
+    _as_a_browser_without_widget_state_mounts_it(at)
+    at.selectbox(key="w.engine").select("megatron")
+    _ok(at.run())
+    after = at.session_state["app_state"]
+    assert after.engine == "megatron"
+    assert (after.global_batch, after.seq_len, after.time_limit_s, after.cluster["name"], after.model,
+            after.tokens_to_train) == (64, 2048, 45.0, "single-node-8", "gpt3-1.3b", before.tokens_to_train)
+    assert after == replace(before, engine="megatron")
+    assert at.number_input(key="w.batch").value == 64

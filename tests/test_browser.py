@@ -212,3 +212,30 @@ def test_a_timeline_of_a_thousand_micro_batches_draws_in_phases_and_zooms(server
             page.screenshot(path=str(ARTIFACTS_DIR() / "timeline-window.png"), full_page=False)
         finally:
             browser.close()
+
+
+def test_compose_clicked_on_compose_then_an_engine_change_keeps_the_job(server):
+    """Review: "Compose" in the navigation while on Compose, then at once another engine: the browser
+    had dropped the page's widget state and showed each field at its default (batch 1, sequence 1,
+    search limit 1, no cluster name), which the engine change sent back into the job."""
+    sync_playwright = _playwright()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            page.goto(_shared_link(server))
+            sidebar = page.get_by_test_id("stSidebar")
+            sidebar.get_by_text("batch 64 × 2048 tokens", exact=False).wait_for()
+            for engine in ("Megatron-LM", "hetplan runtime", "DeepSpeed"):
+                page.get_by_test_id("stSidebarNav").get_by_text("Compose", exact=True).click()
+                page.get_by_test_id("stSelectbox").filter(has_text="engine (what will run the plan)").locator(
+                    "input").click()
+                page.get_by_role("option").filter(has_text=engine).first.click()
+                sidebar.get_by_text(f"Engine {engine}", exact=False).wait_for()
+                page.wait_for_timeout(1000)          # the reruns after the change have drawn the sidebar
+                job = sidebar.locator("p", has_text="objective").first.inner_text()
+                assert "batch 64 × 2048 tokens" in job and "search limit 20 CPU s" in job, job
+                assert page.get_by_label("cluster name").input_value() == "single-node-8"
+        finally:
+            browser.close()

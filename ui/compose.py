@@ -1,7 +1,8 @@
 """Widget groups: each draws its inputs and returns what they describe.
 
-Values start from the app state (`session.init_widget`) and return in the cluster and plan file
-formats or as a `JobInputs`, which the caller folds into the state.
+Each widget is drawn from the app state and writes a change into it in its callback
+(`session.edits_state`); the groups return what the state then describes, in the cluster and plan
+file formats or as a `JobInputs`.
 """
 from __future__ import annotations
 
@@ -125,53 +126,72 @@ def cluster_with_pools(cluster: dict, pools: pd.DataFrame, before: pd.DataFrame 
     return out
 
 
-def cluster_options(cluster: dict) -> dict:
-    key = session.init_widget(session.WIDGET_PREFIX + "cluster_name", cluster.get("name", "cluster"))
+def _named(name: str) -> dict:
+    return {"cluster": dict(session.get().cluster, name=name or "cluster")}
+
+
+def _between(gbps: float | None) -> dict:
+    cluster = {k: v for k, v in session.get().cluster.items() if k != "between_pools_gbps"}
+    return {"cluster": {**cluster, "between_pools_gbps": gbps} if gbps else cluster}
+
+
+def cluster_options(cluster: dict) -> None:
+    """The cluster's name and the network between its pools."""
     between = cluster.get("between_pools_gbps")
-    bkey = session.init_widget(session.WIDGET_PREFIX + "between", float(between) if between else None)
     c1, c2 = st.columns(2)
-    name = c1.text_input("cluster name", key=key)
-    between = c2.number_input("between pools, Gb/s per node (empty: the slower pool's network)",
-                              min_value=1.0, key=bkey)
-    out = dict(cluster, name=name or "cluster")
-    out.pop("between_pools_gbps", None)
-    if between:
-        out["between_pools_gbps"] = between
-    return out
+    c1.text_input("cluster name", value=cluster.get("name", "cluster"),
+                  **session.edits_state(session.WIDGET_PREFIX + "cluster_name", _named))
+    c2.number_input("between pools, Gb/s per node (empty: the slower pool's network)", min_value=1.0,
+                    value=float(between) if between else None,
+                    **session.edits_state(session.WIDGET_PREFIX + "between", _between))
 
 
 def model_label(model: Model) -> str:
     return f"{model.name} · {model.num_params / 1e9:.1f} B parameters"
 
 
+CUSTOM_DEFAULTS = {"id": "custom", "name": "custom", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+                   "ffn": 14336, "vocab": 128256, "mlp": "swiglu", "norm": "rmsnorm", "position": "rope"}
+
+
+def _custom_fields(model: str | dict) -> dict:
+    return {**CUSTOM_DEFAULTS, **(model if isinstance(model, dict) else {})}
+
+
+def _chosen_model(choice: str) -> dict:
+    model = session.get().model
+    return {"model": choice if choice != CUSTOM else _custom_fields(model), "plan": None}
+
+
 def model_picker(current: str | dict) -> str | dict:
     """A catalog model id, or the fields of a custom architecture."""
     models = catalog().models
     options = list(models) + [CUSTOM]
-    key = session.init_widget(session.WIDGET_PREFIX + "model",
-                              current if isinstance(current, str) and current in models else CUSTOM)
-    choice = st.selectbox("model", options, key=key,
-                          format_func=lambda m: CUSTOM if m == CUSTOM else model_label(models[m]))
+    choice = current if isinstance(current, str) and current in models else CUSTOM
+    st.selectbox("model", options, index=options.index(choice),
+                 format_func=lambda m: CUSTOM if m == CUSTOM else model_label(models[m]),
+                 **session.edits_state(session.WIDGET_PREFIX + "model", _chosen_model))
     if choice != CUSTOM:
         return choice
-    return custom_model(current if isinstance(current, dict) else {})
+    return custom_model(current)
 
 
-def custom_model(fields: dict) -> dict:
-    defaults = {"id": "custom", "name": "custom", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
-                "ffn": 14336, "vocab": 128256, "mlp": "swiglu", "norm": "rmsnorm", "position": "rope"}
-    fields = {**defaults, **fields}
-    cols = st.columns(6)
-    out = dict(fields)
-    for col, name in zip(cols, ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")):
-        key = session.init_widget(session.WIDGET_PREFIX + "custom." + name, int(fields[name]))
-        out[name] = int(col.number_input(name.replace("_", " "), min_value=1, step=1, key=key))
+def _custom_field(name: str, convert=str):
+    return lambda value: {"model": {**_custom_fields(session.get().model), name: convert(value)}, "plan": None}
+
+
+def custom_model(current: str | dict) -> dict:
+    fields = _custom_fields(current)
+    p = session.WIDGET_PREFIX + "custom."
+    for col, name in zip(st.columns(6), ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")):
+        col.number_input(name.replace("_", " "), min_value=1, step=1, value=int(fields[name]),
+                         **session.edits_state(p + name, _custom_field(name, int)))
     c1, c2 = st.columns(2)
-    mkey = session.init_widget(session.WIDGET_PREFIX + "custom.mlp", fields["mlp"])
-    out["mlp"] = c1.selectbox("MLP", ["swiglu", "gelu", "relu"], key=mkey)
-    nkey = session.init_widget(session.WIDGET_PREFIX + "custom.norm", fields["norm"])
-    out["norm"] = c2.selectbox("norm", ["rmsnorm", "layernorm"], key=nkey)
-    return out
+    for col, label, name, options in ((c1, "MLP", "mlp", ["swiglu", "gelu", "relu"]),
+                                      (c2, "norm", "norm", ["rmsnorm", "layernorm"])):
+        col.selectbox(label, options, index=options.index(fields[name]),
+                      **session.edits_state(p + name, _custom_field(name)))
+    return fields
 
 
 def model_facts(model: Model) -> None:
@@ -210,9 +230,10 @@ def engine_help() -> str:
 
 def engine_picker(current: str) -> str:
     """The engine the search plans for, with its version and what it runs under the picker."""
-    key = session.init_widget(session.WIDGET_PREFIX + "engine", current if current in ENGINES else DEFAULT_ENGINE)
-    name = st.selectbox("engine (what will run the plan)", list(ENGINES), key=key, format_func=engine_label,
-                        help=engine_help())
+    name = current if current in ENGINES else DEFAULT_ENGINE
+    st.selectbox("engine (what will run the plan)", list(ENGINES), index=list(ENGINES).index(name),
+                 format_func=engine_label, help=engine_help(),
+                 **session.edits_state(session.WIDGET_PREFIX + "engine", lambda v: {"engine": v}))
     engine = ENGINES[name]
     st.caption(f"**{md(engine.title)}**, pinned at {md(short_version(engine.version))}: {md(engine.summary)}.")
     return name
@@ -232,41 +253,57 @@ TF32_LABELS = {None: "engine default", True: "on", False: "off"}
 def tf32_picker(current: bool | None, engine: str, slot) -> bool | None:
     """fp32 only: TF32 matmuls as the engine does by default, on, or off."""
     default = "on" if ENGINES[engine].execution.tf32(None) else "off"
-    key = session.init_widget(session.WIDGET_PREFIX + "tf32", current if current in TF32_CHOICES else None)
-    return slot.selectbox("TF32 matmuls (fp32)", TF32_CHOICES, key=key, format_func=lambda v: TF32_LABELS[v],
-                          help=f"fp32 matmuls on TF32 tensor cores (about 8× the fp32 rate on Ampere and later, "
-                               f"10-bit mantissa) or in full fp32. Engine default: {default} under "
-                               f"{md(ENGINES[engine].title)}.")
+    current = current if current in TF32_CHOICES else None
+    slot.selectbox("TF32 matmuls (fp32)", TF32_CHOICES, index=TF32_CHOICES.index(current),
+                   format_func=lambda v: TF32_LABELS[v],
+                   help=f"fp32 matmuls on TF32 tensor cores (about 8× the fp32 rate on Ampere and later, "
+                        f"10-bit mantissa) or in full fp32. Engine default: {default} under "
+                        f"{md(ENGINES[engine].title)}.",
+                   **session.edits_state(session.WIDGET_PREFIX + "tf32", lambda v: {"tf32": v}))
+    return current
+
+
+def _objective(objective: str) -> dict:
+    """The deadline counts only under the deadline objective (it would change the job's key for nothing)."""
+    deadline = st.session_state.get(session.WIDGET_PREFIX + "deadline") if objective == "deadline" else None
+    return {"objective": objective, "deadline_hours": deadline or None}
+
+
+def _precision(precision: str) -> dict:
+    return {"precision": precision, **({} if precision == Precision.FP32.value else {"tf32": None})}
 
 
 def job_inputs(state) -> JobInputs:
     p = session.WIDGET_PREFIX
+    edits = session.edits_state
     c1, c2, c3, c4 = st.columns(4)
-    batch = c1.number_input("global batch (sequences)", min_value=1, max_value=10_000_000, step=1,
-                            key=session.init_widget(p + "batch", state.global_batch))
-    seq = c2.number_input("sequence length (tokens)", min_value=1, max_value=10_000_000, step=256,
-                          key=session.init_widget(p + "seq", state.seq_len))
-    precision = c3.selectbox("precision", PRECISIONS, key=session.init_widget(p + "precision", state.precision),
-                             format_func=precision_label, help=precision_help())
-    engine = engine_picker(state.engine)
-    tf32 = tf32_picker(state.tf32, engine, c4) if precision == Precision.FP32.value else None
+    c1.number_input("global batch (sequences)", min_value=1, max_value=10_000_000, step=1, value=state.global_batch,
+                    **edits(p + "batch", lambda v: {"global_batch": int(v), "plan": None}))
+    c2.number_input("sequence length (tokens)", min_value=1, max_value=10_000_000, step=256, value=state.seq_len,
+                    **edits(p + "seq", lambda v: {"seq_len": int(v), "plan": None}))
+    c3.selectbox("precision", PRECISIONS, index=PRECISIONS.index(state.precision), format_func=precision_label,
+                 help=precision_help(), **edits(p + "precision", _precision))
+    engine_picker(state.engine)
+    if state.precision == Precision.FP32.value:
+        tf32_picker(state.tf32, state.engine, c4)
     c4, c5, c6, c7 = st.columns(4)
-    tokens_b = c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0,
-                               key=session.init_widget(p + "tokens", (state.tokens_to_train or 0) / 1e9),
-                               help="0: leave out time and dollars to train")
-    objective = c5.selectbox("objective", OBJECTIVES, key=session.init_widget(p + "objective", state.objective),
-                             help="throughput: fastest; cost: cheapest per token; deadline: cheapest that "
-                                  "finishes in time")
-    deadline = c6.number_input("deadline (hours)", min_value=0.0, step=24.0,
-                               key=session.init_widget(p + "deadline", state.deadline_hours or 0.0),
-                               disabled=objective != "deadline", help="used with the deadline objective")
-    limit = c7.number_input("search limit (CPU seconds)", min_value=1.0, max_value=MAX_TIME_LIMIT_S, step=10.0,
-                            key=session.init_widget(TIME_LIMIT_WIDGET, float(state.time_limit_s)),
-                            help="CPU time of the search, so a busy machine does not cut it shorter; each baseline "
-                                 f"gets {_baseline_share():.0%} of it. A search that reaches its limit answers with "
-                                 "its best plan and how far from optimal that can be, by the cost model.")
-    return JobInputs(int(batch), int(seq), precision, tokens_b * 1e9 if tokens_b else None, objective,
-                     deadline if objective == "deadline" and deadline else None, float(limit), engine, tf32)
+    c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0, value=(state.tokens_to_train or 0) / 1e9,
+                    help="0: leave out time and dollars to train",
+                    **edits(p + "tokens", lambda v: {"tokens_to_train": v * 1e9 if v else None}))
+    c5.selectbox("objective", OBJECTIVES, index=OBJECTIVES.index(state.objective),
+                 help="throughput: fastest; cost: cheapest per token; deadline: cheapest that finishes in time",
+                 **edits(p + "objective", _objective))
+    c6.number_input("deadline (hours)", min_value=0.0, step=24.0, value=state.deadline_hours or 0.0,
+                    disabled=state.objective != "deadline", help="used with the deadline objective",
+                    **edits(p + "deadline", lambda v: {"deadline_hours": v or None}))
+    c7.number_input("search limit (CPU seconds)", min_value=1.0, max_value=MAX_TIME_LIMIT_S, step=10.0,
+                    value=float(state.time_limit_s),
+                    help="CPU time of the search, so a busy machine does not cut it shorter; each baseline "
+                         f"gets {_baseline_share():.0%} of it. A search that reaches its limit answers with "
+                         "its best plan and how far from optimal that can be, by the cost model.",
+                    **edits(TIME_LIMIT_WIDGET, lambda v: {"time_limit_s": float(v)}))
+    return JobInputs(state.global_batch, state.seq_len, state.precision, state.tokens_to_train, state.objective,
+                     state.deadline_hours, state.time_limit_s, state.engine, state.tf32)
 
 
 TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"

@@ -2,10 +2,18 @@
 
 Widgets own keys starting with "w."; when the state is replaced (preset, upload, link) those
 keys are dropped so every widget starts again from the new state.
+
+The state, not a widget, holds each value. Streamlit drops a widget's state when a run leaves the
+widget out, and the browser drops its own when a quick rerun interrupts a page navigation
+(streamlit#7338, #9100); the browser then shows the widget at its `value=`/`index=` and sends that
+back. So each widget is drawn with `value=`/`index=` from the state, and changes the state only in
+its `on_change` callback (`edits_state`), never by having its return value copied in every run: a
+widget drawn with only a key came back at its own default (min_value, "", the first option).
 """
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, Callable
 
 import streamlit as st
 
@@ -43,11 +51,12 @@ def replace_all(state: AppState) -> None:
         del st.session_state[key]
 
 
-def init_widget(key: str, value) -> str:
-    """Give a widget its starting value from the state once; returns the key."""
-    if key not in st.session_state:
-        st.session_state[key] = value
-    return key
+def edits_state(key: str, changes: Callable[[Any], dict]) -> dict:
+    """`key=` and `on_change=` for a widget drawn from the state: when the user changes it, the
+    state takes `changes(new value)` (AppState fields) before the page runs."""
+    def changed() -> None:
+        update(**changes(st.session_state[key]))
+    return {"key": key, "on_change": changed}
 
 
 def url_warnings() -> list[str]:

@@ -22,8 +22,8 @@ def _preset_row() -> None:
     table = presets()
     c1, c2, c3 = st.columns([3, 1, 3], vertical_alignment="bottom")
     current = session.get().cluster.get("name")
-    key = session.init_widget(session.WIDGET_PREFIX + "preset", current if current in table else next(iter(table)))
-    choice = c1.selectbox("start from a preset cluster", list(table), key=key,
+    choice = c1.selectbox("start from a preset cluster", list(table), key=session.WIDGET_PREFIX + "preset",
+                          index=list(table).index(current) if current in table else 0,
                           format_func=lambda k: f"{k} ({_gpus(table[k])} GPUs)")
     if c2.button("Load preset", width="stretch"):
         session.replace_all(replace(session.get(), cluster=table[choice], plan=None))
@@ -69,7 +69,7 @@ def _cluster_section() -> None:
                "edge and press Delete to remove them. Prices start at the catalog's and follow the GPU type; "
                "a price you type (or one from the cluster file) is your override and stays.")
     cluster = compose.pools_editor(state.cluster)
-    cluster = compose.cluster_options(cluster)
+    compose.cluster_options(cluster)
     if cluster != state.cluster:
         session.update(cluster=cluster)
     try:
@@ -106,11 +106,6 @@ def _job_section() -> None:
         st.warning("A deadline needs **tokens to train** (billions) to know how long training takes.",
                    icon=":material/schedule:")
     _precision_notes(job)
-    changes = {k: getattr(job, k) for k in job.__dataclass_fields__}
-    state = session.get()
-    if any(getattr(state, k) != v for k, v in changes.items()):
-        made_for_other_job = (job.global_batch, job.seq_len) != (state.global_batch, state.seq_len)
-        session.update(**changes, **({"plan": None} if made_for_other_job else {}))
 
 
 def _precision_notes(job) -> None:
