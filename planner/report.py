@@ -63,10 +63,13 @@ def estimate_to_text(est: Estimate) -> str:
     lines += ["", "time per iteration       total s   exposed s"]
     for name, term in est.breakdown.items():
         lines.append(f"  {name:22} {term.total_s:9.3f} {term.exposed_s:11.3f}")
-    lines += ["", "stage replica pool            gpu             tp samples  fwd ms  bwd ms  memory GiB (of)"]
+    host = any(r.memory.host_bytes for r in est.replicas)      # offloaded states: a column of their own
+    lines += ["", "stage replica pool            gpu             tp samples  fwd ms  bwd ms  memory GiB (of)"
+              + ("  CPU GiB (of)" if host else "")]
     for r in est.replicas:
         lines.append(f"{r.stage:5} {r.replica:7} {r.pool[:15]:15} {r.gpu[:15]:15} {r.tp:2} {r.samples:7} "
                      f"{r.forward_s * 1e3:7.1f} {r.backward_s * 1e3:7.1f}  {r.memory.total_bytes / GIB:6.1f} "
-                     f"({r.memory.capacity_bytes / GIB:.0f})")
+                     f"({r.memory.capacity_bytes / GIB:.0f})"
+                     + (f"  {r.memory.host_bytes / GIB:7.1f} ({r.memory.host_capacity_bytes / GIB:.0f})" if host else ""))
     lines += [f"note: {n}" for n in est.notes]
     return "\n".join(lines)
