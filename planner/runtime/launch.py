@@ -10,12 +10,13 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
+from planner.runtime.lora import LoraConfig
 from planner.runtime.model import Chunk, Init, lm_loss
 from planner.runtime.parallel import TpGroup
 from planner.runtime.ranks import RankInfo, rank_layout, worker_op_orders
 from planner.runtime.tiny import TinyConfig, scaled_config
 from planner.runtime.worker import RunSpec, make_batch, worker_main
-from planner.types import Cluster, InputError, Plan
+from planner.types import Cluster, InputError, Offload, Plan
 
 MAX_LOCAL_PROCESSES = 16
 
@@ -46,14 +47,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def check_runnable(plan: Plan) -> None:
+    """Refuse what the runtime does not execute, rather than run something else under its name."""
+    if plan.offload != Offload.NONE:
+        raise InputError("offload", f"is '{plan.offload.value}'; hetplan's runtime (run-local) does not offload "
+                                    "model states to CPU memory: set offload to 'none' to run this plan's structure")
+
+
+def adapter_notes(plan: Plan, cfg: TinyConfig) -> list[str]:
+    if not plan.training.adapters:
+        return []
+    r = plan.training.lora_rank
+    notes = [f"{plan.training.kind.value}: adapters of rank {r} on every projection, everything else frozen"]
+    if r >= cfg.hidden:
+        notes.append(f"the adapter rank {r} is not below the scaled model's width {cfg.hidden}; it runs as planned")
+    return notes
+
+
 def run_local(cluster: Cluster, plan: Plan, iterations: int = 3, seed: int = 0, dtype: str = "float32",
               hidden: int | None = None, seq_len: int = 16, vocab: int = 96, lr: float = 0.1,
               timeout_s: float = 300.0) -> RunResult:
+    check_runnable(plan)
     layout = tuple(rank_layout(cluster, plan))
     if len(layout) > MAX_LOCAL_PROCESSES:
         raise InputError("plan", f"uses {len(layout)} GPUs; run-local starts one process per GPU on this machine "
                                  f"and allows at most {MAX_LOCAL_PROCESSES}")
     cfg, notes = scaled_config(plan, hidden=hidden, seq_len=seq_len, vocab=vocab)
+    notes += adapter_notes(plan, cfg)
     spec = RunSpec(plan, cfg, layout, worker_op_orders(cluster, plan), iterations, seed, dtype, lr, _free_port(), timeout_s)
     ctx = mp.get_context("spawn")
     results_queue = ctx.Queue()
@@ -82,11 +102,24 @@ def run_local(cluster: Cluster, plan: Plan, iterations: int = 3, seed: int = 0, 
     return RunResult(cfg, tuple(notes), layout, results[0]["losses"], grads, results, wall)
 
 
+def reference_model(plan: Plan, cfg: TinyConfig, seed: int = 0, dtype: str = "float32") -> Chunk:
+    """The whole scaled model in one process, as the distributed run initialises it."""
+    check_runnable(plan)
+    return Chunk(cfg, 0, cfg.layers, Init(seed, getattr(torch, dtype)), TpGroup(), plan.recompute.value,
+                 LoraConfig.of(plan.training))
+
+
 def run_reference(plan: Plan, cfg: TinyConfig, iterations: int = 3, seed: int = 0, dtype: str = "float32",
                   lr: float = 0.1) -> tuple[list[float], dict[str, np.ndarray]]:
     """The same model, data and SGD steps in one process, full batch at once."""
+    return train_reference(reference_model(plan, cfg, seed, dtype), plan, cfg, iterations, seed, lr)
+
+
+def train_reference(model: Chunk, plan: Plan, cfg: TinyConfig, iterations: int, seed: int = 0,
+                    lr: float = 0.1) -> tuple[list[float], dict[str, np.ndarray]]:
+    """Train `model` in place: full-batch SGD on its trained parameters, no step after the last
+    iteration (whose gradients are returned), as the workers do."""
     torch.set_num_threads(1)
-    model = Chunk(cfg, 0, cfg.layers, Init(seed, getattr(torch, dtype)), TpGroup(), plan.recompute.value)
     params = model.global_parameters()
     losses = []
     for it in range(iterations):

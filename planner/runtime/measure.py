@@ -31,6 +31,7 @@ def measurement_dict(plan, result, device: str = "cpu", backend: str = "gloo") -
     return {"format": MEASUREMENTS_FORMAT, "source": "hetplan run-local", "device": device, "backend": backend,
             "host": platform.node(), "model": {"id": f"{plan.model.id}-scaled", **result.cfg.to_dict()},
             "seq_len": result.cfg.seq_len, "micro_batch": plan.micro_batch, "recompute": plan.recompute.value,
+            "job": plan.training.kind.value, "lora_rank": plan.training.lora_rank if plan.training.adapters else None,
             "sequence_parallel": False, "flash_attention": False, "iterations": len(result.losses),
             "notes": list(result.notes), "records": records}
 

@@ -3,6 +3,8 @@
 Every full tensor is drawn from its own generator, seeded by (seed, parameter name), and sliced
 for this rank: a sharded run and the single-process reference start from the same weights.
 Parameter names are global (``layers.7.mlp.up.weight``), so gradients compare by name.
+Adapter jobs (`lora`): every projection gets an adapter (``layers.7.mlp.up.lora_a``) and every
+other parameter is frozen: only the adapters are in `global_parameters`, trained and synchronised.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from planner.runtime.lora import LoraConfig, full_adapter, is_adapter
 from planner.runtime.parallel import ColumnLinear, RowLinear, TpGroup, copy_to_tp, shard_parameter
 from planner.runtime.tiny import TinyConfig
 
@@ -34,6 +37,12 @@ class Init:
         w = self.normal(f"{name}.weight", (out_dim, in_dim), 1 / math.sqrt(in_dim))
         b = self.normal(f"{name}.bias", (out_dim,), 0.02) if bias else None
         return w, b
+
+    def projection(self, kind, name: str, out_dim: int, in_dim: int, bias: bool, tp: TpGroup,
+                   lora: LoraConfig | None):
+        """A ColumnLinear or RowLinear (`kind`), with its adapter in adapter jobs."""
+        adapter = full_adapter(self, name, out_dim, in_dim, lora) if lora is not None else None
+        return kind(*self.linear(name, out_dim, in_dim, bias), tp, adapter)
 
 
 class Norm(nn.Module):
@@ -63,15 +72,16 @@ def _rope(x: torch.Tensor) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, name: str, cfg: TinyConfig, init: Init, tp: TpGroup, selective_recompute: bool):
+    def __init__(self, name: str, cfg: TinyConfig, init: Init, tp: TpGroup, selective_recompute: bool,
+                 lora: LoraConfig | None):
         super().__init__()
         hd, h = cfg.head_dim, cfg.hidden
         self.tp, self.cfg, self.selective = tp, cfg, selective_recompute
         self.heads, self.kv_heads = cfg.heads // tp.size, cfg.kv_heads // tp.size
-        self.q = ColumnLinear(*init.linear(f"{name}.q", cfg.heads * hd, h, cfg.qkv_bias), tp)
-        self.k = ColumnLinear(*init.linear(f"{name}.k", cfg.kv_heads * hd, h, cfg.qkv_bias), tp)
-        self.v = ColumnLinear(*init.linear(f"{name}.v", cfg.kv_heads * hd, h, cfg.qkv_bias), tp)
-        self.o = RowLinear(*init.linear(f"{name}.o", h, cfg.heads * hd, cfg.out_bias), tp)
+        self.q = init.projection(ColumnLinear, f"{name}.q", cfg.heads * hd, h, cfg.qkv_bias, tp, lora)
+        self.k = init.projection(ColumnLinear, f"{name}.k", cfg.kv_heads * hd, h, cfg.qkv_bias, tp, lora)
+        self.v = init.projection(ColumnLinear, f"{name}.v", cfg.kv_heads * hd, h, cfg.qkv_bias, tp, lora)
+        self.o = init.projection(RowLinear, f"{name}.o", h, cfg.heads * hd, cfg.out_bias, tp, lora)
 
     def core(self, q, k, v):
         ratio = self.heads // self.kv_heads
@@ -93,13 +103,13 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
-    def __init__(self, name: str, cfg: TinyConfig, init: Init, tp: TpGroup):
+    def __init__(self, name: str, cfg: TinyConfig, init: Init, tp: TpGroup, lora: LoraConfig | None):
         super().__init__()
         self.tp, self.kind = tp, cfg.mlp
-        self.up = ColumnLinear(*init.linear(f"{name}.up", cfg.ffn, cfg.hidden, cfg.mlp_bias), tp)
-        self.gate = (ColumnLinear(*init.linear(f"{name}.gate", cfg.ffn, cfg.hidden, cfg.mlp_bias), tp)
+        self.up = init.projection(ColumnLinear, f"{name}.up", cfg.ffn, cfg.hidden, cfg.mlp_bias, tp, lora)
+        self.gate = (init.projection(ColumnLinear, f"{name}.gate", cfg.ffn, cfg.hidden, cfg.mlp_bias, tp, lora)
                      if cfg.mlp == "swiglu" else None)
-        self.down = RowLinear(*init.linear(f"{name}.down", cfg.hidden, cfg.ffn, cfg.mlp_bias), tp)
+        self.down = init.projection(RowLinear, f"{name}.down", cfg.hidden, cfg.ffn, cfg.mlp_bias, tp, lora)
 
     def forward(self, x):
         x = copy_to_tp(x, self.tp)
@@ -113,14 +123,14 @@ class Mlp(nn.Module):
 
 
 class Layer(nn.Module):
-    def __init__(self, index: int, cfg: TinyConfig, init: Init, tp: TpGroup, recompute: str):
+    def __init__(self, index: int, cfg: TinyConfig, init: Init, tp: TpGroup, recompute: str, lora: LoraConfig | None):
         super().__init__()
         name = f"layers.{index}"
         self.full_recompute = recompute == "full"
         self.norm1 = Norm(f"{name}.norm1", cfg, init, tp)
-        self.attn = Attention(f"{name}.attn", cfg, init, tp, recompute == "selective")
+        self.attn = Attention(f"{name}.attn", cfg, init, tp, recompute == "selective", lora)
         self.norm2 = Norm(f"{name}.norm2", cfg, init, tp)
-        self.mlp = Mlp(f"{name}.mlp", cfg, init, tp)
+        self.mlp = Mlp(f"{name}.mlp", cfg, init, tp, lora)
 
     def _forward(self, x):
         x = x + self.attn(self.norm1(x))
@@ -173,15 +183,20 @@ class Head(nn.Module):
 
 
 class Chunk(nn.Module):
-    """Layers [first, end) of the model, with the embedding before and/or the head after."""
+    """Layers [first, end) of the model, with the embedding before and/or the head after;
+    with `lora`, adapters on every projection and everything else frozen."""
 
-    def __init__(self, cfg: TinyConfig, first: int, end: int, init: Init, tp: TpGroup, recompute: str):
+    def __init__(self, cfg: TinyConfig, first: int, end: int, init: Init, tp: TpGroup, recompute: str,
+                 lora: LoraConfig | None = None):
         super().__init__()
         self.embed = Embedding(cfg, init, tp) if first == 0 else None
-        self.layers = nn.ModuleList(Layer(k, cfg, init, tp, recompute) for k in range(first, end))
+        self.layers = nn.ModuleList(Layer(k, cfg, init, tp, recompute, lora) for k in range(first, end))
         self.first = first
         shared = self.embed.word if (self.embed is not None and cfg.tied_embeddings) else None
         self.head = Head(cfg, init, tp, shared) if end == cfg.layers else None
+        if lora is not None:
+            for name, p in self.named_parameters():
+                p.requires_grad_(is_adapter(name))
 
     def forward(self, x):
         if self.embed is not None:
@@ -191,9 +206,11 @@ class Chunk(nn.Module):
         return self.head(x) if self.head is not None else x
 
     def global_parameters(self) -> list[tuple[str, nn.Parameter]]:
-        """(global name, parameter) in a fixed order; layer indices are the model's."""
+        """(global name, trained parameter) in a fixed order; layer indices are the model's."""
         out = []
         for name, p in self.named_parameters():
+            if not p.requires_grad:
+                continue
             if name.startswith("layers."):
                 _, k, rest = name.split(".", 2)
                 name = f"layers.{self.first + int(k)}.{rest}"

@@ -3,7 +3,9 @@
 Shoeybi et al. 2019, section 3 and figure 3: `f` is the identity forward and an all-reduce
 backward (before a column-parallel layer); `g` is an all-reduce forward and the identity
 backward (after a row-parallel layer). Parameters carry `full_shape` and `shard_dim` so that
-gradients can be synchronised across data-parallel replicas of different tensor-parallel degree.
+gradients can be synchronised across data-parallel replicas of different tensor-parallel degree;
+`tp_partial` marks the replicated LoRA factors whose gradient is a sum over the group's ranks
+(planner.runtime.lora).
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+
+from planner.runtime.lora import FullAdapter, Nf4Weight
 
 
 @dataclass
@@ -75,27 +79,64 @@ def shard_parameter(full: torch.Tensor, shard_dim: int | None, tp: TpGroup) -> n
     return p
 
 
-class ColumnLinear(nn.Module):
-    """y = x W^T + b with W's output rows split across the group; input must have passed `f`."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, tp: TpGroup):
-        super().__init__()
-        self.weight = shard_parameter(weight, 0, tp)
-        self.bias = shard_parameter(bias, 0, tp) if bias is not None else None
-
-    def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+def partial_over_tp(p: nn.Parameter) -> nn.Parameter:
+    """Mark a replicated parameter whose gradient each tensor-parallel rank holds only a part of
+    (the parts sum to the replica's gradient) rather than a copy of."""
+    p.tp_partial = True
+    return p
 
 
-class RowLinear(nn.Module):
-    """y = g(x_local W_local^T) + b with W's input columns split across the group."""
+class _TpLinear(nn.Module):
+    """A linear layer's base weight (trained; or frozen, dense or NF4, in adapter jobs) and its LoRA
+    adapter y += s x A^T B^T, split as the base is. Column-parallel (W's rows split): A whole, B's
+    rows split. Row-parallel (W's columns split): A's columns split, B whole, and the adapter's
+    partial product joins the base's before `g`. Either way the whole factor's gradient on a rank is
+    that rank's part of the sum (`tp_partial`), which the data-parallel sync adds up."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, tp: TpGroup):
+    def __init__(self, weight, bias, tp: TpGroup, adapter: FullAdapter | None, weight_dim: int,
+                 bias_dim: int | None):
         super().__init__()
         self.tp = tp
-        self.weight = shard_parameter(weight, 1, tp)
-        self.bias = shard_parameter(bias, None, tp) if bias is not None else None
+        quantised = adapter is not None and adapter.nf4_base
+        self.nf4 = Nf4Weight(weight, weight_dim if tp.size > 1 else None, tp.rank, tp.size) if quantised else None
+        self.weight = None if quantised else shard_parameter(weight, weight_dim, tp)
+        self.bias = shard_parameter(bias, bias_dim, tp) if bias is not None else None
+        self.lora_a = self.lora_b = None
+        if adapter is not None:
+            column = weight_dim == 0
+            self.scale = adapter.scale
+            self.lora_a = shard_parameter(adapter.a, None if column else 1, tp)
+            self.lora_b = shard_parameter(adapter.b, 0 if column else None, tp)
+            partial_over_tp(self.lora_a if column else self.lora_b)
+
+    def base_weight(self) -> torch.Tensor:
+        return self.nf4() if self.nf4 is not None else self.weight
+
+    def plus_adapter(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.lora_a is None:
+            return y
+        return y + self.scale * F.linear(F.linear(x, self.lora_a), self.lora_b)
+
+
+class ColumnLinear(_TpLinear):
+    """y = x W^T + b with W's output rows split across the group; input must have passed `f`."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, tp: TpGroup,
+                 adapter: FullAdapter | None = None):
+        super().__init__(weight, bias, tp, adapter, weight_dim=0, bias_dim=0)
 
     def forward(self, x):
-        y = reduce_from_tp(F.linear(x, self.weight), self.tp)
+        return self.plus_adapter(x, F.linear(x, self.base_weight(), self.bias))
+
+
+class RowLinear(_TpLinear):
+    """y = g(x_local W_local^T) + b with W's input columns split across the group; an adapter's
+    partial product x_local A_local^T B^T joins the base's before the one all-reduce."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, tp: TpGroup,
+                 adapter: FullAdapter | None = None):
+        super().__init__(weight, bias, tp, adapter, weight_dim=1, bias_dim=None)
+
+    def forward(self, x):
+        y = reduce_from_tp(self.plus_adapter(x, F.linear(x, self.base_weight())), self.tp)
         return y + self.bias if self.bias is not None else y

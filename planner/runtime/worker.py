@@ -11,8 +11,10 @@ backward pass, so a replica's accumulated gradient is its sample share of the fu
 the stage's gradient is the plain sum over replicas. Replicas of one stage may differ in
 tensor-parallel degree, so each rank contributes its gradient placed into the full-shaped tensor
 (replicated parameters divided by tp) and one all-reduce over the stage's ranks gives every rank
-the full gradient, of which it keeps its slice. Tied embeddings: the first and last stage hold
-copies whose gradients are summed afterwards (Megatron-LM's embedding group).
+the full gradient, of which it keeps its slice. A LoRA factor replicated across a tensor-parallel
+group holds only its rank's part of the gradient (planner.runtime.parallel.partial_over_tp) and
+goes in undivided. Tied embeddings: the first and last stage hold copies whose gradients are summed
+afterwards (Megatron-LM's embedding group); adapter jobs freeze them.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from planner.chunks import chunk_layers
+from planner.runtime.lora import LoraConfig
 from planner.runtime.model import Chunk, Init, lm_loss
 from planner.runtime.parallel import TpGroup
 from planner.runtime.ranks import RankInfo, micro_batch_owners, replica_ranks
@@ -104,7 +107,8 @@ class Worker:
         self.owners = micro_batch_owners(self.plan)
         dtype = getattr(torch, spec.dtype)
         init = Init(spec.seed, dtype)
-        self.chunks = [Chunk(spec.cfg, a, b, init, self.groups.tp, self.plan.recompute.value)
+        lora = LoraConfig.of(self.plan.training)
+        self.chunks = [Chunk(spec.cfg, a, b, init, self.groups.tp, self.plan.recompute.value, lora)
                        for a, b in chunk_layers(self.plan)[me.stage]]
         self.params = [np for chunk in self.chunks for np in chunk.global_parameters()]
         self.ops = spec.orders[(me.stage, me.replica)]
@@ -184,7 +188,7 @@ class Worker:
         for _, p in self.params:
             full = torch.zeros(p.full_shape, dtype=p.dtype)
             if p.shard_dim is None:
-                full.copy_(p.grad / tp.size)
+                full.copy_(p.grad if getattr(p, "tp_partial", False) else p.grad / tp.size)
             else:
                 size = p.shape[p.shard_dim]
                 full.narrow(p.shard_dim, tp.rank * size, size).copy_(p.grad)
@@ -193,8 +197,9 @@ class Worker:
         if self.groups.stage is not None:
             dist.all_reduce(flat, group=self.groups.stage)
         fulls = [f.view(p.full_shape) for f, (_, p) in zip(torch.split(flat, [f.numel() for f in fulls]), self.params)]
-        if self.groups.embedding is not None:
-            k = next(n for n, (name, _) in enumerate(self.params) if name == "embed.word")
+        names = [name for name, _ in self.params]
+        if self.groups.embedding is not None and "embed.word" in names:     # trained, so on both ends
+            k = names.index("embed.word")
             emb = fulls[k] / len(self.groups.stage_ranks[self.me.stage])
             dist.all_reduce(emb, group=self.groups.embedding)
             fulls[k] = emb
