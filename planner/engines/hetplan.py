@@ -1,8 +1,9 @@
-"""hetplan's own runtime (`hetplan run-local`, planner/runtime): every plan feature.
+"""hetplan's own runtime (`hetplan run-local`, planner/runtime): every plan feature but CPU offload.
 
 It runs what the plan format states, on torch.distributed: stages of any layer count, replicas of
 several pools and tensor-parallel degrees in one stage with uneven sample shares, ZeRO 0-3,
-interleaved 1F1B and GPipe, every recompute kind (planner/runtime/parallel.py and worker.py).
+interleaved 1F1B and GPipe, every recompute kind (planner/runtime/parallel.py and worker.py), LoRA and
+QLoRA adapters with an NF4 base (planner/runtime/lora.py); it refuses offload (planner/runtime/launch.py).
 Its execution is the cost model's floor: gradients reduced in 16 bits in buckets behind the last
 backward pass, ZeRO collectives hidden behind compute where compute is longer, no fixed per-layer
 cost, 1.5 GiB of framework memory. Every other engine costs at least as much
@@ -23,5 +24,6 @@ ENGINE = Engine(
     sources={"space": "planner/runtime/parallel.py, planner/runtime/worker.py (run-local executes every field of "
                       "hetplan.plan/1)",
              "execution": "the cost model's own assumptions: docs/cost-model.md"},
-    summary="every plan feature, on CPUs with `hetplan run-local`; the reference the cost model describes",
+    summary="every plan feature but CPU offload, on CPUs with `hetplan run-local`; the reference the cost model "
+            "describes",
 )
