@@ -16,12 +16,13 @@ import streamlit as st
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.flops import model_params
-from planner.types import GIB, Model, Precision
+from planner.types import GIB, MAX_LORA_RANK, Model, Precision
 from ui import session
 from ui.engines import short_version
 from ui.markup import md
 from ui.planning import baseline_time_limit_s, catalog
-from ui.state import DEFAULT_TIME_LIMIT_S, MAX_TIME_LIMIT_S, OBJECTIVES, PRECISION_HELP, PRECISIONS, TF32_CHOICES
+from ui.state import (DEFAULT_TIME_LIMIT_S, JOB_KIND_HELP, JOB_KIND_LABELS, JOB_KINDS, MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP,
+                      OFFLOADS, PRECISION_HELP, PRECISIONS, TF32_CHOICES)
 
 POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour"]
 CUSTOM = "custom architecture…"
@@ -215,6 +216,9 @@ class JobInputs:
     time_limit_s: float
     engine: str = DEFAULT_ENGINE
     tf32: bool | None = None
+    job_kind: str = "pretrain"
+    lora_rank: int = 16
+    offload: str = "auto"
 
 
 def engine_label(name: str) -> str:
@@ -263,6 +267,34 @@ def tf32_picker(current: bool | None, engine: str, slot) -> bool | None:
     return current
 
 
+ADAPTER_KINDS = ("lora", "qlora")
+
+
+def _help_list(labels: dict, texts: dict) -> str:
+    return "\n".join(f"- **{md(labels.get(name, name))}**: {md(text)}" for name, text in texts.items())
+
+
+def training_inputs(state) -> None:
+    """Job kind, the adapters' rank (LoRA, QLoRA) and where the model states live (offload)."""
+    p = session.WIDGET_PREFIX
+    edits = session.edits_state
+    c1, c2, c3 = st.columns(3)
+    kind = state.job_kind if state.job_kind in JOB_KINDS else JOB_KINDS[0]
+    c1.selectbox("job kind", JOB_KINDS, index=JOB_KINDS.index(kind), format_func=JOB_KIND_LABELS.get,
+                 help="What is trained and what the GPUs store:\n\n" + _help_list(JOB_KIND_LABELS, JOB_KIND_HELP),
+                 **edits(p + "job_kind", lambda v: {"job_kind": v}))
+    if kind in ADAPTER_KINDS:
+        c2.number_input("LoRA rank", min_value=1, max_value=MAX_LORA_RANK, step=1, value=int(state.lora_rank),
+                        help="the rank r of each adapter: r × (in + out) trained parameters per adapted matrix",
+                        **edits(p + "lora_rank", lambda v: {"lora_rank": int(v)}))
+    offload = state.offload if state.offload in OFFLOADS else OFFLOADS[0]
+    c3.selectbox("offload (model states in CPU memory)", OFFLOADS, index=OFFLOADS.index(offload),
+                 help="Where the optimizer states (and weights) live; offload needs an engine that runs it and "
+                      "CPU memory on the nodes (`host_memory_gib` in the cluster file):\n\n"
+                      + _help_list({}, OFFLOAD_HELP),
+                 **edits(p + "offload", lambda v: {"offload": v}))
+
+
 def _objective(objective: str) -> dict:
     """The deadline counts only under the deadline objective (it would change the job's key for nothing)."""
     deadline = st.session_state.get(session.WIDGET_PREFIX + "deadline") if objective == "deadline" else None
@@ -286,6 +318,7 @@ def job_inputs(state) -> JobInputs:
     engine_picker(state.engine)
     if state.precision == Precision.FP32.value:
         tf32_picker(state.tf32, state.engine, c4)
+    training_inputs(state)
     c4, c5, c6, c7 = st.columns(4)
     c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0, value=(state.tokens_to_train or 0) / 1e9,
                     help="0: leave out time and dollars to train",
@@ -303,7 +336,8 @@ def job_inputs(state) -> JobInputs:
                          "its best plan and how far from optimal that can be, by the cost model.",
                     **edits(TIME_LIMIT_WIDGET, lambda v: {"time_limit_s": float(v)}))
     return JobInputs(state.global_batch, state.seq_len, state.precision, state.tokens_to_train, state.objective,
-                     state.deadline_hours, state.time_limit_s, state.engine, state.tf32)
+                     state.deadline_hours, state.time_limit_s, state.engine, state.tf32, state.job_kind,
+                     state.lora_rank, state.offload)
 
 
 TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"

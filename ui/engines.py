@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from catalog import plan_from_dict, without_output_keys
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
-from planner.types import InputError, Plan, Precision
+from planner.types import InputError, JobKind, Offload, Plan, Precision
 from ui.markup import md
 from ui.planning import catalog
 
@@ -49,6 +49,16 @@ def with_engine(plan: dict, name: str) -> dict:
 def engines_that_train(precision: Precision) -> list[str]:
     """The titles of the engines whose space has `precision`."""
     return [e.title for e in ENGINES.values() if precision in e.space.precisions]
+
+
+def engines_that_run(kind: JobKind) -> list[str]:
+    """The titles of the engines whose space has job kind `kind`."""
+    return [e.title for e in ENGINES.values() if kind in e.space.job_kinds]
+
+
+def engines_that_offload(offload: Offload) -> list[str]:
+    """The titles of the engines that run `offload` (every engine runs none)."""
+    return [e.title for e in ENGINES.values() if e.space.offload_zero_stages(offload)]
 
 
 @dataclass(frozen=True)

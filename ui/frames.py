@@ -1,11 +1,14 @@
 """Planner objects as DataFrames, the input of `ui.charts` and of the tables the views show."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from planner.placement import place
 from planner.report import format_duration
 from planner.types import GIB, Cluster, Estimate, Plan
+from ui.state import JOB_KIND_LABELS
 
 
 def gpu_grid(cluster: Cluster, plan: Plan | None) -> pd.DataFrame:
@@ -74,7 +77,8 @@ def memory_groups(mem: pd.DataFrame) -> pd.DataFrame:
 
 
 def memory(est: Estimate) -> pd.DataFrame:
-    """One row per replica, GiB per GPU by kind, with the GPU's capacity."""
+    """One row per replica, GiB per GPU by kind, with the GPU's capacity; where states are offloaded,
+    also the GiB each GPU keeps in CPU memory and its share of the node's CPU memory (inf: not set)."""
     rows = []
     for r in est.replicas:
         m = r.memory
@@ -82,8 +86,12 @@ def memory(est: Estimate) -> pd.DataFrame:
                      "weights": m.weights_bytes / GIB, "gradients": m.gradients_bytes / GIB,
                      "optimizer": m.optimizer_bytes / GIB, "activations": m.activations_bytes / GIB,
                      "overhead": m.overhead_bytes / GIB, "total": m.total_bytes / GIB,
-                     "capacity": m.capacity_bytes / GIB})
-    return pd.DataFrame(rows)
+                     "capacity": m.capacity_bytes / GIB, "cpu_offloaded": m.host_bytes / GIB,
+                     "cpu_capacity": m.host_capacity_bytes / GIB if math.isfinite(m.host_capacity_bytes) else None})
+    df = pd.DataFrame(rows)
+    if not any(r.memory.host_bytes > 0 for r in est.replicas):
+        df = df.drop(columns=["cpu_offloaded", "cpu_capacity"])
+    return df
 
 
 NOISE_S = 1e-9        # a term shorter than a nanosecond (or a billionth of the longest) is rounding, not time
@@ -145,7 +153,22 @@ def plan_shape(plan: Plan) -> str:
              f"{plan.precision.value}", f"{schedule} schedule"]
     if plan.sequence_parallel:
         parts.insert(3, "sequence-parallel")
+    if plan.training.kind.value != "pretrain" or plan.offload.value != "none":
+        parts.append(plan_training_text(plan))
     return " · ".join(parts)
+
+
+def training_text(kind: str, lora_rank: int, offload: str) -> str:
+    """"pretrain", "LoRA rank 16, offload optimizer", "QLoRA rank 8, offload auto"."""
+    text = JOB_KIND_LABELS.get(kind, kind)
+    if kind in ("lora", "qlora"):
+        text += f" rank {lora_rank}"
+    return text + ("" if offload == "none" else f", offload {offload}")
+
+
+def plan_training_text(plan: Plan) -> str:
+    """The plan's job kind and offload, as `training_text` says them."""
+    return training_text(plan.training.kind.value, plan.training.lora_rank, plan.offload.value)
 
 
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "overhead")

@@ -19,7 +19,7 @@ from catalog.errors import from_validation_error
 from catalog.loader import model_from_entry
 from catalog.schema import InlineModelEntry
 from planner.cost import evaluate
-from planner.types import Cluster, InputError, Job, Model, Objective, Plan, Precision
+from planner.types import Cluster, InputError, Job, JobKind, Model, Objective, Offload, Plan, Precision, Training
 from ui.state import AppState
 
 PLANNER_MISSING = ("The planner (planner.search) is not available in this installation yet. "
@@ -79,11 +79,19 @@ def build_model(model: str | dict) -> Model:
 
 
 def build_job(state: AppState) -> Job:
-    """The job the search plans, for the engine chosen on Compose (`state.engine`)."""
+    """The job the search plans, for the engine chosen on Compose (`state.engine`). Offload "auto"
+    is a job without offload that the search may offload (`offload_search`)."""
     precision = None if state.precision == "auto" else Precision(state.precision)
+    offload = Offload.NONE if state.offload == "auto" else Offload(state.offload)
     return Job(model=build_model(state.model), global_batch=state.global_batch, seq_len=state.seq_len,
                precision=precision, tokens_to_train=state.tokens_to_train, engine=state.engine,
-               tf32=state.tf32 if precision == Precision.FP32 else None)
+               tf32=state.tf32 if precision == Precision.FP32 else None,
+               training=Training(JobKind(state.job_kind), state.lora_rank), offload=offload)
+
+
+def offload_search(state: AppState) -> str:
+    """planner.search.search's `offload`: "auto" tries offload where memory limits; "fixed" keeps the job's."""
+    return "auto" if state.offload == "auto" else "fixed"
 
 
 def build_plan(state: AppState, cluster: Cluster) -> Plan:
@@ -127,7 +135,8 @@ def _search(job_key: str, top_k: int) -> Outcome:
         cluster, job = build_cluster(state), build_job(state)
         result = search(cluster, job, objective=Objective(state.objective),
                         deadline_hours=state.deadline_hours, top_k=top_k, method="hetplan",
-                        options=search_options(SearchOptions, state.time_limit_s))
+                        options=search_options(SearchOptions, state.time_limit_s),
+                        offload=offload_search(state))
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:

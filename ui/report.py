@@ -37,8 +37,8 @@ def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str,
     return [
         ("cluster", f"{cluster.name}: " + ", ".join(f"{p.num_gpus} × {p.gpu.id}" for p in cluster.pools)),
         ("model", f"{plan.model.name} ({plan.model.num_params / 1e9:.1f} B parameters)"),
-        ("job", f"global batch {plan.global_batch} × {plan.seq_len} tokens, {precision_text(plan)}, "
-                f"micro-batch {plan.micro_batch}"),
+        ("job", f"{frames.plan_training_text(plan)}, global batch {plan.global_batch} × {plan.seq_len} tokens, "
+                f"{precision_text(plan)}, micro-batch {plan.micro_batch}"),
         ("engine", f"{engine_title(plan.engine)} · {short_version(ENGINES[plan.engine].version)}: the plan is "
                    "predicted as this engine runs it"),
         ("plan", f"{plan.num_stages} stages on {plan.num_gpus} GPUs, ZeRO {plan.zero_stage}, "

@@ -8,6 +8,7 @@ import streamlit as st
 from planner.types import InputError
 from ui import session
 from ui.engines import pinned, plan_engine, title
+from ui.frames import training_text
 from ui.markup import md
 from ui.planning import build_cluster, build_model
 from ui.state import LEFT_OUT_OF_THE_LINK
@@ -36,6 +37,15 @@ def engine_text(state) -> str:
     return text
 
 
+def plan_training(plan: dict | None) -> str:
+    """The job kind and offload of the plan on view (plan file format), "" for no plan."""
+    if not isinstance(plan, dict):
+        return ""
+    job = plan.get("job") if isinstance(plan.get("job"), dict) else {}
+    kind, rank, offload = job.get("kind", "pretrain"), job.get("lora_rank", 16), plan.get("offload", "none")
+    return training_text(str(kind), rank, str(offload))
+
+
 def render(slot) -> None:
     """The summary and the Plan button, drawn into `slot` (a sidebar container)."""
     state = session.get()
@@ -55,9 +65,13 @@ def render(slot) -> None:
         except InputError:
             st.markdown("**Model** needs fixing (see Compose)")
         tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
-        st.markdown(f"**Job** batch {state.global_batch} × {state.seq_len} tokens, {precision_text(state)}"
+        st.markdown(f"**Job** {md(training_text(state.job_kind, state.lora_rank, state.offload))}, batch "
+                    f"{state.global_batch} × {state.seq_len} tokens, {precision_text(state)}"
                     f"{tokens}; objective {state.objective}; search limit {state.time_limit_s:g} CPU s")
         st.markdown(engine_text(state))
+        on_view = plan_training(state.plan)
+        if on_view:
+            st.markdown(f"**Plan on view** {md(on_view)}")
         st.button("Plan", type="primary", width="stretch", icon=":material/rocket_launch:", key="sidebar_plan",
                   on_click=request_plan)
         left_out = st.session_state.get("url_too_long")

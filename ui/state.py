@@ -2,7 +2,7 @@
 
 A link carries `v` (the encoding version) and `s`: base64url of zlib-compressed JSON of
 `AppState`. Hand-written links may instead use readable parameters (`preset`, `model`,
-`batch`, `seq`, `objective`); `s` wins when both are present. A bad, foreign or oversized
+`batch`, `seq`, `objective`, `engine`, `job_kind`, `lora_rank`, `offload`); `s` wins when both are present. A bad, foreign or oversized
 link never raises: `decode` returns the defaults and a warning a person can read.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from catalog.files import check_document_size
 from catalog.schema import InlineModelEntry
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
-from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, InputError
+from planner.types import MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN, InputError, JobKind, Offload
 
 VERSION = "1"
 MAX_PARAM_CHARS = 12_000            # browsers and proxies keep URLs of ~16 kB; leave room
@@ -46,6 +46,27 @@ PRECISION_HELP = {
            "engine that runs it (Megatron-LM, torchtitan); MFU stays against the 16-bit peak",
 }
 TF32_CHOICES = (None, True, False)     # the engine's default, on, off
+JOB_KINDS = tuple(k.value for k in JobKind)                        # pretrain, full-finetune, lora, qlora
+JOB_KIND_LABELS = {"pretrain": "pretrain", "full-finetune": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
+JOB_KIND_HELP = {
+    "pretrain": "every weight trained from scratch; GPUs hold 16-bit weights, fp32 gradients, master weights and "
+                "Adam states (18 bytes a parameter before sharding)",
+    "full-finetune": "every weight trained from a checkpoint: the same memory and time as pretraining",
+    "lora": "the base weights frozen in 16 bits; only low-rank adapters (of the rank below) are trained, so "
+            "gradients and optimizer states are the adapters' alone (Hu et al. 2021)",
+    "qlora": "the base weights frozen and stored in 4-bit NF4 (about 0.5 bytes a parameter), adapters trained in "
+             "16 bits (Dettmers et al. 2023)",
+}
+OFFLOADS = ("auto",) + tuple(o.value for o in Offload)               # auto, none, optimizer, optimizer+params
+OFFLOAD_HELP = {
+    "auto": "no offload, unless GPU memory limits the plan and the engine offloads: then each offload it runs is "
+            "searched too and the best answer wins",
+    "none": "every model state in GPU memory",
+    "optimizer": "fp32 master weights, Adam states and fp32 gradients in the node's CPU memory, updated by the CPU "
+                 "(ZeRO-Offload; needs ZeRO 1 or more)",
+    "optimizer+params": "the optimizer and the 16-bit weights in CPU memory, weights streamed in per layer "
+                        "(ZeRO-Infinity style; needs ZeRO 3)",
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -82,6 +103,9 @@ class AppState:
     plan: dict | None = None
     engine: str = DEFAULT_ENGINE    # the engine the search plans for (planner.engines); a link without it: hetplan's
     tf32: bool | None = None        # fp32 only: TF32 matmuls on or off; None: the engine's default
+    job_kind: str = JobKind.PRETRAIN.value   # planner.types.JobKind; a link without it: pretraining
+    lora_rank: int = 16             # adapter rank, for lora and qlora
+    offload: str = "auto"           # "auto" (the search tries offload where memory limits) or a fixed Offload
 
     def job_key(self) -> str:
         """What the planner's answer depends on, as one JSON string (a cache key)."""
@@ -112,6 +136,7 @@ def _checked(state: AppState) -> AppState:
         problems.append(f"engine must be one of {tuple(ENGINES)}, got {_short(state.engine)}")
     if state.tf32 not in TF32_CHOICES or not isinstance(state.tf32, (bool, type(None))):
         problems.append(f"tf32 must be true, false or empty (the engine's default), got {_short(state.tf32)}")
+    problems += _job_problems(state)
     if state.objective not in OBJECTIVES:
         problems.append(f"objective must be one of {OBJECTIVES}, got {_short(state.objective)}")
     for name in ("tokens_to_train", "deadline_hours"):
@@ -128,6 +153,36 @@ def _checked(state: AppState) -> AppState:
     if problems:
         raise ValueError("; ".join(problems))
     return state
+
+
+def _job_problems(state: AppState) -> list[str]:
+    """What is wrong with the job kind, LoRA rank and offload (each a message naming the value)."""
+    problems = []
+    if not isinstance(state.job_kind, str) or state.job_kind not in JOB_KINDS:
+        problems.append(f"job_kind must be one of {JOB_KINDS}, got {_short(state.job_kind)}")
+    v = state.lora_rank
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= MAX_LORA_RANK:
+        problems.append(f"lora_rank must be a whole number from 1 to {MAX_LORA_RANK:,}, got {_short(v)}")
+    if not isinstance(state.offload, str) or state.offload not in OFFLOADS:
+        problems.append(f"offload must be one of {OFFLOADS}, got {_short(state.offload)}")
+    return problems
+
+
+JOB_DEFAULTS = {f.name: f.default for f in fields(AppState) if f.name in ("job_kind", "lora_rank", "offload")}
+
+
+def _readable_job(data: dict) -> tuple[dict, list[str]]:
+    """`data` with each unreadable job kind, LoRA rank or offload replaced by its default (a link from
+    another version, or edited by hand), and a warning for each; the rest of the link stays."""
+    data, warnings = dict(data), []
+    for name, default in JOB_DEFAULTS.items():
+        if name not in data:
+            continue
+        problems = _job_problems(AppState(**{name: data[name]}))
+        if problems:
+            warnings.append(f"{problems[0]}; using {default!r} instead")
+            data[name] = default
+    return data, warnings
 
 
 def encode(state: AppState) -> dict[str, str]:
@@ -195,7 +250,8 @@ def _from_token(token: str) -> tuple[AppState, list[str]]:
     if unknown:
         raise ValueError(f"the link's state has unknown keys {unknown}")
     data, warnings = _known_engine(data)
-    return _checked(AppState(**data)), warnings
+    data, job_warnings = _readable_job(data)
+    return _checked(AppState(**data)), warnings + job_warnings
 
 
 def _from_readable(params: Mapping[str, str]) -> tuple[AppState, list[str]]:
@@ -220,6 +276,14 @@ def _from_readable(params: Mapping[str, str]) -> tuple[AppState, list[str]]:
         known, engine_warnings = _known_engine({"engine": params["engine"]})
         state = replace(state, **known)
         warnings += engine_warnings
+    job = {name: params[name] for name in JOB_DEFAULTS if name in params}
+    if "lora_rank" in job:
+        try:
+            job["lora_rank"] = int(job["lora_rank"])
+        except ValueError:
+            pass              # _readable_job says so
+    job, job_warnings = _readable_job(job)
+    state, warnings = replace(state, **job), warnings + job_warnings
     try:
         return _checked(state), warnings
     except ValueError as e:

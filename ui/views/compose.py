@@ -8,13 +8,13 @@ import streamlit as st
 from catalog import cluster_from_dict, cluster_to_yaml
 from catalog.files import parse_yaml
 from planner.engines import ENGINES
-from planner.types import InputError, Precision
+from planner.types import InputError, JobKind, Offload, Precision
 from ui import compose, session
-from ui.engines import engines_that_train
+from ui.engines import engines_that_offload, engines_that_run, engines_that_train
 from ui.markup import file_stem, md
 from ui.planning import build_cluster, build_model, catalog
 from ui.sidebar import request_plan
-from ui.state import presets
+from ui.state import JOB_KIND_LABELS, presets
 from ui.views.common import show_error
 
 
@@ -106,6 +106,27 @@ def _job_section() -> None:
         st.warning("A deadline needs **tokens to train** (billions) to know how long training takes.",
                    icon=":material/schedule:")
     _precision_notes(job)
+    _training_notes(job)
+
+
+def _training_notes(job) -> None:
+    """A job kind or a fixed offload the chosen engine does not run: say so, and which engines do."""
+    engine = ENGINES[job.engine]
+    kind = JobKind(job.job_kind)
+    label = JOB_KIND_LABELS[job.job_kind]
+    if kind not in engine.space.job_kinds:
+        runners = engines_that_run(kind)
+        st.warning(f"**{md(engine.title)} does not run {md(label)} jobs.** {md(', '.join(runners))} "
+                   f"{'does' if len(runners) == 1 else 'do'}: choose one as the engine above, or another job "
+                   f"kind. The planner refuses {md(label)} under {md(engine.title)}.", icon=":material/block:")
+    if job.offload in ("auto", Offload.NONE.value):
+        return
+    offload = Offload(job.offload)
+    if not engine.space.offload_zero_stages(offload):
+        runners = engines_that_offload(offload)
+        st.warning(f"**{md(engine.title)} does not offload {md(offload.value)} to CPU memory.** "
+                   f"{md(', '.join(runners)) or 'No engine'} {'does' if len(runners) == 1 else 'do'}: choose one as "
+                   "the engine above, or offload auto or none.", icon=":material/block:")
 
 
 def _precision_notes(job) -> None:

@@ -23,7 +23,22 @@ def render() -> None:
             "capacity; a bar above its tick does not fit.")
     gib = {c: st.column_config.NumberColumn(f"{c} GiB", format="%.2f")
            for c in ("weights", "gradients", "optimizer", "activations", "overhead", "total", "capacity")}
+    if "cpu_offloaded" in groups:
+        _offloaded(groups, cur.plan.offload.value)
     st.dataframe(groups, hide_index=True, width="stretch", column_config={
         **gib, "gpu_type": st.column_config.TextColumn("GPU type"),
+        "cpu_offloaded": st.column_config.NumberColumn(
+            "offloaded to CPU GiB", format="%.2f", help="model states this GPU keeps in its node's CPU memory"),
+        "cpu_capacity": st.column_config.NumberColumn(
+            "CPU memory share GiB", format="%.0f",
+            help="this GPU's share of its node's CPU memory (host_memory_gib in the cluster file; empty: not set)"),
         "tp": st.column_config.NumberColumn("tensor-parallel"),
         "replicas": st.column_config.NumberColumn("replicas", help="identical replicas; the fullest is shown")})
+
+
+def _offloaded(groups, offload: str) -> None:
+    """The states offloaded to CPU memory: the bars above leave them out, so say how much they are."""
+    most = groups.loc[groups["cpu_offloaded"].idxmax()]
+    st.info(f"**Offload {md(offload)}:** each GPU also keeps model states in its node's CPU memory, not in the "
+            f"bars above: up to {most['cpu_offloaded']:,.1f} GiB a GPU ({md(most['pool'])}), the column "
+            "“offloaded to CPU” below.", icon=":material/memory:")

@@ -9,11 +9,12 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 
 from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
+from planner.training import model_states
 from planner.report import format_duration
 from planner.engines import ENGINES
-from planner.types import GIB, InputError, Precision
+from planner.types import GIB, InputError, JobKind, Offload, Precision
 from ui import charts, frames, session
-from ui.engines import engines_that_train, pinned, title
+from ui.engines import engines_that_offload, engines_that_run, engines_that_train, pinned, title
 from ui.markup import md
 from ui.planning import build_cluster, build_job, run_search
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
@@ -85,6 +86,21 @@ def _precision_hint() -> str | None:
             + "another precision.")
 
 
+def _job_hint() -> str | None:
+    """Where the engine chosen does not run the job kind or the fixed offload: which engines do (Compose)."""
+    state = session.get()
+    space = ENGINES[state.engine].space
+    if JobKind(state.job_kind) not in space.job_kinds:
+        runners = engines_that_run(JobKind(state.job_kind))
+        return (f"{md(title(state.engine))} does not run {md(state.job_kind)} jobs: on **Compose**, choose "
+                + (f"an engine that does ({md(', '.join(runners))}) or " if runners else "") + "another job kind.")
+    if state.offload != "auto" and not space.offload_zero_stages(Offload(state.offload)):
+        runners = engines_that_offload(Offload(state.offload))
+        return (f"{md(title(state.engine))} does not offload {md(state.offload)}: on **Compose**, choose "
+                + (f"an engine that does ({md(', '.join(runners))}) or " if runners else "") + "offload auto or none.")
+    return None
+
+
 def _engine_line(cur) -> None:
     """Which engine the plan on view is for, pinned, and whether the planner searches for another."""
     planned_for = session.get().engine
@@ -109,7 +125,7 @@ def model_state_shortfall(cluster, job) -> str:
     """One paragraph when weights, gradients and optimizer states (before activations, sharded as
     far as ZeRO-3 goes) need more than every GPU of the cluster holds; "" when they fit."""
     params = model_params(job.model)
-    per_param = sum(state_bytes_per_param(0, 1))
+    per_param = sum(state_bytes_per_param(0, 1, model_states(job.precision, job.training, job.model, job.offload)))
     state_bytes = params * per_param
     usable_bytes = sum(p.num_gpus * (p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES) for p in cluster.pools)
     if state_bytes <= usable_bytes:
@@ -318,7 +334,7 @@ def render() -> None:
     outcome = session.search_outcome()
     result = None
     if outcome is not None and outcome.error:
-        hint = _too_big_for_the_cluster() if outcome.kind == "infeasible" else _precision_hint()
+        hint = _too_big_for_the_cluster() if outcome.kind == "infeasible" else (_job_hint() or _precision_hint())
         show_error(outcome.error, outcome.kind, hint=hint)
     elif outcome is not None:
         result = outcome.result

@@ -29,10 +29,20 @@ def adopt_plan(plan: dict, cluster: dict | None = None) -> None:
     parsed = plan_from_dict(plan, catalog(), source="plan")
     changes = dict(plan={k: v for k, v in without_output_keys(plan).items() if k not in ("name", "notes")},
                    model=plan["model"], global_batch=parsed.global_batch, seq_len=parsed.seq_len,
-                   precision=parsed.precision.value, engine=parsed.engine, tf32=parsed.tf32)
+                   precision=parsed.precision.value, engine=parsed.engine, tf32=parsed.tf32,
+                   job_kind=parsed.training.kind.value, lora_rank=parsed.training.lora_rank,
+                   offload=_offload_setting(parsed.offload.value, session.get().offload))
     if cluster is not None:
         changes["cluster"] = cluster
     session.replace_all(replace(session.get(), **changes))
+
+
+def _offload_setting(plan_offload: str, current: str) -> str:
+    """The Compose offload that plans the adopted plan's job: its offload where it has one; for a plan
+    without, the current setting unless that is a fixed offload (then auto, which may leave it off)."""
+    if plan_offload != "none":
+        return plan_offload
+    return current if current in ("auto", "none") else "auto"
 
 
 def parse_plan_upload(name: str, content: bytes, cluster: dict) -> dict:
