@@ -63,7 +63,7 @@ def _plan(cluster: Cluster, job: Job, tp_div: int, uniform: bool) -> Plan:
 
 
 def search(cluster: Cluster, job: Job, objective=Objective.THROUGHPUT, deadline_hours=None, top_k=5,
-           method="hetplan", options=SearchOptions()) -> SearchResult:
+           method="hetplan", options=SearchOptions(), baselines=True, offload="auto") -> SearchResult:
     t0 = time.perf_counter()
     if job.global_batch > 100_000:
         raise InfeasibleError("fake: global batch too large")
