@@ -35,6 +35,7 @@ from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
+from planner.placement import fits_nodes
 from planner.types import (GIB, PLAN_FORMAT, PRETRAIN, Cluster, InputError, JobKind, Model, Offload, Plan, Pool,
                            Precision, Recompute, Replica, Schedule, Stage, Training)
 
@@ -200,7 +201,8 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     zero_stage=entry.zero_stage, recompute=Recompute(entry.recompute),
                     sequence_parallel=entry.sequence_parallel, schedule=Schedule(entry.schedule),
                     interleave=entry.interleave, engine=engine.name, tf32=entry.tf32,
-                    training=_training(entry.job), offload=Offload(entry.offload))
+                    training=_training(entry.job), offload=Offload(entry.offload),
+                    context_parallel=entry.context_parallel)
     except InputError as err:
         raise relocated(err, source) from None
     problems = engine.violations(plan)
@@ -249,6 +251,7 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         **({} if plan.tf32 is None else {"tf32": plan.tf32}),
         **({} if plan.training == PRETRAIN else {"job": _training_to_dict(plan.training)}),
         **({} if plan.offload == Offload.NONE else {"offload": plan.offload.value}),
+        **({} if plan.context_parallel == 1 else {"context_parallel": plan.context_parallel}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],
@@ -314,6 +317,11 @@ def check_plan_against_cluster(plan: Plan, cluster: Cluster) -> None:
             if r.tp > pool.gpus_per_node or pool.gpus_per_node % r.tp:
                 raise InputError(f"{at}.tp", f"tp {r.tp} must divide the {pool.gpus_per_node} GPUs per node "
                                              f"of pool {pool.name!r} (tensor parallelism stays inside a node)")
+            if not fits_nodes(plan.replica_gpus(r), pool.gpus_per_node):
+                raise InputError("context_parallel", f"a replica of tp {r.tp} x context_parallel "
+                                                     f"{plan.context_parallel} = {plan.replica_gpus(r)} GPUs neither "
+                                                     f"divides a node of pool {pool.name!r} ({pool.gpus_per_node} "
+                                                     f"GPUs) nor fills whole nodes; choose another degree")
             lack = supports(pool.gpu, plan.precision)
             if lack:
                 raise InputError(at, f"{lack}; use precision "

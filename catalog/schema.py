@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from planner.types import MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN
+from planner.types import MAX_CONTEXT_PARALLEL, MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN
 
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")]
 # Every whole number has a ceiling (most fields have their own, far lower, in planner.types):
@@ -212,4 +212,5 @@ class PlanEntry(Strict):
     engine: Optional[str] = None          # planner.engines; absent: hetplan's runtime (the format's first meaning)
     job: Optional[JobEntry] = None        # absent: pretraining
     offload: Literal["none", "optimizer", "optimizer+params"] = "none"
+    context_parallel: Annotated[int, Field(gt=0, le=MAX_CONTEXT_PARALLEL)] = 1
     stages: Annotated[list[StageEntry], Field(min_length=1, max_length=100_000)]

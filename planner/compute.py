@@ -9,6 +9,7 @@ parallelism, which move the same bytes). Tensor-parallel collectives are not ove
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -137,6 +138,7 @@ class PassTimes:
     backward_s: float
     tp_comm_s: float          # per micro-batch, forward + backward, included in the two above
     compute_s: float          # per micro-batch, forward + backward, excluding communication
+    cp_comm_s: float = 0.0    # per micro-batch, the context-parallel ring's exposed part, included above
 
 
 def gemm_efficiency(gpu: Gpu, smallest_dim: float) -> float:
@@ -155,14 +157,16 @@ def _memory_s(num_bytes: float, gpu: Gpu) -> float:
 
 def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, tp: int,
                         sequence_parallel: bool, flash_attention: bool, precision: Precision | None = None,
-                        tf32: bool = False, kernels: Kernels = Kernels.FUSED) -> tuple[float, float, float]:
+                        tf32: bool = False, kernels: Kernels = Kernels.FUSED, cp: int = 1) -> tuple[float, float, float]:
     """(projection matmuls, attention core, other element-wise work) seconds of one layer's
     forward. The attention core (Q K^T, softmax, dropout, scores V) is what selective
     recomputation reruns. `precision` (planner.numerics): the GEMMs' peaks and the bytes each
     element-wise pass moves; FP8 adds the casts of its GEMM inputs. `kernels`: how the engine runs
-    the element-wise ops (elementwise_elements_per_token)."""
+    the element-wise ops (elementwise_elements_per_token). `cp`: context parallelism, each GPU holding
+    s / cp of the sequence's tokens (causal attention load-balanced over the ranks, as Megatron-LM and
+    torchtitan split it: each rank's queries see 1/cp of the score work)."""
     s, b, t, h = seq_len, micro_batch, tp, model.hidden
-    tokens = s * b
+    tokens = s * b / cp
     act_bytes = numerics(precision).act_bytes
     smallest = min(tokens, h / t, model.ffn / t)
     projections = _matmul_s(tokens * layer_matmul_flops_per_token(model) / t, gpu, smallest,
@@ -176,7 +180,7 @@ def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, 
     if flash_attention:
         attention /= ATTENTION_MATMUL_SLOWDOWN  # fused kernel runs near GEMM rate (Dao 2023, FA-2)
     else:
-        score_passes = ELEMENTWISE_PASSES_SCORES * model.heads * s * s * b / t
+        score_passes = ELEMENTWISE_PASSES_SCORES * model.heads * s * s * b / t / cp
         attention += _memory_s(act_bytes * score_passes, gpu)
     elementwise = _memory_s(act_bytes * (hidden_passes + ffn_passes), gpu)
     if precision == Precision.FP8:
@@ -220,17 +224,19 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
                      precision: Precision | None = None, tf32: bool = False,
                      kernels: Kernels = Kernels.FUSED,
                      selective: SelectiveKind = SelectiveKind.ATTENTION_CORE,
-                     training: Training = PRETRAIN) -> PassTimes:
+                     training: Training = PRETRAIN, cp: int = 1, cp_bw: float = math.inf) -> PassTimes:
     """One micro-batch's forward and backward through `num_layers` layers (and the head).
     `layer_overhead_s`, `kernels` and `selective`: the engine's fixed cost per layer and pass, how it
     runs element-wise ops and what its selective recomputation reruns (planner.engines.base.Execution);
     `precision` and `tf32`: planner.numerics (None: 16-bit); `training`: the job kind
     (planner.training: a frozen base has no weight gradients; adapters and NF4 dequantisation add
-    work). The defaults are the cheapest but for adapter jobs, which are cheaper still."""
+    work); `cp` and `cp_bw`: the context-parallel degree and the bandwidth per GPU of its ring
+    (context_ring_s). The defaults are the cheapest but for adapter jobs, which are cheaper still."""
     proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
-                                           flash_attention, precision, tf32, kernels)
-    collective = tp_collective_s(model, seq_len, micro_batch, tp, link_bw, precision)
-    extra = adapter_pass_s(model, gpu, seq_len * micro_batch, tp, training, precision, tf32)
+                                           flash_attention, precision, tf32, kernels, cp)
+    collective = tp_collective_s(model, seq_len / cp, micro_batch, tp, link_bw, precision)
+    extra = adapter_pass_s(model, gpu, seq_len * micro_batch / cp, tp, training, precision, tf32)
+    ring_fwd, ring_bwd = context_ring_s(model, seq_len, micro_batch, tp, cp, cp_bw, attn, precision)
     backward_proj = backward_projection_factor(training)
     layer_fwd = proj + attn + elem + extra + layer_overhead_s
     layer_bwd = backward_proj * proj + 2 * (attn + elem + extra) + layer_overhead_s
@@ -238,6 +244,9 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
     if recompute == Recompute.FULL:
         layer_bwd += layer_fwd
         tp_bwd += 2 * collective
+        ring_bwd += ring_fwd
+    elif recompute == Recompute.SELECTIVE and selective == SelectiveKind.ATTENTION_CORE:
+        ring_bwd += ring_fwd          # the rerun attention core goes round the ring again
     elif recompute == Recompute.SELECTIVE and selective == SelectiveKind.OP_SAC:
         # every other matmul and every element-wise op again; SDPA and the reduce-scatters are
         # saved, the two sequence-parallel all-gathers (half an all-reduce each) are rerun
@@ -247,12 +256,31 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
         layer_bwd += attn
     head_fwd = head_bwd = 0.0
     if has_head:
-        tokens = seq_len * micro_batch
+        tokens = seq_len * micro_batch / cp
         head_fwd = _matmul_s(head_forward_flops(model, tokens) / tp, gpu, min(tokens, model.hidden),
                              other_peak_flops(gpu, precision, tf32))
         head_fwd += _memory_s(4 * 3 * tokens * model.vocab / tp, gpu)   # fp32 softmax + loss
         head_bwd = backward_proj * head_fwd
     compute = num_layers * (layer_fwd + layer_bwd) + head_fwd + head_bwd
     tp_total = num_layers * (tp_fwd + tp_bwd)
-    return PassTimes(num_layers * (layer_fwd + tp_fwd) + head_fwd,
-                     num_layers * (layer_bwd + tp_bwd) + head_bwd, tp_total, compute)
+    return PassTimes(num_layers * (layer_fwd + tp_fwd + ring_fwd) + head_fwd,
+                     num_layers * (layer_bwd + tp_bwd + ring_bwd) + head_bwd, tp_total, compute,
+                     num_layers * (ring_fwd + ring_bwd))
+
+
+def context_ring_s(model: Model, seq_len: int, micro_batch: int, tp: int, cp: int, cp_bw: float,
+                   attention_s: float, precision: Precision | None = None) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's context-parallel ring that attention does not hide
+    (Megatron-LM's default p2p ring; Liu et al. 2023, "Ring Attention", section 3): each of the cp - 1
+    steps passes this rank's key/value chunk (2 x s/cp x b x g / tp elements) to the next rank while
+    attention runs on the chunk it holds, 1/cp of the layer's attention time; the backward pass sends
+    the keys and values and their gradients, twice the bytes beside twice the attention work. A ring
+    step costs at least its latency."""
+    if cp == 1:
+        return 0.0, 0.0
+    g = model.kv_heads * model.head_dim
+    chunk = numerics(precision).act_bytes * 2 * (seq_len / cp) * micro_batch * g / tp
+    step = chunk / cp_bw + INTRA_NODE_LATENCY_S
+    per_step_attention = attention_s / cp
+    return ((cp - 1) * max(0.0, step - per_step_attention),
+            (cp - 1) * max(0.0, 2 * step - 2 * per_step_attention))

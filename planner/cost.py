@@ -17,11 +17,11 @@ from planner.explain import bottleneck
 from planner.flops import model_flops_per_iteration, stage_params
 from planner.memory import plan_states, replica_memory
 from planner.numerics import numerics
-from planner.placement import Links, place, structure_of
+from planner.placement import Links, context_ring_bw, place, structure_of
 from planner.schedule import simulate
 from planner.offload import HOST_ADAM_BYTES_PER_S_PER_NODE
 from planner.training import adapter_params
-from planner.types import GIB, Cluster, Offload, Estimate, Gpu, Plan, ReplicaEstimate, Stage, TimeTerm
+from planner.types import GIB, Cluster, Offload, Pool, Estimate, Gpu, Plan, ReplicaEstimate, Stage, TimeTerm
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,15 @@ def plan_links(cluster: Cluster, plan: Plan) -> Links:
                  numerics(plan.precision).act_bytes * plan.seq_len * plan.micro_batch * plan.model.hidden)
 
 
-def stage_passes(plan: Plan, stage: Stage, gpu: Gpu, tp: int, options: CostOptions = CostOptions()) -> PassTimes:
-    """One micro-batch's passes through `stage` on a replica of `tp` GPUs of this type, as the plan's
-    engine executes them (planner.compute.stage_pass_times with the engine's execution values)."""
-    run = engine_profile(plan.engine).execution
+def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOptions = CostOptions()) -> PassTimes:
+    """One micro-batch's passes through `stage` on a replica of `tp` GPUs (x the plan's context
+    parallelism) of this pool, as the plan's engine executes them (planner.compute.stage_pass_times
+    with the engine's execution values)."""
+    run, gpu, cp = engine_profile(plan.engine).execution, pool.gpu, plan.context_parallel
     return stage_pass_times(plan.model, gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
                             plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
                             gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
-                            run.kernels, run.selective_recompute, plan.training)
+                            run.kernels, run.selective_recompute, plan.training, cp, context_ring_bw(pool, tp, cp))
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
@@ -58,7 +59,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     wire = states.weight_comm_bytes             # bytes per weight element ZeRO-3 gathers
     p = plan.num_stages
     fwd, bwd, counts, replica_estimates = [], [], [], []
-    tp_comm, compute, zero_exposed = {}, {}, {}
+    tp_comm, cp_comm, compute, zero_exposed = {}, {}, {}, {}
     dp_sync, after_step = [], []
     for i, stage in enumerate(plan.stages):
         dp_bw, dp_lat = links.dp_group(i)
@@ -66,16 +67,17 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         params = stage_params(plan.model, stage.layer_start, stage.layer_end, p)
         min_tp = min(r.tp for r in stage.replicas)
         weight_bytes = params / min_tp * wire
-        zf, zb = zero_per_micro_batch_s(plan.zero_stage, weight_bytes, len(stage.replicas), dp_bw, dp_lat, grad_bytes,
+        d = len(stage.replicas) * plan.context_parallel      # gradients are reduced over dp x cp ranks
+        zf, zb = zero_per_micro_batch_s(plan.zero_stage, weight_bytes, d, dp_bw, dp_lat, grad_bytes,
                                         wire, states.trainable)
         passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
             if (rep.pool, rep.tp) not in passes:
-                passes[(rep.pool, rep.tp)] = stage_passes(plan, stage, pool.gpu, rep.tp, options)
+                passes[(rep.pool, rep.tp)] = stage_passes(plan, stage, pool, rep.tp, options)
             times = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            fetch = fetch_s(states, params / rep.tp, len(stage.replicas), pool.gpu)
+            fetch = fetch_s(states, params / rep.tp, d, pool.gpu)
             f_exp = max(0.0, zf + fetch - run.zero_overlap * f_comp)
             b_exp = max(0.0, zb + fetch - run.zero_overlap * times.backward_s)
             fwd[i].append(f_comp + f_exp)
@@ -83,6 +85,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             own = rep.samples // plan.micro_batch
             counts[i].append(own)
             tp_comm[(i, r)] = times.tp_comm_s * own
+            cp_comm[(i, r)] = times.cp_comm_s * own
             compute[(i, r)] = times.compute_s * own
             zero_exposed[(i, r)] = (f_exp + b_exp) * own
             if (rep.pool, rep.tp, rep.samples) not in memories:      # memory depends on these alone
@@ -93,7 +96,6 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             memory = memories[(rep.pool, rep.tp, rep.samples)]
             replica_estimates.append(ReplicaEstimate(i, r, pool.name, pool.gpu.id, rep.tp, rep.samples,
                                                      fwd[i][r], bwd[i][r], memory))
-        d = len(stage.replicas)
         dp_sync.append(grad_sync_s(plan.zero_stage, params / min_tp * states.trainable, d, dp_bw, dp_lat, grad_bytes))
         after_step.append(max(after_step_s(plan.zero_stage, params / rep.tp, d, cluster.pool(rep.pool), dp_bw, dp_lat,
                                            states) for rep in stage.replicas))
@@ -101,7 +103,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)
     return _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
-                     tp_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)
+                     tp_comm, cp_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)
 
 
 def _p2p_per_replica(plan: Plan, counts, links: Links) -> dict:
@@ -121,7 +123,7 @@ def _p2p_per_replica(plan: Plan, counts, links: Links) -> dict:
 
 
 def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
-              tp_comm, compute, zero_exposed, p2p_total, dp_sync, after_step) -> Estimate:
+              tp_comm, cp_comm, compute, zero_exposed, p2p_total, dp_sync, after_step) -> Estimate:
     p = plan.num_stages
     # Each stage finishes its iteration when its slowest replica has synchronised gradients.
     finish, dp_total, dp_exposed, step_total = 0.0, 0.0, 0.0, 0.0
@@ -144,6 +146,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     breakdown = {
         "compute": TimeTerm(compute[crit], compute[crit]),
         "tensor_parallel_comm": TimeTerm(tp_comm[crit], tp_comm[crit]),
+        "context_parallel_comm": TimeTerm(cp_comm[crit], cp_comm[crit]),
         "zero_comm": TimeTerm(zero_exposed[crit], zero_exposed[crit]),
         "pipeline_bubble": TimeTerm(max(0.0, sim_local.makespan_s - busy), max(0.0, sim_local.makespan_s - busy)),
         "pipeline_p2p_comm": TimeTerm(max(p2p_total[crit], pp_exposed), pp_exposed),

@@ -63,7 +63,7 @@ def model_state_bytes(plan: Plan, stage_index: int, tp: int) -> tuple[float, flo
     """(weights, gradients, optimizer) bytes on one GPU of a replica with `tp` GPUs."""
     stage = plan.stages[stage_index]
     params_per_gpu = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages) / tp
-    per_param = state_bytes_per_param(plan.zero_stage, len(stage.replicas), plan_states(plan))
+    per_param = state_bytes_per_param(plan.zero_stage, len(stage.replicas) * plan.context_parallel, plan_states(plan))
     return tuple(params_per_gpu * b for b in per_param)
 
 
@@ -71,12 +71,13 @@ def host_state_bytes(plan: Plan, stage_index: int, tp: int) -> float:
     """Offloaded model state of one GPU of a replica with `tp` GPUs, in CPU memory."""
     stage = plan.stages[stage_index]
     params_per_gpu = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages) / tp
-    return params_per_gpu * host_bytes_per_param(plan.zero_stage, len(stage.replicas), plan_states(plan))
+    return params_per_gpu * host_bytes_per_param(plan.zero_stage, len(stage.replicas) * plan.context_parallel,
+                                                 plan_states(plan))
 
 
 def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
                                recompute: Recompute, flash_attention: bool, precision: Precision | None = None,
-                               selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> float:
+                               selective: SelectiveKind = SelectiveKind.ATTENTION_CORE, cp: int = 1) -> float:
     """Stored activations of one layer for one micro-batch on one GPU (Korthikanti eq. 1-6).
 
     Per layer, with g the key/value width and f the MLP width (16-bit tensors, 1-byte masks):
@@ -90,9 +91,12 @@ def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp:
     input, 2sbh (divided by tp under sequence parallelism). In fp32 every term doubles (masks
     counted at 2 bytes too: an over-estimate of 2sbh + a s^2 b at most). `selective`: the engine's
     kind of selective recomputation; op-level SAC keeps what op_sac_saved_elements_per_token says.
+    Context parallelism keeps s / cp of the tokens on each GPU: every term falls by cp (the key and
+    value chunks the ring passes are not kept; the scores, without flash attention, are the local
+    queries' against every key).
     """
     scale = numerics(precision).act_bytes / 2
-    m, s, b, t = model, seq_len, micro_batch, tp
+    m, s, b, t = model, seq_len / cp, micro_batch, tp
     h, a, g, f = m.hidden, m.heads, m.kv_heads * m.head_dim, m.ffn
     sp = sequence_parallel and t > 1
     if recompute == Recompute.FULL:
@@ -102,7 +106,7 @@ def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp:
     replicated = 10 * s * b * h
     mlp = (6 if m.mlp == MlpKind.SWIGLU else 4) * s * b * f
     sharded = 2 * s * b * h + 4 * s * b * g + 2 * s * b * h + mlp
-    scores = 5 * a * s * s * b
+    scores = 5 * a * s * seq_len * b
     keep_scores = recompute == Recompute.NONE and not flash_attention
     return scale * ((replicated / (t if sp else 1)) + sharded / t + (scores / t if keep_scores else 0))
 
@@ -123,14 +127,14 @@ def op_sac_saved_elements_per_token(model: Model, tp: int, sequence_parallel: bo
 
 def recompute_workspace_bytes(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,
                               recompute: Recompute, flash_attention: bool, precision: Precision | None = None,
-                              selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> float:
+                              selective: SelectiveKind = SelectiveKind.ATTENTION_CORE, cp: int = 1) -> float:
     """Under full recomputation (and op-level SAC, which reruns most of a layer) the one layer being
     recomputed holds its full activations during its backward pass; nothing otherwise."""
     op_sac = recompute == Recompute.SELECTIVE and selective == SelectiveKind.OP_SAC
     if recompute != Recompute.FULL and not op_sac:
         return 0.0
     return activation_bytes_per_layer(model, seq_len, micro_batch, tp, sequence_parallel, Recompute.NONE,
-                                      flash_attention, precision)
+                                      flash_attention, precision, cp=cp)
 
 
 def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
@@ -139,7 +143,7 @@ def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
     """activation_bytes_per_layer for a plan's job and knobs (`recompute` overrides the plan's)."""
     recompute = plan.recompute if recompute is None else recompute
     return activation_bytes_per_layer(plan.model, plan.seq_len, plan.micro_batch, tp, plan.sequence_parallel,
-                                      recompute, flash_attention, plan.precision, selective)
+                                      recompute, flash_attention, plan.precision, selective, plan.context_parallel)
 
 
 def in_flight_micro_batches(plan: Plan, stage_index: int, own_micro_batches: int) -> float:
@@ -149,10 +153,10 @@ def in_flight_micro_batches(plan: Plan, stage_index: int, own_micro_batches: int
 
 
 def edge_activation_bytes_of(model: Model, seq_len: int, micro_batch: int, tp: int, first: bool, last: bool,
-                             precision: Precision | None = None) -> float:
+                             precision: Precision | None = None, cp: int = 1) -> float:
     """Embedding output on the first stage; logits and the final norm's input on the last
-    (Korthikanti section 4.3: s b h p / t and 4 s b h / t (1 + V / h))."""
-    m, s, b, t = model, seq_len, micro_batch, tp
+    (Korthikanti section 4.3: s b h p / t and 4 s b h / t (1 + V / h)); s / cp tokens per GPU."""
+    m, s, b, t = model, seq_len / cp, micro_batch, tp
     extra = 0.0
     if first:
         extra += 2 * s * b * m.hidden / t
@@ -163,7 +167,7 @@ def edge_activation_bytes_of(model: Model, seq_len: int, micro_batch: int, tp: i
 
 def edge_activation_bytes(plan: Plan, stage: Stage, tp: int) -> float:
     return edge_activation_bytes_of(plan.model, plan.seq_len, plan.micro_batch, tp, stage.layer_start == 0,
-                                    stage.layer_end == plan.model.layers, plan.precision)
+                                    stage.layer_end == plan.model.layers, plan.precision, plan.context_parallel)
 
 
 def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_bytes: float,
@@ -183,7 +187,7 @@ def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_by
     activations = in_flight * stage.num_layers * layer_act + edge_activation_bytes(plan, stage, replica.tp)
     activations += recompute_workspace_bytes(plan.model, plan.seq_len, plan.micro_batch, replica.tp,
                                              plan.sequence_parallel, plan.recompute, flash_attention, plan.precision,
-                                             selective)
+                                             selective, plan.context_parallel)
     host = host_state_bytes(plan, stage_index, replica.tp)
     return MemoryBreakdown(weights, grads, optimizer, activations, framework_bytes, capacity_bytes, host,
                            host_capacity_bytes)

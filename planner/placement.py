@@ -1,8 +1,9 @@
 """Where each replica's GPUs sit: pool, node and GPU indices.
 
-A plan names pools, not nodes. Replicas are packed first-fit-decreasing by tensor-parallel
-degree (a tp group never spans nodes), in stage order within equal degrees, so consecutive
-stages share nodes where they can. The placement decides which links traffic crosses.
+A plan names pools, not nodes. Replicas are packed first-fit-decreasing by width (tensor-parallel
+degree x context-parallel degree; a tp group never spans nodes), in stage order within equal
+widths, so consecutive stages share nodes where they can. A replica wider than a node (context
+parallelism across nodes) takes whole free nodes. The placement decides which links traffic crosses.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Sequence
 from planner.comm import INTRA_NODE_LATENCY_S, p2p_s
 from planner.types import Cluster, InputError, Plan, Pool
 
-# per stage, per replica: (pool name, tensor-parallel degree): all of a plan that placement reads
+# per stage, per replica: (pool name, width = tp x cp GPUs): all of a plan that placement reads
 Structure = Sequence[Sequence[tuple[str, int]]]
 
 
@@ -47,6 +48,12 @@ def check_fits(cluster: Cluster, plan: Plan) -> None:
             if r.tp > pool.gpus_per_node or pool.gpus_per_node % r.tp:
                 raise InputError(f"{field}.tp", f"tp {r.tp} must divide the {pool.gpus_per_node} GPUs per node "
                                  f"of pool {pool.name!r} (a tensor-parallel group stays inside one node)")
+            width = plan.replica_gpus(r)
+            if not fits_nodes(width, pool.gpus_per_node):
+                raise InputError("context_parallel", f"a replica of tp {r.tp} x context_parallel "
+                                 f"{plan.context_parallel} = {width} GPUs of pool {pool.name!r} neither fits one node "
+                                 f"of {pool.gpus_per_node} GPUs evenly nor fills whole nodes; choose a "
+                                 f"context-parallel degree that does")
             if plan.precision.value == "bf16" and not pool.gpu.supports_bf16:
                 raise InputError(f"{field}.pool", f"{pool.gpu.id} has no bf16; use precision fp16")
     for name, used in plan.gpus_by_pool().items():
@@ -62,8 +69,13 @@ def _pool_or_error(cluster: Cluster, name: str, field: str):
         raise InputError(f"{field}.pool", e.message) from None
 
 
+def fits_nodes(width: int, gpus_per_node: int) -> bool:
+    """Whether a replica `width` GPUs wide packs into nodes: dividing one node, or whole nodes."""
+    return gpus_per_node % width == 0 if width <= gpus_per_node else width % gpus_per_node == 0
+
+
 def structure_of(plan: Plan) -> tuple[tuple[tuple[str, int], ...], ...]:
-    return tuple(tuple((r.pool, r.tp) for r in stage.replicas) for stage in plan.stages)
+    return tuple(tuple((r.pool, plan.replica_gpus(r)) for r in stage.replicas) for stage in plan.stages)
 
 
 def place(cluster: Cluster, plan: Plan) -> Placement:
@@ -86,6 +98,9 @@ def place_structure(cluster: Cluster, structure: Structure) -> Placement:
     for i, j in order:
         pool_name, tp = structure[i][j]
         pool = pools[pool_name]
+        if tp > pool.gpus_per_node:
+            slots[(i, j)] = _whole_nodes(pool, tp, free, i, j)
+            continue
         while first_open[pool.name] < pool.nodes and free[(pool.name, first_open[pool.name])] == 0:
             first_open[pool.name] += 1
         node = next((n for n in range(first_open[pool.name], pool.nodes)
@@ -102,6 +117,28 @@ def place_structure(cluster: Cluster, structure: Structure) -> Placement:
         if left < pool.gpus_per_node:
             used[key] = pool.gpus_per_node - left
     return Placement(slots, used)
+
+
+def _whole_nodes(pool: Pool, width: int, free: dict, i: int, j: int) -> Slot:
+    """A replica wider than a node (a context-parallel group across nodes): the first free nodes
+    it fills; its slot names the first of them."""
+    need = width // pool.gpus_per_node
+    empty = [n for n in range(pool.nodes) if free[(pool.name, n)] == pool.gpus_per_node][:need]
+    if len(empty) < need:
+        raise InputError(f"stages[{i}].replicas[{j}]", f"pool {pool.name!r} has no {need} free nodes left for this "
+                         f"{width}-GPU replica; use a smaller context-parallel degree or fewer replicas")
+    for n in empty:
+        free[(pool.name, n)] = 0
+    return Slot(pool.name, empty[0], 0, width)
+
+
+def context_ring_bw(pool: Pool, tp: int, cp: int) -> float:
+    """Bytes/s per GPU of a replica's context-parallel ring: the intra-node link when the replica's
+    tp x cp GPUs share a node; across nodes the hops between nodes carry tp GPUs' chunks at once
+    through each node's network, the ring moving at its slowest hop."""
+    if tp * cp <= pool.gpus_per_node:
+        return pool.gpu.link_bw_bytes_per_s
+    return min(pool.gpu.link_bw_bytes_per_s, network_share_bw(pool.inter_node_bw_bytes_per_s, 1, tp))
 
 
 # ----------------------------------------------------------------------------- links
@@ -179,7 +216,8 @@ class Links:
         per_node: dict[tuple[str, int], int] = {}
         for m in members:
             per_node[self._node[m]] = per_node.get(self._node[m], 0) + 1
-        if len(per_node) == 1:
+        inside = all(self.structure[i][r][1] <= self.pool_of(i, r).gpus_per_node for _, r in members)
+        if len(per_node) == 1 and inside:
             return min(self.intra_bw(*m) for m in members), INTRA_NODE_LATENCY_S
         worst_bw, worst_latency = math.inf, 0.0
         first = self.pool_of(*members[0])
@@ -212,9 +250,10 @@ def dp_link_ceiling(cluster: Cluster, groups: Sequence[tuple[Pool, int, int]]) -
     first = groups[0][0]
     bw = math.inf
     for pool, tp, _ in groups:
-        share = network_share_bw(pool.inter_node_bw_bytes_per_s, 1, tp)
+        busy = min(tp, pool.gpus_per_node)         # a replica wider than a node fills its nodes
+        share = network_share_bw(pool.inter_node_bw_bytes_per_s, 1, busy)
         if pool.name != first.name:
-            share = min(share, network_share_bw(cluster.bw_between_pools(pool, first), 1, tp))
+            share = min(share, network_share_bw(cluster.bw_between_pools(pool, first), 1, busy))
         bw = min(bw, share, pool.gpu.link_bw_bytes_per_s)
     return bw
 
@@ -225,11 +264,12 @@ def p2p_floor_s(cluster: Cluster, a: Pool, tp_a: int, b: Pool, tp_b: int, activa
     side's network share is at most its node's bandwidth times tp / its own tp (Links.cross_bw
     with gpus_busy >= its tp). For the search's bounds."""
     tp = min(tp_a, tp_b)
-    share = min(network_share_bw(a.inter_node_bw_bytes_per_s, tp, tp_a),
-                network_share_bw(b.inter_node_bw_bytes_per_s, tp, tp_b),
+    busy_a, busy_b = min(tp_a, a.gpus_per_node), min(tp_b, b.gpus_per_node)   # wide replicas fill their nodes
+    share = min(network_share_bw(a.inter_node_bw_bytes_per_s, tp, busy_a),
+                network_share_bw(b.inter_node_bw_bytes_per_s, tp, busy_b),
                 a.gpu.link_bw_bytes_per_s * tp, b.gpu.link_bw_bytes_per_s * tp)
     if a.name != b.name:
-        share = min(share, network_share_bw(cluster.bw_between_pools(a, b), tp, tp_a))
+        share = min(share, network_share_bw(cluster.bw_between_pools(a, b), tp, busy_a))
     network = p2p_s(activation_bytes, share, max(a.inter_node_latency_s, b.inter_node_latency_s))
     if a.name != b.name:
         return network

@@ -377,10 +377,12 @@ class Job:
     engine: str = "hetplan"           # the engine that will run it (planner.engines): its space and execution
     tf32: bool | None = None          # fp32 only: TF32 matmuls on or off; None: the engine's default
     training: Training = PRETRAIN     # pretraining, full fine-tuning, LoRA or QLoRA
-    offload: Offload = Offload.NONE   # a setting one search holds fixed (planner.search.search tries each)
+    offload: Offload = Offload.NONE   # settings one search holds fixed (planner.search.search tries each)
+    context_parallel: int = 1
 
     def __post_init__(self):
         _check_engine(self.engine)
+        _check_context_parallel(self.context_parallel, self.seq_len)
         _positive_int(self.global_batch, "global_batch")
         _positive_int(self.seq_len, "seq_len")
         _check_sizes(self.global_batch, self.seq_len)
@@ -395,6 +397,19 @@ class Job:
 def _check_engine(name) -> None:
     from planner.engines import get       # the profiles import these types
     get(name)
+
+
+MAX_CONTEXT_PARALLEL = 1024
+
+
+def _check_context_parallel(context_parallel: int, seq_len: int) -> None:
+    _positive_int(context_parallel, "context_parallel")
+    _require(context_parallel <= MAX_CONTEXT_PARALLEL, "context_parallel",
+             f"must be at most {MAX_CONTEXT_PARALLEL:,}, got {context_parallel:,}")
+    # causal load balancing cuts the sequence into 2 cp chunks, two per rank (Megatron-LM, torchtitan)
+    _require(context_parallel == 1 or seq_len % (2 * context_parallel) == 0, "context_parallel",
+             f"the sequence length ({seq_len:,}) must split into 2 x {context_parallel} equal chunks; use a "
+             f"context-parallel degree whose double divides it")
 
 
 def _check_sizes(global_batch: int, seq_len: int) -> None:
@@ -461,9 +476,11 @@ class Plan:
     tf32: bool | None = None          # fp32 only: TF32 matmuls on or off; None: the engine's default
     training: Training = PRETRAIN     # the plan file's `job`
     offload: Offload = Offload.NONE   # model states in CPU memory (planner.training)
+    context_parallel: int = 1         # each replica spans tp x context_parallel GPUs, the sequence split over cp
 
     def __post_init__(self):
         _check_engine(self.engine)
+        _check_context_parallel(self.context_parallel, self.seq_len)
         _require(self.offload == Offload.NONE or self.zero_stage >= 1, "offload",
                  "offloading the optimizer needs ZeRO stage 1 or more (its shards are what the host updates, "
                  "as in DeepSpeed and Megatron-LM's distributed optimizer); set zero_stage to 1, 2 or 3")
@@ -532,15 +549,19 @@ class Plan:
     def num_micro_batches(self) -> int:
         return self.global_batch // self.micro_batch
 
+    def replica_gpus(self, replica: Replica) -> int:
+        """GPUs of one replica: its tensor-parallel group times the context-parallel degree."""
+        return replica.tp * self.context_parallel
+
     @property
     def num_gpus(self) -> int:
-        return sum(s.num_gpus for s in self.stages)
+        return sum(s.num_gpus for s in self.stages) * self.context_parallel
 
     def gpus_by_pool(self) -> dict[str, int]:
         used: dict[str, int] = {}
         for s in self.stages:
             for r in s.replicas:
-                used[r.pool] = used.get(r.pool, 0) + r.tp
+                used[r.pool] = used.get(r.pool, 0) + self.replica_gpus(r)
         return used
 
 

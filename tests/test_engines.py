@@ -60,7 +60,8 @@ def _candidates(cluster, job):
     scorer = Scorer(cluster, job)
     bounds = Bounds(scorer)
     pools, _ = usable_pools(cluster, job)
-    families = list(layout_families(pools, job.model, job.global_batch, partial=False, engine=job.engine))
+    families = list(layout_families(pools, job.model, job.global_batch, partial=False, engine=job.engine,
+                                    cp=job.context_parallel))
     for family, screen in zip(families, screen_s(scorer, families)):
         for order in family.orders():
             layout = family.layout(order)

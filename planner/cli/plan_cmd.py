@@ -10,7 +10,8 @@ from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.report import estimate_to_dict, format_duration
 from planner.search.planners import SearchOptions
-from planner.types import (MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
+from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU
+from planner.types import (MAX_CONTEXT_PARALLEL, MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
                            Training)
 
 MAX_TOP = 1000
@@ -40,6 +41,11 @@ def register(sub) -> None:
                    help="optimizer states (and parameters) in CPU memory: auto (default) also searches each "
                         "offload the engine runs where GPU memory limits the plan without it; none, optimizer "
                         "or optimizer+params fix it")
+    p.add_argument("--context-parallel", type=_context_parallel, default="auto", metavar="auto|N",
+                   help=f"context parallelism: each replica spans tp x N GPUs, the sequence split over N. auto "
+                        f"(default) also searches every power of two under engines that have it, for sequences "
+                        f"of {CP_MIN_SEQ_LEN:,} tokens or more with at least {CP_MIN_TOKENS_PER_GPU:,} per GPU; "
+                        f"N fixes it")
     p.add_argument("--objective", choices=[o.value for o in Objective], default="throughput")
     p.add_argument("--deadline-hours", type=finite_number(0, MAX_DEADLINE_HOURS, "hours"), default=None, metavar="H",
                    help="for --objective deadline")
@@ -92,6 +98,12 @@ def run(args) -> int:
     return 0
 
 
+def _context_parallel(text: str):
+    if text == "auto":
+        return text
+    return whole_number(1, MAX_CONTEXT_PARALLEL)(text)
+
+
 def _search(args, cluster, model, engine: str):
     from planner.search import search
     if args.tf32 is not None and args.precision != "fp32":
@@ -100,12 +112,14 @@ def _search(args, cluster, model, engine: str):
         raise InputError("--lora-rank", "applies to --job-kind lora or qlora only")
     training = Training(JobKind(args.job_kind), args.lora_rank or Training().lora_rank)
     offload = Offload.NONE if args.offload == "auto" else Offload(args.offload)
+    cp = 1 if args.context_parallel == "auto" else args.context_parallel
     job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
-              args.tokens, engine, None if args.tf32 is None else args.tf32 == "on", training, offload)
+              args.tokens, engine, None if args.tf32 is None else args.tf32 == "on", training, offload, cp)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
                       method=args.baseline or "hetplan", options=_options(args.time_limit),
-                      offload="auto" if args.offload == "auto" else "fixed")
+                      offload="auto" if args.offload == "auto" else "fixed",
+                      context_parallel="auto" if args.context_parallel == "auto" else "fixed")
     except TooManyPassesError as e:       # its advice names a plan file's field, which `plan` does not take
         raise InputError("--global-batch", f"{args.global_batch:,} sequences make plans with too many pipeline "
                                            f"passes to simulate ({e.message.split(';')[0]}); use a smaller "

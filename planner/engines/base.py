@@ -49,6 +49,7 @@ class Space:
     tensor_parallel: bool = True           # tp > 1 at all
     precisions: tuple[Precision, ...] = (Precision.BF16, Precision.FP16)
     tied_edges_same_tp: bool = False       # tied embeddings: first and last stage need one tp degree
+    context_parallel: bool = False         # the sequence split over GPUs (ring attention)
     job_kinds: tuple[JobKind, ...] = WHOLE_MODEL_JOBS   # pretraining, fine-tuning, LoRA, QLoRA
     adapters_with_recompute: bool = True   # LoRA together with activation recomputation
     adapters_with_moe: bool = True         # LoRA on mixture-of-experts models
@@ -171,6 +172,9 @@ class Engine:
             out.append(f"{name} has no sequence parallelism")
         if plan.precision not in s.precisions:
             out.append(f"{name} does not train in {plan.precision.value}; it offers {_join(p.value for p in s.precisions)}")
+        if plan.context_parallel > 1 and not s.context_parallel:
+            out.append(f"{name} has no context parallelism; the plan splits the sequence over "
+                       f"{plan.context_parallel} GPUs")
         return out + self._job_violations(plan)
 
     def _job_violations(self, plan: Plan) -> list[str]:

@@ -40,6 +40,11 @@ MEGATRON_SOURCES: dict[str, str] = {
                          "(megatron/core/optimizer/__init__.py lines 1057-1060); HybridDeviceOptimizer "
                          "(megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py lines 94-142, 250-300): fp32 "
                          "copies and Adam on the host, the GPU keeps its fp32 main-grad buffer",
+    "context parallelism": "--context-parallel-size, --cp-comm-type {p2p (default), a2a, allgather, a2a+p2p} "
+                           "(arguments.py); sequence length a multiple of 2 x cp, causal load balancing in 2 x cp "
+                           "chunks; gradients reduced and the distributed optimizer sharded over dp x cp "
+                           "(parallel_state data-parallel group with context parallel); CP needs Transformer "
+                           "Engine attention",
     "fine-tuning": "--load, --finetune (megatron/training/config/training_config.py lines 430, 464-466), "
                    "--no-load-optim, --no-load-rng (arguments.py lines 3015-3018)",
     "no LoRA": "no lora/peft module in megatron/ at the pin (git ls-tree); tensor_parallel/layers.py line 977 names "
@@ -75,6 +80,10 @@ TORCHTITAN_SOURCES: dict[str, str] = {
                          "--module M --config F, F() returns Trainer.Config (torchtitan/trainer.py lines 70-116)",
     "config form (0.2.2)": "torchtitan/config/job_config.py (v0.2.2) JobConfig, read from --job.config_file TOML "
                            "(torchtitan/config/manager.py lines 64-84)",
+    "context parallelism": "parallelism.context_parallel_degree, context_parallel_load_balancer (headtail); the "
+                           "sequence divisible by 2 x cp (x tp with SP); cp folded into FSDP's shard mesh "
+                           "(distributed/parallel_dims.py: fsdp = dp_shard x cp); needs FlexAttention under the "
+                           "default attention backend",
     "LoRA": "site-packages/torchtitan/components/lora.py LoRAConverter.Config(rank, alpha, target_modules) lines "
             "141-172: Linear -> LoRALinear, base frozen (lines 115-235); applied as a model converter "
             "(models/llama3/__init__.py lines 369-381); no NF4/QLoRA in 0.3.0",

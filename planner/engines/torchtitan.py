@@ -40,7 +40,7 @@ ENGINE = Engine(
                 recomputes=(Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL), sequence_parallel=True,
                 tensor_parallel=True, precisions=(Precision.FP32, Precision.BF16, Precision.FP8),
                 job_kinds=(JobKind.PRETRAIN, JobKind.FULL_FINETUNE, JobKind.LORA),
-                offloads=((Offload.OPTIMIZER_PARAMS, (3,)),)),
+                offloads=((Offload.OPTIMIZER_PARAMS, (3,)),), context_parallel=True),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=0.8,
                         layer_overhead_s=0.0, framework_bytes=2.5 * GIB, kernels=Kernels.EAGER,
                         selective_recompute=SelectiveKind.OP_SAC,

@@ -122,7 +122,7 @@ class Bounds:
         p = sum(count for _, count in runs)
         sp = any(g.tp > 1 for groups, _ in runs for g in groups)
         mixed = any(len(groups) > 1 for groups, _ in runs)
-        zeros = zero_stages(s.job.offload, max_replicas)
+        zeros = zero_stages(s.job.offload, max_replicas * s.cp)
         # each run's last stage index and the replicas of it and every later stage (its 1F1B window)
         replicas = [sum(g.count for g in groups) for groups, _ in runs]
         last = [sum(c for _, c in runs[:k + 1]) - 1 for k in range(len(runs))]

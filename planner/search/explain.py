@@ -25,6 +25,8 @@ def describe_plan(plan: Plan) -> str:
         knobs.append(f"interleave {plan.interleave}")
     if plan.sequence_parallel:
         knobs.append("SP")
+    if plan.context_parallel > 1:
+        knobs.append(f"CP {plan.context_parallel} (each replica tp x {plan.context_parallel} GPUs)")
     if plan.offload.value != "none":
         knobs.append(f"offload {plan.offload.value}")
     job = "" if plan.training == PRETRAIN else f", {describe_training(plan.training)}"
@@ -35,7 +37,8 @@ def _shape(plan: Plan) -> dict[str, object]:
     tps = sorted({r.tp for s in plan.stages for r in s.replicas})
     return {"stages": plan.num_stages, "GPUs": plan.num_gpus, "pools": ", ".join(sorted(plan.gpus_by_pool())),
             "tp": "/".join(map(str, tps)), "micro-batch": plan.micro_batch, "ZeRO": plan.zero_stage,
-            "recompute": plan.recompute.value, "interleave": plan.interleave, "offload": plan.offload.value}
+            "recompute": plan.recompute.value, "interleave": plan.interleave, "offload": plan.offload.value,
+            "context parallel": plan.context_parallel}
 
 
 def differences(a: Plan, b: Plan) -> str:

@@ -485,7 +485,7 @@ def _whole_cluster_key(scorer: Scorer, pools: tuple[Pool, ...], objective: Objec
     rates = {}
     for pool in pools:
         rates[pool.name] = max(1 / (t * s.best_sample_layer_s(pool, t, sp))
-                               for t in tp_degrees(pool, s.model) for sp in (False, True))
+                               for t in tp_degrees(pool, s.model, s.cp) for sp in (False, True))
     work = s.job.global_batch * s.model.layers
     if not rates:
         return math.inf
@@ -534,7 +534,7 @@ class HetplanPlanner:
             keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered)
         considered.method = self.name
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
-                                   engine=job.engine)
+                                   engine=job.engine, cp=job.context_parallel)
         _best_first(scorer, families, keeper, options, _scan_layout, pools,
                     options.time_limit_s if time_limit_s is None else time_limit_s)
         return considered
@@ -564,7 +564,7 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
     selective or full recomputation when the same setting without recomputation fits and memory
     does not limit its split (recomputation then only adds time)."""
     for mb, v in _promising(keyed, keeper, layout, scorer):
-        for zero in zero_stages(scorer.job.offload, layout.max_replicas_per_stage):
+        for zero in zero_stages(scorer.job.offload, layout.max_replicas_per_stage * scorer.cp):
             for recompute in searched_recomputes(scorer.options.flash_attention, layout.family == "mixed", scorer.job.engine):
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
@@ -586,7 +586,7 @@ class MegatronPlanner:
     def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
         pools, excluded = usable_pools(cluster, job)
         single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,),
-                                 engine=job.engine)
+                                 engine=job.engine, cp=job.context_parallel)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools)
 
 
@@ -598,7 +598,8 @@ class UniformPlanner:
         pools, excluded = usable_pools(cluster, job)
         everything = tuple(pools)
         every_pool_one_tp = layout_families(everything, job.model, job.global_batch, False,
-                                            subset_sizes=(len(everything),), one_tp=True, engine=job.engine)
+                                            subset_sizes=(len(everything),), one_tp=True, engine=job.engine,
+                                            cp=job.context_parallel)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp,
                                everything)
 
@@ -640,7 +641,8 @@ class ExhaustivePlanner:
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded, exact=True)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
-        for subset, layout in layouts(pools, job.model, job.global_batch, _partial(objective, options), job.engine):
+        for subset, layout in layouts(pools, job.model, job.global_batch, _partial(objective, options), job.engine,
+                                      job.context_parallel):
             precision = precision_for(job, subset)
             for knobs in knob_settings(job.global_batch, layout, job.model.layers, options.cost_options.flash_attention,
                                        job.engine, job):

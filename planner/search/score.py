@@ -38,7 +38,7 @@ from planner.flops import edge_param_count, layer_params, stage_param_count
 from planner.memory import (FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, host_bytes_per_param, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
 from planner.comm import p2p_s
-from planner.placement import Links, network_bw, place_structure
+from planner.placement import Links, context_ring_bw, network_bw, place_structure
 from planner.schedule import (in_flight_micro_batches, interleave_groups_fit, interleaved_in_flight,
                               window_in_flight_limit)
 from planner.search.space import Group, Knobs, Layout
@@ -59,21 +59,27 @@ class Candidate:
     floor_s: float = 0.0                 # a lower bound on planner.cost.evaluate's iteration time of it
 
     def to_plan(self, job: Job) -> Plan:
-        stages, start = [], 0
-        sp = any(g.tp > 1 for stage in self.layout.stages for g in stage)
+        """The plan; a group's `tp` is the replica's width, tp x the job's context parallelism."""
+        stages, start, cp = [], 0, job.context_parallel
+        sp = any(g.tp // cp > 1 for stage in self.layout.stages for g in stage)
         for groups, n_layers, shares in zip(self.layout.stages, self.layers, self.shares):
             pools = [g for g in groups for _ in range(g.count)]
-            replicas = tuple(Replica(g.pool, g.tp, n * self.knobs.micro_batch) for g, n in zip(pools, shares))
+            replicas = tuple(Replica(g.pool, g.tp // cp, n * self.knobs.micro_batch) for g, n in zip(pools, shares))
             stages.append(Stage(start, start + n_layers, replicas))
             start += n_layers
         return Plan(job.model, job.global_batch, job.seq_len, self.knobs.micro_batch, self.precision,
                     tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
                     Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine,
-                    job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload)
+                    job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload, cp)
 
 
 class Scorer:
-    """Scores candidates for one cluster and job; caches per-GPU pass times, shares and links."""
+    """Scores candidates for one cluster and job; caches per-GPU pass times, shares and links.
+
+    Under context parallelism (job.context_parallel = cp > 1) the layouts' groups carry replica
+    widths, tp x cp GPUs (space.tp_degrees): placement, GPU counts and links read widths as they are;
+    pass times, activations and model states read tp = width / cp, the states sharded over the
+    replicas x cp ranks (Megatron-LM's distributed optimizer over the data- and context-parallel group)."""
 
     def __init__(self, cluster: Cluster, job: Job, options: CostOptions = CostOptions()):
         self.cluster, self.job, self.options = cluster, job, options
@@ -92,23 +98,26 @@ class Scorer:
         self._links: dict = {}
         self._best_rate: dict = {}
         self.layer_params = layer_params(self.model)
+        self.cp = job.context_parallel
 
     # ------------------------------------------------------------------ per-GPU coefficients
 
     def pass_times(self, pool: Pool, tp: int, mb: int, recompute: Recompute, sp: bool):
         """(forward, backward) of one layer, and of the head alone, for one micro-batch."""
-        key = (pool.gpu.id, tp, mb, recompute, sp)       # the passes depend on the GPU, not on its pool
+        # the passes depend on the GPU, not on its pool, but for a context-parallel ring across nodes
+        key = (pool.gpu.id if self.cp == 1 else pool.name, tp, mb, recompute, sp)
         if key not in self._pass:
             m, s, flash = self.model, self.job.seq_len, self.options.flash_attention
             link = pool.gpu.link_bw_bytes_per_s
             overhead = self.run.layer_overhead_s
             p, tf32 = self.job.precision, self.tf32
             kernels, selective = self.run.kernels, self.run.selective_recompute
-            job = self.job.training
-            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32,
-                                     kernels, selective, job)
-            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, tp, sp, recompute, flash, link, overhead, p, tf32,
-                                    kernels, selective, job)
+            job, cp, t = self.job.training, self.cp, tp // self.cp
+            ring = context_ring_bw(pool, t, cp)
+            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
+                                     kernels, selective, job, cp, ring)
+            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
+                                    kernels, selective, job, cp, ring)
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 
@@ -128,18 +137,18 @@ class Scorer:
         """planner.memory.activation_bytes_per_layer for this job."""
         key = (mb, tp, sp, recompute)
         if key not in self._act:
-            self._act[key] = activation_bytes_per_layer(self.model, self.job.seq_len, mb, tp, sp, recompute,
+            self._act[key] = activation_bytes_per_layer(self.model, self.job.seq_len, mb, tp // self.cp, sp, recompute,
                                                         self.options.flash_attention, self.job.precision,
-                                                        self.run.selective_recompute)
+                                                        self.run.selective_recompute, self.cp)
         return self._act[key]
 
     def workspace_bytes(self, mb: int, tp: int, sp: bool, recompute: Recompute) -> float:
         """planner.memory.recompute_workspace_bytes for this job."""
         key = ("workspace", mb, tp, sp, recompute)
         if key not in self._act:
-            self._act[key] = recompute_workspace_bytes(self.model, self.job.seq_len, mb, tp, sp, recompute,
+            self._act[key] = recompute_workspace_bytes(self.model, self.job.seq_len, mb, tp // self.cp, sp, recompute,
                                                        self.options.flash_attention, self.job.precision,
-                                                       self.run.selective_recompute)
+                                                       self.run.selective_recompute, self.cp)
         return self._act[key]
 
     # ------------------------------------------------------------------ links of a layout's placement
@@ -269,7 +278,7 @@ class Scorer:
     def could_fit(self, layout: Layout, micro_batch: int, interleave: int) -> bool:
         """Whether the most memory-frugal knobs (ZeRO-3, full recompute) leave room for every layer."""
         sp = any(g.tp > 1 for stage in layout.stages for g in stage)
-        zero = 3 if layout.max_replicas_per_stage > 1 else 0
+        zero = 3 if layout.max_replicas_per_stage * self.cp > 1 else 0
         knobs = Knobs(micro_batch, zero, Recompute.FULL, interleave)
         shares = self.shares(layout, knobs, sp)
         if shares is None:
@@ -335,19 +344,21 @@ class Scorer:
         """planner.memory.replica_memory <= the GPU's memory, solved for the stage's layers L:
         states (edge + L layer) params / tp x bytes per param, activations in-flight x L x per
         layer + the edge activations + the recompute workspace + the framework overhead."""
-        mb, m = knobs.micro_batch, self.job.global_batch // knobs.micro_batch
-        per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas, self.states))
+        mb, m, cp = knobs.micro_batch, self.job.global_batch // knobs.micro_batch, self.cp
+        per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas * cp, self.states))
         first, last = i == 0, i == p - 1
         in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, knobs.interleave, own, window, m)
+        width, tp = tp, tp // cp                     # a group's tp is its replica width (class docstring)
         fixed = (edge_param_count(self.model, first, last, p) / tp * per_param
-                 + edge_activation_bytes_of(self.model, self.job.seq_len, mb, tp, first, last, self.job.precision)
-                 + self.workspace_bytes(mb, tp, sp, knobs.recompute))
+                 + edge_activation_bytes_of(self.model, self.job.seq_len, mb, tp, first, last, self.job.precision, cp)
+                 + self.workspace_bytes(mb, width, sp, knobs.recompute))
         free = pool.gpu.mem_bytes - self.run.framework_bytes - fixed
-        per_layer = self.layer_params / tp * per_param + in_flight * self.activation_bytes(mb, tp, sp, knobs.recompute)
+        per_layer = (self.layer_params / tp * per_param
+                     + in_flight * self.activation_bytes(mb, width, sp, knobs.recompute))
         if free < 0:
             return 0
         most = math.floor(free / per_layer * (1 - 1e-9))
-        host = host_bytes_per_param(knobs.zero_stage, replicas, self.states)
+        host = host_bytes_per_param(knobs.zero_stage, replicas * cp, self.states)
         if host:        # offloaded states must fit the GPU's share of its node's CPU memory too
             host_free = pool.host_mem_per_gpu_bytes - edge_param_count(self.model, first, last, p) / tp * host
             most = min(most, max(0, math.floor(host_free / (self.layer_params / tp * host) * (1 - 1e-9))))
@@ -364,11 +375,12 @@ class Scorer:
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
+        cp = self.cp
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
-            d = sum(g.count for g in groups)
+            d = sum(g.count for g in groups) * cp       # dp x cp ranks reduce and shard (class docstring)
             params = self._stage_params(layers[i], i == 0, last, p)
-            min_tp = min(g.tp for g in groups)
+            min_tp = min(g.tp for g in groups) // cp
             dp_bw, dp_lat = links.dp[i]
             grad_bytes = self.run.grad_reduce_bytes(precision)
             wire = self.states.weight_comm_bytes
@@ -380,7 +392,7 @@ class Scorer:
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
                 h = self.run.zero_overlap
-                fetch = fetch_s(self.states, params / g.tp, d, self.pools[g.pool].gpu)
+                fetch = fetch_s(self.states, params / (g.tp // cp), d, self.pools[g.pool].gpu)
                 f, b = f + max(0.0, zf + fetch - h * f), b + max(0.0, zb + fetch - h * b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
@@ -392,7 +404,7 @@ class Scorer:
             sync = grad_sync_s(zero, params / min_tp * self.states.trainable, d, dp_bw, dp_lat, grad_bytes)
             overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
             exposed = max(0.0, sync - stage_bwd / v) if overlaps else sync
-            step = max(after_step_s(zero, params / g.tp, d, self.pools[g.pool], dp_bw, dp_lat, self.states)
+            step = max(after_step_s(zero, params / (g.tp // cp), d, self.pools[g.pool], dp_bw, dp_lat, self.states)
                        for g in groups)
             tails.append(exposed + step)
             drains.append(fastest_bwd)

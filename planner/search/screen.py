@@ -113,7 +113,7 @@ class _Table:
         self.p_stages = np.where(chain, width.sum(axis=0), self.lanes)
         self.replicas = np.where(chain, self.lanes, width.sum(axis=0))          # replicas per stage
         self.rows = np.broadcast_to(np.arange(P)[:, None], (P, F))
-        self.tp_list = sorted({t for p in pools for t in tp_degrees(p, s.model)} | {1})
+        self.tp_list = sorted({t for p in pools for t in tp_degrees(p, s.model, s.cp)} | {1})
         self.tpi = np.searchsorted(np.array(self.tp_list), self.tps)
         self.mem = np.array([p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES for p in pools], float)[:, None]
         # the most bandwidth per rank a stage's data-parallel ring can get (placement.dp_link_ceiling)
@@ -277,8 +277,9 @@ def dp_link_ceilings(scorer: Scorer, pools, present, tps, count, chain, first, r
     link = np.array([p.gpu.link_bw_bytes_per_s for p in pools], float)[:, None]
     inter = np.array([p.inter_node_bw_bytes_per_s for p in pools], float)[:, None]
     between = np.array([[scorer.cluster.bw_between_pools(a, b) for b in pools] for a in pools], float)
-    share = network_share_bw(inter, 1, tps)
-    share = np.where(~chain & (rows != first), np.minimum(share, network_share_bw(between[rows, first], 1, tps)),
+    busy = np.minimum(tps, gpn)          # a replica wider than a node (context parallelism) fills its nodes
+    share = network_share_bw(inter, 1, busy)
+    share = np.where(~chain & (rows != first), np.minimum(share, network_share_bw(between[rows, first], 1, busy)),
                      share)
     group_bw = np.minimum(share, link)
     group_bw = np.where(chain & (count * tps <= gpn), link, group_bw)
@@ -340,7 +341,7 @@ def _per_pool(s: Scorer, pools, tp_list, mb, rc):
     f, b, act, workspace = (np.full((2, len(pools), len(tp_list)), np.inf) for _ in range(4))
     for spi, sp in enumerate((False, True)):
         for k, pool in enumerate(pools):
-            allowed = set(tp_degrees(pool, s.model))
+            allowed = set(tp_degrees(pool, s.model, s.cp))
             for j, t in enumerate(tp_list):
                 if t not in allowed:
                     continue

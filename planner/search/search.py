@@ -60,18 +60,67 @@ class BaselineStatus:
 OFFLOAD_MEMORY_SHARE = 0.9
 
 
+# Context parallelism is searched for sequences of at least this many tokens, with each GPU keeping at
+# least CP_MIN_TOKENS_PER_GPU of them: below that the ring's transfers outgrow the attention they hide
+# behind (Megatron-LM and torchtitan recipes use it from 16k-32k tokens up).
+CP_MIN_SEQ_LEN = 16384
+CP_MIN_TOKENS_PER_GPU = 8192
+
+
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
            deadline_hours: float | None = None, top_k: int = 5, method: str = "hetplan",
            options: SearchOptions = SearchOptions(), baselines: bool = True,
-           offload: str = "auto") -> SearchResult:
+           offload: str = "auto", context_parallel: str = "auto") -> SearchResult:
     """Ranked plans (best first) for `objective`; metrics are exactly planner.cost.evaluate's.
     Raises InfeasibleError when nothing fits (or nothing meets the deadline).
 
+    Settings that change what a replica is are each a search of their own over the same space,
+    with the setting fixed; the best answer by the objective wins, and it is complete when every
+    one of them is:
+    `context_parallel`: "auto" searches every context-parallel degree the engine runs that suits
+      the sequence (context_settings), `job.context_parallel` included; "fixed": that one only.
     `offload`: "auto" searches `job` as it is (its offload, usually none) and, where GPU memory
-    limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
-    the engine runs, each a search of its own over the same space with that setting fixed; the
-    best answer by the objective wins. "fixed": `job.offload` only."""
+      limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
+      the engine runs. "fixed": `job.offload` only."""
     _check_job_kind(job)
+    degrees = context_settings(cluster, job) if context_parallel == "auto" else [job.context_parallel]
+    if degrees == [job.context_parallel]:
+        return _search_offloads(cluster, job, objective, deadline_hours, top_k, method, options, baselines, offload)
+    results, error = [], None
+    for cp in degrees:
+        try:
+            results.append(_search_offloads(cluster, replace(job, context_parallel=cp), objective, deadline_hours,
+                                            top_k, method, options, baselines, offload))
+        except InfeasibleError as err:
+            error = error or err
+    if not results:
+        raise error
+    best = min(results, key=lambda r: estimate_key(objective, r.plans[0].estimate, deadline_hours))
+    note = (f"context parallelism searched ({', '.join(str(cp) for cp in degrees)}), each degree a search of its "
+            f"own; the best answer is shown")
+    return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results),
+                   gap=_worst_gap(results))
+
+
+def context_settings(cluster: Cluster, job: Job) -> list[int]:
+    """The context-parallel degrees worth a search for this job: 1 (or the job's own) and, where the
+    engine has context parallelism and the sequence is long (CP_MIN_SEQ_LEN), each power of two
+    that splits it into chunks of CP_MIN_TOKENS_PER_GPU or more and fits some pool."""
+    degrees = [job.context_parallel]
+    if not engine_profile(job.engine).space.context_parallel or job.seq_len < CP_MIN_SEQ_LEN:
+        return degrees
+    most = max(p.num_gpus for p in cluster.pools)
+    cp = 2
+    while job.seq_len // cp >= CP_MIN_TOKENS_PER_GPU and cp <= most and job.seq_len % (2 * cp) == 0:
+        if cp not in degrees:
+            degrees.append(cp)
+        cp *= 2
+    return degrees
+
+
+def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_k, method, options, baselines,
+                     offload: str) -> SearchResult:
+    """`search` with the context-parallel degree fixed (its `offload` argument as there)."""
     first, error = _search_or_error(cluster, job, objective, deadline_hours, top_k, method, options, baselines)
     tries = _offload_settings(job, first) if offload == "auto" else []
     if not tries:
@@ -100,6 +149,10 @@ def _check_job_kind(job: Job) -> None:
         others = [e.name for e in ENGINES.values() if job.training.kind in e.space.job_kinds]
         raise InputError("job.kind", f"{engine_profile(job.engine).title} does not run {job.training.kind.value} "
                                      f"jobs; plan it for {', '.join(others) or 'another engine'} (--engine)")
+    if job.context_parallel > 1 and not space.context_parallel:
+        others = [e.name for e in ENGINES.values() if e.space.context_parallel]
+        raise InputError("context_parallel", f"{engine_profile(job.engine).title} has no context parallelism; plan "
+                                             f"it for {', '.join(others)} (--engine), or set it to 1")
     if job.offload != Offload.NONE and not space.offload_zero_stages(job.offload):
         raise InputError("offload", f"{engine_profile(job.engine).title} does not offload {job.offload.value}; "
                                     f"use --offload auto or none, or another --engine")
@@ -408,7 +461,7 @@ def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
     plan, worst = cand.to_plan(job), 0.0
     for stage in plan.stages:
         for rep in stage.replicas:
-            t = stage_passes(plan, stage, cluster.pool(rep.pool).gpu, rep.tp, options.cost_options)
+            t = stage_passes(plan, stage, cluster.pool(rep.pool), rep.tp, options.cost_options)
             worst = max(worst, rep.samples // plan.micro_batch * (t.forward_s + t.backward_s))
     return worst
 

@@ -32,6 +32,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from planner.engines import Space as EngineSpace
 from planner.engines import get as engine_profile
+from planner.placement import fits_nodes
 from planner.types import Job, Model, Offload, Pool, Recompute
 
 
@@ -102,16 +103,22 @@ def zero_stages(offload: Offload, max_replicas: int) -> tuple[int, ...]:
 INTERLEAVES = (1, 2)
 
 
-def tp_degrees(pool: Pool, model: Model) -> list[int]:
+def tp_degrees(pool: Pool, model: Model, cp: int = 1, tensor_parallel: bool = True) -> list[int]:
     """Tensor-parallel degrees a replica on `pool` may use: divisors of the node size that also
-    divide the attention heads, key/value heads (or are divided by them) and the MLP width."""
+    divide the attention heads, key/value heads (or are divided by them) and the MLP width. With
+    context parallelism `cp`, the replica widths t x cp instead (a search with a context-parallel
+    setting enumerates layouts of replicas that wide: planner.search.score.Scorer reads them back
+    as tp = width / cp), those that pack into nodes (placement.fits_nodes) and fit the pool."""
     out = []
     for t in range(1, pool.gpus_per_node + 1):
         if pool.gpus_per_node % t or model.heads % t or model.ffn % t:
             continue
         if model.kv_heads % t and t % model.kv_heads:
             continue
-        out.append(t)
+        if t > 1 and not tensor_parallel:
+            continue
+        if fits_nodes(t * cp, pool.gpus_per_node) and t * cp <= pool.num_gpus:
+            out.append(t * cp)
     return out
 
 
@@ -201,7 +208,7 @@ def mixed_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[i
 
 def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
                     partial: bool, subset_sizes: Iterable[int] | None = None,
-                    one_tp: bool = False, engine: str = "hetplan") -> Iterator[Family]:
+                    one_tp: bool = False, engine: str = "hetplan", cp: int = 1) -> Iterator[Family]:
     """Every family of layouts of the space over `cluster_pools` (already filtered for precision),
     lazily; `subset_sizes` keeps only subsets of those sizes and `one_tp` only families whose pools
     share one tensor-parallel degree (the baselines' spaces, generated without filtering).
@@ -212,7 +219,9 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
     one_tp = (one_tp or not (space.tp_per_stage or space.mixed_stages)
               or (space.tied_edges_same_tp and model.tied_embeddings))     # (a subset of that engine's space)
     for subset in pool_subsets(cluster_pools, subset_sizes):
-        tp_options = [tp_degrees(p, model) if space.tensor_parallel else [1] for p in subset]
+        tp_options = [tp_degrees(p, model, cp, space.tensor_parallel) for p in subset]
+        if not all(tp_options):
+            continue
         gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
         for gpus in itertools.product(*gpu_options):
             for tps in _tp_choices(tp_options, one_tp):
@@ -256,6 +265,7 @@ def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_atte
     space = engine_profile(engine).space
     most_replicas = layout.max_replicas_per_stage
     recomputes = searched_recomputes(flash_attention, layout.family == "mixed", engine)
+    cp = 1 if job is None else job.context_parallel
     for mb in micro_batch_sizes(global_batch):
         if global_batch // mb < most_replicas:
             break
@@ -263,13 +273,13 @@ def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_atte
             if v > 1 and (layout.num_stages == 1 or num_layers % v):
                 continue
             for recompute in recomputes:
-                for zero in zero_stages(Offload.NONE if job is None else job.offload, most_replicas):
+                for zero in zero_stages(Offload.NONE if job is None else job.offload, most_replicas * cp):
                     if allows(space, layout.num_stages, (mb, v, recompute, zero), job):
                         yield Knobs(mb, zero, recompute, v)
 
 
 def layouts(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
-            partial: bool, engine: str = "hetplan") -> Iterator[tuple[tuple[Pool, ...], Layout]]:
-    for family in layout_families(cluster_pools, model, max_micro_batches, partial, engine=engine):
+            partial: bool, engine: str = "hetplan", cp: int = 1) -> Iterator[tuple[tuple[Pool, ...], Layout]]:
+    for family in layout_families(cluster_pools, model, max_micro_batches, partial, engine=engine, cp=cp):
         for order in family.orders():
             yield family.subset, family.layout(order)
