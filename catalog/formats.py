@@ -202,7 +202,7 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     sequence_parallel=entry.sequence_parallel, schedule=Schedule(entry.schedule),
                     interleave=entry.interleave, engine=engine.name, tf32=entry.tf32,
                     training=_training(entry.job), offload=Offload(entry.offload),
-                    context_parallel=entry.context_parallel)
+                    context_parallel=entry.context_parallel, expert_parallel=entry.expert_parallel)
     except InputError as err:
         raise relocated(err, source) from None
     problems = engine.violations(plan)
@@ -252,6 +252,7 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         **({} if plan.training == PRETRAIN else {"job": _training_to_dict(plan.training)}),
         **({} if plan.offload == Offload.NONE else {"offload": plan.offload.value}),
         **({} if plan.context_parallel == 1 else {"context_parallel": plan.context_parallel}),
+        **({} if plan.expert_parallel == 1 else {"expert_parallel": plan.expert_parallel}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],

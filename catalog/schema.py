@@ -213,4 +213,5 @@ class PlanEntry(Strict):
     job: Optional[JobEntry] = None        # absent: pretraining
     offload: Literal["none", "optimizer", "optimizer+params"] = "none"
     context_parallel: Annotated[int, Field(gt=0, le=MAX_CONTEXT_PARALLEL)] = 1
+    expert_parallel: Annotated[int, Field(gt=0, le=100_000)] = 1
     stages: Annotated[list[StageEntry], Field(min_length=1, max_length=100_000)]

@@ -58,3 +58,11 @@ def ring_s_per_byte(ranks, bw_bytes_per_s):
 
 
 reduce_scatter_s = all_gather_s
+
+
+def all_to_all_s(num_bytes: float, ranks: int, bw_bytes_per_s: float, latency_s: float) -> float:
+    """Each of `ranks` GPUs holds `num_bytes` and keeps 1/ranks of them, sending the rest to the
+    others pairwise (NCCL's all-to-all: p - 1 sends of n / p each)."""
+    if ranks <= 1 or num_bytes <= 0:
+        return 0.0
+    return (ranks - 1) * latency_s + num_bytes * ring_s_per_byte(ranks, bw_bytes_per_s)

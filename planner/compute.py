@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from planner.comm import INTRA_NODE_LATENCY_S, all_reduce_s
-from planner.flops import (head_forward_flops, layer_attention_flops_per_token,
+from planner.experts import expert_load
+from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token,
                            layer_matmul_flops_per_token)
 from planner.numerics import FP8_CAST_BYTES, linear_peak_flops, numerics, other_peak_flops
 from planner.training import (DEQUANT_BYTES_PER_PARAM, adapter_params_per_layer, backward_projection_factor)
@@ -224,16 +225,20 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
                      precision: Precision | None = None, tf32: bool = False,
                      kernels: Kernels = Kernels.FUSED,
                      selective: SelectiveKind = SelectiveKind.ATTENTION_CORE,
-                     training: Training = PRETRAIN, cp: int = 1, cp_bw: float = math.inf) -> PassTimes:
+                     training: Training = PRETRAIN, cp: int = 1, cp_bw: float = math.inf,
+                     expert_parallel: int = 1) -> PassTimes:
     """One micro-batch's forward and backward through `num_layers` layers (and the head).
     `layer_overhead_s`, `kernels` and `selective`: the engine's fixed cost per layer and pass, how it
     runs element-wise ops and what its selective recomputation reruns (planner.engines.base.Execution);
     `precision` and `tf32`: planner.numerics (None: 16-bit); `training`: the job kind
     (planner.training: a frozen base has no weight gradients; adapters and NF4 dequantisation add
     work); `cp` and `cp_bw`: the context-parallel degree and the bandwidth per GPU of its ring
-    (context_ring_s). The defaults are the cheapest but for adapter jobs, which are cheaper still."""
+    (context_ring_s); `expert_parallel`: the busiest rank's experts carry more than the mean tokens
+    (planner.experts.expert_load). The defaults are the cheapest but for adapter jobs, which are
+    cheaper still."""
     proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
                                            flash_attention, precision, tf32, kernels, cp)
+    proj *= 1 + expert_matmul_share(model) * (expert_load(expert_parallel) - 1)
     collective = tp_collective_s(model, seq_len / cp, micro_batch, tp, link_bw, precision)
     extra = adapter_pass_s(model, gpu, seq_len * micro_batch / cp, tp, training, precision, tf32)
     ring_fwd, ring_bwd = context_ring_s(model, seq_len, micro_batch, tp, cp, cp_bw, attn, precision)

@@ -14,7 +14,8 @@ from planner.compute import PassTimes, stage_pass_times
 from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
-from planner.flops import model_flops_per_iteration, stage_params
+from planner.experts import MOE_LOAD_IMBALANCE, alltoall_s
+from planner.flops import model_flops_per_iteration, param_shards, stage_params
 from planner.memory import plan_states, replica_memory
 from planner.numerics import numerics
 from planner.placement import Links, context_ring_bw, place, structure_of
@@ -44,7 +45,8 @@ def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOpt
     return stage_pass_times(plan.model, gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
                             plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
                             gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
-                            run.kernels, run.selective_recompute, plan.training, cp, context_ring_bw(pool, tp, cp))
+                            run.kernels, run.selective_recompute, plan.training, cp, context_ring_bw(pool, tp, cp),
+                            plan.expert_parallel)
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
@@ -59,17 +61,20 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     wire = states.weight_comm_bytes             # bytes per weight element ZeRO-3 gathers
     p = plan.num_stages
     fwd, bwd, counts, replica_estimates = [], [], [], []
-    tp_comm, cp_comm, compute, zero_exposed = {}, {}, {}, {}
+    tp_comm, cp_comm, ep_comm, compute, zero_exposed = {}, {}, {}, {}, {}
     dp_sync, after_step = [], []
     for i, stage in enumerate(plan.stages):
         dp_bw, dp_lat = links.dp_group(i)
         fwd.append([]), bwd.append([]), counts.append([])
         params = stage_params(plan.model, stage.layer_start, stage.layer_end, p)
         min_tp = min(r.tp for r in stage.replicas)
-        weight_bytes = params / min_tp * wire
         d = len(stage.replicas) * plan.context_parallel      # gradients are reduced over dp x cp ranks
-        zf, zb = zero_per_micro_batch_s(plan.zero_stage, weight_bytes, d, dp_bw, dp_lat, grad_bytes,
-                                        wire, states.trainable)
+        shards = param_shards(params, stage.num_layers, plan.model, min_tp, d, plan.expert_parallel)
+        zf = zb = 0.0
+        for per_gpu, ranks in shards:           # dense weights over d ranks, routed experts over d / ep
+            f, b = zero_per_micro_batch_s(plan.zero_stage, per_gpu * wire, ranks, dp_bw, dp_lat, grad_bytes,
+                                          wire, states.trainable)
+            zf, zb = zf + f, zb + b
         passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
@@ -77,15 +82,21 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 passes[(rep.pool, rep.tp)] = stage_passes(plan, stage, pool, rep.tp, options)
             times = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            fetch = fetch_s(states, params / rep.tp, d, pool.gpu)
+            fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu)
+                        for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, d,
+                                                           plan.expert_parallel))
             f_exp = max(0.0, zf + fetch - run.zero_overlap * f_comp)
             b_exp = max(0.0, zb + fetch - run.zero_overlap * times.backward_s)
-            fwd[i].append(f_comp + f_exp)
-            bwd[i].append(times.backward_s + b_exp)
+            a2a_f, a2a_b = alltoall_s(plan.model, stage.num_layers, plan.seq_len, plan.micro_batch, rep.tp,
+                                      plan.context_parallel, plan.expert_parallel, dp_bw, dp_lat, plan.recompute,
+                                      plan.precision)
+            fwd[i].append(f_comp + f_exp + a2a_f)
+            bwd[i].append(times.backward_s + b_exp + a2a_b)
             own = rep.samples // plan.micro_batch
             counts[i].append(own)
             tp_comm[(i, r)] = times.tp_comm_s * own
             cp_comm[(i, r)] = times.cp_comm_s * own
+            ep_comm[(i, r)] = (a2a_f + a2a_b) * own
             compute[(i, r)] = times.compute_s * own
             zero_exposed[(i, r)] = (f_exp + b_exp) * own
             if (rep.pool, rep.tp, rep.samples) not in memories:      # memory depends on these alone
@@ -96,14 +107,18 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             memory = memories[(rep.pool, rep.tp, rep.samples)]
             replica_estimates.append(ReplicaEstimate(i, r, pool.name, pool.gpu.id, rep.tp, rep.samples,
                                                      fwd[i][r], bwd[i][r], memory))
-        dp_sync.append(grad_sync_s(plan.zero_stage, params / min_tp * states.trainable, d, dp_bw, dp_lat, grad_bytes))
-        after_step.append(max(after_step_s(plan.zero_stage, params / rep.tp, d, cluster.pool(rep.pool), dp_bw, dp_lat,
-                                           states) for rep in stage.replicas))
+        dp_sync.append(sum(grad_sync_s(plan.zero_stage, per_gpu * states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
+                           for per_gpu, ranks in shards))
+        after_step.append(max(sum(after_step_s(plan.zero_stage, per_gpu, ranks, cluster.pool(rep.pool), dp_bw, dp_lat,
+                                               states)
+                                  for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, d,
+                                                                     plan.expert_parallel))
+                              for rep in stage.replicas))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)
     return _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
-                     tp_comm, cp_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)
+                     tp_comm, cp_comm, ep_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)
 
 
 def _p2p_per_replica(plan: Plan, counts, links: Links) -> dict:
@@ -123,7 +138,7 @@ def _p2p_per_replica(plan: Plan, counts, links: Links) -> dict:
 
 
 def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
-              tp_comm, cp_comm, compute, zero_exposed, p2p_total, dp_sync, after_step) -> Estimate:
+              tp_comm, cp_comm, ep_comm, compute, zero_exposed, p2p_total, dp_sync, after_step) -> Estimate:
     p = plan.num_stages
     # Each stage finishes its iteration when its slowest replica has synchronised gradients.
     finish, dp_total, dp_exposed, step_total = 0.0, 0.0, 0.0, 0.0
@@ -147,6 +162,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
         "compute": TimeTerm(compute[crit], compute[crit]),
         "tensor_parallel_comm": TimeTerm(tp_comm[crit], tp_comm[crit]),
         "context_parallel_comm": TimeTerm(cp_comm[crit], cp_comm[crit]),
+        "expert_parallel_comm": TimeTerm(ep_comm[crit], ep_comm[crit]),
         "zero_comm": TimeTerm(zero_exposed[crit], zero_exposed[crit]),
         "pipeline_bubble": TimeTerm(max(0.0, sim_local.makespan_s - busy), max(0.0, sim_local.makespan_s - busy)),
         "pipeline_p2p_comm": TimeTerm(max(p2p_total[crit], pp_exposed), pp_exposed),
@@ -163,14 +179,24 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     oom = _first_overflow(replica_estimates)
     train_time = tokens_to_train / tokens_per_s if tokens_to_train else None
     train_cost = train_time / 3600 * price_per_hour if train_time is not None else None
-    notes = ("mixture-of-experts: experts are replicated inside each tensor-parallel group; expert "
-             "parallelism and its all-to-all are not modelled",) if plan.model.is_moe else ()
+    notes = _moe_notes(plan)
     notes += engine_profile(plan.engine).execution.notes_for(plan.recompute, plan.zero_stage)
     notes += job_notes(plan)
     est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
                    tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
                    engine=plan.engine, timeline=sim.timeline)
     return replace(est, bottleneck=bottleneck(plan, est, crit))
+
+
+def _moe_notes(plan: Plan) -> tuple[str, ...]:
+    if not plan.model.is_moe:
+        return ()
+    notes = ("mixture-of-experts: layers are costed as their mean (dense and MoE layers alike), the routed "
+             "experts' weights sharded over tensor parallelism",)
+    if plan.expert_parallel > 1:
+        notes += (f"expert parallel {plan.expert_parallel}: the busiest rank assumed to receive "
+                  f"{MOE_LOAD_IMBALANCE:.2f}x the mean tokens (an assumption), all-to-alls not overlapped",)
+    return notes
 
 
 def job_notes(plan: Plan) -> tuple[str, ...]:

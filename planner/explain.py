@@ -7,6 +7,7 @@ _TERM_NAMES = {
     "pipeline_bubble": "pipeline bubble (stages idle while the pipeline fills and drains)",
     "tensor_parallel_comm": "tensor-parallel all-reduces",
     "context_parallel_comm": "context-parallel ring (key/value chunks attention does not hide)",
+    "expert_parallel_comm": "expert-parallel all-to-alls (token dispatch and combine)",
     "pipeline_p2p_comm": "activation transfers between stages",
     "data_parallel_comm": "data-parallel gradient synchronisation",
     "zero_comm": "ZeRO weight gathers and gradient scatters",

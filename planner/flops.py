@@ -66,6 +66,36 @@ def layer_params(model: Model, active_only: bool = False) -> float:
     return total // model.layers if total % model.layers == 0 else total / model.layers
 
 
+def expert_layer_params(model: Model) -> float:
+    """The routed experts' parameters of one layer, the mean over the layers (as layer_params); the
+    part expert parallelism shards."""
+    if not model.is_moe:
+        return 0.0
+    return model.moe_layers * model.experts * expert_params(model) / model.layers
+
+
+def param_shards(params: float, num_layers: int, model: Model, tp: int, ranks: int,
+                 expert_parallel: int = 1) -> tuple[tuple[float, int], ...]:
+    """A stage's `params` as (parameters per GPU, ranks that hold the same ones and reduce and shard
+    them together) for a replica of `tp` GPUs among `ranks` data-parallel (x context-parallel)
+    ranks. Expert parallelism over `expert_parallel` of them keeps 1/ep of the routed experts on
+    each, reduced and sharded over ranks / ep (Megatron-LM's expert-data-parallel group; expert
+    tensor parallelism = tp, its default)."""
+    if expert_parallel == 1:
+        return ((params / tp, ranks),)
+    experts = num_layers * expert_layer_params(model)
+    return (((params - experts) / tp, ranks), (experts / (tp * expert_parallel), ranks // expert_parallel))
+
+
+def expert_matmul_share(model: Model) -> float:
+    """The share of a layer's projection FLOPs (the mean layer's) that routed experts do."""
+    if not model.is_moe:
+        return 0.0
+    matrices = 3 if model.mlp == MlpKind.SWIGLU else 2
+    routed = model.moe_layers / model.layers * model.top_k * matrices * model.hidden * (model.moe_ffn or model.ffn)
+    return 2 * routed / layer_matmul_flops_per_token(model)
+
+
 def embedding_params(model: Model) -> int:
     """Token (and learned position) embeddings, held by the first stage."""
     h = model.hidden

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from planner.compute import SelectiveKind
-from planner.flops import stage_params
+from planner.flops import param_shards, stage_params
 from planner.schedule import in_flight_micro_batches as schedule_in_flight
 from planner.numerics import numerics
 from planner.training import ModelStates, model_states
@@ -59,20 +59,30 @@ def plan_states(plan: Plan) -> ModelStates:
     return model_states(plan.precision, plan.training, plan.model, plan.offload, grad_bytes)
 
 
+def plan_shards(plan: Plan, stage_index: int, tp: int) -> tuple[tuple[float, int], ...]:
+    """flops.param_shards of a stage for a replica of `tp` GPUs: (parameters per GPU, ranks that
+    reduce and shard them: the stage's replicas x the context-parallel degree, over expert
+    parallelism for the routed experts)."""
+    stage = plan.stages[stage_index]
+    params = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages)
+    return param_shards(params, stage.num_layers, plan.model, tp, len(stage.replicas) * plan.context_parallel,
+                        plan.expert_parallel)
+
+
 def model_state_bytes(plan: Plan, stage_index: int, tp: int) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes on one GPU of a replica with `tp` GPUs."""
-    stage = plan.stages[stage_index]
-    params_per_gpu = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages) / tp
-    per_param = state_bytes_per_param(plan.zero_stage, len(stage.replicas) * plan.context_parallel, plan_states(plan))
-    return tuple(params_per_gpu * b for b in per_param)
+    states, out = plan_states(plan), [0.0, 0.0, 0.0]
+    for params_per_gpu, ranks in plan_shards(plan, stage_index, tp):
+        for k, b in enumerate(state_bytes_per_param(plan.zero_stage, ranks, states)):
+            out[k] += params_per_gpu * b
+    return tuple(out)
 
 
 def host_state_bytes(plan: Plan, stage_index: int, tp: int) -> float:
     """Offloaded model state of one GPU of a replica with `tp` GPUs, in CPU memory."""
-    stage = plan.stages[stage_index]
-    params_per_gpu = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages) / tp
-    return params_per_gpu * host_bytes_per_param(plan.zero_stage, len(stage.replicas) * plan.context_parallel,
-                                                 plan_states(plan))
+    states = plan_states(plan)
+    return sum(params_per_gpu * host_bytes_per_param(plan.zero_stage, ranks, states)
+               for params_per_gpu, ranks in plan_shards(plan, stage_index, tp))
 
 
 def activation_bytes_per_layer(model: Model, seq_len: int, micro_batch: int, tp: int, sequence_parallel: bool,

@@ -379,10 +379,12 @@ class Job:
     training: Training = PRETRAIN     # pretraining, full fine-tuning, LoRA or QLoRA
     offload: Offload = Offload.NONE   # settings one search holds fixed (planner.search.search tries each)
     context_parallel: int = 1
+    expert_parallel: int = 1
 
     def __post_init__(self):
         _check_engine(self.engine)
         _check_context_parallel(self.context_parallel, self.seq_len)
+        _check_expert_parallel(self.expert_parallel, self.model)
         _positive_int(self.global_batch, "global_batch")
         _positive_int(self.seq_len, "seq_len")
         _check_sizes(self.global_batch, self.seq_len)
@@ -410,6 +412,15 @@ def _check_context_parallel(context_parallel: int, seq_len: int) -> None:
     _require(context_parallel == 1 or seq_len % (2 * context_parallel) == 0, "context_parallel",
              f"the sequence length ({seq_len:,}) must split into 2 x {context_parallel} equal chunks; use a "
              f"context-parallel degree whose double divides it")
+
+
+def _check_expert_parallel(expert_parallel: int, model: Model) -> None:
+    _positive_int(expert_parallel, "expert_parallel")
+    _require(expert_parallel == 1 or model.is_moe, "expert_parallel",
+             f"{model.id} has no experts to shard; set expert_parallel to 1")
+    _require(model.experts % expert_parallel == 0, "expert_parallel",
+             f"{model.experts} experts do not split evenly over {expert_parallel} GPUs; use a divisor of "
+             f"{model.experts}")
 
 
 def _check_sizes(global_batch: int, seq_len: int) -> None:
@@ -477,10 +488,17 @@ class Plan:
     training: Training = PRETRAIN     # the plan file's `job`
     offload: Offload = Offload.NONE   # model states in CPU memory (planner.training)
     context_parallel: int = 1         # each replica spans tp x context_parallel GPUs, the sequence split over cp
+    expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
 
     def __post_init__(self):
         _check_engine(self.engine)
         _check_context_parallel(self.context_parallel, self.seq_len)
+        _check_expert_parallel(self.expert_parallel, self.model)
+        for i, st in enumerate(self.stages):
+            _require(len(st.replicas) % self.expert_parallel == 0, f"stages[{i}].replicas",
+                     f"{len(st.replicas)} data-parallel replicas do not form groups of expert_parallel "
+                     f"{self.expert_parallel}; give every stage a multiple of {self.expert_parallel} replicas or "
+                     f"use a smaller expert-parallel degree")
         _require(self.offload == Offload.NONE or self.zero_stage >= 1, "offload",
                  "offloading the optimizer needs ZeRO stage 1 or more (its shards are what the host updates, "
                  "as in DeepSpeed and Megatron-LM's distributed optimizer); set zero_stage to 1, 2 or 3")

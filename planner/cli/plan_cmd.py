@@ -10,7 +10,7 @@ from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.report import estimate_to_dict, format_duration
 from planner.search.planners import SearchOptions
-from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU
+from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU, MAX_SEARCHED_EXPERT_PARALLEL
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
                            Training)
 
@@ -46,6 +46,11 @@ def register(sub) -> None:
                         f"(default) also searches every power of two under engines that have it, for sequences "
                         f"of {CP_MIN_SEQ_LEN:,} tokens or more with at least {CP_MIN_TOKENS_PER_GPU:,} per GPU; "
                         f"N fixes it")
+    p.add_argument("--expert-parallel", type=_context_parallel, default="auto", metavar="auto|N",
+                   help=f"expert parallelism for a mixture-of-experts model: its routed experts sharded over N of "
+                        f"a stage's replicas (no more GPUs). auto (default) also searches each power of two up to "
+                        f"{MAX_SEARCHED_EXPERT_PARALLEL} that divides the experts, under engines that have it; N "
+                        f"fixes it")
     p.add_argument("--objective", choices=[o.value for o in Objective], default="throughput")
     p.add_argument("--deadline-hours", type=finite_number(0, MAX_DEADLINE_HOURS, "hours"), default=None, metavar="H",
                    help="for --objective deadline")
@@ -113,13 +118,15 @@ def _search(args, cluster, model, engine: str):
     training = Training(JobKind(args.job_kind), args.lora_rank or Training().lora_rank)
     offload = Offload.NONE if args.offload == "auto" else Offload(args.offload)
     cp = 1 if args.context_parallel == "auto" else args.context_parallel
+    ep = 1 if args.expert_parallel == "auto" else args.expert_parallel
     job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
-              args.tokens, engine, None if args.tf32 is None else args.tf32 == "on", training, offload, cp)
+              args.tokens, engine, None if args.tf32 is None else args.tf32 == "on", training, offload, cp, ep)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
                       method=args.baseline or "hetplan", options=_options(args.time_limit),
                       offload="auto" if args.offload == "auto" else "fixed",
-                      context_parallel="auto" if args.context_parallel == "auto" else "fixed")
+                      context_parallel="auto" if args.context_parallel == "auto" else "fixed",
+                      expert_parallel="auto" if args.expert_parallel == "auto" else "fixed")
     except TooManyPassesError as e:       # its advice names a plan file's field, which `plan` does not take
         raise InputError("--global-batch", f"{args.global_batch:,} sequences make plans with too many pipeline "
                                            f"passes to simulate ({e.message.split(';')[0]}); use a smaller "

@@ -50,6 +50,7 @@ class Space:
     precisions: tuple[Precision, ...] = (Precision.BF16, Precision.FP16)
     tied_edges_same_tp: bool = False       # tied embeddings: first and last stage need one tp degree
     context_parallel: bool = False         # the sequence split over GPUs (ring attention)
+    expert_parallel: bool = False          # routed experts sharded over data-parallel replicas
     job_kinds: tuple[JobKind, ...] = WHOLE_MODEL_JOBS   # pretraining, fine-tuning, LoRA, QLoRA
     adapters_with_recompute: bool = True   # LoRA together with activation recomputation
     adapters_with_moe: bool = True         # LoRA on mixture-of-experts models
@@ -175,6 +176,9 @@ class Engine:
         if plan.context_parallel > 1 and not s.context_parallel:
             out.append(f"{name} has no context parallelism; the plan splits the sequence over "
                        f"{plan.context_parallel} GPUs")
+        if plan.expert_parallel > 1 and not s.expert_parallel:
+            out.append(f"{name} has no expert parallelism; the plan shards the experts over "
+                       f"{plan.expert_parallel} replicas")
         return out + self._job_violations(plan)
 
     def _job_violations(self, plan: Plan) -> list[str]:

@@ -45,6 +45,11 @@ MEGATRON_SOURCES: dict[str, str] = {
                            "chunks; gradients reduced and the distributed optimizer sharded over dp x cp "
                            "(parallel_state data-parallel group with context parallel); CP needs Transformer "
                            "Engine attention",
+    "expert parallelism": "--num-experts (a multiple of ep), --expert-model-parallel-size, "
+                          "--expert-tensor-parallel-size (default tp), --moe-router-topk, --moe-token-dispatcher-type "
+                          "{allgather (default), alltoall, flex}; expert gradients reduced and sharded over the "
+                          "expert-data-parallel group (megatron/core/distributed/distributed_data_parallel.py lines "
+                          "284-287)",
     "fine-tuning": "--load, --finetune (megatron/training/config/training_config.py lines 430, 464-466), "
                    "--no-load-optim, --no-load-rng (arguments.py lines 3015-3018)",
     "no LoRA": "no lora/peft module in megatron/ at the pin (git ls-tree); tensor_parallel/layers.py line 977 names "
@@ -84,6 +89,9 @@ TORCHTITAN_SOURCES: dict[str, str] = {
                            "sequence divisible by 2 x cp (x tp with SP); cp folded into FSDP's shard mesh "
                            "(distributed/parallel_dims.py: fsdp = dp_shard x cp); needs FlexAttention under the "
                            "default attention backend",
+    "expert parallelism": "parallelism.expert_parallel_degree, dividing dp_shard x cp x tp (distributed/"
+                          "parallel_dims.py); MoE models deepseek_v3, qwen3, gpt_oss; no expert tensor parallel "
+                          "degree in 0.3.0",
     "LoRA": "site-packages/torchtitan/components/lora.py LoRAConverter.Config(rank, alpha, target_modules) lines "
             "141-172: Linear -> LoRALinear, base frozen (lines 115-235); applied as a model converter "
             "(models/llama3/__init__.py lines 369-381); no NF4/QLoRA in 0.3.0",

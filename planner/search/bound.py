@@ -284,7 +284,7 @@ class Bounds:
             per_zero = {}
             for zero in ZERO_STAGES:
                 wire = s.states.weight_comm_bytes
-                zf, zb = zero_per_micro_batch_floor(zero, s.layer_params / min(g.tp for g in groups) * wire,
+                zf, zb = zero_per_micro_batch_floor(zero, s.layer_params_dense / min(g.tp for g in groups) * wire,
                                                     d, spread, wire, s.states.trainable)
                 a = c = beta_hi = 0.0
                 beta = math.inf
@@ -302,8 +302,8 @@ class Bounds:
                     lanes.append((min(most, m // d), tau))
                     # (b5): the optimizer step over this group's shard of one layer, and the weight
                     # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
-                    step = step_s(s.states, zero, s.layer_params / g.tp, d, s.pools[g.pool])
-                    gather = spread * s.layer_params / g.tp * s.states.trainable * s.states.trained_weight_bytes
+                    step = step_s(s.states, zero, s.layer_params_held / g.tp, d, s.pools[g.pool])
+                    gather = spread * s.layer_params_dense / g.tp * s.states.trainable * s.states.trained_weight_bytes
                     c = max(c, step + (gather if zero in (1, 2) else 0.0))
                 if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                     a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
@@ -358,7 +358,7 @@ class Bounds:
             per_param = sum(state_bytes_per_param(zero, d, s.states))
             pool = s.pools[g.pool]
             free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - s.workspace_bytes(mb, g.tp, sp, rc)
-            per_layer = s.layer_params / g.tp * per_param + in_flight * s.activation_bytes(mb, g.tp, sp, rc)
+            per_layer = s.layer_params_held / g.tp * per_param + in_flight * s.activation_bytes(mb, g.tp, sp, rc)
             self._caps[key] = max(0, math.floor(free / per_layer * (1 + 1e-9)))
         return self._caps[key]
 

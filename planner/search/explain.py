@@ -25,6 +25,8 @@ def describe_plan(plan: Plan) -> str:
         knobs.append(f"interleave {plan.interleave}")
     if plan.sequence_parallel:
         knobs.append("SP")
+    if plan.expert_parallel > 1:
+        knobs.append(f"EP {plan.expert_parallel}")
     if plan.context_parallel > 1:
         knobs.append(f"CP {plan.context_parallel} (each replica tp x {plan.context_parallel} GPUs)")
     if plan.offload.value != "none":
@@ -38,7 +40,7 @@ def _shape(plan: Plan) -> dict[str, object]:
     return {"stages": plan.num_stages, "GPUs": plan.num_gpus, "pools": ", ".join(sorted(plan.gpus_by_pool())),
             "tp": "/".join(map(str, tps)), "micro-batch": plan.micro_batch, "ZeRO": plan.zero_stage,
             "recompute": plan.recompute.value, "interleave": plan.interleave, "offload": plan.offload.value,
-            "context parallel": plan.context_parallel}
+            "context parallel": plan.context_parallel, "expert parallel": plan.expert_parallel}
 
 
 def differences(a: Plan, b: Plan) -> str:

@@ -34,7 +34,8 @@ from planner.training import model_states
 from planner.cost import CostOptions
 from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
-from planner.flops import edge_param_count, layer_params, stage_param_count
+from planner.experts import alltoall_s
+from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
 from planner.memory import (FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, host_bytes_per_param, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
 from planner.comm import p2p_s
@@ -70,7 +71,8 @@ class Candidate:
         return Plan(job.model, job.global_batch, job.seq_len, self.knobs.micro_batch, self.precision,
                     tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
                     Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine,
-                    job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload, cp)
+                    job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload, cp,
+                    job.expert_parallel)
 
 
 class Scorer:
@@ -97,7 +99,13 @@ class Scorer:
         self._caps: dict = {}
         self._links: dict = {}
         self._best_rate: dict = {}
+        # the layer parameters one GPU holds at tp 1: routed experts 1/ep (expert parallelism); the
+        # bounds read it as is (an under-estimate of the optimizer shards, so they stay bounds),
+        # max_layers and iteration_s split the experts off (flops.param_shards)
         self.layer_params = layer_params(self.model)
+        experts = expert_layer_params(self.model) if job.expert_parallel > 1 else 0.0
+        self.layer_params_held = self.layer_params - experts * (1 - 1 / job.expert_parallel)
+        self.layer_params_dense = self.layer_params - experts     # what all the stage's ranks reduce together
         self.cp = job.context_parallel
 
     # ------------------------------------------------------------------ per-GPU coefficients
@@ -114,10 +122,11 @@ class Scorer:
             kernels, selective = self.run.kernels, self.run.selective_recompute
             job, cp, t = self.job.training, self.cp, tp // self.cp
             ring = context_ring_bw(pool, t, cp)
+            ep = self.job.expert_parallel
             layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                     kernels, selective, job, cp, ring)
+                                     kernels, selective, job, cp, ring, ep)
             head = stage_pass_times(m, pool.gpu, 0, True, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                    kernels, selective, job, cp, ring)
+                                    kernels, selective, job, cp, ring, ep)
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 
@@ -249,6 +258,8 @@ class Scorer:
     def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False) -> Candidate | None:
         """Best split and shares for this layout and knobs, and the fast iteration time; None when
         nothing fits. `uniform`: layers and samples split evenly instead (the baselines)."""
+        if any(sum(g.count for g in stage) % self.job.expert_parallel for stage in layout.stages):
+            return None             # expert-parallel groups of ep replicas in every stage
         sp = any(g.tp > 1 for stage in layout.stages for g in stage)
         shares = self._even_shares(layout, knobs) if uniform else self.shares(layout, knobs, sp)
         if shares is None:
@@ -344,8 +355,11 @@ class Scorer:
         """planner.memory.replica_memory <= the GPU's memory, solved for the stage's layers L:
         states (edge + L layer) params / tp x bytes per param, activations in-flight x L x per
         layer + the edge activations + the recompute workspace + the framework overhead."""
-        mb, m, cp = knobs.micro_batch, self.job.global_batch // knobs.micro_batch, self.cp
+        mb, m, cp, ep = knobs.micro_batch, self.job.global_batch // knobs.micro_batch, self.cp, self.job.expert_parallel
         per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas * cp, self.states))
+        # routed experts (expert parallelism): 1/ep of them per GPU, sharded over replicas x cp / ep ranks
+        expert = expert_layer_params(self.model) if ep > 1 else 0.0
+        expert_per_param = sum(state_bytes_per_param(knobs.zero_stage, max(1, replicas * cp // ep), self.states))
         first, last = i == 0, i == p - 1
         in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, knobs.interleave, own, window, m)
         width, tp = tp, tp // cp                     # a group's tp is its replica width (class docstring)
@@ -353,15 +367,17 @@ class Scorer:
                  + edge_activation_bytes_of(self.model, self.job.seq_len, mb, tp, first, last, self.job.precision, cp)
                  + self.workspace_bytes(mb, width, sp, knobs.recompute))
         free = pool.gpu.mem_bytes - self.run.framework_bytes - fixed
-        per_layer = (self.layer_params / tp * per_param
+        per_layer = ((self.layer_params - expert) / tp * per_param + expert / (tp * ep) * expert_per_param
                      + in_flight * self.activation_bytes(mb, width, sp, knobs.recompute))
         if free < 0:
             return 0
         most = math.floor(free / per_layer * (1 - 1e-9))
         host = host_bytes_per_param(knobs.zero_stage, replicas * cp, self.states)
         if host:        # offloaded states must fit the GPU's share of its node's CPU memory too
+            expert_host = host_bytes_per_param(knobs.zero_stage, max(1, replicas * cp // ep), self.states)
             host_free = pool.host_mem_per_gpu_bytes - edge_param_count(self.model, first, last, p) / tp * host
-            most = min(most, max(0, math.floor(host_free / (self.layer_params / tp * host) * (1 - 1e-9))))
+            host_layer = (self.layer_params - expert) / tp * host + expert / (tp * ep) * expert_host
+            most = min(most, max(0, math.floor(host_free / host_layer * (1 - 1e-9))))
         return most
 
     # ------------------------------------------------------------------ time
@@ -384,16 +400,24 @@ class Scorer:
             dp_bw, dp_lat = links.dp[i]
             grad_bytes = self.run.grad_reduce_bytes(precision)
             wire = self.states.weight_comm_bytes
-            zf, zb = zero_per_micro_batch_s(zero, params / min_tp * wire, d, dp_bw, dp_lat, grad_bytes, wire,
-                                            self.states.trainable)
+            ep = self.job.expert_parallel
+            shards = param_shards(params, layers[i], self.model, min_tp, d, ep)
+            zf = zb = 0.0
+            for per_gpu, ranks in shards:
+                f, b = zero_per_micro_batch_s(zero, per_gpu * wire, ranks, dp_bw, dp_lat, grad_bytes, wire,
+                                              self.states.trainable)
+                zf, zb = zf + f, zb + b
             stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
             for g, n in zip(groups, self._group_max_shares(groups, shares[i])):
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
                 h = self.run.zero_overlap
-                fetch = fetch_s(self.states, params / (g.tp // cp), d, self.pools[g.pool].gpu)
-                f, b = f + max(0.0, zf + fetch - h * f), b + max(0.0, zb + fetch - h * b)
+                fetch = sum(fetch_s(self.states, per_gpu, ranks, self.pools[g.pool].gpu)
+                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
+                a2a_f, a2a_b = alltoall_s(self.model, layers[i], self.job.seq_len, mb, g.tp // cp, cp, ep, dp_bw,
+                                          dp_lat, knobs.recompute, precision)
+                f, b = f + max(0.0, zf + fetch - h * f) + a2a_f, b + max(0.0, zb + fetch - h * b) + a2a_b
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
@@ -401,10 +425,12 @@ class Scorer:
             passes.append(ts)
             loads.append(ns)
             fwds.append(fs)
-            sync = grad_sync_s(zero, params / min_tp * self.states.trainable, d, dp_bw, dp_lat, grad_bytes)
+            sync = sum(grad_sync_s(zero, per_gpu * self.states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
+                       for per_gpu, ranks in shards)
             overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
             exposed = max(0.0, sync - stage_bwd / v) if overlaps else sync
-            step = max(after_step_s(zero, params / (g.tp // cp), d, self.pools[g.pool], dp_bw, dp_lat, self.states)
+            step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states)
+                           for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                        for g in groups)
             tails.append(exposed + step)
             drains.append(fastest_bwd)

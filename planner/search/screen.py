@@ -123,7 +123,7 @@ class _Table:
         self.d = self.replicas.astype(float)
         min_tp = np.where(self.present, self.tps, 10**6).min(axis=0)
         wire = s.states.weight_comm_bytes
-        weight_bytes = s.layer_params / np.where(chain, self.t_arr, min_tp.astype(float)) * wire
+        weight_bytes = s.layer_params_dense / np.where(chain, self.t_arr, min_tp.astype(float)) * wire
         self.gather, grads_and_gather = zero_per_micro_batch_floor(3, weight_bytes, self.d, ring_s_per_byte(self.d, bw),
                                                                    wire, s.states.trainable)
         self.grads = grads_and_gather - self.gather
@@ -161,7 +161,7 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
         tau = per.fw + np.maximum(per.bw, sub.grads)
     else:
         tau = np.maximum(per.fw, sub.gather) + np.maximum(per.bw, sub.gather + sub.grads)
-    W = s.layer_params / sub.t_arr * sum(state_bytes_per_param(zero, sub.d, s.states))
+    W = s.layer_params_held / sub.t_arr * sum(state_bytes_per_param(zero, sub.d, s.states))
     tau = np.where(sub.present, tau, np.inf)
     # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's (the
     # busiest lane's fill runs at its own group's rate); (b8): a mixed layout's slowest lane

@@ -70,7 +70,7 @@ CP_MIN_TOKENS_PER_GPU = 8192
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
            deadline_hours: float | None = None, top_k: int = 5, method: str = "hetplan",
            options: SearchOptions = SearchOptions(), baselines: bool = True,
-           offload: str = "auto", context_parallel: str = "auto") -> SearchResult:
+           offload: str = "auto", context_parallel: str = "auto", expert_parallel: str = "auto") -> SearchResult:
     """Ranked plans (best first) for `objective`; metrics are exactly planner.cost.evaluate's.
     Raises InfeasibleError when nothing fits (or nothing meets the deadline).
 
@@ -79,27 +79,51 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     one of them is:
     `context_parallel`: "auto" searches every context-parallel degree the engine runs that suits
       the sequence (context_settings), `job.context_parallel` included; "fixed": that one only.
+    `expert_parallel`: "auto" searches every expert-parallel degree the engine runs for a
+      mixture-of-experts model (expert_settings), `job.expert_parallel` included; "fixed": that one.
     `offload`: "auto" searches `job` as it is (its offload, usually none) and, where GPU memory
       limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
       the engine runs. "fixed": `job.offload` only."""
     _check_job_kind(job)
-    degrees = context_settings(cluster, job) if context_parallel == "auto" else [job.context_parallel]
-    if degrees == [job.context_parallel]:
+    cps = context_settings(cluster, job) if context_parallel == "auto" else [job.context_parallel]
+    eps = expert_settings(cluster, job) if expert_parallel == "auto" else [job.expert_parallel]
+    if len(cps) == len(eps) == 1:
         return _search_offloads(cluster, job, objective, deadline_hours, top_k, method, options, baselines, offload)
     results, error = [], None
-    for cp in degrees:
-        try:
-            results.append(_search_offloads(cluster, replace(job, context_parallel=cp), objective, deadline_hours,
-                                            top_k, method, options, baselines, offload))
-        except InfeasibleError as err:
-            error = error or err
+    for cp in cps:
+        for ep in eps:
+            try:
+                results.append(_search_offloads(cluster, replace(job, context_parallel=cp, expert_parallel=ep),
+                                                objective, deadline_hours, top_k, method, options, baselines, offload))
+            except InfeasibleError as err:
+                error = error or err
     if not results:
         raise error
     best = min(results, key=lambda r: estimate_key(objective, r.plans[0].estimate, deadline_hours))
-    note = (f"context parallelism searched ({', '.join(str(cp) for cp in degrees)}), each degree a search of its "
-            f"own; the best answer is shown")
+    said = [f"context parallelism ({', '.join(map(str, cps))})"] if len(cps) > 1 else []
+    said += [f"expert parallelism ({', '.join(map(str, eps))})"] if len(eps) > 1 else []
+    note = f"{' and '.join(said)} searched, each setting a search of its own; the best answer is shown"
     return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results),
                    gap=_worst_gap(results))
+
+
+# Expert-parallel degrees searched: powers of two dividing the experts, up to this many
+MAX_SEARCHED_EXPERT_PARALLEL = 16
+
+
+def expert_settings(cluster: Cluster, job: Job) -> list[int]:
+    """The expert-parallel degrees worth a search: 1 (or the job's own) and, for a mixture-of-experts
+    model under an engine with expert parallelism, each power of two up to
+    MAX_SEARCHED_EXPERT_PARALLEL that divides the experts (a stage needs that many replicas)."""
+    degrees = [job.expert_parallel]
+    if not job.model.is_moe or not engine_profile(job.engine).space.expert_parallel:
+        return degrees
+    ep = 2
+    while ep <= min(MAX_SEARCHED_EXPERT_PARALLEL, cluster.num_gpus) and job.model.experts % ep == 0:
+        if ep not in degrees:
+            degrees.append(ep)
+        ep *= 2
+    return degrees
 
 
 def context_settings(cluster: Cluster, job: Job) -> list[int]:
@@ -149,6 +173,10 @@ def _check_job_kind(job: Job) -> None:
         others = [e.name for e in ENGINES.values() if job.training.kind in e.space.job_kinds]
         raise InputError("job.kind", f"{engine_profile(job.engine).title} does not run {job.training.kind.value} "
                                      f"jobs; plan it for {', '.join(others) or 'another engine'} (--engine)")
+    if job.expert_parallel > 1 and not space.expert_parallel:
+        others = [e.name for e in ENGINES.values() if e.space.expert_parallel]
+        raise InputError("expert_parallel", f"{engine_profile(job.engine).title} has no expert parallelism; plan "
+                                            f"it for {', '.join(others)} (--engine), or set it to 1")
     if job.context_parallel > 1 and not space.context_parallel:
         others = [e.name for e in ENGINES.values() if e.space.context_parallel]
         raise InputError("context_parallel", f"{engine_profile(job.engine).title} has no context parallelism; plan "

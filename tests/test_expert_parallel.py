@@ -1,0 +1,116 @@
+"""Expert parallelism (plan `expert_parallel`): a mixture-of-experts model's routed experts sharded
+over ep of a stage's replicas, their gradients reduced over the replicas / ep that hold the same
+experts, tokens dispatched and combined by all-to-alls; the plan format, the engines, and the
+search's bounds with it."""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from catalog import cluster_from_dict, load_catalog
+from catalog.formats import plan_from_dict, plan_to_dict
+from planner.cost import evaluate
+from planner.experts import MOE_LOAD_IMBALANCE, dispatch_bytes
+from planner.flops import expert_layer_params, expert_params, param_shards
+from planner.search import search
+from planner.search.search import expert_settings
+from planner.types import InputError, Job, Plan, Precision, Recompute, Replica, Stage
+from tests.test_engines import _candidates
+from tests.test_one_cost_model import PIPELINE_TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def _cluster(catalog, nodes=2, gbps=400):
+    return cluster_from_dict({"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": nodes,
+                                                      "gpus_per_node": 8, "inter_node_gbps": gbps}]}, catalog)
+
+
+def _plan(catalog, ep: int, replicas: int = 4, model: str = "mixtral-8x7b", tp: int = 4) -> Plan:
+    m = catalog.model(model)
+    reps = tuple(Replica("h100", tp, 8) for _ in range(replicas))
+    return Plan(m, 8 * replicas, 4096, 1, Precision.BF16, (Stage(0, m.layers, reps),), zero_stage=1,
+                recompute=Recompute.FULL, sequence_parallel=True, expert_parallel=ep, engine="megatron")
+
+
+def test_experts_are_split_from_the_dense_weights_and_sharded_over_ep(catalog):
+    model = catalog.model("mixtral-8x7b")
+    per_layer = expert_layer_params(model)
+    assert per_layer == model.experts * expert_params(model)         # every Mixtral layer is MoE
+    dense, experts = param_shards(1e9, 2, model, 4, 8, expert_parallel=4)
+    assert experts == (2 * per_layer / 16, 2) and dense == ((1e9 - 2 * per_layer) / 4, 8)
+    assert param_shards(1e9, 2, model, 4, 8) == ((1e9 / 4, 8),)
+
+
+def test_expert_parallelism_cuts_weight_memory_and_gradient_traffic_and_pays_in_all_to_alls(catalog):
+    cluster = _cluster(catalog)
+    one, four = evaluate(cluster, _plan(catalog, 1)), evaluate(cluster, _plan(catalog, 4))
+    m1, m4 = one.replicas[0].memory, four.replicas[0].memory
+    model = catalog.model("mixtral-8x7b")
+    saved = model.layers * expert_layer_params(model) * (1 - 1 / 4) / 4 * 2        # 16-bit weights, tp 4
+    assert m1.weights_bytes - m4.weights_bytes == pytest.approx(saved, rel=1e-6)
+    assert four.breakdown["data_parallel_comm"].total_s < one.breakdown["data_parallel_comm"].total_s
+    assert four.breakdown["expert_parallel_comm"].total_s > 0 == one.breakdown["expert_parallel_comm"].total_s
+    assert any("expert parallel 4" in n for n in four.notes)
+
+
+def test_dispatch_sends_each_tokens_top_k_copies(catalog):
+    model = catalog.model("mixtral-8x7b")
+    assert dispatch_bytes(model, 4096, 1, 4) == 2 * 4096 / 4 * model.top_k * model.hidden
+    assert MOE_LOAD_IMBALANCE >= 1
+
+
+def test_plan_files_carry_expert_parallel_and_refuse_what_cannot_shard(catalog):
+    plan = _plan(catalog, 2)
+    data = plan_to_dict(plan)
+    assert data["expert_parallel"] == 2 and plan_from_dict(data, catalog) == plan
+    with pytest.raises(InputError, match="divisor of 8"):
+        plan_from_dict({**data, "expert_parallel": 3}, catalog)
+    with pytest.raises(InputError, match="groups of expert_parallel"):
+        plan_from_dict({**plan_to_dict(_plan(catalog, 1, replicas=3)), "expert_parallel": 2}, catalog)
+    with pytest.raises(InputError, match="no experts"):
+        plan_from_dict({**data, "model": "llama-3-8b"}, catalog)
+    with pytest.raises(InputError, match="no expert parallelism"):
+        plan_from_dict({**data, "engine": "deepspeed"}, catalog)
+
+
+def test_search_tries_expert_parallel_degrees_for_moe_models(catalog):
+    cluster = _cluster(catalog)
+    job = Job(catalog.model("mixtral-8x7b"), 32, 4096, engine="megatron")
+    assert expert_settings(cluster, job) == [1, 2, 4, 8]
+    assert expert_settings(cluster, replace(job, engine="hetplan")) == [1]
+    assert expert_settings(cluster, replace(job, model=catalog.model("llama-3-8b"))) == [1]
+    result = search(cluster, job, baselines=False)
+    assert any("expert parallelism (1, 2, 4, 8) searched" in n for n in result.notes)
+    fixed = search(cluster, replace(job, expert_parallel=2), baselines=False, expert_parallel="fixed")
+    assert fixed.plans[0].plan.expert_parallel == 2
+    assert all(len(s.replicas) % 2 == 0 for s in fixed.plans[0].plan.stages)
+    assert result.plans[0].estimate.tokens_per_s >= fixed.plans[0].estimate.tokens_per_s * (1 - 1e-9)
+    with pytest.raises(InputError, match="no expert parallelism"):
+        search(cluster, replace(job, engine="hetplan", expert_parallel=2), baselines=False)
+
+
+@pytest.mark.parametrize("ep", [2, 4])
+@pytest.mark.parametrize("seed", [1, 3, 5])
+def test_bounds_and_floors_below_evaluate_with_expert_parallelism(catalog, ep, seed):
+    rng = random.Random(seed)
+    pools = [{"name": f"p{j}", "gpu": gpu, "nodes": rng.choice((1, 2, 4)), "gpus_per_node": rng.choice((4, 8)),
+              "inter_node_gbps": rng.choice((25, 100, 400))}
+             for j, gpu in enumerate(rng.sample(["h100-sxm", "a100-80gb-sxm", "h200-sxm"], rng.choice((1, 2))))]
+    cluster = cluster_from_dict({"name": "random", "pools": pools, "between_pools_gbps": 100}, catalog)
+    job = Job(catalog.model("mixtral-8x7b"), rng.choice((16, 32)), 2048, engine="megatron", expert_parallel=ep)
+    checked = 0
+    for cand, screen, pipeline in _candidates(cluster, job):
+        plan = cand.to_plan(job)
+        assert plan.expert_parallel == ep
+        est = evaluate(cluster, plan, detail=False).iteration_time_s
+        assert screen <= est * (1 + 1e-9) and cand.floor_s <= est * (1 + 1e-9), (cand.layout, cand.knobs)
+        assert pipeline <= est * (1 + PIPELINE_TOLERANCE), (cand.layout, cand.knobs)
+        checked += 1
+    if not checked:
+        pytest.skip("nothing fits this random case at this degree")
