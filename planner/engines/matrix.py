@@ -31,6 +31,8 @@ FEATURES = (
     ("recompute", lambda e: ", ".join(r.value for r in e.space.recomputes)),
     ("sequence parallel", lambda e: _flag(e.space.sequence_parallel and e.space.tensor_parallel)),
     ("precisions", lambda e: ", ".join(p.value for p in e.space.precisions)),
+    ("context parallelism", lambda e: _flag(e.space.context_parallel)),
+    ("expert parallelism", lambda e: _flag(e.space.expert_parallel)),
     ("job kinds", lambda e: ", ".join(k.value for k in e.space.job_kinds)),
     ("LoRA limits", lambda e: ", ".join(x for x, ok in (("no recompute", e.space.adapters_with_recompute),
                                                          ("dense models", e.space.adapters_with_moe)) if not ok) or "-"),
