@@ -250,8 +250,6 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
         layer_bwd += layer_fwd
         tp_bwd += 2 * collective
         ring_bwd += ring_fwd
-    elif recompute == Recompute.SELECTIVE and selective == SelectiveKind.ATTENTION_CORE:
-        ring_bwd += ring_fwd          # the rerun attention core goes round the ring again
     elif recompute == Recompute.SELECTIVE and selective == SelectiveKind.OP_SAC:
         # every other matmul and every element-wise op again; SDPA and the reduce-scatters are
         # saved, the two sequence-parallel all-gathers (half an all-reduce each) are rerun
@@ -259,6 +257,7 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
         tp_bwd += collective if tp > 1 else 0.0
     elif recompute == Recompute.SELECTIVE:
         layer_bwd += attn
+        ring_bwd += ring_fwd          # the rerun attention core goes round the ring again
     head_fwd = head_bwd = 0.0
     if has_head:
         tokens = seq_len * micro_batch / cp
