@@ -3,24 +3,26 @@
 Data: reference/public_training_runs.csv (a copy of the project's shared reference file; every
 row cites its source file, table and line, and `notes` says what was filled in from elsewhere).
 
-Each row the cost model can state today (16-bit matmuls, no context parallelism, a dense model,
-a stated parallel layout and a throughput) becomes a cluster and a plan for the engine that ran
-it, scored by planner.cost.evaluate; the others are listed with the reason. No constant is
-fitted to a row: what a source leaves unstated is filled by one rule for all its rows, written in
-`ASSUMED` and shown next to the tables.
+Each row the cost model can state (a dense model, a stated parallel layout and a throughput)
+becomes a cluster and a plan for the engine that ran it, scored by planner.cost.evaluate; the
+others are listed with the reason. 16-bit runs without context parallelism make the engine groups
+of issue 10 (`public_rows`); FP8 runs (`fp8_rows`) and context-parallel runs (`context_parallel_rows`)
+are stated apart (issue 11). No constant is fitted to a row: what a source leaves unstated is filled
+by one rule for all its rows, written in `ASSUMED` and shown next to the tables.
 """
 from __future__ import annotations
 
 import csv
+import re
 import statistics
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from planner.compute import Kernels
 from planner.cost import CostOptions, evaluate
 from planner.flops import megatron_flops_with_recompute
-from planner.types import (GB, GIB, Cluster, Gpu, MlpKind, Model, NormKind, Plan, Pool, PositionKind,
+from planner.types import (GB, GIB, Cluster, Estimate, Gpu, MlpKind, Model, NormKind, Plan, Pool, PositionKind,
                            Precision, Recompute, Replica, Stage)
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
@@ -41,6 +43,7 @@ class RunRow:
     measured: float
     predicted: float
     fits: bool
+    estimate: Estimate | None = field(default=None, compare=False, repr=False)   # what predicted came from
 
     @property
     def error(self) -> float:
@@ -116,6 +119,16 @@ ASSUMED = {
                   "(ZeRO-3), sequence-parallel TP, FlashAttention (SDPA); selective AC is the profile's op-level "
                   "SAC, and the two 'selective (layer)' rows (every second layer fully recomputed, lines 35 and 41) "
                   "are costed as op SAC too: the same tables measure the two within 1% and 2% (lines 35/36, 41/42)",
+    "torchtitan-batch": "torchtitan Dec. 2024 Tables 2 and 6 state a local batch (1 and 8) but no global batch: "
+                        "global batch = local batch x FSDP degree, the file's own relation in every table that "
+                        "states both (Tables 1, 3, 4, 5: 2 x 8, 2 x 128, 16 x 32, 32 x 8); context-parallel ranks "
+                        "share their FSDP rank's batch (train.py builds the data loader over the 'dp' mesh, "
+                        "without cp)",
+    "megatron-2025": "Megatron-Core r0.12 examples/llama FP8 table: the Llama 3 shape each row states (SwiGLU, "
+                     "grouped-query attention, RMSNorm, RoPE, untied embeddings), micro-batch 1 as stated, no "
+                     "recomputation, distributed optimizer (ZeRO-1), FlashAttention (Transformer Engine), context "
+                     "parallelism as stated (Megatron-LM's default p2p ring), no interleaving: the table's VP 5 and "
+                     "8 are not modelled (Llama 3 405B's 126 layers do not split into 8 stages x 8 virtual stages)",
     "torchtitan-kernels": "torchtitan element-wise kernels, from each row's compile column and the norm_type of the "
                           "train config it ran: compiled rows fused (Inductor, Kernels.FUSED); eager rows with "
                           "norm_type 'fused_rmsnorm' (train_configs/llama2_13b.toml, llama3_8b.toml @395a526/@1ea476e) "
@@ -152,7 +165,8 @@ def gpt(row: dict, heads: int) -> Model:
 
 def uniform_plan(model: Model, pool: str, tp: int, pp: int, dp: int, global_batch: int, seq_len: int,
                  micro_batch: int, precision: Precision, zero_stage: int, recompute: Recompute,
-                 sequence_parallel: bool, engine: str) -> Plan:
+                 sequence_parallel: bool, engine: str, context_parallel: int = 1) -> Plan:
+    """pp stages of dp replicas, each replica tp x context_parallel GPUs: tp x cp x dp x pp in all."""
     per, extra = divmod(model.layers, pp)
     stages, start = [], 0
     for i in range(pp):
@@ -160,7 +174,8 @@ def uniform_plan(model: Model, pool: str, tp: int, pp: int, dp: int, global_batc
         stages.append(Stage(start, start + n, tuple(Replica(pool, tp, global_batch // dp) for _ in range(dp))))
         start += n
     return Plan(model, global_batch, seq_len, micro_batch, precision, tuple(stages), zero_stage=zero_stage,
-                recompute=recompute, sequence_parallel=sequence_parallel and tp > 1, engine=engine)
+                recompute=recompute, sequence_parallel=sequence_parallel and tp > 1, engine=engine,
+                context_parallel=context_parallel)
 
 
 def recompute_of(text: str) -> Recompute:
@@ -181,29 +196,51 @@ def megatron_core_flops(model: Model, seq_len: int, batch: int) -> float:
 
 # ----------------------------------------------------------------------------- rows
 
-def _degrees(row: dict) -> tuple[int, int, int]:
-    tp, pp = int(row["tp"]), int(row["pp"])
-    return tp, pp, int(row["num_gpus"]) // (tp * pp)
+def _degrees(row: dict) -> tuple[int, int, int, int]:
+    """(tp, pp, cp, dp) with dp = GPUs / (tp x pp x cp), as the sources derive it."""
+    tp, pp, cp = int(row["tp"]), int(row["pp"]), context_parallel_of(row)
+    return tp, pp, cp, int(row["num_gpus"]) // (tp * pp * cp)
 
 
 def is_fp8(row: dict) -> bool:
     return "fp8" in row["precision"].lower()
 
 
-def unstated_reason(row: dict, fp8: bool = False) -> str:
-    """Why the cost model cannot state this row today ('' when it can). FP8 rows are stated apart
-    (`fp8_rows`, issue 11), so that the engine groups of issue 10 stay 16-bit runs."""
+def context_parallel_of(row: dict) -> int:
+    return int(row["cp"] or 1)
+
+
+def global_batch_of(row: dict) -> int | None:
+    """The row's global batch in sequences, or None where the source states none
+    (ASSUMED["torchtitan-batch"] for torchtitan's tables that state a local batch only)."""
+    if row["global_batch"]:
+        return int(row["global_batch"])
+    local = re.search(r"local batch(?: size)? (\d+)", row["notes"])
+    fsdp = re.fullmatch(r"FSDP (\d+)", row["dp_or_fsdp"])
+    if row["framework"] == "torchtitan" and local and fsdp:
+        return int(local.group(1)) * int(fsdp.group(1))
+    return None
+
+
+def unstated_reason(row: dict, fp8: bool = False, context_parallel: bool = False) -> str:
+    """Why the cost model cannot state this row today ('' when it can). FP8 rows (`fp8_rows`) and
+    context-parallel rows (`context_parallel_rows`) are stated apart (issue 11), so that the engine
+    groups of issue 10 stay 16-bit runs without context parallelism."""
+    cp = context_parallel_of(row)
+    if cp > 1 and not context_parallel:
+        return f"context parallelism {cp}: stated in its own table, 'Context-parallel runs'"
     if is_fp8(row) and not fp8:
         return "FP8 (Float8 / Transformer Engine): stated in its own table, 'FP8 runs'"
-    if int(row["cp"] or 1) > 1:
-        return f"context parallelism {row['cp']}: not modelled yet (later issue)"
+    if cp > 1 and int(row["seq_len"]) % (2 * cp):
+        return (f"sequence of {row['seq_len']} tokens does not split into 2 x {cp} equal chunks "
+                "(load-balanced causal context parallelism)")
     if "OUT OF MEMORY" in row["notes"]:
         return "measured out of memory: no throughput to compare"
     if not row["tp"] or not row["layers"]:
         return "parallel layout or model shape not stated in the source"
     if not (row["measured_tokens_per_s_per_gpu"] or row["measured_tflops_per_gpu"]):
         return "no throughput measured"
-    if not row["global_batch"]:
+    if global_batch_of(row) is None:
         return "global batch not stated in the source"
     if "rowwise" in row["precision"].lower():
         return "float8 row-wise scaling: the cost model's FP8 is tensor-wise (one scale per tensor)"
@@ -239,23 +276,26 @@ def engine_variant(name: str, **execution_values):
 
 def torchtitan_row(row: dict, gpus: dict[str, Gpu], power_limited: bool = True) -> tuple[Cluster, Plan, str]:
     gpu, label = gpu_for(row, gpus, power_limited)
-    tp, pp, dp = _degrees(row)
-    batch = int(row["global_batch"])
+    tp, pp, cp, dp = _degrees(row)
+    batch = global_batch_of(row)
     precision = Precision.FP8 if is_fp8(row) else Precision.BF16      # Float8 linears (torchao)
     micro = batch // dp if pp == 1 else 1    # ASSUMED["torchtitan-pp"]: pipeline_parallel_microbatch_size's default
     plan = uniform_plan(llama(row), label, tp, pp, dp, batch, int(row["seq_len"]), micro, precision,
-                        3, recompute_of(row["recompute"]), True, "torchtitan")
+                        3, recompute_of(row["recompute"]), True, "torchtitan", cp)
     return cluster_for(row, gpu, label), plan, label
 
 
 def megatron_row(row: dict, gpus: dict[str, Gpu], heads_by_hidden: dict[int, int]) -> tuple[Cluster, Plan, str]:
     gpu, label = gpu_for(row, gpus)
-    tp, pp, dp = _degrees(row)
+    tp, pp, cp, dp = _degrees(row)
     batch, seq = int(row["global_batch"]), int(row["seq_len"])
     model = gpt(row, int(row["heads"]) if row["heads"] else heads_by_hidden[int(row["hidden"])])
-    if "r0.8" in row["framework"] or "r0.12" in row["framework"]:    # 2024-25, H100 (r0.12: FP8 hybrid)
+    if "r0.12" in row["framework"]:                 # 2025 examples/llama, H100, FP8 hybrid: ASSUMED["megatron-2025"]
         precision = Precision.FP8 if is_fp8(row) else Precision.BF16
-        plan = uniform_plan(model, label, tp, pp, dp, batch, seq, 1, precision, 1, Recompute.NONE, True,
+        plan = uniform_plan(llama(row), label, tp, pp, dp, batch, seq, 1, precision, 1, Recompute.NONE, True,
+                            "megatron", cp)
+    elif "r0.8" in row["framework"]:                # 2024, H100
+        plan = uniform_plan(model, label, tp, pp, dp, batch, seq, 1, Precision.BF16, 1, Recompute.NONE, True,
                             "megatron")
     elif "(2020)" in row["framework"]:
         plan = uniform_plan(model, label, tp, pp, dp, batch, seq, batch // dp, Precision.FP16, 0, Recompute.FULL,
@@ -282,13 +322,14 @@ def group_of(row: dict) -> str:
 def case_of(row: dict, plan: Plan) -> str:
     tp, pp = plan.stages[0].replicas[0].tp, plan.num_stages
     dp = len(plan.stages[0].replicas)
+    cp = f" cp{plan.context_parallel}" if plan.context_parallel > 1 else ""
     extra = []
     if row["compile"] == "yes":
         extra.append("compile")
     if row["async_tp"].startswith("yes"):
         extra.append("async TP")
     tail = f" ({', '.join(extra)})" if extra else ""
-    return (f"{row['model']} on {row['num_gpus']}: tp{tp} pp{pp} dp{dp} mb{plan.micro_batch} "
+    return (f"{row['model']} on {row['num_gpus']}: tp{tp}{cp} pp{pp} dp{dp} mb{plan.micro_batch} "
             f"{plan.recompute.value}{tail}")
 
 
@@ -313,19 +354,20 @@ def predict(row: dict, gpus: dict[str, Gpu], heads_by_hidden: dict[int, int], li
         flops = (megatron_core_flops(m, plan.seq_len, plan.global_batch) if core else
                  megatron_flops_with_recompute(m.layers, m.hidden, m.vocab, plan.seq_len, plan.global_batch))
         predicted = flops / est.iteration_time_s / plan.num_gpus / 1e12
-    return RunRow(line, engine_group, plan.engine, label, case_of(row, plan), quantity, measured, predicted, est.fits)
+    return RunRow(line, engine_group, plan.engine, label, case_of(row, plan), quantity, measured, predicted, est.fits,
+                  est)
 
 
 def fp8_rows(gpus: dict[str, Gpu]) -> tuple[list[RunRow], list[Unstated]]:
-    """The FP8 runs the cost model can state (planner.numerics: FP8 linear-layer GEMMs at the GPU's
-    FP8 peak times the bf16-measured efficiency, the rest 16-bit), and the others with the reason:
-    issue 11's first look at FP8, apart from issue 10's 16-bit engine groups."""
+    """The FP8 runs without context parallelism the cost model can state (planner.numerics: FP8
+    linear-layer GEMMs at the GPU's FP8 peak times the bf16-measured efficiency, the rest 16-bit), and
+    the others with the reason: issue 11's first look at FP8, apart from issue 10's 16-bit engine
+    groups (the FP8 runs with context parallelism are `context_parallel_rows`)."""
     runs = read_runs()
-    heads_by_hidden = {int(r["hidden"]): int(r["heads"]) for r in runs
-                       if r["framework"] == "Megatron-LM" and r["heads"] and r["hidden"]}
+    heads_by_hidden = _heads_by_hidden(runs)
     stated, unstated = [], []
     for k, row in enumerate(runs):
-        if not is_fp8(row):
+        if not is_fp8(row) or context_parallel_of(row) > 1:
             continue
         reason = unstated_reason(row, fp8=True)
         if reason:
@@ -344,13 +386,133 @@ def fp8_section(rows: list[RunRow], unstated: list[Unstated]) -> list[str]:
            "assumption; no constant is fitted to them.", ""]
     if rows:
         out += _summary_table("engine", by_key(rows, lambda r: ENGINE_TITLES[r.engine])) + [""]
-        out += ["| line | engine | GPU | case | quantity | measured | predicted | error | fits |",
-                "|---|---|---|---|---|---|---|---|---|"]
-        out += [f"| {r.line} | {r.engine} | {r.gpu} | {r.case} | {r.quantity} | {r.measured:,.1f} | "
-                f"{r.predicted:,.1f} | {r.error:+.1%} | {'yes' if r.fits else 'no (ran)'} |" for r in rows]
+        out += _rows_table(rows)
     out += ["", "| line | run | reason |", "|---|---|---|"]
     out += [f"| {u.line} | {u.case} | {u.reason} |" for u in unstated]
     return out
+
+
+def context_parallel_rows(gpus: dict[str, Gpu]) -> tuple[list[RunRow], list[Unstated]]:
+    """The context-parallel runs (cp > 1, any precision) the cost model can state: each replica spans
+    tp x cp GPUs, the sequence split over cp (planner.types.Plan.context_parallel), dp = GPUs /
+    (tp x pp x cp); the others with the reason. Issue 11, apart from the 16-bit and FP8 groups."""
+    runs = read_runs()
+    heads_by_hidden = _heads_by_hidden(runs)
+    stated, unstated = [], []
+    for k, row in enumerate(runs):
+        if context_parallel_of(row) == 1:
+            continue
+        reason = unstated_reason(row, fp8=True, context_parallel=True)
+        if reason:
+            unstated.append(Unstated(k + 2, f"{row['model']} on {row['num_gpus'] or '?'} {row['gpu']}", reason))
+        else:
+            stated.append(predict(row, gpus, heads_by_hidden, k + 2))
+    return stated, unstated
+
+
+def _heads_by_hidden(runs: list[dict]) -> dict[int, int]:
+    # the April 2021 README table gives no heads; its January 2021 version (same models) does
+    return {int(r["hidden"]): int(r["heads"]) for r in runs
+            if r["framework"] == "Megatron-LM" and r["heads"] and r["hidden"]}
+
+
+def is_405b(row: dict) -> bool:
+    return "405B" in row["model"]
+
+
+def context_parallel_section(rows: list[RunRow], unstated: list[Unstated], fp8: list[RunRow],
+                             llama_405b: list[RunRow], unstated_405b: list[Unstated]) -> list[str]:
+    out = ["", "## Context-parallel runs (issue 11)", "",
+           f"The rows of `{RUNS_FILE}` with context parallelism (cp > 1): {len(rows)} stated, {len(unstated)} not "
+           "(reason below). Each is a plan with `context_parallel=cp`: dp replicas of tp GPUs per stage, each "
+           "replica spanning tp x cp GPUs, tp x cp x dp x pp GPUs in all, the sequence split over cp with "
+           "load-balanced causal chunks (planner/compute.py `context_ring_s`: Megatron-LM's p2p ring, each "
+           "step's key/value chunk hidden behind that step's attention where it can be). Every stated row is "
+           "also FP8, so the FP8 assumption (section above) is in these errors too. No constant is fitted "
+           "to them.", ""]
+    if rows:
+        out += _summary_table("engine", by_key(rows, lambda r: ENGINE_TITLES[r.engine])) + [""]
+        out += _rows_table(rows)
+    out += ["", "| line | run | reason |", "|---|---|---|"]
+    out += [f"| {u.line} | {u.case} | {u.reason} |" for u in unstated]
+    if rows:
+        out += context_parallel_findings(rows, fp8)
+    out += ["", "### Llama 3 / 3.1 405B", "",
+            f"Every row of the 405B model, wherever it is stated above ({len(llama_405b)} rows), and the "
+            f"{len(unstated_405b)} not stated with the reason.", ""]
+    if llama_405b:
+        out += _summary_table("engine", by_key(llama_405b, lambda r: ENGINE_TITLES[r.engine])) + [""]
+        out += _rows_table(llama_405b)
+    out += ["", "| line | run | reason |", "|---|---|---|"]
+    out += [f"| {u.line} | {u.case} | {u.reason} |" for u in unstated_405b]
+    return out
+
+
+# torchtitan Dec. 2024 Tables 2 and 6: the same runs at cp 1, 2, 4, 8 (tokens per GPU fixed)
+TORCHTITAN_CP_SERIES = {"Llama 3.1 8B on 8 GPUs": (5, 6, 7, 8), "Llama 3.1 405B on 512 GPUs": (16, 17, 18, 19)}
+
+
+def context_parallel_findings(rows: list[RunRow], fp8: list[RunRow]) -> list[str]:
+    """What the stated context-parallel rows show the cost model lacks, read from their estimates."""
+    ring = max(r.estimate.breakdown["context_parallel_comm"].exposed_s / r.estimate.iteration_time_s for r in rows)
+    by_line = {r.line: r for r in rows + fp8}
+    out = ["", "### What the context-parallel rows show", "",
+           f"* **The ring is hidden in every stated row.** Exposed context-parallel communication is at most "
+           f"{ring:.2%} of a predicted iteration: at 4K to 32K tokens per GPU each ring step's attention outlasts "
+           "its key/value transfer, so the predicted fall in throughput as cp rises is attention's quadratic "
+           "work alone."]
+    for name, lines in TORCHTITAN_CP_SERIES.items():
+        series = [by_line[n] for n in lines if n in by_line]
+        if len(series) < 2:
+            continue
+        first, last = series[0], series[-1]
+        errors = ", ".join(f"{r.error:+.1%}" for r in series)
+        out.append(f"* **torchtitan, {name}: the error grows with cp.** Lines {', '.join(str(r.line) for r in series)} "
+                   f"(cp 1, 2, 4, 8, the sequence doubling with cp): errors {errors}. Measured "
+                   f"throughput falls {first.measured / last.measured:.1f}x from the first to the last, predicted "
+                   f"{first.predicted / last.predicted:.1f}x.")
+    out.append("  These runs use PyTorch's experimental `context_parallel` (torch 1963fc8; "
+               "torch/distributed/tensor/experimental/_attention.py `_ContextParallelOptions`), whose defaults "
+               "exchange keys and values by "
+               "all-gather (`_RotateMethod.ALL_GATHER`) rather than a p2p ring and merge each chunk's partial output "
+               "and log-sum-exp in fp32 (`convert_to_f32=True`), one SDPA call per chunk; the cost model runs "
+               "attention at one FlashAttention rate however it is chunked, with the merge and the all-gather's "
+               "exposure free. None of this is fitted here: it is what a torchtitan CP term would have to model.")
+    megatron = [r for r in rows if r.engine == "megatron"]
+    if megatron:
+        ran = [r for r in megatron if not r.fits]
+        out.append("* **Megatron-Core's FP8 rows** (Transformer Engine attention, p2p ring): errors "
+                   + ", ".join(f"{r.error:+.1%} (line {r.line})" for r in megatron)
+                   + ". The 405B row runs with VP 8 (ASSUMED['megatron-2025']: not modelled), so its bubble, "
+                   f"{_bubble_share(by_line.get(60)):.1%} of the predicted iteration, is larger than the run's."
+                   + (" Predicted not to fit though they ran: "
+                      + ", ".join(f"line {r.line} {r.estimate.peak_memory_bytes / GIB:.1f} GiB of "
+                                  f"{r.estimate.replicas[0].memory.capacity_bytes / GIB:.0f}" for r in ran)
+                      + " (planner/numerics.py counts FP8 weights as bf16 plus FP8 copies, 4 bytes a parameter, "
+                        "and activations as bf16)." if ran else ""))
+    return out
+
+
+def _bubble_share(row: RunRow | None) -> float:
+    if row is None:
+        return 0.0
+    return row.estimate.breakdown["pipeline_bubble"].exposed_s / row.estimate.iteration_time_s
+
+
+def _rows_table(rows: list[RunRow]) -> list[str]:
+    out = ["| line | engine | GPU | case | quantity | measured | predicted | error | fits |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    return out + [f"| {r.line} | {r.engine} | {r.gpu} | {r.case} | {r.quantity} | {r.measured:,.1f} | "
+                  f"{r.predicted:,.1f} | {r.error:+.1%} | {'yes' if r.fits else 'no (ran)'} |" for r in rows]
+
+
+def llama_405b_rows(stated: list[RunRow], unstated: list[Unstated]) -> tuple[list[RunRow], list[Unstated]]:
+    """The 405B rows among `stated` and `unstated` (the three groups together), by line."""
+    lines = {k + 2 for k, row in enumerate(read_runs()) if is_405b(row)}
+    stated_lines = {r.line for r in stated}
+    return (sorted((r for r in stated if r.line in lines), key=lambda r: r.line),
+            sorted({u.line: u for u in unstated if u.line in lines and u.line not in stated_lines
+                    and "stated in its own table" not in u.reason}.values(), key=lambda u: u.line))
 
 
 def read_runs() -> list[dict]:
@@ -360,9 +522,7 @@ def read_runs() -> list[dict]:
 
 def public_rows(gpus: dict[str, Gpu], power_limited: bool = True) -> tuple[list[RunRow], list[Unstated]]:
     runs = read_runs()
-    # the April 2021 README table gives no heads; its January 2021 version (same models) does
-    heads_by_hidden = {int(r["hidden"]): int(r["heads"]) for r in runs
-                       if r["framework"] == "Megatron-LM" and r["heads"] and r["hidden"]}
+    heads_by_hidden = _heads_by_hidden(runs)
     stated, unstated = [], []
     for k, row in enumerate(runs):
         line = k + 2

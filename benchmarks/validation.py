@@ -173,8 +173,11 @@ def public_section(gpus) -> list[str]:
     as_catalog, _ = public_runs.public_rows(gpus, power_limited=False)
     probes = public_runs.sensitivity(gpus, "torchtitan", TORCHTITAN_PROBES)
     fp8, fp8_unstated = public_runs.fp8_rows(gpus)
+    cp, cp_unstated = public_runs.context_parallel_rows(gpus)
+    llama_405b, unstated_405b = public_runs.llama_405b_rows(rows + fp8 + cp, unstated + fp8_unstated + cp_unstated)
     return (public_runs.markdown_section(rows, unstated, as_catalog, probes) + public_runs.not_explained(rows)
-            + public_runs.fp8_section(fp8, fp8_unstated))
+            + public_runs.fp8_section(fp8, fp8_unstated)
+            + public_runs.context_parallel_section(cp, cp_unstated, fp8, llama_405b, unstated_405b))
 
 
 def document(catalog) -> str:

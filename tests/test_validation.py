@@ -79,8 +79,8 @@ def test_every_public_run_is_stated_or_has_a_reason(public):
     assert len(stated) + len(unstated) == 98
     assert len({r.line for r in stated} | {u.line for u in unstated}) == 98
     reasons = [u.reason for u in unstated]
-    assert sum("FP8" in r for r in reasons) == 29          # Float8 rows: stated apart (fp8_rows)
-    assert sum("context parallelism" in r for r in reasons) == 1
+    assert sum("FP8" in r for r in reasons) == 21          # Float8 rows: stated apart (fp8_rows)
+    assert sum("context parallelism" in r for r in reasons) == 9   # stated apart (context_parallel_rows)
     assert len(stated) == 58
     assert {r.engine for r in stated} == {"torchtitan", "megatron"}
     # torchtitan rows are FSDP2 (ZeRO-3) plans for the torchtitan engine, Megatron rows for megatron
@@ -179,16 +179,74 @@ def test_eager_kernels_and_op_sac_cost_more_time_and_op_sac_keeps_less(catalog):
 
 
 def test_fp8_runs_stated_apart_with_their_error(catalog):
-    """The FP8 runs (issue 11) as docs/validation.md 'FP8 runs' reports them at this commit: 13
-    torchtitan Float8 (tensor-wise) rows over-predicted by a median +24.2% (the bf16 rows: +18.1%;
-    the rest is the assumption that FP8 GEMMs reach the bf16-measured efficiency), the one Megatron-Core
-    FP8 row within 10%. Row-wise scaling and context-parallel rows are listed with their reason."""
+    """The FP8 runs without context parallelism (issue 11) as docs/validation.md 'FP8 runs' reports
+    them at this commit: 15 torchtitan Float8 (tensor-wise) rows over-predicted by a median +24.4% (the
+    bf16 rows: +18.1%; the rest is the assumption that FP8 GEMMs reach the bf16-measured efficiency;
+    lines 5 and 16 joined with their global batch = local batch x FSDP degree), the one Megatron-Core
+    FP8 row (line 59, -8.2% as a Llama 3 shape) within 10%. Row-wise scaling rows are listed with
+    their reason; context-parallel rows have their own table."""
     stated, unstated = public_runs.fp8_rows(catalog.gpus)
     tt = [r for r in stated if r.engine == "torchtitan"]
     mg = [r for r in stated if r.engine == "megatron"]
-    assert len(tt) == 13 and len(mg) == 1
+    assert len(tt) == 15 and len(mg) == 1
+    assert {5, 16} <= {r.line for r in tt}
+    assert not any("context parallelism" in u.reason for u in unstated)
     s = public_runs.summarise(tt)
-    assert abs(s.signed_median - 0.242) <= MEASURED_TOLERANCE
+    assert abs(s.signed_median - 0.244) <= MEASURED_TOLERANCE
     assert abs(mg[0].error) <= 0.10
     assert all(r.reason for r in unstated) and any("row-wise" in r.reason for r in unstated)
     assert all(r.fits for r in stated)
+
+
+# ----------------------------------------------------------------------------- context parallelism and 405B (issue 11)
+
+@pytest.fixture(scope="module")
+def context_parallel(catalog):
+    return public_runs.context_parallel_rows(catalog.gpus)
+
+
+def test_context_parallel_rows_use_every_gpu_of_the_run(catalog):
+    # each replica spans tp x cp GPUs: tp x cp x dp x pp = the run's GPUs, dp as the source states it
+    runs = public_runs.read_runs()
+    for line in (6, 7, 8, 17, 18, 19, 58, 60):
+        row = runs[line - 2]
+        if row["framework"] == "torchtitan":
+            _, plan, _ = public_runs.torchtitan_row(row, catalog.gpus)
+        else:
+            _, plan, _ = public_runs.megatron_row(row, catalog.gpus, {})
+        assert plan.context_parallel == int(row["cp"]) > 1
+        assert plan.num_gpus == int(row["num_gpus"]), (line, plan.num_gpus)
+        assert len(plan.stages[0].replicas) == int(row["dp_or_fsdp"].split()[-1])
+        assert plan.seq_len % (2 * plan.context_parallel) == 0
+
+
+def test_context_parallel_runs_stated_with_their_error(context_parallel):
+    """docs/validation.md 'Context-parallel runs' at this commit: 6 torchtitan rows (Dec. 2024 Tables 2
+    and 6, Float8 + CP, lines 6-8 and 17-19) over-predicted by a median +65.8%, the error growing with cp;
+    2 Megatron-Core r0.12 FP8 rows (lines 58, 60), median abs. error 8.9%. Line 99 (Meta's engine) is
+    listed with its reason."""
+    stated, unstated = context_parallel
+    tt = [r for r in stated if r.engine == "torchtitan"]
+    mg = [r for r in stated if r.engine == "megatron"]
+    assert [r.line for r in tt] == [6, 7, 8, 17, 18, 19] and [r.line for r in mg] == [58, 60]
+    assert all(r.predicted > 0 and abs(r.error) < 1.0 for r in stated)
+    assert abs(public_runs.summarise(tt).signed_median - 0.658) <= MEASURED_TOLERANCE
+    assert public_runs.summarise(mg).median_abs <= 0.089 + MEASURED_TOLERANCE
+    assert [u.line for u in unstated] == [99] and "Meta" in unstated[0].reason
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10's 10% target not met by torchtitan's context-parallel rows: "
+                                       "median 65.8% (docs/validation.md)")
+def test_context_parallel_torchtitan_within_10_percent(context_parallel):
+    tt = [r for r in context_parallel[0] if r.engine == "torchtitan"]
+    assert public_runs.summarise(tt).median_abs <= 0.10
+
+
+def test_every_405b_row_is_stated_or_has_a_reason(catalog, public, context_parallel):
+    # 13 rows of Llama 3 / 3.1 405B: 9 stated (torchtitan lines 14, 16-19, 44-46; Megatron-Core line 60),
+    # line 15 (interleave depth not stated) and Meta's lines 97-99 not
+    fp8 = public_runs.fp8_rows(catalog.gpus)
+    stated, unstated = public_runs.llama_405b_rows(public[0] + fp8[0] + context_parallel[0],
+                                                   public[1] + fp8[1] + context_parallel[1])
+    assert [r.line for r in stated] == [14, 16, 17, 18, 19, 44, 45, 46, 60]
+    assert [u.line for u in unstated] == [15, 97, 98, 99]
