@@ -187,3 +187,13 @@ def test_an_adopted_plan_brings_its_degree_to_compose():
     assert _context_parallel_setting(1, "auto") == "auto"
     assert _context_parallel_setting(1, "1") == "1"
     assert _context_parallel_setting(1, "4") == "auto"
+
+
+def test_auto_says_why_it_does_not_split_a_job():
+    at = ok(new_app(encode(replace(LONG, engine="hetplan"))).run())
+    picker = at.selectbox(key="w.context_parallel")
+    assert picker.options[0] == "auto (no split for this job)"
+    assert "auto will try 1 only: hetplan runtime has no context parallelism" in shown(picker.help)
+    assert "context parallel" not in _sidebar(at)
+    at = ok(new_app(encode(replace(LONG, seq_len=4096))).run())
+    assert "the sequence is shorter than 16,384 tokens" in shown(at.selectbox(key="w.context_parallel").help)

@@ -21,8 +21,8 @@ from ui import session
 from ui.engines import engines_with_context_parallel, short_version
 from ui.markup import md
 from ui.planning import baseline_time_limit_s, catalog, context_degrees
-from ui.state import (CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, JOB_KIND_HELP, JOB_KIND_LABELS, JOB_KINDS, MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP,
-                      OFFLOADS, PRECISION_HELP, PRECISIONS, TF32_CHOICES)
+from ui.state import (CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, JOB_KIND_HELP, JOB_KIND_LABELS, JOB_KINDS,
+                      MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP, OFFLOADS, PRECISION_HELP, PRECISIONS, TF32_CHOICES)
 
 POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour"]
 CUSTOM = "custom architecture…"
@@ -307,12 +307,20 @@ def context_parallel_picker(state, slot) -> None:
     if state.context_parallel not in options:           # a degree from a link or a plan: 3, 128
         options.append(state.context_parallel)
     degrees = context_degrees(state)
-    tries = ", ".join(map(str, degrees)) if degrees else ""
     slot.selectbox("context parallel (GPUs per sequence)", options, index=options.index(state.context_parallel),
-                   format_func=lambda v: f"auto (tries {tries})" if v == CONTEXT_PARALLEL_AUTO and tries else v,
+                   format_func=lambda v: _auto_label(degrees) if v == CONTEXT_PARALLEL_AUTO else v,
                    help=context_parallel_help(state, degrees),
                    **session.edits_state(session.WIDGET_PREFIX + "context_parallel",
                                          lambda v: {"context_parallel": v}))
+
+
+def _auto_label(degrees: list[int] | None) -> str:
+    """"auto (tries 1, 2, 4, 8)"; "auto (no split for this job)"; "auto" where the job does not build."""
+    if not degrees:
+        return "auto"
+    if degrees == [1]:
+        return "auto (no split for this job)"
+    return f"auto (tries {', '.join(map(str, degrees))})"
 
 
 def context_parallel_help(state, degrees: list[int] | None) -> str:

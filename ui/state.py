@@ -194,8 +194,9 @@ JOB_DEFAULTS = {f.name: f.default for f in fields(AppState)
 
 
 def _readable_job(data: dict) -> tuple[dict, list[str]]:
-    """`data` with each unreadable job kind, LoRA rank, offload or context parallelism replaced by its default (a link from
-    another version, or edited by hand), and a warning for each; the rest of the link stays."""
+    """`data` with each unreadable job kind, LoRA rank, offload or context parallelism replaced by its
+    default (a link from another version, or edited by hand), and a warning for each; the rest of the
+    link stays."""
     data, warnings = dict(data), []
     for name, default in JOB_DEFAULTS.items():
         if name not in data:
