@@ -57,15 +57,17 @@ def cluster_grid(gpus: pd.DataFrame) -> go.Figure:
 
 def pipeline(groups: pd.DataFrame, num_layers: int) -> go.Figure:
     """Stages as bars over the model's layers, one bar per group of identical replicas, labelled
-    with pool, tp, replica count and share of the batch. Columns: stage, layer_start, layer_end,
-    pool, gpu_type, tp, samples, replicas, share."""
+    with pool, tp (× cp), replica count and share of the batch. Columns: stage, layer_start, layer_end,
+    pool, gpu_type, tp, samples, replicas, share; optional cp (context-parallel degree, 1 without)."""
     fig = go.Figure()
     labels = []
     for row in groups.itertuples():
         reps = f"{row.replicas} replica{'s' if row.replicas > 1 else ''}"
         span = (f"layer {row.layer_start}" if row.layer_end - row.layer_start == 1
                 else f"layers {row.layer_start}–{row.layer_end - 1}")      # narrow bars hide their text
-        y = f"stage {row.stage} · {span} · {row.replicas}× {row.pool} tp{row.tp} · {row.samples} samples each"
+        cp = int(getattr(row, "cp", 1))
+        width = f"tp{row.tp}" if cp == 1 else f"tp{row.tp}×cp{cp} ({row.tp * cp} GPUs)"
+        y = f"stage {row.stage} · {span} · {row.replicas}× {row.pool} {width} · {row.samples} samples each"
         labels.append(y)
         fig.add_trace(go.Bar(
             y=[y], x=[row.layer_end - row.layer_start], base=[row.layer_start], orientation="h",
@@ -73,7 +75,8 @@ def pipeline(groups: pd.DataFrame, num_layers: int) -> go.Figure:
             text=f"layers {row.layer_start}–{row.layer_end - 1}",
             textposition="inside", insidetextanchor="middle", showlegend=False,
             hovertemplate=f"stage {row.stage}: layers [{row.layer_start}, {row.layer_end})<br>"
-                          f"{reps} on {row.pool} ({row.gpu_type}), tp {row.tp}<br>"
+                          f"{reps} on {row.pool} ({row.gpu_type}), tp {row.tp}"
+                          + ("" if cp == 1 else f" × cp {cp} = {row.tp * cp} GPUs each") + "<br>"
                           f"{row.samples} samples each, {row.share:.0%} of the batch<extra></extra>"))
     order = list(dict.fromkeys(labels))
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], title=None)

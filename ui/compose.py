@@ -18,11 +18,11 @@ from planner.engines import ENGINES
 from planner.flops import model_params
 from planner.types import GIB, MAX_LORA_RANK, Model, Precision
 from ui import session
-from ui.engines import short_version
+from ui.engines import engines_with_context_parallel, short_version
 from ui.markup import md
-from ui.planning import baseline_time_limit_s, catalog
-from ui.state import (DEFAULT_TIME_LIMIT_S, JOB_KIND_HELP, JOB_KIND_LABELS, JOB_KINDS, MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP,
-                      OFFLOADS, PRECISION_HELP, PRECISIONS, TF32_CHOICES)
+from ui.planning import baseline_time_limit_s, catalog, context_degrees
+from ui.state import (CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, JOB_KIND_HELP, JOB_KIND_LABELS, JOB_KINDS,
+                      MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP, OFFLOADS, PRECISION_HELP, PRECISIONS, TF32_CHOICES)
 
 POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour"]
 CUSTOM = "custom architecture…"
@@ -219,6 +219,7 @@ class JobInputs:
     job_kind: str = "pretrain"
     lora_rank: int = 16
     offload: str = "auto"
+    context_parallel: str = CONTEXT_PARALLEL_AUTO
 
 
 def engine_label(name: str) -> str:
@@ -275,10 +276,11 @@ def _help_list(labels: dict, texts: dict) -> str:
 
 
 def training_inputs(state) -> None:
-    """Job kind, the adapters' rank (LoRA, QLoRA) and where the model states live (offload)."""
+    """Job kind, the adapters' rank (LoRA, QLoRA), where the model states live (offload) and the
+    sequence's split over GPUs (context parallelism)."""
     p = session.WIDGET_PREFIX
     edits = session.edits_state
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3, c4 = st.columns(4)
     kind = state.job_kind if state.job_kind in JOB_KINDS else JOB_KINDS[0]
     c1.selectbox("job kind", JOB_KINDS, index=JOB_KINDS.index(kind), format_func=JOB_KIND_LABELS.get,
                  help="What is trained and what the GPUs store:\n\n" + _help_list(JOB_KIND_LABELS, JOB_KIND_HELP),
@@ -293,6 +295,66 @@ def training_inputs(state) -> None:
                       "CPU memory on the nodes (`host_memory_gib` in the cluster file):\n\n"
                       + _help_list({}, OFFLOAD_HELP),
                  **edits(p + "offload", lambda v: {"offload": v}))
+    context_parallel_picker(state, c4)
+
+
+CONTEXT_PARALLEL_CHOICES = (CONTEXT_PARALLEL_AUTO,) + tuple(str(2 ** k) for k in range(7))     # auto, 1 ... 64
+
+
+def context_parallel_picker(state, slot) -> None:
+    """Context parallelism: auto (the degrees the search tries for this job, named) or a fixed degree."""
+    options = list(CONTEXT_PARALLEL_CHOICES)
+    if state.context_parallel not in options:           # a degree from a link or a plan: 3, 128
+        options.append(state.context_parallel)
+    degrees = context_degrees(state)
+    slot.selectbox("context parallel (GPUs per sequence)", options, index=options.index(state.context_parallel),
+                   format_func=lambda v: _auto_label(degrees) if v == CONTEXT_PARALLEL_AUTO else v,
+                   help=context_parallel_help(state, degrees),
+                   **session.edits_state(session.WIDGET_PREFIX + "context_parallel",
+                                         lambda v: {"context_parallel": v}))
+
+
+def _auto_label(degrees: list[int] | None) -> str:
+    """"auto (tries 1, 2, 4, 8)"; "auto (no split for this job)"; "auto" where the job does not build."""
+    if not degrees:
+        return "auto"
+    if degrees == [1]:
+        return "auto (no split for this job)"
+    return f"auto (tries {', '.join(map(str, degrees))})"
+
+
+def context_parallel_help(state, degrees: list[int] | None) -> str:
+    """What context parallelism does, which engines run it, and what auto tries for this job."""
+    limits = _cp_limits()
+    when = (f"auto tries it for sequences of {limits[0]:,} tokens or more, keeping at least {limits[1]:,} tokens "
+            "on each GPU" if limits else "tens of thousands of tokens")
+    text = ("Context parallelism splits each sequence over N GPUs of a replica: each GPU holds and computes "
+            "seq / N tokens, and attention passes the key/value chunks around a ring of the N GPUs. A replica "
+            "then spans tp × N GPUs. It pays where the activations of long sequences fill memory "
+            f"({when}). The sequence length must divide into 2 × N equal chunks.\n\n"
+            f"Engines that run it: {md(', '.join(engines_with_context_parallel()))}.\n\n"
+            "**auto**: the search tries each degree that suits this job, each a search of its own, and keeps "
+            "the best answer; **1**: no split; **N**: that degree only.")
+    if not degrees:
+        return text
+    if degrees != [1]:
+        return text + f"\n\nFor this job auto will try {', '.join(map(str, degrees))}."
+    if not ENGINES[state.engine].space.context_parallel:
+        why = f"{md(ENGINES[state.engine].title)} has no context parallelism"
+    elif limits and state.seq_len < limits[0]:
+        why = f"the sequence is shorter than {limits[0]:,} tokens"
+    else:
+        why = "no split of this sequence suits it and the cluster"
+    return text + f"\n\nFor this job auto will try 1 only: {why}."
+
+
+def _cp_limits() -> tuple[int, int] | None:
+    """The shortest sequence the search splits, and the fewest tokens it leaves a GPU (planner.search)."""
+    try:
+        from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU
+    except ImportError:
+        return None
+    return CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU
 
 
 def _objective(objective: str) -> dict:
@@ -337,7 +399,7 @@ def job_inputs(state) -> JobInputs:
                     **edits(TIME_LIMIT_WIDGET, lambda v: {"time_limit_s": float(v)}))
     return JobInputs(state.global_batch, state.seq_len, state.precision, state.tokens_to_train, state.objective,
                      state.deadline_hours, state.time_limit_s, state.engine, state.tf32, state.job_kind,
-                     state.lora_rank, state.offload)
+                     state.lora_rank, state.offload, state.context_parallel)
 
 
 TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"

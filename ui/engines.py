@@ -56,6 +56,11 @@ def engines_that_run(kind: JobKind) -> list[str]:
     return [e.title for e in ENGINES.values() if kind in e.space.job_kinds]
 
 
+def engines_with_context_parallel() -> list[str]:
+    """The titles of the engines that split a sequence over GPUs (context parallelism)."""
+    return [e.title for e in ENGINES.values() if e.space.context_parallel]
+
+
 def engines_that_offload(offload: Offload) -> list[str]:
     """The titles of the engines that run `offload` (every engine runs none)."""
     return [e.title for e in ENGINES.values() if e.space.offload_zero_stages(offload)]

@@ -49,13 +49,15 @@ def collapse_nodes(grid: pd.DataFrame, max_rows: int = 32) -> pd.DataFrame:
 
 
 def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
-    """One row per replica: stage, its layer range, pool, GPU type, tp and share of the batch."""
+    """One row per replica: stage, its layer range, pool, GPU type, tp, cp, its GPUs (tp x cp) and
+    share of the batch."""
     rows = []
     for i, s in enumerate(plan.stages):
         for j, r in enumerate(s.replicas):
             rows.append({"stage": i, "layer_start": s.layer_start, "layer_end": s.layer_end,
                          "layers": s.num_layers, "replica": j, "pool": r.pool,
-                         "gpu_type": cluster.pool(r.pool).gpu.id, "tp": r.tp, "samples": r.samples,
+                         "gpu_type": cluster.pool(r.pool).gpu.id, "tp": r.tp, "cp": plan.context_parallel,
+                         "gpus": plan.replica_gpus(r), "samples": r.samples,
                          "share": r.samples / plan.global_batch})
     return pd.DataFrame(rows)
 
@@ -63,7 +65,7 @@ def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
 def replica_groups(plan: Plan, cluster: Cluster) -> pd.DataFrame:
     """Identical replicas of a stage (same pool, tp and samples) as one row with a count."""
     df = stages(plan, cluster)
-    keys = ["stage", "layer_start", "layer_end", "layers", "pool", "gpu_type", "tp", "samples"]
+    keys = ["stage", "layer_start", "layer_end", "layers", "pool", "gpu_type", "tp", "cp", "gpus", "samples"]
     out = df.groupby(keys, sort=False).agg(replicas=("replica", "size"), share=("share", "sum")).reset_index()
     return out
 
@@ -141,7 +143,7 @@ def _span(values) -> str:
 
 
 def plan_shape(plan: Plan) -> str:
-    """The plan in one line: stages, data and tensor parallelism, micro-batch, memory savers, schedule."""
+    """The plan in one line: stages, data, tensor and context parallelism, micro-batch, memory savers, schedule."""
     dp = [len(s.replicas) for s in plan.stages]
     tp = [r.tp for s in plan.stages for r in s.replicas]
     schedule = {"1f1b": "1F1B", "gpipe": "GPipe"}.get(plan.schedule.value, plan.schedule.value)
@@ -151,11 +153,23 @@ def plan_shape(plan: Plan) -> str:
              f"data-parallel {_span(dp)} per stage", f"tensor-parallel {_span(tp)}",
              f"micro-batch {plan.micro_batch}", f"ZeRO-{plan.zero_stage}", f"recompute {plan.recompute.value}",
              f"{plan.precision.value}", f"{schedule} schedule"]
+    if plan.context_parallel > 1:
+        parts.insert(3, context_text(plan))
     if plan.sequence_parallel:
         parts.insert(3, "sequence-parallel")
     if plan.training.kind.value != "pretrain" or plan.offload.value != "none":
         parts.append(plan_training_text(plan))
     return " · ".join(parts)
+
+
+def context_text(plan: Plan) -> str:
+    """"context-parallel 8 (tp 2 × cp 8 = 16 GPUs per replica)"; "" for a plan without context parallelism."""
+    cp = plan.context_parallel
+    if cp == 1:
+        return ""
+    replicas = [r for s in plan.stages for r in s.replicas]
+    tp, gpus = _span([r.tp for r in replicas]), _span([plan.replica_gpus(r) for r in replicas])
+    return f"context-parallel {cp} (tp {tp} × cp {cp} = {gpus} GPUs per replica)"
 
 
 def training_text(kind: str, lora_rank: int, offload: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import streamlit as st
@@ -20,7 +20,7 @@ from catalog.loader import model_from_entry
 from catalog.schema import InlineModelEntry
 from planner.cost import evaluate
 from planner.types import Cluster, InputError, Job, JobKind, Model, Objective, Offload, Plan, Precision, Training
-from ui.state import AppState
+from ui.state import AppState, context_parallel_degree
 
 PLANNER_MISSING = ("The planner (planner.search) is not available in this installation yet. "
                    "You can still compose a cluster, upload a plan and evaluate it (What-if page).")
@@ -80,18 +80,39 @@ def build_model(model: str | dict) -> Model:
 
 def build_job(state: AppState) -> Job:
     """The job the search plans, for the engine chosen on Compose (`state.engine`). Offload "auto"
-    is a job without offload that the search may offload (`offload_search`)."""
+    is a job without offload that the search may offload (`offload_search`); context parallelism
+    "auto" a job without it that the search may split (`context_parallel_search`)."""
     precision = None if state.precision == "auto" else Precision(state.precision)
     offload = Offload.NONE if state.offload == "auto" else Offload(state.offload)
     return Job(model=build_model(state.model), global_batch=state.global_batch, seq_len=state.seq_len,
                precision=precision, tokens_to_train=state.tokens_to_train, engine=state.engine,
                tf32=state.tf32 if precision == Precision.FP32 else None,
-               training=Training(JobKind(state.job_kind), state.lora_rank), offload=offload)
+               training=Training(JobKind(state.job_kind), state.lora_rank), offload=offload,
+               context_parallel=context_parallel_degree(state.context_parallel) or 1)
 
 
 def offload_search(state: AppState) -> str:
     """planner.search.search's `offload`: "auto" tries offload where memory limits; "fixed" keeps the job's."""
     return "auto" if state.offload == "auto" else "fixed"
+
+
+def context_parallel_search(state: AppState) -> str:
+    """planner.search.search's `context_parallel`: "auto" tries each degree that suits the sequence;
+    "fixed" keeps the job's."""
+    return "fixed" if context_parallel_degree(state.context_parallel) else "auto"
+
+
+def context_degrees(state: AppState) -> list[int] | None:
+    """The context-parallel degrees the search tries for this job under "auto" (planner.search's
+    context_settings); None where the cluster or job does not build, or the planner is absent."""
+    try:
+        from planner.search.search import context_settings
+    except ImportError:
+        return None
+    try:
+        return context_settings(build_cluster(state), build_job(replace(state, context_parallel="1")))
+    except InputError:
+        return None
 
 
 def build_plan(state: AppState, cluster: Cluster) -> Plan:
@@ -136,7 +157,7 @@ def _search(job_key: str, top_k: int) -> Outcome:
         result = search(cluster, job, objective=Objective(state.objective),
                         deadline_hours=state.deadline_hours, top_k=top_k, method="hetplan",
                         options=search_options(SearchOptions, state.time_limit_s),
-                        offload=offload_search(state))
+                        offload=offload_search(state), context_parallel=context_parallel_search(state))
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:

@@ -41,7 +41,8 @@ def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str,
                 f"{precision_text(plan)}, micro-batch {plan.micro_batch}"),
         ("engine", f"{engine_title(plan.engine)} · {short_version(ENGINES[plan.engine].version)}: the plan is "
                    "predicted as this engine runs it"),
-        ("plan", f"{plan.num_stages} stages on {plan.num_gpus} GPUs, ZeRO {plan.zero_stage}, "
+        ("plan", f"{plan.num_stages} stages on {plan.num_gpus} GPUs, "
+                 + (f"{frames.context_text(plan)}, " if plan.context_parallel > 1 else "") + f"ZeRO {plan.zero_stage}, "
                  f"recompute {plan.recompute.value}, schedule {plan.schedule.value}"),
         ("throughput", f"{est.tokens_per_s:,.0f} tokens/s"),
         ("MFU", f"{est.mfu:.1%}"),

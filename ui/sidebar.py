@@ -10,7 +10,7 @@ from ui import session
 from ui.engines import pinned, plan_engine, title
 from ui.frames import training_text
 from ui.markup import md
-from ui.planning import build_cluster, build_model
+from ui.planning import build_cluster, build_model, context_degrees
 from ui.state import LEFT_OUT_OF_THE_LINK
 
 PLAN_REQUEST = "plan_requested"
@@ -38,12 +38,23 @@ def engine_text(state) -> str:
 
 
 def plan_training(plan: dict | None) -> str:
-    """The job kind and offload of the plan on view (plan file format), "" for no plan."""
+    """The job kind, offload and context parallelism of the plan on view (plan file format), "" for no plan."""
     if not isinstance(plan, dict):
         return ""
     job = plan.get("job") if isinstance(plan.get("job"), dict) else {}
     kind, rank, offload = job.get("kind", "pretrain"), job.get("lora_rank", 16), plan.get("offload", "none")
-    return training_text(str(kind), rank, str(offload))
+    cp = plan.get("context_parallel", 1)
+    split = f", context parallel {cp}" if isinstance(cp, int) and not isinstance(cp, bool) and cp > 1 else ""
+    return training_text(str(kind), rank, str(offload)) + split
+
+
+def context_parallel_text(state) -> str:
+    """", context parallel 8" for a fixed degree, ", context parallel auto (1, 2, 4)" where auto tries
+    more than 1, else "" (nothing to split)."""
+    if state.context_parallel != "auto":
+        return "" if state.context_parallel == "1" else f", context parallel {state.context_parallel}"
+    degrees = context_degrees(state) or [1]
+    return "" if degrees == [1] else f", context parallel auto ({', '.join(map(str, degrees))})"
 
 
 def render(slot) -> None:
@@ -65,7 +76,8 @@ def render(slot) -> None:
         except InputError:
             st.markdown("**Model** needs fixing (see Compose)")
         tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
-        st.markdown(f"**Job** {md(training_text(state.job_kind, state.lora_rank, state.offload))}, batch "
+        st.markdown(f"**Job** {md(training_text(state.job_kind, state.lora_rank, state.offload))}"
+                    f"{context_parallel_text(state)}, batch "
                     f"{state.global_batch} × {state.seq_len} tokens, {precision_text(state)}"
                     f"{tokens}; objective {state.objective}; search limit {state.time_limit_s:g} CPU s")
         st.markdown(engine_text(state))

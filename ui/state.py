@@ -2,8 +2,9 @@
 
 A link carries `v` (the encoding version) and `s`: base64url of zlib-compressed JSON of
 `AppState`. Hand-written links may instead use readable parameters (`preset`, `model`,
-`batch`, `seq`, `objective`, `engine`, `job_kind`, `lora_rank`, `offload`); `s` wins when both are present. A bad, foreign or oversized
-link never raises: `decode` returns the defaults and a warning a person can read.
+`batch`, `seq`, `objective`, `engine`, `job_kind`, `lora_rank`, `offload`, `context_parallel`); `s`
+wins when both are present. A bad, foreign or oversized link never raises: `decode` returns the
+defaults and a warning a person can read.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import copy
 import functools
 import json
 import math
+import re
 import zlib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -26,7 +28,8 @@ from catalog.files import check_document_size
 from catalog.schema import InlineModelEntry
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
-from planner.types import MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN, InputError, JobKind, Offload
+from planner.types import (MAX_CONTEXT_PARALLEL, MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN, InputError, JobKind,
+                           Offload)
 
 VERSION = "1"
 MAX_PARAM_CHARS = 12_000            # browsers and proxies keep URLs of ~16 kB; leave room
@@ -67,6 +70,17 @@ OFFLOAD_HELP = {
     "optimizer+params": "the optimizer and the 16-bit weights in CPU memory, weights streamed in per layer "
                         "(ZeRO-Infinity style; needs ZeRO 3)",
 }
+CONTEXT_PARALLEL_AUTO = "auto"
+_DEGREE = re.compile(r"[1-9][0-9]{0,5}")     # ASCII digits, no sign, no leading zero, no spaces
+
+
+def context_parallel_degree(setting: str) -> int | None:
+    """The fixed context-parallel degree of a setting ("8" -> 8); None for "auto" or a value that is not
+    a whole number from 1 to MAX_CONTEXT_PARALLEL written plainly."""
+    if not isinstance(setting, str) or not _DEGREE.fullmatch(setting):
+        return None
+    degree = int(setting)
+    return degree if degree <= MAX_CONTEXT_PARALLEL else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -106,6 +120,9 @@ class AppState:
     job_kind: str = JobKind.PRETRAIN.value   # planner.types.JobKind; a link without it: pretraining
     lora_rank: int = 16             # adapter rank, for lora and qlora
     offload: str = "auto"           # "auto" (the search tries offload where memory limits) or a fixed Offload
+    # "auto" (the search tries each degree that suits the sequence) or a fixed degree as text ("1", "8");
+    # a link without it: auto
+    context_parallel: str = CONTEXT_PARALLEL_AUTO
 
     def job_key(self) -> str:
         """What the planner's answer depends on, as one JSON string (a cache key)."""
@@ -156,7 +173,8 @@ def _checked(state: AppState) -> AppState:
 
 
 def _job_problems(state: AppState) -> list[str]:
-    """What is wrong with the job kind, LoRA rank and offload (each a message naming the value)."""
+    """What is wrong with the job kind, LoRA rank, offload and context parallelism (each a message naming
+    the value)."""
     problems = []
     if not isinstance(state.job_kind, str) or state.job_kind not in JOB_KINDS:
         problems.append(f"job_kind must be one of {JOB_KINDS}, got {_short(state.job_kind)}")
@@ -165,15 +183,20 @@ def _job_problems(state: AppState) -> list[str]:
         problems.append(f"lora_rank must be a whole number from 1 to {MAX_LORA_RANK:,}, got {_short(v)}")
     if not isinstance(state.offload, str) or state.offload not in OFFLOADS:
         problems.append(f"offload must be one of {OFFLOADS}, got {_short(state.offload)}")
+    if state.context_parallel != CONTEXT_PARALLEL_AUTO and context_parallel_degree(state.context_parallel) is None:
+        problems.append(f"context_parallel must be \"auto\" or a whole number from 1 to {MAX_CONTEXT_PARALLEL:,} "
+                        f"written as text, got {_short(state.context_parallel)}")
     return problems
 
 
-JOB_DEFAULTS = {f.name: f.default for f in fields(AppState) if f.name in ("job_kind", "lora_rank", "offload")}
+JOB_DEFAULTS = {f.name: f.default for f in fields(AppState)
+                if f.name in ("job_kind", "lora_rank", "offload", "context_parallel")}
 
 
 def _readable_job(data: dict) -> tuple[dict, list[str]]:
-    """`data` with each unreadable job kind, LoRA rank or offload replaced by its default (a link from
-    another version, or edited by hand), and a warning for each; the rest of the link stays."""
+    """`data` with each unreadable job kind, LoRA rank, offload or context parallelism replaced by its
+    default (a link from another version, or edited by hand), and a warning for each; the rest of the
+    link stays."""
     data, warnings = dict(data), []
     for name, default in JOB_DEFAULTS.items():
         if name not in data:

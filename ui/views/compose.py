@@ -10,11 +10,11 @@ from catalog.files import parse_yaml
 from planner.engines import ENGINES
 from planner.types import InputError, JobKind, Offload, Precision
 from ui import compose, session
-from ui.engines import engines_that_offload, engines_that_run, engines_that_train
+from ui.engines import engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel
 from ui.markup import file_stem, md
 from ui.planning import build_cluster, build_model, catalog
 from ui.sidebar import request_plan
-from ui.state import JOB_KIND_LABELS, presets
+from ui.state import JOB_KIND_LABELS, context_parallel_degree, presets
 from ui.views.common import show_error
 
 
@@ -107,6 +107,27 @@ def _job_section() -> None:
                    icon=":material/schedule:")
     _precision_notes(job)
     _training_notes(job)
+    _context_parallel_notes(job)
+
+
+def _context_parallel_notes(job) -> None:
+    """A fixed context-parallel degree the engine does not run, or that does not split the sequence
+    evenly: say so before the planner refuses it."""
+    degree = context_parallel_degree(job.context_parallel)
+    if degree is None or degree == 1:
+        return
+    engine = ENGINES[job.engine]
+    if not engine.space.context_parallel:
+        runners = engines_with_context_parallel()
+        st.warning(f"**{md(engine.title)} has no context parallelism.** {md(' and '.join(runners))} "
+                   f"{'runs' if len(runners) == 1 else 'run'} it: choose one as the engine above, or context "
+                   f"parallel auto or 1. The planner refuses context parallel {degree} under {md(engine.title)}.",
+                   icon=":material/block:")
+    if job.seq_len % (2 * degree):
+        st.warning(f"**The sequence length ({job.seq_len:,} tokens) does not split into 2 × {degree} = "
+                   f"{2 * degree} equal chunks**, as context parallel {degree} needs (each GPU takes two chunks, "
+                   f"one early and one late, to balance causal attention): choose a sequence length divisible "
+                   f"by {2 * degree}, or another degree.", icon=":material/block:")
 
 
 def _training_notes(job) -> None:

@@ -14,20 +14,27 @@ def render() -> None:
         return
     st.plotly_chart(charts.cluster_grid(frames.collapse_nodes(frames.gpu_grid(cur.cluster, cur.plan))), width="stretch")
     caption("Each row is a node and each square a GPU, coloured by the pipeline stage it runs; grey GPUs are "
-            "idle. Replicas alternate between full and light "
-            "shades, so a tensor-parallel group reads as a run of equally shaded squares inside one node.")
+            "idle. Replicas alternate between full and light shades, so a replica (its tensor-parallel group, "
+            "times the context-parallel degree where the sequence is split) reads as a run of equally shaded "
+            "squares.")
     table = frames.replica_groups(cur.plan, cur.cluster)
+    if cur.plan.context_parallel == 1:
+        table = table.drop(columns="cp")
     st.plotly_chart(charts.pipeline(table, cur.plan.model.layers), width="stretch")
     caption("Each bar is a pipeline stage (or, where a stage spans pools, its replicas on one pool), spanning "
             "the layers it holds; the label gives the number of data-parallel replicas, their tensor-parallel "
-            "degree and the samples each processes per iteration. Faster GPUs should take more layers or more "
+            "degree (times the context-parallel degree, where the sequence is split over GPUs) and the samples "
+            "each processes per iteration. Faster GPUs should take more layers or more "
             "samples.")
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         "layer_start": st.column_config.NumberColumn("first layer", help="0-based"),
         "layer_end": st.column_config.NumberColumn("ends before layer"),
         "layers": st.column_config.NumberColumn("layers"),
         "gpu_type": st.column_config.TextColumn("GPU type"),
-        "tp": st.column_config.NumberColumn("tensor-parallel", help="GPUs per replica, splitting each layer"),
+        "tp": st.column_config.NumberColumn("tensor-parallel", help="GPUs splitting each layer"),
+        "cp": st.column_config.NumberColumn("context-parallel", help="GPUs splitting each sequence (the same "
+                                                                     "for every replica of the plan)"),
+        "gpus": st.column_config.NumberColumn("GPUs per replica", help="tensor-parallel × context-parallel"),
         "samples": st.column_config.NumberColumn("samples each", help="sequences each replica processes per "
                                                                        "iteration"),
         "replicas": st.column_config.NumberColumn("replicas", help="data-parallel copies of the stage here"),

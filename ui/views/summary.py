@@ -14,7 +14,8 @@ from planner.report import format_duration
 from planner.engines import ENGINES
 from planner.types import GIB, InputError, JobKind, Offload, Precision
 from ui import charts, frames, session
-from ui.engines import engines_that_offload, engines_that_run, engines_that_train, pinned, title
+from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
+                        pinned, title)
 from ui.markup import md
 from ui.planning import build_cluster, build_job, run_search
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
@@ -87,7 +88,8 @@ def _precision_hint() -> str | None:
 
 
 def _job_hint() -> str | None:
-    """Where the engine chosen does not run the job kind or the fixed offload: which engines do (Compose)."""
+    """Where the engine chosen does not run the job kind, the fixed offload or the fixed context
+    parallelism: which engines do (Compose)."""
     state = session.get()
     space = ENGINES[state.engine].space
     if JobKind(state.job_kind) not in space.job_kinds:
@@ -98,6 +100,10 @@ def _job_hint() -> str | None:
         runners = engines_that_offload(Offload(state.offload))
         return (f"{md(title(state.engine))} does not offload {md(state.offload)}: on **Compose**, choose "
                 + (f"an engine that does ({md(', '.join(runners))}) or " if runners else "") + "offload auto or none.")
+    if state.context_parallel not in ("auto", "1") and not space.context_parallel:
+        runners = engines_with_context_parallel()
+        return (f"{md(title(state.engine))} has no context parallelism: on **Compose**, choose an engine that has "
+                f"it ({md(', '.join(runners))}) or context parallel auto or 1.")
     return None
 
 
