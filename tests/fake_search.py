@@ -63,7 +63,8 @@ def _plan(cluster: Cluster, job: Job, tp_div: int, uniform: bool) -> Plan:
 
 
 def search(cluster: Cluster, job: Job, objective=Objective.THROUGHPUT, deadline_hours=None, top_k=5,
-           method="hetplan", options=SearchOptions(), baselines=True, offload="auto") -> SearchResult:
+           method="hetplan", options=SearchOptions(), baselines=True, offload="auto", context_parallel="auto",
+           expert_parallel="auto") -> SearchResult:
     t0 = time.perf_counter()
     if job.global_batch > 100_000:
         raise InfeasibleError("fake: global batch too large")
