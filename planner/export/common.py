@@ -168,7 +168,7 @@ def replica_gpus(cluster: Cluster, plan: Plan) -> dict[tuple[int, int], list[tup
     from planner.placement import place
     placement = place(cluster, plan)
     out = {}
-    for (i, r), slot in placement.slots.items():
+    for (i, r), slot in placement.slots.items():        # slot.tp is the replica's width, tp x cp
         per_node = cluster.pool(slot.pool).gpus_per_node
         if slot.tp <= per_node:
             out[(i, r)] = [(host_name(slot.pool, slot.node), g) for g in slot.gpus]
