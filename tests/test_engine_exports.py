@@ -336,3 +336,105 @@ def test_searched_job_plans_export_exactly(catalog, target):
             cluster, plan = _searched(catalog, engine.name, training=Training(kind, 16), offload=offload)
             result = export_result(plan, cluster, target)
             assert result.closest_plan is None and result.reasons == (), (target, kind, offload, result.reasons)
+
+
+# --- context parallelism: searched plans, the launch, torchtitan's own config classes ------------------------
+
+def _cp_searched(catalog, engine: str, cp: int):
+    """The search's best plan for `engine` with context_parallel `cp` fixed: Llama 3 8B, 131,072 tokens, 2 x 8 H100s."""
+    from catalog import cluster_from_dict
+    cluster = cluster_from_dict({"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 2,
+                                                         "gpus_per_node": 8, "inter_node_gbps": 400}]}, catalog)
+    job = Job(catalog.models["llama-3-8b"], 8, 131072, engine=engine, context_parallel=cp)
+    plan = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=2),
+                  context_parallel="fixed").plans[0].plan
+    assert plan.context_parallel == cp
+    return cluster, plan
+
+
+@pytest.mark.parametrize("target", ["megatron", "torchtitan"])
+@pytest.mark.parametrize("cp", [2, 8])
+def test_searched_context_parallel_plans_export_exactly_and_launch_on_their_gpus(catalog, tmp_path, target, cp):
+    """Each rank, decomposed tp fastest, then cp, dp, pp (both engines' orders), starts on a GPU of its replica's
+    slot; a replica of 16 GPUs spans both nodes."""
+    from planner.placement import place
+    cluster, plan = _cp_searched(catalog, engine_for(target).name, cp)
+    result = export_result(plan, cluster, target)
+    assert result.closest_plan is None and result.reasons == (), result.reasons
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash to run launch.sh")
+    agents = _launched(tmp_path, result.files)
+    assert [a[0] for a in agents] == list(range(len(agents)))
+    ranks = [(host, gpu) for _, host, gpus, _ in agents for gpu in gpus]
+    assert len(ranks) == len(set(ranks)) == plan.num_gpus
+    tp, dp = plan.stages[0].replicas[0].tp, len(plan.stages[0].replicas)
+    width, slots = tp * cp, place(cluster, plan).slots
+    for rank, (host, gpu) in enumerate(ranks):
+        slot = slots[(rank // (width * dp), rank // width % dp)]
+        k = slot.first_gpu + rank % width
+        assert (host, gpu) == (f"{slot.pool}-{slot.node + k // 8}", k % 8), (rank, host, gpu, slot)
+
+
+@pytest.mark.parametrize("cp", [2, 8])
+def test_torchtitan_loads_the_context_parallel_config(catalog, tmp_path, monkeypatch, cp):
+    _torchtitan_03()
+    from torchtitan.distributed.parallel_dims import ParallelDims
+    cluster, plan = _cp_searched(catalog, "torchtitan", cp)
+    result = export_result(plan, cluster, "torchtitan")
+    assert result.closest_plan is None
+    cfg = _load_torchtitan(tmp_path, monkeypatch, result.files["hetplan_torchtitan.py"], f"hetplan_tt_cp{cp}")
+    par = cfg.parallelism
+    assert (par.context_parallel_degree, par.context_parallel_load_balancer) == (cp, "ptrr")
+    dims = ParallelDims.from_config(par, plan.num_gpus)   # asserts dp x cp x tp x pp = world size
+    assert (dims.cp, dims.tp, dims.pp) == (cp, plan.stages[0].replicas[0].tp, plan.num_stages)
+    assert dims.fsdp_enabled                                # FSDP covers cp (torchtitan/export docstring)
+    # trainer.py lines 305-315: the sequence split over (tp with sequence parallelism) x 2 cp
+    divisor = (dims.tp if par.enable_sequence_parallel else 1) * 2 * cp
+    assert cfg.training.seq_len == plan.seq_len and cfg.training.seq_len % divisor == 0
+    attention = cfg.model_spec.model.layers[0].attention.inner_attention
+    assert type(attention).__qualname__.startswith("FlexAttention")   # CP under spmd_types needs FlexAttention
+
+
+MESH_GROUPS = """
+import json, sys
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+import torchtitan.distributed.parallel_dims as parallel_dims
+from torchtitan.config import ParallelismConfig
+parallel_dims.device_type = "cpu"          # the mesh's rank layout does not depend on the device
+degrees, world = json.loads(sys.argv[1]), int(sys.argv[2])
+dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+dims = parallel_dims.ParallelDims.from_config(ParallelismConfig(**degrees), world)
+dims.build_mesh()
+print(json.dumps({name: dims.get_mesh(name).mesh.tolist() for name in ("pp", "batch", "cp", "tp")}))
+"""
+
+
+def test_torchtitans_own_mesh_puts_rank_0s_groups_where_the_export_does(catalog):
+    """torchtitan 0.3.0 builds its mesh (fake process group, one process, rank 0): rank 0's tp and cp groups
+    are the GPUs of replica 0 of stage 0 in the export's rank map, its batch group one GPU of each replica of
+    stage 0, its pp group one of each stage."""
+    _torchtitan_03()
+    from planner.export.common import replica_gpus
+    from planner.export.torchtitan import parallelism, torchtitan_ranks
+    from planner.types import Plan, Precision, Recompute, Replica, Stage
+    from catalog import cluster_from_dict
+    cluster = cluster_from_dict({"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 4,
+                                                         "gpus_per_node": 8, "inter_node_gbps": 400}]}, catalog)
+    model = catalog.models["llama-3-8b"]
+    plan = Plan(model, 2, 131072, 1, Precision.BF16,
+                tuple(Stage(a, b, (Replica("h100", 2, 1), Replica("h100", 2, 1))) for a, b in ((0, 16), (16, 32))),
+                zero_stage=2, recompute=Recompute.FULL, sequence_parallel=True, context_parallel=4,
+                engine="torchtitan")
+    keys = ("tensor_parallel_degree", "pipeline_parallel_degree", "data_parallel_shard_degree",
+            "data_parallel_replicate_degree", "context_parallel_degree")
+    degrees = {k: v for k, v in parallelism(plan, "0.3").items() if k in keys}
+    run = subprocess.run([sys.executable, "-c", MESH_GROUPS, json.dumps(degrees), str(plan.num_gpus)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    groups = json.loads(run.stdout.strip().splitlines()[-1])
+    ranks, gpus = torchtitan_ranks(cluster, plan), replica_gpus(cluster, plan)
+    assert {ranks[r] for r in groups["tp"] + groups["cp"]} <= set(gpus[(0, 0)])
+    assert len(groups["tp"]) == 2 and len(groups["cp"]) == 4
+    assert [next(key for key, v in gpus.items() if ranks[r] in v) for r in groups["batch"]] == [(0, 0), (0, 1)]
+    assert [next(key for key, v in gpus.items() if ranks[r] in v)[0] for r in groups["pp"]] == [0, 1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -42,11 +43,14 @@ MEGATRON_VALUED = {"--num-layers": int, "--hidden-size": int, "--ffn-hidden-size
                    "--seq-length": int, "--max-position-embeddings": int, "--tensor-model-parallel-size": int,
                    "--pipeline-model-parallel-size": int, "--micro-batch-size": int, "--global-batch-size": int,
                    "--pipeline-model-parallel-layout": str, "--num-query-groups": int, "--recompute-num-layers": int,
-                   "--ckpt-format": str, "--load": str, "--optimizer-offload-fraction": float}
+                   "--ckpt-format": str, "--load": str, "--optimizer-offload-fraction": float,
+                   "--context-parallel-size": int}
 MEGATRON_CHOICES = {"--recompute-granularity": ["full", "selective"], "--recompute-method": ["uniform", "block"],
                     "--normalization": ["LayerNorm", "RMSNorm"],
                     "--position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"],
-                    "--data-parallel-sharding-strategy": ["no_shard", "optim", "optim_grads", "optim_grads_params"]}
+                    "--data-parallel-sharding-strategy": ["no_shard", "optim", "optim_grads", "optim_grads_params"],
+                    # type=str, nargs="+", values from its help (lines 3221-3226); one value: every layer
+                    "--cp-comm-type": ["p2p", "a2a", "allgather", "a2a+p2p"]}
 MEGATRON_SWITCHES = {"--group-query-attention", "--bf16", "--fp16", "--sequence-parallel", "--use-distributed-optimizer",
                      "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
                      "--overlap-grad-reduce", "--use-megatron-fsdp", "--finetune", "--optimizer-cpu-offload",
@@ -147,7 +151,7 @@ TORCHTITAN_KEYS = {
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
                     "tensor_parallel_degree", "disable_loss_parallel", "enable_async_tensor_parallel",
                     "pipeline_parallel_degree", "module_fqns_per_model_part", "pipeline_parallel_schedule",
-                    "pipeline_parallel_microbatch_size"},
+                    "pipeline_parallel_microbatch_size", "context_parallel_degree", "context_parallel_load_balancer"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "checkpoint": {"enable", "initial_load_path", "initial_load_model_only"},
 }
@@ -385,3 +389,134 @@ def test_a_lora_plan_an_engine_runs_otherwise_keeps_its_job_in_the_closest_plan(
     result = export_result(lora, cluster, "torchtitan", time_limit_s=2)
     assert result.closest_plan is not None and result.closest_plan.training == Training(JobKind.LORA, 16)
     assert "LoRAConverter.Config(rank=16" in result.files["hetplan_torchtitan.py"]
+
+
+# --- context parallelism ----------------------------------------------------------------------------------
+
+H100_NODES = {"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 8,
+                                      "inter_node_gbps": 400}]}
+
+
+def _h100(catalog, nodes=2):
+    from catalog import cluster_from_dict
+    return cluster_from_dict({**H100_NODES, "pools": [{**H100_NODES["pools"][0], "nodes": nodes}]}, catalog)
+
+
+def _cp_plan(catalog, cp, tp=2, replicas=1, zero_stage=1, engine="megatron", stages=1):
+    """Llama 3 8B at 131,072 tokens, `stages` even stages of `replicas` replicas of tp x cp H100s."""
+    from planner.types import Plan, Precision, Recompute, Replica, Stage
+    model = catalog.model("llama-3-8b")
+    per = model.layers // stages
+    return Plan(model, replicas, 131072, 1, Precision.BF16,
+                tuple(Stage(i * per, (i + 1) * per, tuple(Replica("h100", tp, 1) for _ in range(replicas)))
+                      for i in range(stages)),
+                zero_stage=zero_stage, recompute=Recompute.FULL, sequence_parallel=tp > 1, context_parallel=cp,
+                engine=engine)
+
+
+def _check_cp_ranks(cluster, plan, ranks: list[tuple[str, int]]):
+    """Every rank on its own GPU, inside the slot of the replica its rank names when decomposed tp fastest,
+    then cp, then dp, then pp (Megatron-LM 'tp-cp-ep-dp-pp'; torchtitan mesh pp, dp, cp, tp); each tp group
+    on one host, on consecutive GPUs."""
+    from planner.placement import place
+    tp, cp, dp = plan.stages[0].replicas[0].tp, plan.context_parallel, len(plan.stages[0].replicas)
+    assert len(ranks) == plan.num_gpus == len(set(ranks))
+    slots = place(cluster, plan).slots
+    per_node = cluster.pools[0].gpus_per_node
+    for rank, (host, gpu) in enumerate(ranks):
+        tp_rank, cp_rank, replica, stage = rank % tp, rank // tp % cp, rank // (tp * cp) % dp, rank // (tp * cp * dp)
+        slot = slots[(stage, replica)]
+        k = cp_rank * tp + tp_rank                      # the replica's k-th GPU
+        node = slot.node + (slot.first_gpu + k) // per_node
+        assert (host, gpu) == (f"{slot.pool}-{node}", (slot.first_gpu + k) % per_node), (rank, host, gpu, slot)
+    for first in range(0, len(ranks), tp):
+        group = ranks[first:first + tp]
+        assert len({h for h, _ in group}) == 1 and [g for _, g in group] == list(range(group[0][1], group[0][1] + tp))
+
+
+@pytest.mark.parametrize("cp, tp, replicas, stages", [(2, 2, 1, 1), (8, 2, 1, 1), (2, 8, 1, 1), (2, 2, 2, 2),
+                                                      (8, 1, 2, 2), (1, 2, 2, 2)])
+def test_megatron_context_parallel_flags_and_ranks(catalog, cp, tp, replicas, stages):
+    from planner.export.megatron import launch_env, megatron_ranks
+    nodes = max(2, -(-tp * cp * replicas * stages // 8))
+    cluster = _h100(catalog, nodes)
+    plan = _cp_plan(catalog, cp, tp, replicas, stages=stages)
+    result = export_result(plan, cluster, "megatron")
+    assert result.closest_plan is None and result.reasons == ()
+    args = _megatron_args(result.files["megatron_args.sh"])
+    assert args.context_parallel_size == (cp if cp > 1 else None)
+    assert args.cp_comm_type == ("p2p" if cp > 1 else None)
+    assert (args.tensor_model_parallel_size, args.pipeline_model_parallel_size) == (tp, stages)
+    # Megatron's dp = world / (tp x pp x cp) (arguments.py lines 424-448): the launch starts the plan's GPUs
+    hosts = dict(line.split(" slots=") for line in result.files["hostfile"].splitlines())
+    assert sum(map(int, hosts.values())) == plan.num_gpus == tp * cp * stages * replicas
+    assert plan.num_gpus // (tp * stages * cp) == replicas
+    _check_cp_ranks(cluster, plan, megatron_ranks(cluster, plan))
+    # CUDA_DEVICE_MAX_CONNECTIONS=1 for tp > 1 or cp > 1 (arguments.py lines 1453-1479)
+    assert launch_env(plan)[0] == ({"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if tp > 1 or cp > 1 else {})
+
+
+def test_a_replica_wider_than_a_node_takes_consecutive_whole_nodes(catalog):
+    """cp 4: two 4-GPU replicas (tp 1) in stage 0, two 16-GPU ones (tp 4) in stage 1, on 5 nodes. Placement
+    puts the wide ones first (by width): nodes 0-1 and 2-3; the narrow ones share node 4."""
+    from planner.export.common import replica_gpus
+    from planner.types import Plan, Precision, Recompute, Replica, Stage
+    model = catalog.model("llama-3-8b")
+    cluster = _h100(catalog, 5)
+    plan = Plan(model, 2, 131072, 1, Precision.BF16,
+                (Stage(0, 16, (Replica("h100", 1, 1), Replica("h100", 1, 1))),
+                 Stage(16, 32, (Replica("h100", 4, 1), Replica("h100", 4, 1)))),
+                zero_stage=1, recompute=Recompute.FULL, sequence_parallel=True, context_parallel=4, engine="hetplan")
+    gpus = replica_gpus(cluster, plan)
+    assert gpus[(1, 0)] == [(f"h100-{n}", g) for n in (0, 1) for g in range(8)]
+    assert gpus[(1, 1)] == [(f"h100-{n}", g) for n in (2, 3) for g in range(8)]
+    assert gpus[(0, 0)] == [("h100-4", g) for g in range(4)] and gpus[(0, 1)] == [("h100-4", g) for g in range(4, 8)]
+    every = [g for v in gpus.values() for g in v]
+    assert len(every) == len(set(every)) == plan.num_gpus == 40
+
+
+@pytest.mark.parametrize("cp", [2, 8])
+def test_torchtitan_context_parallel_keys_and_ranks(catalog, cp):
+    from planner.export.torchtitan import torchtitan_ranks
+    cluster = _h100(catalog)
+    plan = _cp_plan(catalog, cp, zero_stage=2, engine="torchtitan")
+    result = export_result(plan, cluster, "torchtitan")
+    assert result.closest_plan is None and result.reasons == ()
+    cfg = tomllib.loads(result.files["torchtitan.toml"])
+    for section, values in cfg.items():
+        assert section in TORCHTITAN_KEYS and set(values) <= TORCHTITAN_KEYS[section], (section, set(values))
+    par = cfg["parallelism"]
+    assert (par["context_parallel_degree"], par["context_parallel_load_balancer"]) == (cp, "headtail")   # 0.2.2: SDPA
+    assert par["data_parallel_shard_degree"] * par["data_parallel_replicate_degree"] == 1
+    assert cfg["training"]["local_batch_size"] == 1          # the cp ranks of a replica share its samples
+    source = result.files["hetplan_torchtitan.py"]
+    assert f'"context_parallel_degree": {cp},' in source and '"context_parallel_load_balancer": "ptrr"' in source
+    assert any("keys and values" in n for n in result.notes)
+    _check_cp_ranks(cluster, plan, torchtitan_ranks(cluster, plan))
+
+
+def test_torchtitan_has_no_zero_0_with_context_parallelism_and_says_why(catalog):
+    """torchtitan shards over cp whenever cp > 1 (FSDP on dp_shard x cp): a ZeRO-0 CP plan is searched again."""
+    plan = _cp_plan(catalog, 2, tp=4, zero_stage=0, engine="torchtitan")
+    result = export_result(plan, _h100(catalog), "torchtitan", time_limit_s=2)
+    assert any("FSDP on dp_shard x cp" in r for r in result.reasons)
+    assert result.closest_plan is not None and result.closest_plan.zero_stage in (2, 3)
+    assert result.closest_plan.context_parallel == 2                 # the degree kept where torchtitan has it
+
+
+@pytest.mark.parametrize("target", ["flagscale", "torchrun", "deepspeed"])
+@pytest.mark.parametrize("cp", [2, 8])
+def test_a_context_parallel_plan_to_an_engine_without_it_is_replanned_with_cp_1_or_refused(catalog, target, cp):
+    """Refused or replaced by the engine's own plan with context_parallel 1, saying so either way. DeepSpeed
+    (no tp here) finds no Llama 3 8B plan for 131,072 tokens on 16 H100s and refuses."""
+    from planner.types import InputError
+    try:
+        result = export_result(_cp_plan(catalog, cp), _h100(catalog), target, time_limit_s=2)
+    except InputError as e:
+        assert target == "deepspeed"
+        assert re.search(rf"has no context parallelism; the plan splits the sequence over {cp} GPUs.*"
+                         r"searched with context_parallel 1", str(e)), str(e)
+        return
+    assert any("no context parallelism" in r for r in result.reasons)
+    assert result.closest_plan is not None and result.closest_plan.context_parallel == 1
+    assert any("searched with context_parallel 1" in w for w in result.warnings)

@@ -27,13 +27,15 @@ def _writer(target: str):
 def export_result(plan: Plan, cluster: Cluster, engine: str, time_limit_s: float = SEARCH_TIME_LIMIT_S) -> ExportResult:
     writer = _writer(engine)
     profile = engine_for(engine)
-    target, reasons, alternative, estimate = resolve(plan, cluster, engine, writer.limits, time_limit_s)
+    target, reasons, alternative, estimate, search_notes = resolve(plan, cluster, engine, writer.limits,
+                                                                   time_limit_s)
     files, notes = writer.export(target, cluster)
     warnings = [f"{profile.title} cannot run this plan: {r}" for r in reasons]
     if alternative is not None:
         warnings.append(f"the files describe {profile.title}'s best plan from the search instead: "
                         f"{estimate.iteration_time_s:.3f} s per iteration, {estimate.tokens_per_s:,.0f} tokens/s on "
                         f"{alternative.num_gpus} GPUs, fits its GPUs by the cost model")
+        warnings += list(search_notes)
     return ExportResult(engine, files, tuple(warnings + notes), target, alternative, estimate, tuple(reasons),
                         profile.name, tuple(notes))
 

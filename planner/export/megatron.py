@@ -2,7 +2,7 @@
 
 Files: `megatron_args.sh` (a bash array MEGATRON_ARGS, one `--flag value` a line), `launch.sh`
 (torchrun agents with fixed node ranks, planner.export.launch) and `hostfile`, all for the same
-plan, so the world size the launch starts is tp x pp x dp of the arguments (Megatron asserts
+plan, so the world size the launch starts is tp x cp x pp x dp of the arguments (Megatron asserts
 eval_global_batch_size, by default the global batch, divisible by eval micro batch x dp:
 megatron/training/arguments.py validate_args, lines 707-720 at the pinned commit; a launch of
 another plan's world size is what broke that before).
@@ -30,7 +30,18 @@ CUDA_DEVICE_MAX_CONNECTIONS=1 with sequence parallelism or tensor-parallel gradi
 (the kernels' order then matches the launch order that hides tp communication); Megatron's own
 examples export it (examples/gpt3/train_gpt3_175b_distributed.sh line 5), so launch.sh does for tp > 1.
 Rank order: megatron/training/initialize.py line 395, order 'tp-cp-ep-dp-pp' (tp fastest, pp
-slowest): global rank = stage * tp * dp + replica * tp + tp rank; the stage follows from the rank.
+slowest; initialize_model_parallel, megatron/core/parallel_state.py line 617; ep is 1 for dense models):
+global rank = ((stage * dp + replica) * cp + cp rank) * tp + tp rank (common.one_mesh_ranks); the
+stage follows from the rank.
+Context parallelism (plan.context_parallel = cp > 1): --context-parallel-size (ModelParallelConfig.
+context_parallel_size, megatron/core/model_parallel_config.py line 100, a flag by ArgumentGroupFactory,
+megatron/training/argument_utils.py lines 95-107) and --cp-comm-type p2p (arguments.py lines 3221-3226,
+the default, written out: the key/value ring the cost model times). validate_args: dp = world /
+(tp * pp * cp) (lines 424-448), seq_length % (2 * cp) == 0 (lines 1335-1338, which Plan checks), and
+CUDA_DEVICE_MAX_CONNECTIONS=1 for tp > 1 or cp > 1 before Blackwell unless FSDP (lines 1453-1479).
+CP runs in Transformer Engine's attention only ("Context parallelism is only supported by
+TEDotProductAttention!", megatron/core/transformer/dot_product_attention.py line 59), the default
+transformer_impl "transformer_engine" (megatron/core/transformer/transformer_config.py line 1314).
 Layout syntax from megatron/core/transformer/pipeline_parallel_layer_layout.py: E embedding,
 t decoder layer, L loss, `|` between stages, `x*N` repeats; part k is pp rank k mod p, virtual
 stage k // p; exactly one E first, one L last, and as many t as --num-layers.
@@ -52,9 +63,8 @@ from __future__ import annotations
 import shlex
 
 from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, layer_segments,
-                                   uniform_tp_dp)
+                                   one_mesh_ranks, uniform_tp_dp)
 from planner.export import launch
-from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, MlpKind, NormKind, Offload, Plan, PositionKind, Recompute
 
 POSITION_TYPES = {PositionKind.LEARNED: "learned_absolute", PositionKind.ROPE: "rope"}
@@ -149,6 +159,8 @@ def arguments(plan: Plan) -> list[tuple[str, ...]]:
     tp, _ = uniform_tp_dp(plan)
     args = model_arguments(plan)[:6] + [("--tensor-model-parallel-size", tp),
                                         ("--pipeline-model-parallel-size", plan.num_stages)]
+    if plan.context_parallel > 1:
+        args += [("--context-parallel-size", plan.context_parallel), ("--cp-comm-type", "p2p")]
     if plan.num_stages > 1:
         args += [("--pipeline-model-parallel-layout", layout_string(plan))]
     args += training_arguments(plan, tp) + model_arguments(plan)[6:]
@@ -183,11 +195,7 @@ def args_script(args: list[tuple[str, ...]], notes: list[str], tool: str = "mega
 
 def megatron_ranks(cluster: Cluster, plan: Plan) -> list[tuple[str, int]]:
     """(host, GPU) of each Megatron global rank, in rank order (order tp-cp-ep-dp-pp)."""
-    tp, dp = uniform_tp_dp(plan)
-    by_rank = {info.stage * tp * dp + info.replica * tp + info.tp_rank: (f"{info.pool}-{info.node}", info.local_gpu)
-               for info in rank_layout(cluster, plan)}
-    assert sorted(by_rank) == list(range(plan.num_gpus)), "Megatron ranks must cover the plan's GPUs once"
-    return [by_rank[r] for r in range(plan.num_gpus)]
+    return one_mesh_ranks(cluster, plan)
 
 
 def launch_env(plan: Plan) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -195,7 +203,7 @@ def launch_env(plan: Plan) -> tuple[dict[str, str], tuple[str, ...]]:
     tp, _ = uniform_tp_dp(plan)
     if plan.zero_stage in FSDP_STRATEGY:
         return {}, ("CUDA_DEVICE_MAX_CONNECTIONS",)
-    return ({"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if tp > 1 else {}), ()
+    return ({"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if tp > 1 or plan.context_parallel > 1 else {}), ()
 
 
 def job_notes(plan: Plan) -> list[str]:
@@ -210,8 +218,18 @@ def job_notes(plan: Plan) -> list[str]:
     return notes
 
 
+def context_notes(plan: Plan) -> list[str]:
+    """What context parallelism needs beyond its flags (module docstring)."""
+    if plan.context_parallel == 1:
+        return []
+    tp, dp = uniform_tp_dp(plan)
+    return [f"context parallelism: each replica is tp {tp} x cp {plan.context_parallel} = "
+            f"{tp * plan.context_parallel} ranks (rank order tp, cp, dp, pp); it needs Transformer Engine's "
+            f"attention (the default --transformer-impl transformer_engine)"]
+
+
 def export(plan: Plan, cluster: Cluster):
-    notes = model_warnings(plan) + job_notes(plan)
+    notes = model_warnings(plan) + job_notes(plan) + context_notes(plan)
     agents = launch.units(megatron_ranks(cluster, plan))
     env, unset = launch_env(plan)
     preamble = ['MEGATRON_DIR="${MEGATRON_DIR:?set MEGATRON_DIR to your Megatron-LM checkout}"',

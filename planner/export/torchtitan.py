@@ -26,8 +26,32 @@ ZeRO: ZeRO-0 is data_parallel_replicate_degree; ZeRO-2 is FSDP2 with fsdp_reshar
 "never"; ZeRO-3 sets it to "always" explicitly, because "default" means no resharding when
 pipelining (ParallelismConfig.fsdp_reshard_after_forward docstring, configs.py lines 136-150).
 Rank order: torchtitan/distributed/parallel_dims.py (line 236): mesh ["pp", "dp_replicate",
-"dp_shard", "cp", "tp"], tp fastest: rank = stage * dp * tp + replica * tp + tp rank, which
-launch.sh pins. Interleaved stages: stage_ids_this_rank "loop" style (pipeline_parallel.py lines
+"dp_shard", "cp", "tp"], tp fastest: rank = ((stage * dp + replica) * cp + cp rank) * tp + tp rank
+(common.one_mesh_ranks; v0.2.2 parallel_dims.py lines 96-97 and 151 the same order), which launch.sh pins.
+Context parallelism (plan.context_parallel = cp > 1):
+- parallelism.context_parallel_degree (0.3.0 configs.py line 232; v0.2.2 job_config.py line 428) and
+  context_parallel_load_balancer (0.3.0 configs.py lines 235-241; v0.2.2 job_config.py line 431):
+  "ptrr" in the 0.3 config, whose llama3 flavors attend with FlexAttention (model_registry's default
+  attn_backend="flex", models/llama3/__init__.py line 371; the default spmd_backend "spmd_types"
+  refuses CP with SDPA or varlen, "Use FlexAttention + CP", distributed/full_dtensor.py lines 30-53),
+  and "ptrr" is the balancer for FlexAttention's BlockMask ("headtail", the default, is SDPA's:
+  configs.py lines 235-241; torchtitan's HF trainer refuses headtail with a flex mask,
+  experiments/transformers_modeling_backend/trainer.py lines 49-65). PTRR splits seq_len / 128
+  query blocks (FlexAttention's default block) over cp (torch _PTRRLoadBalancer.ptrr_scheduling:
+  "num_tasks must be divisible by group_size"). v0.2.2's llama3 flavors 8B/70B/405B use SDPA
+  (model/args.py line 45, attn_type "sdpa"): "headtail" there, written out.
+- sequence: 0.3.0 requires seq_len divisible by (tp if sequence parallel) x 2cp (trainer.py lines
+  305-315), v0.2.2 by tp x 2cp (parallel_dims.py seq_len_divisor lines 365-372, checked in
+  models/llama3/infra/parallelize.py line 70): `limits` asks for tp x 2cp and, for PTRR, 128 x cp.
+- FSDP always covers cp: parallel_dims.fsdp_enabled is dp_shard or cp (0.3.0 lines 692-693; v0.2.2
+  lines 334-335), its shard mesh dp_shard x cp (full_dtensor.py resolve_fsdp_mesh line 95), applied
+  to every plan (models/llama3/parallelize.py lines 69-90). A ZeRO-2/3 plan's dp_shard x cp is the
+  dp x cp the cost model shards over; a ZeRO-0 plan would be sharded over cp all the same, so
+  `limits` refuses it (ZeRO-0 cannot be written with cp > 1).
+- K/V: 0.3.0's FlexAttention CP all-gathers keys and values (distributed/context_parallel/api.py
+  lines 57-79, flex_cp_allgather); v0.2.2's SDPA CP exchanges them by
+  context_parallel_rotate_method, default "allgather" (job_config.py line 446): neither is the
+  overlapped ring the cost model times (the export notes say so). Interleaved stages: stage_ids_this_rank "loop" style (pipeline_parallel.py lines
 567-568): model part k runs on pp rank k mod p, hetplan's round convention.
 Model flavors: torchtitan/models/llama3/__init__.py (_8b, _70b, _405b, lines 236-365) give the
 shapes in FLAVORS; another model has no torchtitan definition and needs a custom one.
@@ -55,8 +79,7 @@ import json
 
 from planner.export import launch
 from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, layer_segments,
-                                   uniform_tp_dp)
-from planner.runtime.ranks import rank_layout
+                                   one_mesh_ranks, uniform_tp_dp)
 from planner.types import Cluster, JobKind, Offload, Plan, Recompute, Schedule
 
 # (layers, hidden, heads, kv heads, ffn, vocab) -> (torchtitan model name, flavor, 0.3 config function)
@@ -66,6 +89,10 @@ FLAVORS = {(32, 4096, 32, 8, 14336, 128256): ("llama3", "8B", "llama3_8b"),
 HEAD = {"0.2": "output", "0.3": "lm_head"}     # the output projection's module name
 LORA_TARGETS = ["wqkv", "wo", "w1", "w2", "w3"]   # every linear of a llama3 layer (module docstring)
 CHECKPOINT_PLACEHOLDER = "/path/to/checkpoint"
+# context_parallel_load_balancer per config form: the balancer for the llama3 flavors' attention
+# (0.3: FlexAttention -> "ptrr"; 0.2.2: SDPA -> "headtail"), module docstring
+CP_LOAD_BALANCER = {"0.2": "headtail", "0.3": "ptrr"}
+FLEX_BLOCK_TOKENS = 128        # FlexAttention's default block (torch.nn.attention.flex_attention._DEFAULT_SPARSE_BLOCK_SIZE)
 
 
 def lora_alpha(rank: int) -> float:
@@ -98,7 +125,10 @@ def parallelism(plan: Plan, version: str) -> dict:
     out = {"tensor_parallel_degree": tp, "pipeline_parallel_degree": plan.num_stages,
            "pipeline_parallel_schedule": schedule, "pipeline_parallel_microbatch_size": plan.micro_batch,
            "data_parallel_shard_degree": dp if shard else 1,
-           "data_parallel_replicate_degree": 1 if shard else dp}
+           "data_parallel_replicate_degree": 1 if shard else dp,
+           "context_parallel_degree": plan.context_parallel}
+    if plan.context_parallel > 1:
+        out["context_parallel_load_balancer"] = CP_LOAD_BALANCER[version]
     if shard:
         out["fsdp_reshard_after_forward"] = "always" if plan.zero_stage == 3 else "never"
     if plan.num_stages > 1:
@@ -235,11 +265,23 @@ def _python(values: dict) -> str:
 
 
 def torchtitan_ranks(cluster: Cluster, plan: Plan) -> list[tuple[str, int]]:
-    tp, dp = uniform_tp_dp(plan)
-    by_rank = {i.stage * dp * tp + i.replica * tp + i.tp_rank: (f"{i.pool}-{i.node}", i.local_gpu)
-               for i in rank_layout(cluster, plan)}
-    assert sorted(by_rank) == list(range(plan.num_gpus))
-    return [by_rank[r] for r in range(plan.num_gpus)]
+    """(host, GPU) of each global rank, in rank order (mesh pp, dp_replicate, dp_shard, cp, tp)."""
+    return one_mesh_ranks(cluster, plan)
+
+
+def context_notes(plan: Plan) -> list[str]:
+    """What context parallelism does in torchtitan beyond its keys (module docstring)."""
+    cp = plan.context_parallel
+    if cp == 1:
+        return []
+    notes = [f"context parallelism {cp}: torchtitan gathers each layer's keys and values over the {cp} ranks "
+             f"(0.3.0 FlexAttention all-gather; 0.2.2 SDPA with context_parallel_rotate_method \"allgather\"), "
+             f"not the overlapped ring hetplan's cost model times; FSDP shards over dp_shard x cp"]
+    if flavor(plan) is None:
+        notes.append("context parallelism on a custom model: torchtitan 0.3.0 runs it with FlexAttention only "
+                     "(SDPA and varlen are refused under the default spmd_backend) and context_parallel_load_balancer "
+                     "\"ptrr\"; 0.2.2 with SDPA or FlexAttention (for FlexAttention set the balancer to \"ptrr\")")
+    return notes
 
 
 def job_notes(plan: Plan) -> list[str]:
@@ -267,7 +309,7 @@ def export(plan: Plan, cluster: Cluster):
     if flavor(plan) is None:
         notes.append(f"torchtitan has no model definition for {plan.model.id} (its llama3 flavors 8B, 70B, 405B "
                      f"do not match its shape); it needs a custom model with the same module names")
-    notes += job_notes(plan)
+    notes += job_notes(plan) + context_notes(plan)
     agents = launch.units(torchtitan_ranks(cluster, plan))
     preamble = ['export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"',
                 *(checkpoint_preamble("the checkpoint folder to fine-tune from (an absolute path)")
@@ -285,4 +327,20 @@ def export(plan: Plan, cluster: Cluster):
 
 
 def limits(plan: Plan, cluster: Cluster) -> list[str]:
-    return []
+    """What torchtitan refuses, or runs otherwise, beyond its profile: context parallelism's sequence
+    splits and FSDP over cp (module docstring)."""
+    cp = plan.context_parallel
+    if cp == 1:
+        return []
+    tp, _ = uniform_tp_dp(plan)
+    out = []
+    if plan.zero_stage == 0:
+        out.append(f"torchtitan shards parameters, gradients and optimizer states over the context-parallel group "
+                   f"(FSDP on dp_shard x cp) whenever cp > 1, so a ZeRO-0 plan with context_parallel {cp} cannot be "
+                   f"written as it is; ZeRO-2 or 3 can")
+    if plan.seq_len % (tp * 2 * cp):
+        out.append(f"torchtitan needs the sequence length ({plan.seq_len:,}) divisible by tp x 2 x cp = {tp * 2 * cp}")
+    if plan.seq_len % (FLEX_BLOCK_TOKENS * cp):
+        out.append(f"torchtitan 0.3.0's PTRR load balancer splits FlexAttention's {FLEX_BLOCK_TOKENS}-token blocks "
+                   f"over cp: the sequence length ({plan.seq_len:,}) must be divisible by {FLEX_BLOCK_TOKENS * cp}")
+    return out
