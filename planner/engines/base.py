@@ -50,6 +50,7 @@ class Space:
     precisions: tuple[Precision, ...] = (Precision.BF16, Precision.FP16)
     tied_edges_same_tp: bool = False       # tied embeddings: first and last stage need one tp degree
     context_parallel: bool = False         # the sequence split over GPUs (ring attention)
+    context_parallel_zero_stages: tuple[int, ...] = (0, 1, 2, 3)   # the ZeRO stages it runs with cp > 1
     expert_parallel: bool = False          # routed experts sharded over data-parallel replicas
     job_kinds: tuple[JobKind, ...] = WHOLE_MODEL_JOBS   # pretraining, fine-tuning, LoRA, QLoRA
     adapters_with_recompute: bool = True   # LoRA together with activation recomputation
@@ -176,6 +177,9 @@ class Engine:
         if plan.context_parallel > 1 and not s.context_parallel:
             out.append(f"{name} has no context parallelism; the plan splits the sequence over "
                        f"{plan.context_parallel} GPUs")
+        elif plan.context_parallel > 1 and plan.zero_stage not in s.context_parallel_zero_stages:
+            out.append(f"{name} runs context parallelism with ZeRO stage {_join(s.context_parallel_zero_stages)} "
+                       f"only; the plan uses ZeRO stage {plan.zero_stage}")
         if plan.expert_parallel > 1 and not s.expert_parallel:
             out.append(f"{name} has no expert parallelism; the plan shards the experts over "
                        f"{plan.expert_parallel} replicas")

@@ -87,8 +87,9 @@ TORCHTITAN_SOURCES: dict[str, str] = {
                            "(torchtitan/config/manager.py lines 64-84)",
     "context parallelism": "parallelism.context_parallel_degree, context_parallel_load_balancer (headtail); the "
                            "sequence divisible by 2 x cp (x tp with SP); cp folded into FSDP's shard mesh "
-                           "(distributed/parallel_dims.py: fsdp = dp_shard x cp); needs FlexAttention under the "
-                           "default attention backend",
+                           "(distributed/parallel_dims.py: fsdp = dp_shard x cp; parameters always sharded over "
+                           "dp_shard x cp when cp > 1, lines 692-693, so ZeRO-2/3 only); needs FlexAttention under "
+                           "the default attention backend",
     "expert parallelism": "parallelism.expert_parallel_degree, dividing dp_shard x cp x tp (distributed/"
                           "parallel_dims.py); MoE models deepseek_v3, qwen3, gpt_oss; no expert tensor parallel "
                           "degree in 0.3.0",

@@ -256,6 +256,7 @@ def allows(space: EngineSpace, num_stages: int, knobs: tuple, job: Job | None = 
           and space.zero_allowed(zero, num_stages))
     if ok and job is not None:
         ok = (zero in space.offload_zero_stages(job.offload)
+              and (job.context_parallel == 1 or zero in space.context_parallel_zero_stages)
               and (recompute == Recompute.NONE or not job.training.adapters or space.adapters_with_recompute))
     return ok
 
