@@ -182,11 +182,11 @@ def test_the_report_names_the_replica_width_and_the_ring():
 
 
 def test_an_adopted_plan_brings_its_degree_to_compose():
-    from ui.views.whatif import _context_parallel_setting
-    assert _context_parallel_setting(8, "auto") == "8"
-    assert _context_parallel_setting(1, "auto") == "auto"
-    assert _context_parallel_setting(1, "1") == "1"
-    assert _context_parallel_setting(1, "4") == "auto"
+    from ui.views.whatif import _degree_setting
+    assert _degree_setting(8, "auto") == "8"
+    assert _degree_setting(1, "auto") == "auto"
+    assert _degree_setting(1, "1") == "1"
+    assert _degree_setting(1, "4") == "auto"
 
 
 def test_auto_says_why_it_does_not_split_a_job():

@@ -16,13 +16,14 @@ import streamlit as st
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.flops import model_params
-from planner.types import GIB, MAX_LORA_RANK, Model, Precision
+from planner.types import GIB, MAX_LORA_RANK, InputError, Model, Precision
 from ui import session
-from ui.engines import engines_with_context_parallel, short_version
+from ui.engines import engines_with_context_parallel, engines_with_expert_parallel, short_version
 from ui.markup import md
-from ui.planning import baseline_time_limit_s, catalog, context_degrees
-from ui.state import (CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, JOB_KIND_HELP, JOB_KIND_LABELS, JOB_KINDS,
-                      MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP, OFFLOADS, PRECISION_HELP, PRECISIONS, TF32_CHOICES)
+from ui.planning import baseline_time_limit_s, build_model, catalog, context_degrees, expert_degrees
+from ui.state import (CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALLEL_AUTO, JOB_KIND_HELP,
+                      JOB_KIND_LABELS, JOB_KINDS, MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP, OFFLOADS, PRECISION_HELP,
+                      PRECISIONS, TF32_CHOICES)
 
 POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour"]
 CUSTOM = "custom architecture…"
@@ -220,6 +221,7 @@ class JobInputs:
     lora_rank: int = 16
     offload: str = "auto"
     context_parallel: str = CONTEXT_PARALLEL_AUTO
+    expert_parallel: str = EXPERT_PARALLEL_AUTO
 
 
 def engine_label(name: str) -> str:
@@ -277,10 +279,10 @@ def _help_list(labels: dict, texts: dict) -> str:
 
 def training_inputs(state) -> None:
     """Job kind, the adapters' rank (LoRA, QLoRA), where the model states live (offload) and the
-    sequence's split over GPUs (context parallelism)."""
+    sequence's split over GPUs (context parallelism) and the experts' over replicas (expert parallelism)."""
     p = session.WIDGET_PREFIX
     edits = session.edits_state
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4, c5 = st.columns(5)
     kind = state.job_kind if state.job_kind in JOB_KINDS else JOB_KINDS[0]
     c1.selectbox("job kind", JOB_KINDS, index=JOB_KINDS.index(kind), format_func=JOB_KIND_LABELS.get,
                  help="What is trained and what the GPUs store:\n\n" + _help_list(JOB_KIND_LABELS, JOB_KIND_HELP),
@@ -296,6 +298,7 @@ def training_inputs(state) -> None:
                       + _help_list({}, OFFLOAD_HELP),
                  **edits(p + "offload", lambda v: {"offload": v}))
     context_parallel_picker(state, c4)
+    expert_parallel_picker(state, c5)
 
 
 CONTEXT_PARALLEL_CHOICES = (CONTEXT_PARALLEL_AUTO,) + tuple(str(2 ** k) for k in range(7))     # auto, 1 ... 64
@@ -357,6 +360,82 @@ def _cp_limits() -> tuple[int, int] | None:
     return CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU
 
 
+def expert_parallel_choices(state) -> list[str]:
+    """auto, then each power of two dividing the model's experts (1 only for a dense model; up to
+    16 where the model does not build), then the state's own degree where it is none of these."""
+    try:
+        experts = build_model(state.model).experts
+    except InputError:
+        experts = 16
+    options = [EXPERT_PARALLEL_AUTO] + [str(2 ** k) for k in range(17) if experts % 2 ** k == 0]
+    if state.expert_parallel not in options:            # a degree from a link or a plan: 3, 32
+        options.append(state.expert_parallel)
+    return options
+
+
+def expert_parallel_picker(state, slot) -> None:
+    """Expert parallelism: auto (the degrees the search tries for this job, named) or a fixed degree."""
+    options = expert_parallel_choices(state)
+    degrees = expert_degrees(state)
+    dense = _is_dense(state)
+    slot.selectbox("expert parallel (replicas per expert group)", options,
+                   index=options.index(state.expert_parallel),
+                   format_func=lambda v: _expert_auto_label(degrees, dense) if v == EXPERT_PARALLEL_AUTO else v,
+                   help=expert_parallel_help(state, degrees, dense),
+                   **session.edits_state(session.WIDGET_PREFIX + "expert_parallel",
+                                         lambda v: {"expert_parallel": v}))
+
+
+def _is_dense(state) -> bool:
+    try:
+        return not build_model(state.model).is_moe
+    except InputError:
+        return False
+
+
+def _expert_auto_label(degrees: list[int] | None, dense: bool) -> str:
+    """"auto (tries 1, 2, 4, 8)"; "auto (dense model: none)"; "auto (none for this job)"; "auto"."""
+    if dense:
+        return "auto (dense model: none)"
+    if not degrees:
+        return "auto"
+    if degrees == [1]:
+        return "auto (none for this job)"
+    return f"auto (tries {', '.join(map(str, degrees))})"
+
+
+def expert_parallel_help(state, degrees: list[int] | None, dense: bool) -> str:
+    """What expert parallelism does, which engines run it, and what auto tries for this job."""
+    text = ("Expert parallelism shards a mixture-of-experts model's routed experts over N of a stage's "
+            "data-parallel replicas: each replica holds experts / N of them, and each MoE layer sends its "
+            "tokens to the replicas holding their experts and back (dispatch and combine all-to-alls). It "
+            "uses no more GPUs, but every stage needs a multiple of N replicas, and N must divide the "
+            "model's experts. Dense models have no experts to shard.\n\n"
+            f"Engines that run it: {md(', '.join(engines_with_expert_parallel()))}.\n\n"
+            "**auto**: the search tries each degree the engine runs for this model (powers of two up to "
+            f"{_max_searched_ep()} dividing the experts), each a search of its own, and keeps the best answer; "
+            "**1**: experts replicated on every replica; **N**: that degree only.")
+    if dense:
+        return text + "\n\nThis model is dense: auto will try 1 only."
+    if not degrees:
+        return text
+    if degrees != [1]:
+        return text + f"\n\nFor this job auto will try {', '.join(map(str, degrees))}."
+    if not ENGINES[state.engine].space.expert_parallel:
+        return text + f"\n\nFor this job auto will try 1 only: {md(ENGINES[state.engine].title)} has no " \
+                      "expert parallelism."
+    return text + "\n\nFor this job auto will try 1 only."
+
+
+def _max_searched_ep() -> int:
+    """The largest degree auto tries (planner.search.search.MAX_SEARCHED_EXPERT_PARALLEL)."""
+    try:
+        from planner.search.search import MAX_SEARCHED_EXPERT_PARALLEL
+    except ImportError:
+        return 16
+    return MAX_SEARCHED_EXPERT_PARALLEL
+
+
 def _objective(objective: str) -> dict:
     """The deadline counts only under the deadline objective (it would change the job's key for nothing)."""
     deadline = st.session_state.get(session.WIDGET_PREFIX + "deadline") if objective == "deadline" else None
@@ -399,7 +478,7 @@ def job_inputs(state) -> JobInputs:
                     **edits(TIME_LIMIT_WIDGET, lambda v: {"time_limit_s": float(v)}))
     return JobInputs(state.global_batch, state.seq_len, state.precision, state.tokens_to_train, state.objective,
                      state.deadline_hours, state.time_limit_s, state.engine, state.tf32, state.job_kind,
-                     state.lora_rank, state.offload, state.context_parallel)
+                     state.lora_rank, state.offload, state.context_parallel, state.expert_parallel)
 
 
 TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"

@@ -61,6 +61,11 @@ def engines_with_context_parallel() -> list[str]:
     return [e.title for e in ENGINES.values() if e.space.context_parallel]
 
 
+def engines_with_expert_parallel() -> list[str]:
+    """The titles of the engines that shard a mixture-of-experts model's experts over replicas."""
+    return [e.title for e in ENGINES.values() if e.space.expert_parallel]
+
+
 def engines_that_offload(offload: Offload) -> list[str]:
     """The titles of the engines that run `offload` (every engine runs none)."""
     return [e.title for e in ENGINES.values() if e.space.offload_zero_stages(offload)]

@@ -49,14 +49,15 @@ def collapse_nodes(grid: pd.DataFrame, max_rows: int = 32) -> pd.DataFrame:
 
 
 def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
-    """One row per replica: stage, its layer range, pool, GPU type, tp, cp, its GPUs (tp x cp) and
-    share of the batch."""
+    """One row per replica: stage, its layer range, pool, GPU type, tp, cp, ep (the plan's expert-parallel
+    degree), its GPUs (tp x cp) and share of the batch."""
     rows = []
     for i, s in enumerate(plan.stages):
         for j, r in enumerate(s.replicas):
             rows.append({"stage": i, "layer_start": s.layer_start, "layer_end": s.layer_end,
                          "layers": s.num_layers, "replica": j, "pool": r.pool,
                          "gpu_type": cluster.pool(r.pool).gpu.id, "tp": r.tp, "cp": plan.context_parallel,
+                         "ep": plan.expert_parallel,
                          "gpus": plan.replica_gpus(r), "samples": r.samples,
                          "share": r.samples / plan.global_batch})
     return pd.DataFrame(rows)
@@ -65,7 +66,7 @@ def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
 def replica_groups(plan: Plan, cluster: Cluster) -> pd.DataFrame:
     """Identical replicas of a stage (same pool, tp and samples) as one row with a count."""
     df = stages(plan, cluster)
-    keys = ["stage", "layer_start", "layer_end", "layers", "pool", "gpu_type", "tp", "cp", "gpus", "samples"]
+    keys = ["stage", "layer_start", "layer_end", "layers", "pool", "gpu_type", "tp", "cp", "ep", "gpus", "samples"]
     out = df.groupby(keys, sort=False).agg(replicas=("replica", "size"), share=("share", "sum")).reset_index()
     return out
 
@@ -143,7 +144,8 @@ def _span(values) -> str:
 
 
 def plan_shape(plan: Plan) -> str:
-    """The plan in one line: stages, data, tensor and context parallelism, micro-batch, memory savers, schedule."""
+    """The plan in one line: stages, data, tensor, context and expert parallelism, micro-batch, memory savers,
+    schedule."""
     dp = [len(s.replicas) for s in plan.stages]
     tp = [r.tp for s in plan.stages for r in s.replicas]
     schedule = {"1f1b": "1F1B", "gpipe": "GPipe"}.get(plan.schedule.value, plan.schedule.value)
@@ -153,6 +155,8 @@ def plan_shape(plan: Plan) -> str:
              f"data-parallel {_span(dp)} per stage", f"tensor-parallel {_span(tp)}",
              f"micro-batch {plan.micro_batch}", f"ZeRO-{plan.zero_stage}", f"recompute {plan.recompute.value}",
              f"{plan.precision.value}", f"{schedule} schedule"]
+    if plan.expert_parallel > 1:
+        parts.insert(3, expert_text(plan))
     if plan.context_parallel > 1:
         parts.insert(3, context_text(plan))
     if plan.sequence_parallel:
@@ -170,6 +174,12 @@ def context_text(plan: Plan) -> str:
     replicas = [r for s in plan.stages for r in s.replicas]
     tp, gpus = _span([r.tp for r in replicas]), _span([plan.replica_gpus(r) for r in replicas])
     return f"context-parallel {cp} (tp {tp} × cp {cp} = {gpus} GPUs per replica)"
+
+
+def expert_text(plan: Plan) -> str:
+    """"expert-parallel 4 (experts sharded over 4 replicas)"; "" for a plan without expert parallelism."""
+    ep = plan.expert_parallel
+    return "" if ep == 1 else f"expert-parallel {ep} (experts sharded over {ep} replicas)"
 
 
 def training_text(kind: str, lora_rank: int, offload: str) -> str:

@@ -20,7 +20,7 @@ from catalog.loader import model_from_entry
 from catalog.schema import InlineModelEntry
 from planner.cost import evaluate
 from planner.types import Cluster, InputError, Job, JobKind, Model, Objective, Offload, Plan, Precision, Training
-from ui.state import AppState, context_parallel_degree
+from ui.state import AppState, context_parallel_degree, expert_parallel_degree
 
 PLANNER_MISSING = ("The planner (planner.search) is not available in this installation yet. "
                    "You can still compose a cluster, upload a plan and evaluate it (What-if page).")
@@ -81,14 +81,16 @@ def build_model(model: str | dict) -> Model:
 def build_job(state: AppState) -> Job:
     """The job the search plans, for the engine chosen on Compose (`state.engine`). Offload "auto"
     is a job without offload that the search may offload (`offload_search`); context parallelism
-    "auto" a job without it that the search may split (`context_parallel_search`)."""
+    "auto" a job without it that the search may split (`context_parallel_search`); expert parallelism
+    "auto" a job without it whose experts the search may shard (`expert_parallel_search`)."""
     precision = None if state.precision == "auto" else Precision(state.precision)
     offload = Offload.NONE if state.offload == "auto" else Offload(state.offload)
     return Job(model=build_model(state.model), global_batch=state.global_batch, seq_len=state.seq_len,
                precision=precision, tokens_to_train=state.tokens_to_train, engine=state.engine,
                tf32=state.tf32 if precision == Precision.FP32 else None,
                training=Training(JobKind(state.job_kind), state.lora_rank), offload=offload,
-               context_parallel=context_parallel_degree(state.context_parallel) or 1)
+               context_parallel=context_parallel_degree(state.context_parallel) or 1,
+               expert_parallel=expert_parallel_degree(state.expert_parallel) or 1)
 
 
 def offload_search(state: AppState) -> str:
@@ -110,7 +112,28 @@ def context_degrees(state: AppState) -> list[int] | None:
     except ImportError:
         return None
     try:
-        return context_settings(build_cluster(state), build_job(replace(state, context_parallel="1")))
+        return context_settings(build_cluster(state),
+                                build_job(replace(state, context_parallel="1", expert_parallel="1")))
+    except InputError:
+        return None
+
+
+def expert_parallel_search(state: AppState) -> str:
+    """planner.search.search's `expert_parallel`: "auto" tries each degree the engine runs for a
+    mixture-of-experts model; "fixed" keeps the job's."""
+    return "fixed" if expert_parallel_degree(state.expert_parallel) else "auto"
+
+
+def expert_degrees(state: AppState) -> list[int] | None:
+    """The expert-parallel degrees the search tries for this job under "auto" (planner.search's
+    expert_settings); None where the cluster or job does not build, or the planner is absent."""
+    try:
+        from planner.search.search import expert_settings
+    except ImportError:
+        return None
+    try:
+        return expert_settings(build_cluster(state),
+                               build_job(replace(state, context_parallel="1", expert_parallel="1")))
     except InputError:
         return None
 
@@ -157,7 +180,8 @@ def _search(job_key: str, top_k: int) -> Outcome:
         result = search(cluster, job, objective=Objective(state.objective),
                         deadline_hours=state.deadline_hours, top_k=top_k, method="hetplan",
                         options=search_options(SearchOptions, state.time_limit_s),
-                        offload=offload_search(state), context_parallel=context_parallel_search(state))
+                        offload=offload_search(state), context_parallel=context_parallel_search(state),
+                        expert_parallel=expert_parallel_search(state))
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:

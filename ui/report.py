@@ -42,7 +42,8 @@ def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str,
         ("engine", f"{engine_title(plan.engine)} · {short_version(ENGINES[plan.engine].version)}: the plan is "
                    "predicted as this engine runs it"),
         ("plan", f"{plan.num_stages} stages on {plan.num_gpus} GPUs, "
-                 + (f"{frames.context_text(plan)}, " if plan.context_parallel > 1 else "") + f"ZeRO {plan.zero_stage}, "
+                 + (f"{frames.context_text(plan)}, " if plan.context_parallel > 1 else "")
+                 + (f"{frames.expert_text(plan)}, " if plan.expert_parallel > 1 else "") + f"ZeRO {plan.zero_stage}, "
                  f"recompute {plan.recompute.value}, schedule {plan.schedule.value}"),
         ("throughput", f"{est.tokens_per_s:,.0f} tokens/s"),
         ("MFU", f"{est.mfu:.1%}"),

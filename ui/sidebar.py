@@ -10,7 +10,7 @@ from ui import session
 from ui.engines import pinned, plan_engine, title
 from ui.frames import training_text
 from ui.markup import md
-from ui.planning import build_cluster, build_model, context_degrees
+from ui.planning import build_cluster, build_model, context_degrees, expert_degrees
 from ui.state import LEFT_OUT_OF_THE_LINK
 
 PLAN_REQUEST = "plan_requested"
@@ -38,14 +38,21 @@ def engine_text(state) -> str:
 
 
 def plan_training(plan: dict | None) -> str:
-    """The job kind, offload and context parallelism of the plan on view (plan file format), "" for no plan."""
+    """The job kind, offload, context and expert parallelism of the plan on view (plan file format), "" for
+    no plan."""
     if not isinstance(plan, dict):
         return ""
     job = plan.get("job") if isinstance(plan.get("job"), dict) else {}
     kind, rank, offload = job.get("kind", "pretrain"), job.get("lora_rank", 16), plan.get("offload", "none")
     cp = plan.get("context_parallel", 1)
-    split = f", context parallel {cp}" if isinstance(cp, int) and not isinstance(cp, bool) and cp > 1 else ""
+    split = f", context parallel {cp}" if _above_one(cp) else ""
+    ep = plan.get("expert_parallel", 1)
+    split += f", expert parallel {ep}" if _above_one(ep) else ""
     return training_text(str(kind), rank, str(offload)) + split
+
+
+def _above_one(degree) -> bool:
+    return isinstance(degree, int) and not isinstance(degree, bool) and degree > 1
 
 
 def context_parallel_text(state) -> str:
@@ -55,6 +62,15 @@ def context_parallel_text(state) -> str:
         return "" if state.context_parallel == "1" else f", context parallel {state.context_parallel}"
     degrees = context_degrees(state) or [1]
     return "" if degrees == [1] else f", context parallel auto ({', '.join(map(str, degrees))})"
+
+
+def expert_parallel_text(state) -> str:
+    """", expert parallel 4" for a fixed degree, ", expert parallel auto (1, 2, 4, 8)" where auto tries
+    more than 1, else "" (a dense model, or an engine without it)."""
+    if state.expert_parallel != "auto":
+        return "" if state.expert_parallel == "1" else f", expert parallel {state.expert_parallel}"
+    degrees = expert_degrees(state) or [1]
+    return "" if degrees == [1] else f", expert parallel auto ({', '.join(map(str, degrees))})"
 
 
 def render(slot) -> None:
@@ -77,7 +93,7 @@ def render(slot) -> None:
             st.markdown("**Model** needs fixing (see Compose)")
         tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
         st.markdown(f"**Job** {md(training_text(state.job_kind, state.lora_rank, state.offload))}"
-                    f"{context_parallel_text(state)}, batch "
+                    f"{context_parallel_text(state)}{expert_parallel_text(state)}, batch "
                     f"{state.global_batch} × {state.seq_len} tokens, {precision_text(state)}"
                     f"{tokens}; objective {state.objective}; search limit {state.time_limit_s:g} CPU s")
         st.markdown(engine_text(state))

@@ -2,8 +2,8 @@
 
 A link carries `v` (the encoding version) and `s`: base64url of zlib-compressed JSON of
 `AppState`. Hand-written links may instead use readable parameters (`preset`, `model`,
-`batch`, `seq`, `objective`, `engine`, `job_kind`, `lora_rank`, `offload`, `context_parallel`); `s`
-wins when both are present. A bad, foreign or oversized link never raises: `decode` returns the
+`batch`, `seq`, `objective`, `engine`, `job_kind`, `lora_rank`, `offload`, `context_parallel`,
+`expert_parallel`); `s` wins when both are present. A bad, foreign or oversized link never raises: `decode` returns the
 defaults and a warning a person can read.
 """
 from __future__ import annotations
@@ -71,16 +71,29 @@ OFFLOAD_HELP = {
                         "(ZeRO-Infinity style; needs ZeRO 3)",
 }
 CONTEXT_PARALLEL_AUTO = "auto"
+EXPERT_PARALLEL_AUTO = "auto"
+MAX_EXPERT_PARALLEL = 100_000       # catalog.schema: a plan's expert_parallel, as many as a model's experts
 _DEGREE = re.compile(r"[1-9][0-9]{0,5}")     # ASCII digits, no sign, no leading zero, no spaces
+
+
+def _degree(setting: str, most: int) -> int | None:
+    """A whole number from 1 to `most` written plainly ("8" -> 8); None for anything else."""
+    if not isinstance(setting, str) or not _DEGREE.fullmatch(setting):
+        return None
+    degree = int(setting)
+    return degree if degree <= most else None
 
 
 def context_parallel_degree(setting: str) -> int | None:
     """The fixed context-parallel degree of a setting ("8" -> 8); None for "auto" or a value that is not
     a whole number from 1 to MAX_CONTEXT_PARALLEL written plainly."""
-    if not isinstance(setting, str) or not _DEGREE.fullmatch(setting):
-        return None
-    degree = int(setting)
-    return degree if degree <= MAX_CONTEXT_PARALLEL else None
+    return _degree(setting, MAX_CONTEXT_PARALLEL)
+
+
+def expert_parallel_degree(setting: str) -> int | None:
+    """The fixed expert-parallel degree of a setting ("4" -> 4); None for "auto" or a value that is not
+    a whole number from 1 to MAX_EXPERT_PARALLEL written plainly."""
+    return _degree(setting, MAX_EXPERT_PARALLEL)
 
 
 @functools.lru_cache(maxsize=1)
@@ -123,6 +136,9 @@ class AppState:
     # "auto" (the search tries each degree that suits the sequence) or a fixed degree as text ("1", "8");
     # a link without it: auto
     context_parallel: str = CONTEXT_PARALLEL_AUTO
+    # "auto" (the search tries each degree the engine runs for a mixture-of-experts model) or a fixed
+    # degree as text ("1", "4"); a link without it: auto
+    expert_parallel: str = EXPERT_PARALLEL_AUTO
 
     def job_key(self) -> str:
         """What the planner's answer depends on, as one JSON string (a cache key)."""
@@ -173,8 +189,8 @@ def _checked(state: AppState) -> AppState:
 
 
 def _job_problems(state: AppState) -> list[str]:
-    """What is wrong with the job kind, LoRA rank, offload and context parallelism (each a message naming
-    the value)."""
+    """What is wrong with the job kind, LoRA rank, offload, context and expert parallelism (each a message
+    naming the value)."""
     problems = []
     if not isinstance(state.job_kind, str) or state.job_kind not in JOB_KINDS:
         problems.append(f"job_kind must be one of {JOB_KINDS}, got {_short(state.job_kind)}")
@@ -186,15 +202,18 @@ def _job_problems(state: AppState) -> list[str]:
     if state.context_parallel != CONTEXT_PARALLEL_AUTO and context_parallel_degree(state.context_parallel) is None:
         problems.append(f"context_parallel must be \"auto\" or a whole number from 1 to {MAX_CONTEXT_PARALLEL:,} "
                         f"written as text, got {_short(state.context_parallel)}")
+    if state.expert_parallel != EXPERT_PARALLEL_AUTO and expert_parallel_degree(state.expert_parallel) is None:
+        problems.append(f"expert_parallel must be \"auto\" or a whole number from 1 to {MAX_EXPERT_PARALLEL:,} "
+                        f"written as text, got {_short(state.expert_parallel)}")
     return problems
 
 
 JOB_DEFAULTS = {f.name: f.default for f in fields(AppState)
-                if f.name in ("job_kind", "lora_rank", "offload", "context_parallel")}
+                if f.name in ("job_kind", "lora_rank", "offload", "context_parallel", "expert_parallel")}
 
 
 def _readable_job(data: dict) -> tuple[dict, list[str]]:
-    """`data` with each unreadable job kind, LoRA rank, offload or context parallelism replaced by its
+    """`data` with each unreadable job kind, LoRA rank, offload, context or expert parallelism replaced by its
     default (a link from another version, or edited by hand), and a warning for each; the rest of the
     link stays."""
     data, warnings = dict(data), []

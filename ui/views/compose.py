@@ -10,11 +10,12 @@ from catalog.files import parse_yaml
 from planner.engines import ENGINES
 from planner.types import InputError, JobKind, Offload, Precision
 from ui import compose, session
-from ui.engines import engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel
+from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
+                        engines_with_expert_parallel)
 from ui.markup import file_stem, md
 from ui.planning import build_cluster, build_model, catalog
 from ui.sidebar import request_plan
-from ui.state import JOB_KIND_LABELS, context_parallel_degree, presets
+from ui.state import JOB_KIND_LABELS, context_parallel_degree, expert_parallel_degree, presets
 from ui.views.common import show_error
 
 
@@ -108,6 +109,32 @@ def _job_section() -> None:
     _precision_notes(job)
     _training_notes(job)
     _context_parallel_notes(job)
+    _expert_parallel_notes(job)
+
+
+def _expert_parallel_notes(job) -> None:
+    """A fixed expert-parallel degree the engine does not run, or the model cannot take (a dense model,
+    or experts that do not split evenly): say so before the planner refuses it."""
+    degree = expert_parallel_degree(job.expert_parallel)
+    if degree is None or degree == 1:
+        return
+    engine = ENGINES[job.engine]
+    if not engine.space.expert_parallel:
+        runners = engines_with_expert_parallel()
+        st.warning(f"**{md(engine.title)} has no expert parallelism.** {md(' and '.join(runners))} "
+                   f"{'runs' if len(runners) == 1 else 'run'} it: choose one as the engine above, or expert "
+                   f"parallel auto or 1. The planner refuses expert parallel {degree} under {md(engine.title)}.",
+                   icon=":material/block:")
+    try:
+        model = build_model(session.get().model)
+    except InputError:
+        return
+    if not model.is_moe:
+        st.warning(f"**{md(model.name)} is a dense model: it has no experts to shard** over {degree} replicas. "
+                   "Choose a mixture-of-experts model, or expert parallel auto or 1.", icon=":material/block:")
+    elif model.experts % degree:
+        st.warning(f"**{model.experts} experts do not split evenly over {degree} replicas**, as expert parallel "
+                   f"{degree} needs: choose a degree that divides {model.experts}.", icon=":material/block:")
 
 
 def _context_parallel_notes(job) -> None:

@@ -20,6 +20,13 @@ def render() -> None:
     table = frames.replica_groups(cur.plan, cur.cluster)
     if cur.plan.context_parallel == 1:
         table = table.drop(columns="cp")
+    if cur.plan.expert_parallel == 1:
+        table = table.drop(columns="ep")
+    else:
+        ep = cur.plan.expert_parallel
+        caption(f"Expert-parallel {ep}: each stage's routed experts are sharded over groups of {ep} of its "
+                f"replicas (each holds {cur.plan.model.experts // ep} of {cur.plan.model.experts} experts), so "
+                f"every stage has a multiple of {ep} replicas; no more GPUs.")
     st.plotly_chart(charts.pipeline(table, cur.plan.model.layers), width="stretch")
     caption("Each bar is a pipeline stage (or, where a stage spans pools, its replicas on one pool), spanning "
             "the layers it holds; the label gives the number of data-parallel replicas, their tensor-parallel "
@@ -34,6 +41,8 @@ def render() -> None:
         "tp": st.column_config.NumberColumn("tensor-parallel", help="GPUs splitting each layer"),
         "cp": st.column_config.NumberColumn("context-parallel", help="GPUs splitting each sequence (the same "
                                                                      "for every replica of the plan)"),
+        "ep": st.column_config.NumberColumn("expert-parallel", help="replicas a stage's experts are sharded over "
+                                                                    "(the same for every stage of the plan)"),
         "gpus": st.column_config.NumberColumn("GPUs per replica", help="tensor-parallel × context-parallel"),
         "samples": st.column_config.NumberColumn("samples each", help="sequences each replica processes per "
                                                                        "iteration"),

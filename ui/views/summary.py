@@ -15,9 +15,9 @@ from planner.engines import ENGINES
 from planner.types import GIB, InputError, JobKind, Offload, Precision
 from ui import charts, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
-                        pinned, title)
+                        engines_with_expert_parallel, pinned, title)
 from ui.markup import md
-from ui.planning import build_cluster, build_job, run_search
+from ui.planning import build_cluster, build_job, build_model, run_search
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
                         find, named_plans, plan_dict)
 from ui.compose import TIME_LIMIT_WIDGET
@@ -37,7 +37,7 @@ def run_planner() -> None:
             cluster, job = build_cluster(state), build_job(state)
         except InputError as e:
             status.update(label="The inputs need fixing", state="error")
-            show_error(str(e))
+            show_error(str(e), hint=_job_hint())
             return
         st.write(search_plan_text(cluster, job, state))
         st.caption("The answer is kept: pressing Plan again with the same inputs, or coming back to them, is instant.")
@@ -88,8 +88,8 @@ def _precision_hint() -> str | None:
 
 
 def _job_hint() -> str | None:
-    """Where the engine chosen does not run the job kind, the fixed offload or the fixed context
-    parallelism: which engines do (Compose)."""
+    """Where the engine chosen does not run the job kind, the fixed offload or the fixed context or expert
+    parallelism, or the model cannot take the fixed expert parallelism: what to change on Compose."""
     state = session.get()
     space = ENGINES[state.engine].space
     if JobKind(state.job_kind) not in space.job_kinds:
@@ -104,6 +104,28 @@ def _job_hint() -> str | None:
         runners = engines_with_context_parallel()
         return (f"{md(title(state.engine))} has no context parallelism: on **Compose**, choose an engine that has "
                 f"it ({md(', '.join(runners))}) or context parallel auto or 1.")
+    return _expert_hint(state)
+
+
+def _expert_hint(state) -> str | None:
+    """Where the fixed expert parallelism is one the engine does not run or the model cannot take: what
+    to change on Compose."""
+    if state.expert_parallel in ("auto", "1"):
+        return None
+    if not ENGINES[state.engine].space.expert_parallel:
+        runners = engines_with_expert_parallel()
+        return (f"{md(title(state.engine))} has no expert parallelism: on **Compose**, choose an engine that has "
+                f"it ({md(', '.join(runners))}) or expert parallel auto or 1.")
+    try:
+        model = build_model(state.model)
+    except InputError:
+        return None
+    if not model.is_moe:
+        return (f"{md(model.name)} is a dense model with no experts to shard: on **Compose**, choose a "
+                "mixture-of-experts model or expert parallel auto or 1.")
+    if model.experts % int(state.expert_parallel):
+        return (f"{model.experts} experts do not split evenly over {state.expert_parallel} replicas: on "
+                f"**Compose**, choose an expert-parallel degree that divides {model.experts}, or auto.")
     return None
 
 
@@ -178,6 +200,12 @@ def _search_again(limit_s: float) -> None:
     session.update(time_limit_s=limit_s)
     st.session_state.pop(TIME_LIMIT_WIDGET, None)        # Compose's field starts again from the state
     request_plan()
+
+
+def settings_searched(result) -> list[str]:
+    """The search's notes on settings it searched one by one (context and expert parallelism, offload):
+    "expert parallelism (1, 2, 4, 8) searched, each setting a search of its own; the best answer is shown"."""
+    return [note for note in getattr(result, "notes", ()) or () if "searched" in note and "search of its own" in note]
 
 
 def search_verdict(result) -> None:
@@ -359,6 +387,8 @@ def _plan_on_view(cur, result) -> None:
     st.subheader(f"Plan on view: {md(named.name)}" if named else "Plan on view")
     if result is not None:
         search_verdict(result)
+        for note in settings_searched(result):
+            st.caption(f"Searched: {md(note)}.")
     st.markdown(f"**{est.num_gpus} GPUs:** {md(frames.plan_shape(cur.plan))}")
     _engine_line(cur)
     if not est.fits:

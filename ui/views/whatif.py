@@ -32,7 +32,8 @@ def adopt_plan(plan: dict, cluster: dict | None = None) -> None:
                    precision=parsed.precision.value, engine=parsed.engine, tf32=parsed.tf32,
                    job_kind=parsed.training.kind.value, lora_rank=parsed.training.lora_rank,
                    offload=_offload_setting(parsed.offload.value, session.get().offload),
-                   context_parallel=_context_parallel_setting(parsed.context_parallel, session.get().context_parallel))
+                   context_parallel=_degree_setting(parsed.context_parallel, session.get().context_parallel),
+                   expert_parallel=_degree_setting(parsed.expert_parallel, session.get().expert_parallel))
     if cluster is not None:
         changes["cluster"] = cluster
     session.replace_all(replace(session.get(), **changes))
@@ -46,9 +47,10 @@ def _offload_setting(plan_offload: str, current: str) -> str:
     return current if current in ("auto", "none") else "auto"
 
 
-def _context_parallel_setting(plan_degree: int, current: str) -> str:
-    """The Compose context parallelism that plans the adopted plan's job: its degree where it splits the
-    sequence; for a plan without, the current setting unless that is a fixed split (then auto)."""
+def _degree_setting(plan_degree: int, current: str) -> str:
+    """The Compose context (or expert) parallelism that plans the adopted plan's job: its degree where it
+    splits the sequence (the experts); for a plan without, the current setting unless that is a fixed
+    split (then auto)."""
     if plan_degree > 1:
         return str(plan_degree)
     return current if current in ("auto", "1") else "auto"
