@@ -158,7 +158,8 @@ def _memory_s(num_bytes: float, gpu: Gpu) -> float:
 
 def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, tp: int,
                         sequence_parallel: bool, flash_attention: bool, precision: Precision | None = None,
-                        tf32: bool = False, kernels: Kernels = Kernels.FUSED, cp: int = 1) -> tuple[float, float, float]:
+                        tf32: bool = False, kernels: Kernels = Kernels.FUSED, cp: int = 1,
+                        expert_parallel: int = 1) -> tuple[float, float, float]:
     """(projection matmuls, attention core, other element-wise work) seconds of one layer's
     forward. The attention core (Q K^T, softmax, dropout, scores V) is what selective
     recomputation reruns. `precision` (planner.numerics): the GEMMs' peaks and the bytes each
@@ -169,9 +170,7 @@ def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, 
     s, b, t, h = seq_len, micro_batch, tp, model.hidden
     tokens = s * b / cp
     act_bytes = numerics(precision).act_bytes
-    smallest = min(tokens, h / t, model.ffn / t)
-    projections = _matmul_s(tokens * layer_matmul_flops_per_token(model) / t, gpu, smallest,
-                            linear_peak_flops(gpu, precision, tf32))
+    projections = _projections_s(model, gpu, tokens, t, linear_peak_flops(gpu, precision, tf32), expert_parallel)
     attention_flops = tokens * layer_attention_flops_per_token(model, s) / t
     attention = ATTENTION_MATMUL_SLOWDOWN * _matmul_s(attention_flops, gpu, min(s, model.head_dim * 8),
                                                       other_peak_flops(gpu, precision, tf32))
@@ -187,6 +186,23 @@ def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, 
     if precision == Precision.FP8:
         elementwise += _memory_s(FP8_CAST_BYTES * tokens * fp8_gemm_inputs_per_token(model) / t, gpu)
     return projections, attention, elementwise
+
+
+def _projections_s(model: Model, gpu: Gpu, tokens: float, tp: int, peak_flops: float, expert_parallel: int) -> float:
+    """The layer's projection GEMMs. A mixture-of-experts layer's routed experts each multiply only
+    the tokens routed to them, tokens x top_k / experts rows on average, or ep times that under
+    expert parallelism (each GPU's experts take the tokens of ep replicas): fine-grained experts run
+    small GEMMs, which gemm_efficiency's roll-off slows. The busiest expert-parallel rank carries
+    planner.experts.expert_load of the mean."""
+    t, h = tp, model.hidden
+    flops = tokens * layer_matmul_flops_per_token(model) / t
+    share = expert_matmul_share(model)
+    dense = _matmul_s(flops * (1 - share), gpu, min(tokens, h / t, model.ffn / t), peak_flops)
+    if not share:
+        return dense
+    rows = tokens * model.top_k / model.experts * expert_parallel
+    experts = _matmul_s(flops * share, gpu, min(rows, h / t, (model.moe_ffn or model.ffn) / t), peak_flops)
+    return dense + experts * expert_load(expert_parallel)
 
 
 def fp8_gemm_inputs_per_token(model: Model) -> float:
@@ -237,8 +253,7 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
     (planner.experts.expert_load). The defaults are the cheapest but for adapter jobs, which are
     cheaper still."""
     proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
-                                           flash_attention, precision, tf32, kernels, cp)
-    proj *= 1 + expert_matmul_share(model) * (expert_load(expert_parallel) - 1)
+                                           flash_attention, precision, tf32, kernels, cp, expert_parallel)
     collective = tp_collective_s(model, seq_len / cp, micro_batch, tp, link_bw, precision)
     extra = adapter_pass_s(model, gpu, seq_len * micro_batch / cp, tp, training, precision, tf32)
     ring_fwd, ring_bwd = context_ring_s(model, seq_len, micro_batch, tp, cp, cp_bw, attn, precision)
