@@ -55,14 +55,6 @@ def rank_layout(cluster: Cluster, plan: Plan) -> list[RankInfo]:
             for k, (where, i, r, t, tp, c, pool) in enumerate(gpus)]
 
 
-def replica_ranks(layout: list[RankInfo]) -> dict[tuple[int, int], list[int]]:
-    """(stage, replica) -> its ranks in (context-parallel, tensor-parallel) order."""
-    out: dict[tuple[int, int], list[int]] = {}
-    for info in sorted(layout, key=lambda x: (x.stage, x.replica, x.position)):
-        out.setdefault((info.stage, info.replica), []).append(info.rank)
-    return out
-
-
 def tp_group_ranks(layout: list[RankInfo]) -> dict[tuple[int, int, int], list[int]]:
     """(stage, replica, cp rank) -> its tensor-parallel group's ranks in tensor-parallel order."""
     out: dict[tuple[int, int, int], list[int]] = {}
