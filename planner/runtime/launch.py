@@ -64,6 +64,15 @@ def adapter_notes(plan: Plan, cfg: TinyConfig) -> list[str]:
     return notes
 
 
+def context_notes(plan: Plan, cfg: TinyConfig) -> list[str]:
+    cp = plan.context_parallel
+    if cp == 1:
+        return []
+    return [f"context parallelism {cp}: each replica's {cp} context-parallel ranks hold 2 of the {2 * cp} chunks of "
+            f"{cfg.seq_len // (2 * cp)} tokens of each sequence; keys and values are all-gathered over the ranks "
+            "(Megatron-LM's cp_comm_type 'allgather'), not passed round a ring as the cost model assumes"]
+
+
 def run_local(cluster: Cluster, plan: Plan, iterations: int = 3, seed: int = 0, dtype: str = "float32",
               hidden: int | None = None, seq_len: int = 16, vocab: int = 96, lr: float = 0.1,
               timeout_s: float = 300.0) -> RunResult:
@@ -73,7 +82,7 @@ def run_local(cluster: Cluster, plan: Plan, iterations: int = 3, seed: int = 0, 
         raise InputError("plan", f"uses {len(layout)} GPUs; run-local starts one process per GPU on this machine "
                                  f"and allows at most {MAX_LOCAL_PROCESSES}")
     cfg, notes = scaled_config(plan, hidden=hidden, seq_len=seq_len, vocab=vocab)
-    notes += adapter_notes(plan, cfg)
+    notes += adapter_notes(plan, cfg) + context_notes(plan, cfg)
     spec = RunSpec(plan, cfg, layout, worker_op_orders(cluster, plan), iterations, seed, dtype, lr, _free_port(), timeout_s)
     ctx = mp.get_context("spawn")
     results_queue = ctx.Queue()

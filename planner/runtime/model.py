@@ -3,6 +3,9 @@
 Every full tensor is drawn from its own generator, seeded by (seed, parameter name), and sliced
 for this rank: a sharded run and the single-process reference start from the same weights.
 Parameter names are global (``layers.7.mlp.up.weight``), so gradients compare by name.
+Context parallelism (`CpGroup`): a rank holds part of each sequence (planner.runtime.parallel.
+load_balanced_positions); positions are the tokens' global ones, and attention gathers every rank's
+keys and values and masks by global position (Megatron-LM's cp_comm_type 'allgather').
 Adapter jobs (`lora`): every projection gets an adapter (``layers.7.mlp.up.lora_a``) and every
 other parameter is frozen: only the adapters are in `global_parameters`, trained and synchronised.
 """
@@ -17,7 +20,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from planner.runtime.lora import LoraConfig, full_adapter, is_adapter
-from planner.runtime.parallel import ColumnLinear, RowLinear, TpGroup, copy_to_tp, shard_parameter
+from planner.runtime.parallel import ColumnLinear, CpGroup, RowLinear, TpGroup, copy_to_tp, shard_parameter
 from planner.runtime.tiny import TinyConfig
 
 ROPE_THETA = 10_000.0
@@ -59,11 +62,11 @@ class Norm(nn.Module):
         return F.rms_norm(x, x.shape[-1:], self.weight, eps=1e-6)
 
 
-def _rope(x: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding (Su et al. 2021), rotate-half form; x: [b, s, heads, d]."""
-    s, d = x.shape[1], x.shape[-1]
+def _rope(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding (Su et al. 2021), rotate-half form; x: [b, s, heads, d], positions: [s]."""
+    d = x.shape[-1]
     inv = ROPE_THETA ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angles = torch.outer(torch.arange(s, dtype=torch.float64), inv)
+    angles = torch.outer(positions.to(torch.float64), inv)
     cos = torch.cat([angles.cos()] * 2, -1).to(x.dtype)[None, :, None, :]
     sin = torch.cat([angles.sin()] * 2, -1).to(x.dtype)[None, :, None, :]
     half = d // 2
@@ -73,20 +76,23 @@ def _rope(x: torch.Tensor) -> torch.Tensor:
 
 class Attention(nn.Module):
     def __init__(self, name: str, cfg: TinyConfig, init: Init, tp: TpGroup, selective_recompute: bool,
-                 lora: LoraConfig | None):
+                 lora: LoraConfig | None, cp: CpGroup):
         super().__init__()
         hd, h = cfg.head_dim, cfg.hidden
-        self.tp, self.cfg, self.selective = tp, cfg, selective_recompute
+        self.tp, self.cp, self.cfg, self.selective = tp, cp, cfg, selective_recompute
         self.heads, self.kv_heads = cfg.heads // tp.size, cfg.kv_heads // tp.size
         self.q = init.projection(ColumnLinear, f"{name}.q", cfg.heads * hd, h, cfg.qkv_bias, tp, lora)
         self.k = init.projection(ColumnLinear, f"{name}.k", cfg.kv_heads * hd, h, cfg.qkv_bias, tp, lora)
         self.v = init.projection(ColumnLinear, f"{name}.v", cfg.kv_heads * hd, h, cfg.qkv_bias, tp, lora)
         self.o = init.projection(RowLinear, f"{name}.o", h, cfg.heads * hd, cfg.out_bias, tp, lora)
 
-    def core(self, q, k, v):
+    def core(self, q, k, v, allowed=None):
+        """Causal attention; `allowed` [s_q, s_k], where query and key order is not the sequence's."""
         ratio = self.heads // self.kv_heads
         k, v = k.repeat_interleave(ratio, dim=1), v.repeat_interleave(ratio, dim=1)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if allowed is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
 
     def forward(self, x):
         b, s, _ = x.shape
@@ -96,9 +102,18 @@ class Attention(nn.Module):
         k = self.k(x).view(b, s, self.kv_heads, hd)
         v = self.v(x).view(b, s, self.kv_heads, hd)
         if self.cfg.position == "rope":
-            q, k = _rope(q), _rope(k)
+            positions = self.cp.positions(s)
+            q, k = _rope(q, positions), _rope(k, positions)
+        allowed = None
+        if self.cp.size > 1:
+            # one all-gather of K and V together; each query sees keys at global positions up to its own
+            k, v = self.cp.all_gather(torch.cat([k, v], -1), dim=1).split(hd, -1)
+            allowed = self.cp.positions(s)[:, None] >= self.cp.key_positions(s)[None, :]
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        out = checkpoint(self.core, q, k, v, use_reentrant=False) if self.selective else self.core(q, k, v)
+        if self.selective:
+            out = checkpoint(self.core, q, k, v, allowed, use_reentrant=False)
+        else:
+            out = self.core(q, k, v, allowed)
         return self.o(out.transpose(1, 2).reshape(b, s, self.heads * hd))
 
 
@@ -123,12 +138,13 @@ class Mlp(nn.Module):
 
 
 class Layer(nn.Module):
-    def __init__(self, index: int, cfg: TinyConfig, init: Init, tp: TpGroup, recompute: str, lora: LoraConfig | None):
+    def __init__(self, index: int, cfg: TinyConfig, init: Init, tp: TpGroup, recompute: str, lora: LoraConfig | None,
+                 cp: CpGroup):
         super().__init__()
         name = f"layers.{index}"
         self.full_recompute = recompute == "full"
         self.norm1 = Norm(f"{name}.norm1", cfg, init, tp)
-        self.attn = Attention(f"{name}.attn", cfg, init, tp, recompute == "selective", lora)
+        self.attn = Attention(f"{name}.attn", cfg, init, tp, recompute == "selective", lora, cp)
         self.norm2 = Norm(f"{name}.norm2", cfg, init, tp)
         self.mlp = Mlp(f"{name}.mlp", cfg, init, tp, lora)
 
@@ -143,8 +159,9 @@ class Layer(nn.Module):
 
 
 class Embedding(nn.Module):
-    def __init__(self, cfg: TinyConfig, init: Init, tp: TpGroup):
+    def __init__(self, cfg: TinyConfig, init: Init, tp: TpGroup, cp: CpGroup):
         super().__init__()
+        self.cp = cp
         self.word = shard_parameter(init.normal("embed.word", (cfg.vocab, cfg.hidden), 1.0), None, tp)
         self.pos = (shard_parameter(init.normal("embed.pos", (cfg.seq_len, cfg.hidden), 0.5), None, tp)
                     if cfg.position == "learned" else None)
@@ -153,7 +170,7 @@ class Embedding(nn.Module):
     def forward(self, tokens):
         x = F.embedding(tokens, self.word)
         if self.pos is not None:
-            x = x + self.pos[: tokens.shape[1]]
+            x = x + self.pos[self.cp.positions(tokens.shape[1])]
         return self.norm(x) if self.norm is not None else x
 
 
@@ -184,13 +201,15 @@ class Head(nn.Module):
 
 class Chunk(nn.Module):
     """Layers [first, end) of the model, with the embedding before and/or the head after;
-    with `lora`, adapters on every projection and everything else frozen."""
+    with `lora`, adapters on every projection and everything else frozen; with `cp`, on this
+    context-parallel rank's part of each sequence."""
 
     def __init__(self, cfg: TinyConfig, first: int, end: int, init: Init, tp: TpGroup, recompute: str,
-                 lora: LoraConfig | None = None):
+                 lora: LoraConfig | None = None, cp: CpGroup | None = None):
         super().__init__()
-        self.embed = Embedding(cfg, init, tp) if first == 0 else None
-        self.layers = nn.ModuleList(Layer(k, cfg, init, tp, recompute, lora) for k in range(first, end))
+        cp = cp if cp is not None else CpGroup()
+        self.embed = Embedding(cfg, init, tp, cp) if first == 0 else None
+        self.layers = nn.ModuleList(Layer(k, cfg, init, tp, recompute, lora, cp) for k in range(first, end))
         self.first = first
         shared = self.embed.word if (self.embed is not None and cfg.tied_embeddings) else None
         self.head = Head(cfg, init, tp, shared) if end == cfg.layers else None

@@ -1,4 +1,5 @@
-"""Megatron-style tensor parallelism: the f / g operators and column / row parallel linears.
+"""Megatron-style tensor parallelism: the f / g operators and column / row parallel linears;
+context parallelism's load-balanced sequence split and its key / value all-gather.
 
 Shoeybi et al. 2019, section 3 and figure 3: `f` is the identity forward and an all-reduce
 backward (before a column-parallel layer); `g` is an all-reduce forward and the identity
@@ -35,6 +36,65 @@ class TpGroup:
         dist.all_reduce(x, group=self.group)
         self.comm_s[0] += time.perf_counter() - t0
         return x
+
+
+def load_balanced_positions(seq_len: int, cp: int, cp_rank: int) -> torch.Tensor:
+    """Global positions of the tokens context-parallel rank `cp_rank` of `cp` holds: the sequence cut
+    into 2 cp equal chunks, rank k holding chunks k and 2 cp - 1 - k, so every rank has as much causal
+    attention work (Megatron-LM's get_batch_on_this_cp_rank, torchtitan's 'headtail' load balancer)."""
+    assert seq_len % (2 * cp) == 0, f"sequence of {seq_len} tokens into 2 x {cp} chunks"
+    c = seq_len // (2 * cp)
+    head, tail = cp_rank * c, (2 * cp - 1 - cp_rank) * c
+    return torch.cat([torch.arange(head, head + c), torch.arange(tail, tail + c)])
+
+
+@dataclass
+class CpGroup:
+    """A rank's context-parallel group: the ranks at the same tensor-parallel position of each of
+    its replica's cp sequence shards (None when cp = 1), and where its time goes."""
+    group: object = None
+    rank: int = 0
+    size: int = 1
+    comm_s: list = field(default_factory=lambda: [0.0])
+
+    def positions(self, local_len: int) -> torch.Tensor:
+        """Global positions of this rank's `local_len` tokens (all of 0..local_len-1 when cp = 1)."""
+        if self.size == 1:
+            return torch.arange(local_len)
+        return load_balanced_positions(local_len * self.size, self.size, self.rank)
+
+    def key_positions(self, local_len: int) -> torch.Tensor:
+        """Global positions of the tokens `all_gather` returns, in its order (ranks in turn)."""
+        seq_len = local_len * self.size
+        return torch.cat([load_balanced_positions(seq_len, self.size, k) for k in range(self.size)])
+
+    def all_gather(self, x: torch.Tensor, dim: int) -> torch.Tensor:
+        """Every rank's `x`, concatenated along `dim` in rank order; gradients go back to their rank."""
+        return x if self.size == 1 else _GatherFromCp.apply(x, dim, self)
+
+    def timed(self, op, *args):
+        t0 = time.perf_counter()
+        op(*args, group=self.group)
+        self.comm_s[0] += time.perf_counter() - t0
+
+
+class _GatherFromCp(torch.autograd.Function):
+    """All-gather forward; backward, the sum over ranks of the gathered gradient, this rank's part
+    (a reduce-scatter, as an all-reduce: gloo has none; torch.distributed.nn.functional.all_gather's
+    gloo backward scatters from group ranks as if they were global ones, which fails in a subgroup)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, cp):
+        ctx.dim, ctx.cp = dim, cp
+        parts = [torch.empty_like(x) for _ in range(cp.size)]
+        cp.timed(dist.all_gather, parts, x.contiguous())
+        return torch.cat(parts, dim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous().clone()
+        ctx.cp.timed(dist.all_reduce, grad)
+        return grad.chunk(ctx.cp.size, ctx.dim)[ctx.cp.rank].contiguous(), None, None
 
 
 class _CopyToTp(torch.autograd.Function):

@@ -1,5 +1,8 @@
-"""Which process (rank) plays which GPU of a plan: stage, replica, tensor-parallel rank and slot.
+"""Which process (rank) plays which GPU of a plan: stage, replica, tensor- and context-parallel rank, slot.
 
+A replica spans tp x cp GPUs (`Plan.replica_gpus`): cp context-parallel ranks, each a tensor-parallel
+group of tp GPUs, tp fastest within the replica's slot (Megatron-LM's rank order 'tp-cp-ep-dp-pp',
+megatron/core/parallel_state.py), so that a tensor-parallel group sits on neighbouring GPUs.
 Ranks are numbered in the order of the hosts and GPUs the placement assigns (pool order of the
 cluster, node, GPU index), so that a launcher starting `nproc_per_node` processes per host gives
 each host a contiguous block of ranks (torchrun's rule: rank = node_rank * nproc + local_rank).
@@ -19,31 +22,53 @@ class RankInfo:
     rank: int
     stage: int
     replica: int
-    tp_rank: int
-    tp: int
+    tp_rank: int      # within the tensor-parallel group
+    tp: int           # the replica's tensor-parallel degree
     pool: str
     gpu: str          # catalog GPU id of the pool
     node: int         # node index within the pool
     local_gpu: int    # GPU index within the node
+    cp_rank: int = 0  # which of the replica's context-parallel ranks (which sequence chunks)
+    cp: int = 1       # the plan's context-parallel degree
+
+    @property
+    def position(self) -> int:
+        """Index among the replica's tp x cp GPUs, tp fastest."""
+        return self.cp_rank * self.tp + self.tp_rank
 
 
 def rank_layout(cluster: Cluster, plan: Plan) -> list[RankInfo]:
     placement = place(cluster, plan)
     pool_order = {p.name: k for k, p in enumerate(cluster.pools)}
+    cp = plan.context_parallel
     gpus = []
     for (i, r), slot in placement.slots.items():
-        for t, g in enumerate(slot.gpus):
-            gpus.append(((pool_order[slot.pool], slot.node, g), i, r, t, slot))
+        tp = plan.stages[i].replicas[r].tp
+        assert slot.tp == tp * cp, f"slot of width {slot.tp} for a replica of tp {tp} x cp {cp}"
+        for position, g in enumerate(slot.gpus):
+            # a replica wider than a node fills whole nodes: GPU g of the slot is on node + g // per_node
+            per_node = cluster.pool(slot.pool).gpus_per_node
+            where = (pool_order[slot.pool], slot.node + g // per_node, g % per_node)
+            gpus.append((where, i, r, position % tp, tp, position // tp, slot.pool))
     gpus.sort(key=lambda row: row[0])
-    return [RankInfo(k, i, r, t, slot.tp, slot.pool, cluster.pool(slot.pool).gpu.id, slot.node, key[2])
-            for k, (key, i, r, t, slot) in enumerate(gpus)]
+    return [RankInfo(k, i, r, t, tp, pool, cluster.pool(pool).gpu.id, where[1], where[2], c, cp)
+            for k, (where, i, r, t, tp, c, pool) in enumerate(gpus)]
 
 
-def replica_ranks(layout: list[RankInfo]) -> dict[tuple[int, int], list[int]]:
-    """(stage, replica) -> its ranks in tensor-parallel order."""
-    out: dict[tuple[int, int], list[int]] = {}
-    for info in sorted(layout, key=lambda x: (x.stage, x.replica, x.tp_rank)):
-        out.setdefault((info.stage, info.replica), []).append(info.rank)
+def tp_group_ranks(layout: list[RankInfo]) -> dict[tuple[int, int, int], list[int]]:
+    """(stage, replica, cp rank) -> its tensor-parallel group's ranks in tensor-parallel order."""
+    out: dict[tuple[int, int, int], list[int]] = {}
+    for info in sorted(layout, key=lambda x: (x.stage, x.replica, x.cp_rank, x.tp_rank)):
+        out.setdefault((info.stage, info.replica, info.cp_rank), []).append(info.rank)
+    return out
+
+
+def cp_group_ranks(layout: list[RankInfo]) -> dict[tuple[int, int, int], list[int]]:
+    """(stage, replica, tp rank) -> the ranks at that tensor-parallel position of each context-parallel
+    rank, in context-parallel order: the group that exchanges keys and values."""
+    out: dict[tuple[int, int, int], list[int]] = {}
+    for info in sorted(layout, key=lambda x: (x.stage, x.replica, x.tp_rank, x.cp_rank)):
+        out.setdefault((info.stage, info.replica, info.tp_rank), []).append(info.rank)
     return out
 
 

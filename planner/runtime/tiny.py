@@ -3,7 +3,8 @@
 Kept from the planned model: layer count (hence the plan's split), gated vs plain MLP and its
 activation, norm kind, position kind (learned / rotary), biases, tied embeddings, embedding norm,
 final norm, and the grouped-query ratio heads / kv_heads (capped at 4). Shrunk: head count and
-width (tensor-parallel degrees must divide the kv heads), vocabulary and sequence length.
+width (tensor-parallel degrees must divide the kv heads), vocabulary and sequence length (a multiple
+of 2 x the context-parallel degree, which cuts it into that many chunks).
 Not kept: mixture-of-experts (run as the dense model), ALiBi (run without positions),
 OPT's embedding projection. `notes` says which of these applied.
 """
@@ -66,6 +67,12 @@ def scaled_config(plan: Plan, hidden: int | None = None, seq_len: int = 16, voca
                                      f"(kv heads {kv_heads} = lcm of the plan's tp degrees, GQA ratio {ratio})")
     ffn = max(tp_all, round(model.ffn / model.hidden * hidden / tp_all) * tp_all)
     notes = []
+    chunks = 2 * plan.context_parallel if plan.context_parallel > 1 else 1
+    if seq_len % chunks:
+        rounded = -(-seq_len // chunks) * chunks
+        notes.append(f"sequence length {seq_len} rounded up to {rounded}: context parallelism of "
+                     f"{plan.context_parallel} cuts it into {chunks} equal chunks")
+        seq_len = rounded
     if model.is_moe:
         notes.append(f"{model.id} is a mixture of experts; the scaled model is dense (one expert)")
     if model.position == PositionKind.ALIBI:

@@ -4,11 +4,15 @@ Pipeline: the worker runs its operations in the order the cost model's simulatio
 (`planner.schedule`: GPipe, 1F1B or interleaved 1F1B over the micro-batches its replica owns,
 as assigned by `assign_micro_batches`).
 Activations go from tensor-parallel rank 0 of the sending replica to every rank of the
-receiving replica (isend / blocking recv); gradients flow back the same way.
+receiving replica (isend / blocking recv); gradients flow back the same way. Under context
+parallelism each context-parallel rank does so with the matching one of the other replica (every
+replica has the plan's cp), passing its own part of the sequence.
 
 Data parallelism: each micro-batch's loss is scaled by micro_batch / global_batch before its
 backward pass, so a replica's accumulated gradient is its sample share of the full-batch mean and
-the stage's gradient is the plain sum over replicas. Replicas of one stage may differ in
+the stage's gradient is the plain sum over replicas. Under context parallelism a rank's loss is the mean
+over its part of each sequence (equal parts), scaled by a further 1 / cp: the sum over the stage's
+dp x cp ranks is the full-batch mean again. Replicas of one stage may differ in
 tensor-parallel degree, so each rank contributes its gradient placed into the full-shaped tensor
 (replicated parameters divided by tp) and one all-reduce over the stage's ranks gives every rank
 the full gradient, of which it keeps its slice. A LoRA factor replicated across a tensor-parallel
@@ -30,8 +34,8 @@ import torch.distributed as dist
 from planner.chunks import chunk_layers
 from planner.runtime.lora import LoraConfig
 from planner.runtime.model import Chunk, Init, lm_loss
-from planner.runtime.parallel import TpGroup
-from planner.runtime.ranks import RankInfo, micro_batch_owners, replica_ranks
+from planner.runtime.parallel import CpGroup, TpGroup
+from planner.runtime.ranks import RankInfo, cp_group_ranks, micro_batch_owners, tp_group_ranks
 from planner.runtime.tiny import TinyConfig
 from planner.schedule import FORWARD
 from planner.types import Plan
@@ -79,12 +83,17 @@ class Groups:
     """Every process group, created in the same order on every rank (torch.distributed requires it)."""
 
     def __init__(self, spec: RunSpec, me: RankInfo):
-        plan, ranks = spec.plan, replica_ranks(list(spec.layout))
+        plan, layout = spec.plan, list(spec.layout)
         self.tp = TpGroup()
-        for (i, r), members in ranks.items():
+        for (i, r, c), members in tp_group_ranks(layout).items():
             group = dist.new_group(members) if len(members) > 1 else None
-            if (i, r) == (me.stage, me.replica) and group is not None:
+            if (i, r, c) == (me.stage, me.replica, me.cp_rank) and group is not None:
                 self.tp = TpGroup(group, me.tp_rank, len(members))
+        self.cp = CpGroup()
+        for (i, r, t), members in cp_group_ranks(layout).items():
+            group = dist.new_group(members) if len(members) > 1 else None
+            if (i, r, t) == (me.stage, me.replica, me.tp_rank) and group is not None:
+                self.cp = CpGroup(group, me.cp_rank, len(members))
         self.stage_ranks = [sorted(x.rank for x in spec.layout if x.stage == i) for i in range(plan.num_stages)]
         self.stage = None
         for i, members in enumerate(self.stage_ranks):
@@ -103,12 +112,12 @@ class Worker:
     def __init__(self, spec: RunSpec, me: RankInfo):
         self.spec, self.me, self.plan = spec, me, spec.plan
         self.groups = Groups(spec, me)
-        self.ranks = replica_ranks(list(spec.layout))
+        self.tp_ranks = tp_group_ranks(list(spec.layout))     # (stage, replica, cp rank) -> ranks
         self.owners = micro_batch_owners(self.plan)
         dtype = getattr(torch, spec.dtype)
         init = Init(spec.seed, dtype)
         lora = LoraConfig.of(self.plan.training)
-        self.chunks = [Chunk(spec.cfg, a, b, init, self.groups.tp, self.plan.recompute.value, lora)
+        self.chunks = [Chunk(spec.cfg, a, b, init, self.groups.tp, self.plan.recompute.value, lora, self.groups.cp)
                        for a, b in chunk_layers(self.plan)[me.stage]]
         self.params = [np for chunk in self.chunks for np in chunk.global_parameters()]
         self.ops = spec.orders[(me.stage, me.replica)]
@@ -122,13 +131,14 @@ class Worker:
     def _send(self, tensor, stage: int, chunk: int, j: int, kind: int, pending: list) -> None:
         if self.me.tp_rank != 0:
             return
-        for dst in self.ranks[(stage, self.owners[stage][j])]:
+        for dst in self.tp_ranks[(stage, self.owners[stage][j], self.me.cp_rank)]:
             pending.append(dist.isend(tensor, dst, tag=self._tag(j, chunk, kind)))
 
     def _recv(self, stage: int, chunk_here: int, j: int, kind: int):
         mb, cfg = self.plan.micro_batch, self.spec.cfg
-        buf = torch.empty((mb, cfg.seq_len, cfg.hidden), dtype=getattr(torch, self.spec.dtype))
-        src = self.ranks[(stage, self.owners[stage][j])][0]
+        local_len = cfg.seq_len // self.groups.cp.size
+        buf = torch.empty((mb, local_len, cfg.hidden), dtype=getattr(torch, self.spec.dtype))
+        src = self.tp_ranks[(stage, self.owners[stage][j], self.me.cp_rank)][0]
         t0 = time.perf_counter()
         dist.recv(buf, src, tag=self._tag(j, chunk_here, kind))
         self.meter.p2p_wait_s += time.perf_counter() - t0
@@ -139,7 +149,10 @@ class Worker:
     def run_iteration(self, it: int) -> float:
         plan, cfg, me = self.plan, self.spec.cfg, self.me
         inputs, targets = make_batch(self.spec.seed, it, plan.global_batch, cfg.seq_len, cfg.vocab)
-        mb, scale = plan.micro_batch, plan.micro_batch / plan.global_batch
+        cp = self.groups.cp
+        mine = cp.positions(cfg.seq_len // cp.size)        # this rank's part of every sequence
+        inputs, targets = inputs[:, mine], targets[:, mine]
+        mb, scale = plan.micro_batch, plan.micro_batch / plan.global_batch / cp.size
         p, v = plan.num_stages, plan.interleave
         stash, pending, loss_sum = {}, [], 0.0
         t_iter = time.perf_counter()
@@ -232,10 +245,10 @@ def worker_main(rank: int, spec: RunSpec, queue) -> None:
             losses.append(loss.item())
             if it < spec.iterations - 1:
                 worker.step()
-        report = me.replica == 0 and me.tp_rank == 0
+        report = me.replica == 0 and me.tp_rank == 0 and me.cp_rank == 0
         grads = {k: t.detach().numpy().copy() for k, t in worker.last_full_grads.items()} if report else {}
         queue.put({"rank": rank, "losses": losses, "grads": grads, "meter": worker.meter.__dict__,
-                   "tp_comm_s": worker.groups.tp.comm_s[0]})
+                   "tp_comm_s": worker.groups.tp.comm_s[0], "cp_comm_s": worker.groups.cp.comm_s[0]})
         dist.barrier()
     except Exception:   # say which rank failed: the others only see a closed connection
         print(f"rank {rank} ({spec.layout[rank]}):\n{traceback.format_exc()}", file=sys.stderr, flush=True)
