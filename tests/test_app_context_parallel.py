@@ -84,7 +84,7 @@ def test_the_planner_gets_the_degree_and_whether_to_search_others():
     from planner.search.search import context_settings
     from ui.planning import build_cluster
     assert context_degrees(LONG) == context_settings(build_cluster(LONG), build_job(LONG)) == [1, 2, 4, 8, 16]
-    assert context_degrees(replace(LONG, engine="hetplan")) == [1]
+    assert context_degrees(replace(LONG, engine="deepspeed")) == [1]
 
 
 # ----------------------------------------------------------------------------- Compose and Plan
@@ -115,9 +115,9 @@ def test_compose_a_long_sequence_job_and_plan_it_with_context_parallelism():
 
 
 def test_a_fixed_degree_under_an_engine_without_it_names_the_engines_that_have_it():
-    at = ok(new_app(encode(replace(LONG, engine="hetplan", context_parallel="2"))).run())
+    at = ok(new_app(encode(replace(LONG, engine="deepspeed", context_parallel="2"))).run())
     warning = shown(next(w.value for w in at.warning if "context parallelism" in w.value))
-    assert "hetplan runtime has no context parallelism" in warning
+    assert "DeepSpeed has no context parallelism" in warning
     assert "Megatron-LM" in warning and "torchtitan" in warning
     assert "context parallel 2" in _sidebar(at)
     _plan(at)
@@ -190,10 +190,10 @@ def test_an_adopted_plan_brings_its_degree_to_compose():
 
 
 def test_auto_says_why_it_does_not_split_a_job():
-    at = ok(new_app(encode(replace(LONG, engine="hetplan"))).run())
+    at = ok(new_app(encode(replace(LONG, engine="deepspeed"))).run())
     picker = at.selectbox(key="w.context_parallel")
     assert picker.options[0] == "auto (no split for this job)"
-    assert "auto will try 1 only: hetplan runtime has no context parallelism" in shown(picker.help)
+    assert "auto will try 1 only: DeepSpeed has no context parallelism" in shown(picker.help)
     assert "context parallel" not in _sidebar(at)
     at = ok(new_app(encode(replace(LONG, seq_len=4096))).run())
     assert "the sequence is shorter than 16,384 tokens" in shown(at.selectbox(key="w.context_parallel").help)

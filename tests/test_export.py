@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import re
+from dataclasses import replace
 import shlex
 import shutil
 import subprocess
@@ -504,7 +505,19 @@ def test_torchtitan_has_no_zero_0_with_context_parallelism_and_says_why(catalog)
     assert result.closest_plan.context_parallel == 2                 # the degree kept where torchtitan has it
 
 
-@pytest.mark.parametrize("target", ["flagscale", "torchrun", "deepspeed"])
+@pytest.mark.parametrize("cp", [2, 8])
+def test_torchrun_writes_each_ranks_context_parallel_rank(catalog, cp):
+    """hetplan's runtime runs context parallelism: the rank map gives every rank its cp rank, tp fastest."""
+    plan = replace(_cp_plan(catalog, cp), engine="hetplan")
+    result = export_result(plan, _h100(catalog), "torchrun")
+    assert result.closest_plan is None and result.exported_plan == plan
+    ranks = json.loads(result.files["rank_map.json"])
+    assert len(ranks) == plan.num_gpus and {r["cp"] for r in ranks} == {cp}
+    assert sorted((r["cp_rank"], r["tp_rank"]) for r in ranks) == sorted(
+        (c, t) for c in range(cp) for t in range(plan.stages[0].replicas[0].tp))
+
+
+@pytest.mark.parametrize("target", ["flagscale", "deepspeed"])
 @pytest.mark.parametrize("cp", [2, 8])
 def test_a_context_parallel_plan_to_an_engine_without_it_is_replanned_with_cp_1_or_refused(catalog, target, cp):
     """Refused or replaced by the engine's own plan with context_parallel 1, saying so either way. DeepSpeed

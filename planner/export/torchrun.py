@@ -27,7 +27,8 @@ def export(plan: Plan, cluster: Cluster):
     agents = launch.units([(f"{i.pool}-{i.node}", i.local_gpu) for i in layout])
     local = {u.first_rank + k: k for u in agents for k in range(len(u.gpus))}
     rank_map = [{"rank": i.rank, "host": f"{i.pool}-{i.node}", "local_rank": local[i.rank], "gpu": i.local_gpu,
-                 "stage": i.stage, "replica": i.replica, "tp_rank": i.tp_rank, "tp": i.tp, "gpu_type": i.gpu}
+                 "stage": i.stage, "replica": i.replica, "tp_rank": i.tp_rank, "tp": i.tp, "cp_rank": i.cp_rank,
+                 "cp": i.cp, "gpu_type": i.gpu}
                 for i in layout]
     preamble = ['TRAIN_SCRIPT="${TRAIN_SCRIPT:-train.py}"   # reads rank_map.json to learn its role',
                 *(checkpoint_preamble("the checkpoint the job starts from") if from_checkpoint(plan) else [])]
