@@ -438,3 +438,40 @@ def test_torchtitans_own_mesh_puts_rank_0s_groups_where_the_export_does(catalog)
     assert len(groups["tp"]) == 2 and len(groups["cp"]) == 4
     assert [next(key for key, v in gpus.items() if ranks[r] in v) for r in groups["batch"]] == [(0, 0), (0, 1)]
     assert [next(key for key, v in gpus.items() if ranks[r] in v)[0] for r in groups["pp"]] == [0, 1]
+
+
+# --- expert parallelism ------------------------------------------------------------------------------------------
+
+def test_torchtitan_loads_the_expert_parallel_config_of_a_registry_moe_model(catalog, tmp_path, monkeypatch):
+    """Qwen3 30B-A3B with ep 2 (a torchtitan qwen3 flavor): ConfigManager loads it, ParallelDims accepts ep 2
+    (dp_shard x cp x tp = efsdp x ep, configs.py lines 279-287), and the model is torchtitan's MoE qwen3."""
+    _torchtitan_03()
+    from catalog import cluster_from_dict
+    from torchtitan.distributed.parallel_dims import ParallelDims
+    cluster = cluster_from_dict({"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 2,
+                                                         "gpus_per_node": 8, "inter_node_gbps": 400}]}, catalog)
+    job = Job(catalog.model("qwen3-30b-a3b"), 32, 4096, engine="torchtitan", expert_parallel=2)
+    plan = search(cluster, job, baselines=False, expert_parallel="fixed",
+                  options=SearchOptions(time_limit_s=5)).plans[0].plan
+    result = export_result(plan, cluster, "torchtitan")
+    assert result.closest_plan is None and plan.expert_parallel == 2
+    cfg = _load_torchtitan(tmp_path, monkeypatch, result.files["hetplan_torchtitan.py"], "hetplan_tt_ep")
+    assert cfg.parallelism.expert_parallel_degree == 2
+    dims = ParallelDims.from_config(cfg.parallelism, plan.num_gpus)
+    assert dims.ep == 2 and (dims.dp_shard * dims.cp * dims.tp) % dims.ep == 0
+    assert (cfg.model_spec.name, cfg.model_spec.flavor) == ("qwen3", "30B-A3B")
+
+
+def test_torchtitan_deepseek_v3_maps_to_its_registry_flavor(catalog, tmp_path, monkeypatch):
+    _torchtitan_03()
+    from dataclasses import replace
+    from planner.export import torchtitan
+    from planner.types import Plan, Precision, Recompute, Replica, Stage
+    model = catalog.model("deepseek-v3")
+    plan = Plan(model, 16, 4096, 1, Precision.BF16,
+                (Stage(0, 30, (Replica("h100", 8, 16),)), Stage(30, 61, (Replica("h100", 8, 16),))),
+                zero_stage=3, recompute=Recompute.FULL, sequence_parallel=True, engine="torchtitan")
+    assert torchtitan.flavor(plan)[:2] == ("deepseek_v3", "671B")
+    assert torchtitan.flavor(replace(plan, model=replace(model, dense_layers=0))) is None
+    cfg = _load_torchtitan(tmp_path, monkeypatch, torchtitan.python_config(plan), "hetplan_tt_dsv3")
+    assert (cfg.model_spec.name, cfg.model_spec.flavor) == ("deepseek_v3", "671B")

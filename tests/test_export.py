@@ -45,17 +45,27 @@ MEGATRON_VALUED = {"--num-layers": int, "--hidden-size": int, "--ffn-hidden-size
                    "--pipeline-model-parallel-size": int, "--micro-batch-size": int, "--global-batch-size": int,
                    "--pipeline-model-parallel-layout": str, "--num-query-groups": int, "--recompute-num-layers": int,
                    "--ckpt-format": str, "--load": str, "--optimizer-offload-fraction": float,
-                   "--context-parallel-size": int}
+                   "--context-parallel-size": int,
+                   # _add_moe_args (line 3518), TransformerConfig MoE fields (transformer_config.py lines 701-891),
+                   # ModelParallelConfig lines 127-130, _add_mla_args
+                   "--num-experts": int, "--moe-router-topk": int, "--moe-ffn-hidden-size": int,
+                   "--moe-shared-expert-intermediate-size": int, "--moe-layer-freq": str,
+                   "--moe-aux-loss-coeff": float, "--expert-model-parallel-size": int,
+                   "--expert-tensor-parallel-size": int, "--q-lora-rank": int, "--kv-lora-rank": int,
+                   "--qk-head-dim": int, "--qk-pos-emb-head-dim": int, "--v-head-dim": int}
 MEGATRON_CHOICES = {"--recompute-granularity": ["full", "selective"], "--recompute-method": ["uniform", "block"],
                     "--normalization": ["LayerNorm", "RMSNorm"],
                     "--position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"],
                     "--data-parallel-sharding-strategy": ["no_shard", "optim", "optim_grads", "optim_grads_params"],
                     # type=str, nargs="+", values from its help (lines 3221-3226); one value: every layer
-                    "--cp-comm-type": ["p2p", "a2a", "allgather", "a2a+p2p"]}
+                    "--cp-comm-type": ["p2p", "a2a", "allgather", "a2a+p2p"],
+                    "--moe-token-dispatcher-type": ["allgather", "alltoall", "flex"],
+                    "--moe-router-load-balancing-type": ["aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn",
+                                                         "quantile_balancing", "none"]}
 MEGATRON_SWITCHES = {"--group-query-attention", "--bf16", "--fp16", "--sequence-parallel", "--use-distributed-optimizer",
                      "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
                      "--overlap-grad-reduce", "--use-megatron-fsdp", "--finetune", "--optimizer-cpu-offload",
-                     "--use-precision-aware-optimizer"}
+                     "--use-precision-aware-optimizer", "--multi-latent-attention"}
 CHECKPOINT = "/ckpt/base"      # what launch.sh's CHECKPOINT holds in these tests
 
 
@@ -533,3 +543,139 @@ def test_a_context_parallel_plan_to_an_engine_without_it_is_replanned_with_cp_1_
     assert any("no context parallelism" in r for r in result.reasons)
     assert result.closest_plan is not None and result.closest_plan.context_parallel == 1
     assert any("searched with context_parallel 1" in w for w in result.warnings)
+
+
+# --- mixture of experts and expert parallelism --------------------------------------------------------------
+
+MOE_FLAGS = ("--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq",
+             "--expert-model-parallel-size", "--moe-token-dispatcher-type", "--multi-latent-attention")
+
+
+def _ep_plan(catalog, model_id="mixtral-8x7b", engine="megatron", ep=2):
+    """The search's best plan with expert_parallel fixed at `ep` on two 8-GPU H100 nodes."""
+    from planner.search import SearchOptions, search
+    from planner.types import Job
+    cluster = _h100(catalog)
+    job = Job(catalog.model(model_id), 32, 4096, engine=engine, expert_parallel=ep)
+    plan = search(cluster, job, baselines=False, expert_parallel="fixed", options=SearchOptions(time_limit_s=5)).plans[0].plan
+    assert plan.expert_parallel == ep
+    return cluster, plan
+
+
+def _pattern(expression: str, layers: int) -> list[int]:
+    """--moe-layer-freq as Megatron reads it: arguments.py moe_freq_type and _eval_pattern (lines 245-350),
+    gpt_layer_specs.py lines 647-657 (an int N: layers i with i % N == 0)."""
+    if "[" not in expression:
+        return [int(i % int(expression) == 0) for i in range(layers)]
+    assert not re.search(r"[^,\d\[\]\(\)\+\*]", expression), expression
+    return eval(expression)   # noqa: S307 - Megatron's own parser evaluates it the same way
+
+
+def test_megatron_mixtral_with_expert_parallelism_has_the_moe_and_ep_flags(catalog):
+    cluster, plan = _ep_plan(catalog)
+    result = export_result(plan, cluster, "megatron")
+    assert result.closest_plan is None and not result.reasons
+    args = _megatron_args(result.files["megatron_args.sh"])
+    tp = plan.stages[0].replicas[0].tp
+    assert (args.num_experts, args.moe_router_topk, args.moe_ffn_hidden_size) == (8, 2, 14336)
+    assert _pattern(args.moe_layer_freq, 32) == [1] * 32
+    assert args.moe_shared_expert_intermediate_size is None and not args.multi_latent_attention
+    assert (args.expert_model_parallel_size, args.expert_tensor_parallel_size) == (2, tp)
+    assert args.moe_token_dispatcher_type == "alltoall"
+    assert args.num_experts % args.expert_model_parallel_size == 0           # validate_args lines 1655-1658
+    dp = len(plan.stages[0].replicas)
+    # parallel_state.py lines 872-905: per stage etp x ep divides tp x cp x dp
+    assert (tp * plan.context_parallel * dp) % (args.expert_tensor_parallel_size * args.expert_model_parallel_size) == 0
+    assert any("expert parallelism 2" in n for n in result.notes)
+
+
+def test_megatron_dense_plan_has_no_moe_flags(catalog, cluster):
+    text = export_plan(_uniform(catalog), cluster, "megatron")["megatron_args.sh"]
+    assert not [f for f in MOE_FLAGS if f in text]
+
+
+def test_megatron_moe_without_expert_parallelism_has_no_ep_flags(catalog):
+    cluster, plan = _ep_plan(catalog, ep=1)
+    text = export_plan(plan, cluster, "megatron")["megatron_args.sh"]
+    args = _megatron_args(text)
+    assert args.num_experts == 8 and args.expert_model_parallel_size is None
+    assert args.moe_token_dispatcher_type is None          # Megatron's default allgather
+
+
+def _deepseek_plan(catalog, **changes):
+    """DeepSeek-V3 (or a variant) in two 8-way tensor-parallel stages on 16 H100s (not checked for memory:
+    the export's flags only)."""
+    from dataclasses import replace
+    from planner.types import Plan, Precision, Recompute, Replica, Stage
+    model = replace(catalog.model("deepseek-v3"), **changes)
+    half = model.layers // 2
+    return Plan(model, 16, 4096, 1, Precision.BF16,
+                (Stage(0, half, (Replica("h100", 8, 16),)), Stage(half, model.layers, (Replica("h100", 8, 16),))),
+                zero_stage=1, recompute=Recompute.FULL, sequence_parallel=True, engine="megatron")
+
+
+def test_megatron_deepseek_v3_dense_layers_become_the_layer_pattern(catalog):
+    plan = _deepseek_plan(catalog)
+    args = _megatron_args(export_plan(plan, _h100(catalog), "megatron")["megatron_args.sh"])
+    assert args.moe_layer_freq == "([0]*3+[1]*58)"
+    assert _pattern(args.moe_layer_freq, 61) == [0] * 3 + [1] * 58
+    assert (args.num_experts, args.moe_router_topk, args.moe_ffn_hidden_size, args.ffn_hidden_size) == (256, 8, 2048, 18432)
+    assert args.moe_shared_expert_intermediate_size == 2048
+    assert args.multi_latent_attention and (args.q_lora_rank, args.kv_lora_rank) == (1536, 512)
+    assert (args.qk_head_dim, args.qk_pos_emb_head_dim, args.v_head_dim) == (128, 64, 128)
+    assert not args.group_query_attention      # exclusive with MLA (validate_args lines 1973-1974)
+
+
+@pytest.mark.parametrize("dense, every", [(0, 2), (3, 2), (1, 3), (0, 1), (5, 1)])
+def test_megatron_layer_pattern_has_the_models_moe_layers(catalog, dense, every):
+    from planner.export.megatron import moe_layer_freq, moe_layer_pattern
+    model = _deepseek_plan(catalog, dense_layers=dense, moe_every=every).model
+    pattern = _pattern(moe_layer_freq(model), model.layers)
+    assert pattern == moe_layer_pattern(model) and sum(pattern) == model.moe_layers
+    assert pattern[:dense] == [0] * dense
+
+
+@pytest.mark.parametrize("target", ["deepspeed", "flagscale", "torchrun"])
+def test_an_expert_parallel_plan_to_an_engine_without_it_is_replanned_with_ep_1_or_refused(catalog, target):
+    from planner.types import InputError
+    cluster, plan = _ep_plan(catalog)
+    try:
+        result = export_result(plan, cluster, target, time_limit_s=2)
+    except InputError as e:
+        assert re.search(r"has no expert parallelism; the plan shards the experts over 2 replicas", str(e)), str(e)
+        return
+    assert any("has no expert parallelism" in r for r in result.reasons)
+    assert result.closest_plan is not None and result.closest_plan.expert_parallel == 1
+    assert any("searched with expert_parallel 1" in w for w in result.warnings)
+    if target == "flagscale":     # the replacement still describes a mixture-of-experts model
+        assert any("--num-experts 8" in text for text in result.files.values())
+
+
+def test_torchtitan_writes_expert_parallel_degree_in_both_forms(catalog):
+    cluster, plan = _ep_plan(catalog, "qwen3-30b-a3b", "torchtitan")
+    result = export_result(plan, cluster, "torchtitan")
+    assert result.closest_plan is None
+    toml = tomllib.loads(result.files["torchtitan.toml"])
+    tp = plan.stages[0].replicas[0].tp
+    assert (toml["model"]["name"], toml["model"]["flavor"]) == ("qwen3", "30B-A3B")
+    assert toml["parallelism"]["expert_parallel_degree"] == 2
+    assert toml["parallelism"]["expert_tensor_parallel_degree"] == tp
+    py = result.files["hetplan_torchtitan.py"]
+    assert '"expert_parallel_degree": 2' in py and "from torchtitan.models.qwen3.config_registry import qwen3_30b_a3b" in py
+
+
+def test_torchtitan_mixtral_has_no_model_and_says_why(catalog):
+    cluster, plan = _ep_plan(catalog, "mixtral-8x7b", "torchtitan")
+    result = export_result(plan, cluster, "torchtitan")
+    assert any("MoE models only in its own families" in n and "mixtral-8x7b" in n for n in result.notes)
+    assert "CUSTOM_MODEL_CONFIG" in result.files["hetplan_torchtitan.py"]
+
+
+def test_torchtitan_refuses_expert_parallelism_without_fsdp(catalog):
+    from dataclasses import replace
+    from planner.export.torchtitan import limits
+    from planner.types import Offload
+    cluster, plan = _ep_plan(catalog, "qwen3-30b-a3b", "torchtitan")
+    assert plan.zero_stage >= 2 and limits(plan, cluster) == []
+    replicated = replace(plan, zero_stage=0, offload=Offload.NONE)
+    assert any("never from dp_replicate" in r for r in limits(replicated, cluster))

@@ -12,7 +12,10 @@ profile whose `exports` names it). `resolve`:
      with its estimate and the reasons the original could not run. A plan with context parallelism
      keeps its degree where the engine has it and a plan of that degree fits (else every degree the
      search tries); an engine without it is searched with context_parallel 1 (the search refuses
-     more: planner.search.search._check_job_kind), and the export says so (`search_notes`);
+     more: planner.search.search._check_job_kind), and the export says so (`search_notes`).
+     A plan with expert parallelism is searched from its degree (the search tries every degree the
+     engine runs); an engine without it gets expert_parallel 1 (Engine.violations refuses more), and
+     the export says so;
   3. the search finds nothing -> InputError naming what blocks the plan and why no other plan fits
      (a LoRA job for an engine without LoRA is refused here: it is never re-planned as pretraining).
 
@@ -96,16 +99,21 @@ def best_plan_for(engine: Engine, plan: Plan, cluster: Cluster, writer_limits, r
 
 def search_job(engine: Engine, plan: Plan) -> tuple[Job, list[str]]:
     """The job the search for `engine`'s own plan solves, and what it changed: the plan's model, batch,
-    sequence, job kind and precision (where the engine has it) and context-parallel degree, 1 where the
-    engine has no context parallelism (the search refuses more for it: search._check_job_kind)."""
+    sequence, job kind and precision (where the engine has it), context- and expert-parallel degrees, 1 where
+    the engine has no such parallelism (the search refuses more for it: search._check_job_kind)."""
     precision = plan.precision if plan.precision in engine.space.precisions else None
     cp, notes = plan.context_parallel, []
     if cp > 1 and not engine.space.context_parallel:
         notes.append(f"{engine.title} has no context parallelism, so its own plan was searched with "
                      f"context_parallel 1")
         cp = 1
+    ep = plan.expert_parallel
+    if ep > 1 and not engine.space.expert_parallel:
+        notes.append(f"{engine.title} has no expert parallelism, so its own plan was searched with expert_parallel 1 "
+                     f"(every GPU holds all {plan.model.experts} experts of its layers)")
+        ep = 1
     return Job(plan.model, plan.global_batch, plan.seq_len, precision, engine=engine.name, training=plan.training,
-               context_parallel=cp), notes
+               context_parallel=cp, expert_parallel=ep), notes
 
 
 def _search_keeping_cp(cluster: Cluster, job: Job, time_limit_s: float):

@@ -30,7 +30,7 @@ CUDA_DEVICE_MAX_CONNECTIONS=1 with sequence parallelism or tensor-parallel gradi
 (the kernels' order then matches the launch order that hides tp communication); Megatron's own
 examples export it (examples/gpt3/train_gpt3_175b_distributed.sh line 5), so launch.sh does for tp > 1.
 Rank order: megatron/training/initialize.py line 395, order 'tp-cp-ep-dp-pp' (tp fastest, pp
-slowest; initialize_model_parallel, megatron/core/parallel_state.py line 617; ep is 1 for dense models):
+slowest; initialize_model_parallel, megatron/core/parallel_state.py line 617; the dense grid has ep 1):
 global rank = ((stage * dp + replica) * cp + cp rank) * tp + tp rank (common.one_mesh_ranks); the
 stage follows from the rank.
 Context parallelism (plan.context_parallel = cp > 1): --context-parallel-size (ModelParallelConfig.
@@ -42,6 +42,35 @@ CUDA_DEVICE_MAX_CONNECTIONS=1 for tp > 1 or cp > 1 before Blackwell unless FSDP 
 CP runs in Transformer Engine's attention only ("Context parallelism is only supported by
 TEDotProductAttention!", megatron/core/transformer/dot_product_attention.py line 59), the default
 transformer_impl "transformer_engine" (megatron/core/transformer/transformer_config.py line 1314).
+Mixture of experts (plan.model.experts > 1; same commit):
+  --num-experts (arguments.py _add_moe_args line 3518; the TransformerConfig field num_moe_experts is
+  left out of the generated flags, line 2356), --moe-router-topk (transformer_config.py line 760,
+  default 2, written always), --moe-ffn-hidden-size (line 740; validate_args falls back to
+  --ffn-hidden-size, arguments.py lines 1650-1652), --moe-shared-expert-intermediate-size ("num_shared_experts
+  * ffn_size_of_each_shared_expert", transformer_config.py lines 701-704), --moe-layer-freq (arguments.py
+  moe_freq_type lines 327-350: an int N puts experts in layers i with i % N == 0, gpt_layer_specs.py
+  lines 647-650, which is not hetplan's "first dense_layers dense, then every moe_every-th layer MoE", so
+  a model with dense layers gets the pattern as a Python list expression, checked by _eval_pattern
+  (arguments.py lines 245-253: only , digits [ ] ( ) + *) and by length == --num-layers,
+  gpt_layer_specs.py lines 651-657), and --moe-router-load-balancing-type aux_loss with
+  --moe-aux-loss-coeff 1e-2 (arguments.py _add_moe_args: the coefficient's default is 0.0, i.e. no
+  balancing; 1e-2 is the README's quick start, megatron/core/transformer/moe/README.md lines 92-104):
+  the cost model's expert load assumes an auxiliary balancing loss (planner.experts.MOE_LOAD_IMBALANCE).
+  Multi-head latent attention (DeepSeek): --multi-latent-attention (TransformerConfig.multi_latent_attention,
+  line 288), --q-lora-rank --kv-lora-rank --qk-head-dim --qk-pos-emb-head-dim --v-head-dim (arguments.py
+  _add_mla_args); GQA flags are mutually exclusive with it (validate_args lines 1973-1974).
+Expert parallelism (plan.expert_parallel = ep > 1): --expert-model-parallel-size ep
+  (ModelParallelConfig.expert_model_parallel_size, model_parallel_config.py line 127),
+  --expert-tensor-parallel-size tp (line 130; None means tp, arguments.py lines 587-588: written out),
+  --moe-token-dispatcher-type alltoall (transformer_config.py line 891, default allgather; the MoE
+  README's dispatcher table, line 309: alltoall for "Standard EP > 1 setups"; the all-to-all the cost
+  model times, planner.experts). validate_args: num_experts % ep == 0 (arguments.py lines 1655-1658;
+  Plan checks it). Ranks: initialize_model_parallel (parallel_state.py lines 859-905) builds the dense
+  grid with ep=1 (line 861), so the dense rank placement above does not change, and a separate expert
+  grid tp(etp)-ep-dp-pp with cp=1 (lines 887-895) whose pp groups must equal the dense ones (line 905):
+  per stage etp x ep must divide tp x cp x dp, i.e. ep | cp x dp with etp = tp; the plan's ep | dp.
+  ep groups are ep consecutive tp-blocks of a stage: with cp = 1 ep consecutive replicas, as the plan
+  shards them; with cp > 1 the expert grid folds cp into ep (context_notes says so).
 Layout syntax from megatron/core/transformer/pipeline_parallel_layer_layout.py: E embedding,
 t decoder layer, L loss, `|` between stages, `x*N` repeats; part k is pp rank k mod p, virtual
 stage k // p; exactly one E first, one L last, and as many t as --num-layers.
@@ -65,7 +94,7 @@ import shlex
 from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, layer_segments,
                                    one_mesh_ranks, uniform_tp_dp)
 from planner.export import launch
-from planner.types import Cluster, MlpKind, NormKind, Offload, Plan, PositionKind, Recompute
+from planner.types import Cluster, MlpKind, Model, NormKind, Offload, Plan, PositionKind, Recompute
 
 POSITION_TYPES = {PositionKind.LEARNED: "learned_absolute", PositionKind.ROPE: "rope"}
 FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}   # ZeRO stage -> --data-parallel-sharding-strategy
@@ -104,7 +133,7 @@ def model_arguments(plan: Plan) -> list[tuple]:
     args = [("--num-layers", m.layers), ("--hidden-size", m.hidden), ("--ffn-hidden-size", m.ffn),
             ("--num-attention-heads", m.heads), ("--seq-length", plan.seq_len),
             ("--max-position-embeddings", max(plan.seq_len, m.max_positions))]
-    if m.kv_heads != m.heads:
+    if m.kv_heads != m.heads and not m.is_mla:
         args += [("--group-query-attention",), ("--num-query-groups", m.kv_heads)]
     if m.mlp == MlpKind.SWIGLU:
         args += [("--swiglu",)]
@@ -118,7 +147,54 @@ def model_arguments(plan: Plan) -> list[tuple]:
         args += [("--disable-bias-linear",)]
     elif m.qkv_bias and not (m.out_bias or m.mlp_bias):
         args += [("--disable-bias-linear",), ("--add-qkv-bias",)]
+    return args + moe_arguments(m)
+
+
+def moe_layer_freq(model: Model) -> str:
+    """--moe-layer-freq: "1" when every layer is MoE, else the Python list expression of the pattern
+    (1 MoE, 0 dense): dense_layers zeros, then in each run of moe_every layers the last one MoE, e.g.
+    "([0]*3+[1]*58)" for DeepSeek-V3, "(([0]*1+[1])*24)" for Llama 4 Maverick."""
+    d, e = model.dense_layers, model.moe_every
+    n, rest = divmod(model.layers - d, e)
+    if d == 0 and e == 1:
+        return "1"
+    parts = [f"[0]*{d}"] if d else []
+    parts.append(f"[1]*{n}" if e == 1 else f"([0]*{e - 1}+[1])*{n}")
+    if rest:
+        parts.append(f"[0]*{rest}")
+    return "(" + "+".join(parts) + ")"
+
+
+def moe_layer_pattern(model: Model) -> list[int]:
+    """Which layers hold experts (1) in hetplan's convention (planner.types.Model.moe_layers)."""
+    d, e = model.dense_layers, model.moe_every
+    return [int(i >= d and (i - d + 1) % e == 0) for i in range(model.layers)]
+
+
+def moe_arguments(model: Model) -> list[tuple]:
+    """Experts, routing and multi-head latent attention (module docstring); none for a dense model."""
+    args = []
+    if model.is_moe:
+        expert_ffn = model.moe_ffn or model.ffn
+        args += [("--num-experts", model.experts), ("--moe-router-topk", model.top_k),
+                 ("--moe-ffn-hidden-size", expert_ffn), ("--moe-layer-freq", moe_layer_freq(model)),
+                 ("--moe-router-load-balancing-type", "aux_loss"), ("--moe-aux-loss-coeff", "1e-2")]
+        if model.shared_experts:
+            args += [("--moe-shared-expert-intermediate-size", model.shared_experts * expert_ffn)]
+    if model.is_mla:
+        args += [("--multi-latent-attention",)]
+        args += [("--q-lora-rank", model.q_lora_rank)] if model.q_lora_rank else []
+        args += [("--kv-lora-rank", model.kv_lora_rank), ("--qk-head-dim", model.head_dim),
+                 ("--qk-pos-emb-head-dim", model.qk_rope_head_dim), ("--v-head-dim", model.v_head_dim or model.head_dim)]
     return args
+
+
+def expert_parallel_arguments(plan: Plan, tp: int) -> list[tuple]:
+    """--expert-model-parallel-size and its dispatcher (module docstring); none for ep 1."""
+    if plan.expert_parallel == 1:
+        return []
+    return [("--expert-model-parallel-size", plan.expert_parallel), ("--expert-tensor-parallel-size", tp),
+            ("--moe-token-dispatcher-type", "alltoall")]
 
 
 def training_arguments(plan: Plan, tp: int) -> list[tuple]:
@@ -161,6 +237,7 @@ def arguments(plan: Plan) -> list[tuple[str, ...]]:
                                         ("--pipeline-model-parallel-size", plan.num_stages)]
     if plan.context_parallel > 1:
         args += [("--context-parallel-size", plan.context_parallel), ("--cp-comm-type", "p2p")]
+    args += expert_parallel_arguments(plan, tp)
     if plan.num_stages > 1:
         args += [("--pipeline-model-parallel-layout", layout_string(plan))]
     args += training_arguments(plan, tp) + model_arguments(plan)[6:]
@@ -228,8 +305,30 @@ def context_notes(plan: Plan) -> list[str]:
             f"attention (the default --transformer-impl transformer_engine)"]
 
 
+def expert_notes(plan: Plan) -> list[str]:
+    """What the MoE flags leave to the user, and where Megatron places the expert groups (module docstring)."""
+    m = plan.model
+    if not m.is_moe:
+        return []
+    notes = [f"mixture of experts: {m.experts} experts, top-{m.top_k}, {m.moe_layers} of {m.layers} layers MoE "
+             f"(--moe-layer-freq); aux-loss balancing at 1e-2 (Megatron's default coefficient is 0); add "
+             f"--moe-grouped-gemm (Transformer Engine) for speed"]
+    if m.is_mla:
+        notes.append("multi-head latent attention: Megatron's MLA takes rope_type yarn by default (--rope-type, "
+                     "--rotary-scaling-factor, --mscale are left at Megatron's defaults; set them to the checkpoint's)")
+    ep = plan.expert_parallel
+    if ep > 1:
+        tp, _ = uniform_tp_dp(plan)
+        grid = (f"each expert group is {ep} consecutive replicas of a stage" if plan.context_parallel == 1 else
+                f"Megatron's expert grid has no cp axis, so each expert group of {ep} spans the cp ranks of a "
+                f"replica first (the plan shards experts over replicas; the all-to-all volume is the same)")
+        notes.append(f"expert parallelism {ep}: {m.experts // ep} experts per GPU, tensor-parallel over tp {tp} "
+                     f"(--expert-tensor-parallel-size {tp}); dense ranks keep their order (tp, cp, dp, pp); {grid}")
+    return notes
+
+
 def export(plan: Plan, cluster: Cluster):
-    notes = model_warnings(plan) + job_notes(plan) + context_notes(plan)
+    notes = model_warnings(plan) + job_notes(plan) + context_notes(plan) + expert_notes(plan)
     agents = launch.units(megatron_ranks(cluster, plan))
     env, unset = launch_env(plan)
     preamble = ['MEGATRON_DIR="${MEGATRON_DIR:?set MEGATRON_DIR to your Megatron-LM checkout}"',

@@ -55,6 +55,26 @@ Context parallelism (plan.context_parallel = cp > 1):
 567-568): model part k runs on pp rank k mod p, hetplan's round convention.
 Model flavors: torchtitan/models/llama3/__init__.py (_8b, _70b, _405b, lines 236-365) give the
 shapes in FLAVORS; another model has no torchtitan definition and needs a custom one.
+Mixture of experts and expert parallelism (plan.expert_parallel = ep):
+- MoE models exist only as torchtitan's own model families: 0.3.0 models/deepseek_v3 (flavor "671B",
+  __init__.py _671b lines 533-606: 61 layers, 3 dense, 256 routed + 1 shared expert of 2048, top-8,
+  MLA q/kv rank 1536/512; config function deepseek_v3_671b, config_registry.py line 206), models/qwen3
+  ("30B-A3B" and "235B-A22B", __init__.py lines 608-609, 128 experts top-8; config function
+  qwen3_30b_a3b, config_registry.py line 295; 235B-A22B has none, so its config starts from
+  qwen3_30b_a3b with model_spec = model_registry("235B-A22B")), gpt_oss, kimi_k2_7, qwen3_5; v0.2.2
+  deepseek_v3 "671B" (models/deepseek_v3/__init__.py line 130) and qwen3 "30B-A3B", "235B-A22B" (lines
+  145, 168), with llama4. A MoE model of another shape (Mixtral, Llama 4 in 0.3.0) has no torchtitan
+  definition: the export says so, and its MoE layers must be torchtitan's MoE module for
+  expert_parallel_degree to act ("No effect for non-MoE models", configs.py line 281).
+- parallelism.expert_parallel_degree (0.3.0 configs.py lines 279-287; v0.2.2 job_config.py line 454):
+  "dp_shard * cp * tp == efsdp * ep ... EP borrows ranks from FSDP and TP". The sparse mesh
+  ["pp", "dp_replicate", "efsdp", "ep"] (parallel_dims.py lines 336-340) has ep innermost, so an ep
+  group is ep consecutive ranks of a stage's dp_shard x cp x tp block: ep consecutive replicas when
+  tp = cp = 1, as the plan shards them; with tp x cp > 1 0.3.0 (which has no expert tensor parallel
+  degree) spreads the experts over tp and cp ranks first and does not tensor-split them (the export
+  notes say so). v0.2.2 has expert_tensor_parallel_degree, "etp = tp" or 1 (job_config.py lines
+  464-472): the TOML writes etp = tp, the plan's tensor-parallel experts. ep never comes from
+  dp_replicate, so a ZeRO-0/1 plan (data_parallel_replicate_degree = dp) with ep > 1 is refused.
 Job kind and offload:
 - LoRA (0.3.0 only): torchtitan/components/lora.py LoRAConverter.Config(rank, alpha, target_modules)
   (lines 154-167; the adapters' output is scaled by alpha / rank), a model converter applied through
@@ -82,10 +102,16 @@ from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, fro
                                    one_mesh_ranks, uniform_tp_dp)
 from planner.types import Cluster, JobKind, Offload, Plan, Recompute, Schedule
 
-# (layers, hidden, heads, kv heads, ffn, vocab) -> (torchtitan model name, flavor, 0.3 config function)
-FLAVORS = {(32, 4096, 32, 8, 14336, 128256): ("llama3", "8B", "llama3_8b"),
-           (80, 8192, 64, 8, 28672, 128256): ("llama3", "70B", "llama3_70b"),
-           (126, 16384, 128, 8, 53248, 128256): ("llama3", "405B", "llama3_405b")}
+DENSE = (1, 1, 0, 0, 0, 1, 0, 0)    # experts, top_k, moe_ffn, shared, dense layers, moe_every, q/kv lora rank
+# model_shape -> (torchtitan model name, flavor, 0.3 config function, the flavor that function builds)
+FLAVORS = {(32, 4096, 32, 8, 14336, 128256, *DENSE): ("llama3", "8B", "llama3_8b", "8B"),
+           (80, 8192, 64, 8, 28672, 128256, *DENSE): ("llama3", "70B", "llama3_70b", "70B"),
+           (126, 16384, 128, 8, 53248, 128256, *DENSE): ("llama3", "405B", "llama3_405b", "405B"),
+           (61, 7168, 128, 128, 18432, 129280, 256, 8, 2048, 1, 3, 1, 1536, 512):
+               ("deepseek_v3", "671B", "deepseek_v3_671b", "671B"),
+           (48, 2048, 32, 4, 768, 151936, 128, 8, 0, 0, 0, 1, 0, 0): ("qwen3", "30B-A3B", "qwen3_30b_a3b", "30B-A3B"),
+           (94, 4096, 64, 4, 1536, 151936, 128, 8, 0, 0, 0, 1, 0, 0): ("qwen3", "235B-A22B", "qwen3_30b_a3b", "30B-A3B")}
+MOE_FAMILIES = "deepseek_v3 (671B), qwen3 (30B-A3B, 235B-A22B), gpt_oss, kimi_k2_7, qwen3_5"
 HEAD = {"0.2": "output", "0.3": "lm_head"}     # the output projection's module name
 LORA_TARGETS = ["wqkv", "wo", "w1", "w2", "w3"]   # every linear of a llama3 layer (module docstring)
 CHECKPOINT_PLACEHOLDER = "/path/to/checkpoint"
@@ -101,9 +127,14 @@ def lora_alpha(rank: int) -> float:
     return 2.0 * rank
 
 
-def flavor(plan: Plan) -> tuple[str, str, str] | None:
-    m = plan.model
-    return FLAVORS.get((m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab))
+def model_shape(m) -> tuple[int, ...]:
+    """What FLAVORS matches: the dense shape, the experts' and the latent attention's ranks."""
+    return (m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.experts, m.top_k, m.moe_ffn,
+            m.shared_experts, m.dense_layers, m.moe_every, m.q_lora_rank, m.kv_lora_rank)
+
+
+def flavor(plan: Plan) -> tuple[str, str, str, str] | None:
+    return FLAVORS.get(model_shape(plan.model))
 
 
 def module_fqns(plan: Plan, version: str = "0.3") -> list[list[str]]:
@@ -127,6 +158,10 @@ def parallelism(plan: Plan, version: str) -> dict:
            "data_parallel_shard_degree": dp if shard else 1,
            "data_parallel_replicate_degree": 1 if shard else dp,
            "context_parallel_degree": plan.context_parallel}
+    if plan.expert_parallel > 1:
+        out["expert_parallel_degree"] = plan.expert_parallel
+        if version == "0.2":
+            out["expert_tensor_parallel_degree"] = tp
     if plan.context_parallel > 1:
         out["context_parallel_load_balancer"] = CP_LOAD_BALANCER[version]
     if shard:
@@ -162,7 +197,7 @@ def _fp8(plan: Plan) -> bool:
 
 def config(plan: Plan) -> dict[str, dict]:
     """The torchtitan 0.2.2 TOML as sections."""
-    name, flav, _ = flavor(plan) or ("llama3", f"CUSTOM: {plan.model.id}", "")
+    name, flav, _, _ = flavor(plan) or ("llama3", f"CUSTOM: {plan.model.id}", "", "")
     mode = {Recompute.NONE: "none", Recompute.SELECTIVE: "selective", Recompute.FULL: "full"}[plan.recompute]
     return {"job": {"description": f"{plan.model.id}, written by hetplan export --to torchtitan (torchtitan 0.2.2)"},
             "model": {"name": name, "flavor": flav, **({"converters": ["float8"]} if _fp8(plan) else {})},
@@ -230,7 +265,7 @@ def python_config(plan: Plan) -> str:
     ac = {Recompute.NONE: "None", Recompute.SELECTIVE: "SelectiveAC.Config()", Recompute.FULL: "FullAC.Config()"}
     imports = ["from torchtitan.config import ParallelismConfig",
                "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC  # noqa: F401",
-               f"from torchtitan.models.llama3.config_registry import {base}" if found else
+               f"from torchtitan.models.{found[0]}.config_registry import {base}" if found else
                f"# {plan.model.id} has no torchtitan model: define CUSTOM_MODEL_CONFIG() -> Trainer.Config for it\n"
                f"from my_models import CUSTOM_MODEL_CONFIG"]
     converters = []
@@ -243,9 +278,10 @@ def python_config(plan: Plan) -> str:
         converters.append(f"LoRAConverter.Config(rank={rank}, alpha={lora_alpha(rank)}, "
                           f"target_modules={LORA_TARGETS})")
     spec = ""
-    if converters and found:
-        imports += ["from torchtitan.models.llama3 import model_registry"]
-        spec = f'    config.model_spec = model_registry("{found[1]}", converters=[{", ".join(converters)}])\n'
+    if found and (converters or found[1] != found[3]):
+        imports += [f"from torchtitan.models.{found[0]} import model_registry"]
+        listed = f', converters=[{", ".join(converters)}]' if converters else ""
+        spec = f'    config.model_spec = model_registry("{found[1]}"{listed})\n'
     elif converters:
         spec = f'    # {plan.model.id}: build its model_spec with converters=[{", ".join(converters)}]\n'
     checkpoint = ""
@@ -284,6 +320,26 @@ def context_notes(plan: Plan) -> list[str]:
     return notes
 
 
+def expert_notes(plan: Plan) -> list[str]:
+    """What torchtitan does with the plan's experts beyond expert_parallel_degree (module docstring)."""
+    m, ep = plan.model, plan.expert_parallel
+    if not m.is_moe:
+        return []
+    notes = []
+    if flavor(plan) is None:
+        notes.append(f"mixture of experts: torchtitan has MoE models only in its own families ({MOE_FAMILIES} in "
+                     f"0.3.0); {m.id} is none of them, so it needs a custom model built on torchtitan's MoE module "
+                     f"(models/common/moe.py), else expert_parallel_degree has no effect")
+    tp, _ = uniform_tp_dp(plan)
+    if ep > 1 and tp * plan.context_parallel > 1:
+        notes.append(f"expert parallelism {ep} with tp x cp = {tp * plan.context_parallel}: torchtitan 0.3.0 forms "
+                     f"ep groups innermost over dp_shard x cp x tp (no expert tensor parallel degree), so experts "
+                     f"are sharded over tp and cp ranks first and not tensor-split: each GPU holds "
+                     f"{m.experts // ep} whole experts, not {m.experts // ep} split {tp} ways as planned; the 0.2.2 "
+                     f"TOML sets expert_tensor_parallel_degree = tp, as planned")
+    return notes
+
+
 def job_notes(plan: Plan) -> list[str]:
     notes = []
     kind = plan.training.kind
@@ -309,7 +365,7 @@ def export(plan: Plan, cluster: Cluster):
     if flavor(plan) is None:
         notes.append(f"torchtitan has no model definition for {plan.model.id} (its llama3 flavors 8B, 70B, 405B "
                      f"do not match its shape); it needs a custom model with the same module names")
-    notes += job_notes(plan) + context_notes(plan)
+    notes += job_notes(plan) + context_notes(plan) + expert_notes(plan)
     agents = launch.units(torchtitan_ranks(cluster, plan))
     preamble = ['export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"',
                 *(checkpoint_preamble("the checkpoint folder to fine-tune from (an absolute path)")
@@ -327,13 +383,18 @@ def export(plan: Plan, cluster: Cluster):
 
 
 def limits(plan: Plan, cluster: Cluster) -> list[str]:
-    """What torchtitan refuses, or runs otherwise, beyond its profile: context parallelism's sequence
-    splits and FSDP over cp (module docstring)."""
+    """What torchtitan refuses, or runs otherwise, beyond its profile: expert parallelism outside FSDP,
+    context parallelism's sequence splits and FSDP over cp (module docstring)."""
+    out = []
+    if plan.expert_parallel > 1 and plan.zero_stage < 2:
+        out.append(f"torchtitan takes expert parallelism from the sharded data-parallel ranks (dp_shard x cp x tp "
+                   f"= efsdp x ep), never from dp_replicate, so a ZeRO-{plan.zero_stage} plan (replicated, "
+                   f"data_parallel_shard_degree 1) cannot shard experts over {plan.expert_parallel} replicas; "
+                   f"ZeRO-2 or 3 can")
     cp = plan.context_parallel
     if cp == 1:
-        return []
+        return out
     tp, _ = uniform_tp_dp(plan)
-    out = []
     if plan.zero_stage == 0:
         out.append(f"torchtitan shards parameters, gradients and optimizer states over the context-parallel group "
                    f"(FSDP on dp_shard x cp) whenever cp > 1, so a ZeRO-0 plan with context_parallel {cp} cannot be "
