@@ -55,12 +55,10 @@ def check(megatron_src: str, time_limit_s: float) -> int:
     import megatron.training.arguments as margs
     _stub_cuda(margs)
     catalog, failures = load_catalog(), 0
-    for path in sorted((ROOT / "examples").glob("*.yaml")):
-        cluster = load_cluster_file(path, catalog)
-        big = cluster.num_gpus > 256
-        model = catalog.models["llama-3-70b" if big else "llama-3-8b"]
-        plan = search(cluster, Job(model, 256, 4096, engine="megatron"), baselines=False,
-                      options=SearchOptions(time_limit_s=time_limit_s)).plans[0].plan
+    for label, cluster, job, fixed in _cases(catalog, load_cluster_file):
+        model = job.model
+        plan = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=time_limit_s),
+                      **{name: "fixed" for name in fixed}).plans[0].plan
         result = export_result(plan, cluster, "megatron")
         words = exported_args(result.files["megatron_args.sh"])
         env, unset = launch_env(plan)
@@ -72,16 +70,40 @@ def check(megatron_src: str, time_limit_s: float) -> int:
         sys.argv = ["pretrain_gpt.py", *words, "--tokenizer-type", "NullTokenizer",
                     "--vocab-size", str(model.vocab), "--mock-data"]
         shape = (f"tp {plan.stages[0].replicas[0].tp} pp {plan.num_stages} dp {len(plan.stages[0].replicas)} "
-                 f"ZeRO {plan.zero_stage} {plan.recompute.value} interleave {plan.interleave}")
+                 f"cp {plan.context_parallel} ep {plan.expert_parallel} ZeRO {plan.zero_stage} {plan.recompute.value} "
+                 f"interleave {plan.interleave} {plan.training.kind.value} offload {plan.offload.value}")
         try:
             args = margs.parse_args()
             margs.validate_args(args)
-            print(f"{path.stem}: {plan.num_gpus} ranks, {shape}: accepted by parse_args and validate_args "
+            print(f"{label}: {plan.num_gpus} ranks, {shape}: accepted by parse_args and validate_args "
                   f"(dp {args.data_parallel_size})")
         except (AssertionError, ValueError, SystemExit, RuntimeError) as e:
             failures += 1
-            print(f"{path.stem}: {plan.num_gpus} ranks, {shape}: REFUSED: {type(e).__name__}: {e}")
+            print(f"{label}: {plan.num_gpus} ranks, {shape}: REFUSED: {type(e).__name__}: {e}")
     return 1 if failures else 0
+
+
+def _cases(catalog, load_cluster_file):
+    """(label, cluster, job, settings the search holds fixed): the best Megatron plan of each example
+    cluster, then one plan of each newer feature (context and expert parallelism, fine-tuning with
+    the optimizer offloaded)."""
+    from dataclasses import replace
+    from catalog import cluster_from_dict
+    from planner.types import Job, JobKind, Offload, Training
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        cluster = load_cluster_file(path, catalog)
+        model = catalog.models["llama-3-70b" if cluster.num_gpus > 256 else "llama-3-8b"]
+        yield path.stem, cluster, Job(model, 256, 4096, engine="megatron"), ()
+    h100 = cluster_from_dict({"name": "h100-16", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 2,
+                                                            "gpus_per_node": 8, "inter_node_gbps": 400}]}, catalog)
+    llama = catalog.models["llama-3-8b"]
+    yield "context parallel 8", h100, Job(llama, 8, 131072, engine="megatron", context_parallel=8), \
+        ("context_parallel",)
+    mixtral = Job(catalog.models["mixtral-8x7b"], 32, 4096, engine="megatron", expert_parallel=2)
+    yield "expert parallel 2 (Mixtral)", h100, mixtral, ("expert_parallel",)
+    tuning = Job(llama, 64, 4096, engine="megatron", training=Training(JobKind.FULL_FINETUNE),
+                 offload=Offload.OPTIMIZER)
+    yield "full fine-tune, optimizer offload", h100, replace(tuning), ("offload",)
 
 
 def main() -> int:
