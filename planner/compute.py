@@ -167,7 +167,7 @@ def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, 
     the element-wise ops (elementwise_elements_per_token). `cp`: context parallelism, each GPU holding
     s / cp of the sequence's tokens (causal attention load-balanced over the ranks, as Megatron-LM and
     torchtitan split it: each rank's queries see 1/cp of the score work)."""
-    s, b, t, h = seq_len, micro_batch, tp, model.hidden
+    s, b, t = seq_len, micro_batch, tp
     tokens = s * b / cp
     act_bytes = numerics(precision).act_bytes
     projections = _projections_s(model, gpu, tokens, t, linear_peak_flops(gpu, precision, tf32), expert_parallel)

@@ -22,7 +22,7 @@ from planner.placement import Links, context_ring_bw, place, structure_of
 from planner.schedule import simulate
 from planner.offload import HOST_ADAM_BYTES_PER_S_PER_NODE
 from planner.training import adapter_params
-from planner.types import GIB, Cluster, Offload, Pool, Estimate, Gpu, Plan, ReplicaEstimate, Stage, TimeTerm
+from planner.types import GIB, Cluster, Estimate, Offload, Plan, Pool, ReplicaEstimate, Stage, TimeTerm
 
 
 @dataclass(frozen=True)

@@ -60,3 +60,26 @@ def ok(at):
     """The AppTest run raised nothing; returns it for chaining."""
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+H100_2X8 = {"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 8,
+                                   "inter_node_gbps": 400}]}
+
+
+def link_token(data: dict) -> dict:
+    """A share link's query parameters for raw state data (as an older or hand-edited link holds it)."""
+    import base64
+    import json
+    import zlib
+    from ui.state import VERSION
+    raw = json.dumps(data).encode()
+    return {"v": VERSION, "s": base64.urlsafe_b64encode(zlib.compress(raw)).decode().rstrip("=")}
+
+
+def sidebar_text(at) -> str:
+    return shown("\n".join(m.value for m in at.sidebar.markdown))
+
+
+def press_plan(at):
+    at.sidebar.button(key="sidebar_plan").click().run()
+    return ok(at)

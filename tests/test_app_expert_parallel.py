@@ -3,35 +3,22 @@ picker with what auto tries and its warnings, the search it asks for, and the pl
 over replicas on the sidebar, the Plan page, the Stages page and the report."""
 from __future__ import annotations
 
-import base64
 import json
-import zlib
 from dataclasses import asdict, replace
 
 import pytest
 
-from tests.app_helpers import new_app, ok, real_search_and_fresh_cache, shown, texts  # noqa: F401
-from ui.state import VERSION, AppState, decode, encode
+from tests.app_helpers import (H100_2X8, link_token, new_app, ok, press_plan, real_search_and_fresh_cache,  # noqa: F401
+                               shown, sidebar_text, texts)
+from ui.state import AppState, decode, encode
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-H100 = {"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 8,
-                                "inter_node_gbps": 400}]}
+H100 = H100_2X8
 MIXTRAL = AppState(cluster=H100, model="mixtral-8x7b", global_batch=32, seq_len=4096, engine="megatron",
                    tokens_to_train=None)
 
 
-def _token(data: dict) -> dict:
-    raw = json.dumps(data).encode()
-    return {"v": VERSION, "s": base64.urlsafe_b64encode(zlib.compress(raw)).decode().rstrip("=")}
-
-
-def _sidebar(at) -> str:
-    return shown("\n".join(m.value for m in at.sidebar.markdown))
-
-
-def _plan(at):
-    at.sidebar.button(key="sidebar_plan").click().run()
-    return ok(at)
+_token, _sidebar, _plan = link_token, sidebar_text, press_plan
 
 
 # ----------------------------------------------------------------------------- state and link

@@ -36,7 +36,7 @@ from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_mi
 from planner.engines import get as engine_profile
 from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
-from planner.memory import (FRAMEWORK_OVERHEAD_BYTES, WEIGHT_BYTES, host_bytes_per_param, activation_bytes_per_layer, edge_activation_bytes_of,
+from planner.memory import (host_bytes_per_param, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
 from planner.comm import p2p_s
 from planner.placement import Links, context_ring_bw, network_bw, place_structure

@@ -120,11 +120,7 @@ def _expert_parallel_notes(job) -> None:
         return
     engine = ENGINES[job.engine]
     if not engine.space.expert_parallel:
-        runners = engines_with_expert_parallel()
-        st.warning(f"**{md(engine.title)} has no expert parallelism.** {md(' and '.join(runners))} "
-                   f"{'runs' if len(runners) == 1 else 'run'} it: choose one as the engine above, or expert "
-                   f"parallel auto or 1. The planner refuses expert parallel {degree} under {md(engine.title)}.",
-                   icon=":material/block:")
+        _engine_lacks(engine.title, "expert parallelism", "expert parallel", degree, engines_with_expert_parallel())
     try:
         model = build_model(session.get().model)
     except InputError:
@@ -137,6 +133,12 @@ def _expert_parallel_notes(job) -> None:
                    f"{degree} needs: choose a degree that divides {model.experts}.", icon=":material/block:")
 
 
+def _engine_lacks(title: str, feature: str, setting: str, degree: int, runners: list[str]) -> None:
+    st.warning(f"**{md(title)} has no {feature}.** {md(' and '.join(runners))} "
+               f"{'runs' if len(runners) == 1 else 'run'} it: choose one as the engine above, or {setting} "
+               f"auto or 1. The planner refuses {setting} {degree} under {md(title)}.", icon=":material/block:")
+
+
 def _context_parallel_notes(job) -> None:
     """A fixed context-parallel degree the engine does not run, or that does not split the sequence
     evenly: say so before the planner refuses it."""
@@ -145,11 +147,7 @@ def _context_parallel_notes(job) -> None:
         return
     engine = ENGINES[job.engine]
     if not engine.space.context_parallel:
-        runners = engines_with_context_parallel()
-        st.warning(f"**{md(engine.title)} has no context parallelism.** {md(' and '.join(runners))} "
-                   f"{'runs' if len(runners) == 1 else 'run'} it: choose one as the engine above, or context "
-                   f"parallel auto or 1. The planner refuses context parallel {degree} under {md(engine.title)}.",
-                   icon=":material/block:")
+        _engine_lacks(engine.title, "context parallelism", "context parallel", degree, engines_with_context_parallel())
     if job.seq_len % (2 * degree):
         st.warning(f"**The sequence length ({job.seq_len:,} tokens) does not split into 2 × {degree} = "
                    f"{2 * degree} equal chunks**, as context parallel {degree} needs (each GPU takes two chunks, "
