@@ -76,7 +76,8 @@ def _pool_from_entry(i: int, e: PoolEntry, catalog: Catalog, source: str) -> Poo
     try:
         return Pool(name=e.name or e.gpu, gpu=gpu, nodes=e.nodes, gpus_per_node=e.gpus_per_node,
                     inter_node_bw_bytes_per_s=gbps * GBIT, price_per_gpu_hour_usd=price,
-                    host_mem_bytes=0.0 if e.host_memory_gib is None else e.host_memory_gib * GIB)
+                    host_mem_bytes=0.0 if e.host_memory_gib is None else e.host_memory_gib * GIB,
+                    grid_gco2_per_kwh=e.grid_gco2_per_kwh)
     except InputError as err:
         raise relocated(err, source, f"pools[{e.name or e.gpu}]", at) from None
 
@@ -102,6 +103,8 @@ def cluster_to_dict(cluster: Cluster) -> dict:
             d["price_per_gpu_hour"] = p.price_per_gpu_hour_usd
         if p.host_mem_bytes:
             d["host_memory_gib"] = _human(p.host_mem_bytes / GIB)
+        if p.grid_gco2_per_kwh is not None:
+            d["grid_gco2_per_kwh"] = p.grid_gco2_per_kwh
         pools.append(d)
     out: dict[str, Any] = {"name": cluster.name, "pools": pools}
     if cluster.between_pools_bw_bytes_per_s is not None:

@@ -151,6 +151,7 @@ class PoolEntry(Strict):
     inter_node_gbps: Optional[Gbps] = None   # Gb/s per node, one direction
     price_per_gpu_hour: Optional[Price] = None
     host_memory_gib: Optional[Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]] = None   # CPU memory per node
+    grid_gco2_per_kwh: Optional[Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]] = None  # grid carbon
 
 
 class ClusterEntry(Strict):

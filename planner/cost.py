@@ -14,6 +14,7 @@ from planner.compute import PassTimes, stage_pass_times
 from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
+from planner.energy import J_PER_KWH, energy_per_million_tokens_kwh, power_w, train_co2_kg
 from planner.experts import MOE_LOAD_IMBALANCE, alltoall_s
 from planner.flops import model_flops_per_iteration, param_shards, stage_params
 from planner.memory import plan_states, replica_memory
@@ -182,9 +183,13 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     notes = _moe_notes(plan)
     notes += engine_profile(plan.engine).execution.notes_for(plan.recompute, plan.zero_stage)
     notes += job_notes(plan)
+    power = power_w(cluster, plan)
+    energy = dict(power_w=power, energy_per_million_tokens_kwh=energy_per_million_tokens_kwh(power, iteration, tokens),
+                  train_energy_kwh=None if train_time is None else power * train_time / J_PER_KWH,
+                  train_co2_kg=train_co2_kg(cluster, plan, train_time))
     est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
                    tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
-                   engine=plan.engine, timeline=sim.timeline)
+                   engine=plan.engine, timeline=sim.timeline, **energy)
     return replace(est, bottleneck=bottleneck(plan, est, crit))
 
 

@@ -32,6 +32,10 @@ def estimate_to_dict(est: Estimate) -> dict:
         "train_cost_usd": est.train_cost_usd,
         "notes": list(est.notes),
         "engine": est.engine,
+        "power_w": est.power_w,
+        "energy_per_million_tokens_kwh": est.energy_per_million_tokens_kwh,
+        "train_energy_kwh": est.train_energy_kwh,
+        "train_co2_kg": est.train_co2_kg,
     }
 
 
@@ -56,8 +60,12 @@ def estimate_to_text(est: Estimate) -> str:
         f"MFU                {est.mfu:.1%}",
         f"cost               ${est.cost_per_hour_usd:,.2f}/h, ${est.cost_per_million_tokens_usd:.3f} per million tokens",
     ]
+    lines.append(f"energy             {est.power_w / 1e3:,.1f} kW of GPU board power, "
+                 f"{est.energy_per_million_tokens_kwh:.3f} kWh per million tokens")
     if est.train_time_s is not None:
-        lines.append(f"to train           {format_duration(est.train_time_s)}, ${est.train_cost_usd:,.0f}")
+        lines.append(f"to train           {format_duration(est.train_time_s)}, ${est.train_cost_usd:,.0f}, "
+                     f"{est.train_energy_kwh:,.0f} kWh"
+                     + ("" if est.train_co2_kg is None else f", {est.train_co2_kg / 1000:,.1f} t CO2"))
     lines.append(f"fits in memory     {'yes' if est.fits else 'NO: ' + est.oom}")
     lines.append(f"bottleneck         {est.bottleneck}")
     lines += ["", "time per iteration       total s   exposed s"]

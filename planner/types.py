@@ -183,9 +183,12 @@ class Pool:
     price_per_gpu_hour_usd: float     # effective price (override or catalog default)
     inter_node_latency_s: float = 5e-6
     host_mem_bytes: float = 0.0       # CPU memory per node; 0: HOST_MEMORY_PER_GPU_MEMORY x the node's GPU memory
+    grid_gco2_per_kwh: float | None = None   # carbon intensity of the power the pool draws; None: unknown
 
     def __post_init__(self):
         f = f"pools[{self.name}]"
+        if self.grid_gco2_per_kwh is not None:
+            _nonnegative_number(self.grid_gco2_per_kwh, f"{f}.grid_gco2_per_kwh")
         _nonnegative_number(self.host_mem_bytes, f"{f}.host_memory_gib")
         _positive_int(self.nodes, f"{f}.nodes")
         _positive_int(self.gpus_per_node, f"{f}.gpus_per_node")
@@ -644,6 +647,10 @@ class Estimate:
     train_cost_usd: float | None = None
     notes: tuple[str, ...] = field(default=())
     engine: str = "hetplan"           # the engine whose execution the estimate predicts (planner.engines)
+    power_w: float = 0.0              # board power of the GPUs used (planner.energy)
+    energy_per_million_tokens_kwh: float = 0.0
+    train_energy_kwh: float | None = None
+    train_co2_kg: float | None = None  # None: tokens to train, or a used pool's grid intensity, not given
     timeline: object = field(default=None, compare=False, repr=False)  # pandas DataFrame when asked for
 
     @property

@@ -260,3 +260,13 @@ def side_by_side(before: Estimate, before_plan: Plan, after: Estimate, after_pla
                 "edited": "yes" if after.fits else "NO", "change": "same" if before.fits == after.fits else
                 ("now fits" if after.fits else "runs out of memory")})
     return pd.DataFrame(out)
+
+
+def energy_text(est) -> str:
+    """Board power, energy per million tokens and, where known, energy and carbon to train."""
+    text = f"{est.power_w / 1e3:,.1f} kW of GPU board power, {est.energy_per_million_tokens_kwh:.3f} kWh per million tokens"
+    if est.train_energy_kwh is not None:
+        text += f"; {est.train_energy_kwh:,.0f} kWh to train"
+        if est.train_co2_kg is not None:
+            text += f", {est.train_co2_kg / 1000:,.1f} t CO2"
+    return text

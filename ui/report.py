@@ -51,6 +51,7 @@ def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str,
         ("cost", f"${est.cost_per_hour_usd:,.2f}/h, ${est.cost_per_million_tokens_usd:.3f} per million tokens"),
         ("time to train", format_duration(est.train_time_s)),
         ("dollars to train", "-" if est.train_cost_usd is None else f"${est.train_cost_usd:,.0f}"),
+        ("energy", frames.energy_text(est)),
         ("fits in memory", "yes" if est.fits else f"NO: {est.oom}"),
         ("bottleneck", est.bottleneck),
     ]

@@ -295,6 +295,8 @@ def _metrics(est) -> None:
     c[5].metric("$ to train", "-" if dollars is None else _money(dollars),
                 help=f"{run}, at ${est.cost_per_hour_usd:,.0f}/h for the GPUs used"
                      + ("" if dollars is None else f": ${dollars:,.0f}"))
+    st.caption(frames.energy_text(est) + " (GPU board power for the whole iteration: an upper bound without host, "
+               "network and cooling; carbon from each pool's grid_gco2_per_kwh in the cluster file)")
 
 
 def _gains(named, baselines: dict, cluster_gpus: int, said_below: set[str] = frozenset(),
