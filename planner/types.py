@@ -88,6 +88,7 @@ class Objective(str, Enum):
     THROUGHPUT = "throughput"
     COST = "cost"
     DEADLINE = "deadline"
+    ENERGY = "energy"                 # kWh per token, the GPUs at board power (planner.energy)
 
 
 class JobKind(str, Enum):

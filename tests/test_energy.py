@@ -60,3 +60,37 @@ def test_evaluate_json_reports_energy(catalog):
     metrics = json.loads(out.stdout)
     assert metrics["power_w"] == 16000 and metrics["energy_per_million_tokens_kwh"] > 0
     assert metrics["train_energy_kwh"] > 0 and metrics["train_co2_kg"] is None
+
+
+def test_the_energy_objective_ranks_by_kwh_per_token_and_reports_real_prices(catalog):
+    """Searched as the cost objective with each GPU priced at its board power; the answer's dollars are
+    the cluster's own. On lab-mix (A100s at $1.8/h and 400 W beside V100s at 300 W) no plan of the
+    cost objective beats the energy answer on kWh per token, and vice versa on dollars."""
+    from planner.search import SearchOptions, search
+    from planner.types import Job, Objective
+    cluster = _lab(catalog)
+    job = Job(catalog.model("llama-2-7b"), 256, 4096)
+    options = SearchOptions(time_limit_s=20)
+    energy = search(cluster, job, Objective.ENERGY, options=options)
+    cost = search(cluster, job, Objective.COST, options=options)
+    best = energy.plans[0].estimate
+    assert energy.objective == Objective.ENERGY
+    assert best.cost_per_million_tokens_usd == pytest.approx(evaluate(cluster, energy.plans[0].plan)
+                                                              .cost_per_million_tokens_usd)
+    assert best.energy_per_million_tokens_kwh <= cost.plans[0].estimate.energy_per_million_tokens_kwh * (1 + 1e-9)
+    assert cost.plans[0].estimate.cost_per_million_tokens_usd <= best.cost_per_million_tokens_usd * (1 + 1e-9)
+    for name, gain in energy.plans[0].gain_over.items():
+        base = energy.baselines[name].estimate
+        assert gain == pytest.approx(base.energy_per_million_tokens_kwh / best.energy_per_million_tokens_kwh - 1)
+
+
+def test_the_app_plans_for_the_energy_objective_and_shows_energy():
+    from dataclasses import replace as with_
+    from tests.app_helpers import new_app, ok, press_plan, shown, texts
+    from ui.state import AppState, encode
+    state = AppState(model="llama-2-7b", global_batch=64, seq_len=2048, objective="energy", time_limit_s=10)
+    at = press_plan(ok(new_app(encode(state)).run()))
+    said = shown(texts(at))
+    assert "kWh per million tokens" in said and "Traceback" not in said
+    assert at.session_state["app_state"].plan is not None
+    assert with_(state, objective="cost").job_key() != state.job_key()

@@ -465,7 +465,8 @@ def job_inputs(state) -> JobInputs:
                     help="0: leave out time and dollars to train",
                     **edits(p + "tokens", lambda v: {"tokens_to_train": v * 1e9 if v else None}))
     c5.selectbox("objective", OBJECTIVES, index=OBJECTIVES.index(state.objective),
-                 help="throughput: fastest; cost: cheapest per token; deadline: cheapest that finishes in time",
+                 help="throughput: fastest; cost: cheapest per token; deadline: cheapest that finishes in time; "
+                      "energy: fewest kWh per token (GPU board power)",
                  **edits(p + "objective", _objective))
     c6.number_input("deadline (hours)", min_value=0.0, step=24.0, value=state.deadline_hours or 0.0,
                     disabled=state.objective != "deadline", help="used with the deadline objective",

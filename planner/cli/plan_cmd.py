@@ -229,7 +229,8 @@ def _text(result) -> str:
         e = sp.estimate
         of_peak = " of the 16-bit peak" if sp.plan.precision == Precision.FP8 else ""
         lines.append(f"\n#{k}  {e.tokens_per_s:,.0f} tokens/s on {e.num_gpus} GPUs, MFU {e.mfu:.1%}{of_peak}, "
-                     f"${e.cost_per_million_tokens_usd:.3f} per million tokens (${e.cost_per_hour_usd:,.2f}/h)"
+                     f"${e.cost_per_million_tokens_usd:.3f} per million tokens (${e.cost_per_hour_usd:,.2f}/h), "
+                     f"{e.energy_per_million_tokens_kwh:.3f} kWh per million tokens"
                      + (f", trains in {format_duration(e.train_time_s)} for ${e.train_cost_usd:,.0f}"
                         if e.train_time_s is not None else ""))
         lines.append(f"    {describe_plan(sp.plan)}")

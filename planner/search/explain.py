@@ -55,6 +55,8 @@ def differences(a: Plan, b: Plan) -> str:
 def _loss(objective: Objective, best: Estimate, other: Estimate) -> str:
     if objective == Objective.THROUGHPUT:
         return f"{1 - other.tokens_per_s / best.tokens_per_s:.1%} fewer tokens/s"
+    if objective == Objective.ENERGY:
+        return f"{other.energy_per_million_tokens_kwh / best.energy_per_million_tokens_kwh - 1:.1%} more energy per token"
     if best.cost_per_million_tokens_usd <= 0:    # free GPUs (a price of 0)
         extra = other.cost_per_million_tokens_usd
         return "the same cost per token (free GPUs)" if extra <= 0 else f"${extra:.3f} more per million tokens"
@@ -102,8 +104,10 @@ def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> di
                 worse = "no better by the cost model"
             else:                    # a free plan (price 0) has key 0
                 worse = "worse" if other > 0 else "no better"
+            rate = (f"{pool.gpu.power_w:.0f} W" if objective == Objective.ENERGY
+                    else f"${pool.price_per_gpu_hour_usd:.2f}/GPU-hour")
             out[pool.name] = (f"the best plan found that uses it is {worse} on {describe(objective)}: its GPUs "
-                              f"do not pay for themselves ({pool.gpu.id}, ${pool.price_per_gpu_hour_usd:.2f}/GPU-hour)")
+                              f"do not pay for themselves ({pool.gpu.id}, {rate})")
         else:
             out[pool.name] = (f"by the search's lower bounds (each GPU at its best rate, the pipeline's fill and "
                               f"drain, what fits in memory), no plan using it beats the chosen one on "

@@ -18,7 +18,8 @@ def fast_key(objective: Objective, job: Job, time_s: float, price_per_hour: floa
              deadline_hours: float | None) -> float:
     """Smaller is better: seconds per iteration, or dollars per iteration (the cost and deadline
     objectives; a plan over the deadline scores infinity, and so does an infinite time: a bound
-    that rules out every setting)."""
+    that rules out every setting). Under the energy objective the search prices each GPU at its
+    board power in kW (planner.search.search), so the same product is kWh per iteration."""
     if objective == Objective.THROUGHPUT or time_s == math.inf:
         return time_s
     if objective == Objective.DEADLINE and train_time_s(job, time_s) > deadline_hours * 3600:
@@ -57,6 +58,8 @@ def estimate_key(objective: Objective, est: Estimate, deadline_hours: float | No
         return 1.0 / est.tokens_per_s
     if objective == Objective.DEADLINE and est.train_time_s > deadline_hours * 3600:
         return math.inf
+    if objective == Objective.ENERGY:
+        return est.energy_per_million_tokens_kwh
     return est.cost_per_million_tokens_usd
 
 
@@ -65,6 +68,8 @@ def gain(objective: Objective, est: Estimate, baseline: Estimate) -> float | Non
     None where the plan is free and the baseline is not (no finite ratio)."""
     if objective == Objective.THROUGHPUT:
         return est.tokens_per_s / baseline.tokens_per_s - 1.0
+    if objective == Objective.ENERGY:
+        return baseline.energy_per_million_tokens_kwh / est.energy_per_million_tokens_kwh - 1.0
     if est.cost_per_million_tokens_usd <= 0:      # free GPUs (a price of 0): no ratio against a paid baseline
         return 0.0 if baseline.cost_per_million_tokens_usd <= 0 else None
     return baseline.cost_per_million_tokens_usd / est.cost_per_million_tokens_usd - 1.0
@@ -72,4 +77,4 @@ def gain(objective: Objective, est: Estimate, baseline: Estimate) -> float | Non
 
 def describe(objective: Objective) -> str:
     return {Objective.THROUGHPUT: "throughput", Objective.COST: "cost per token",
-            Objective.DEADLINE: "cost per token within the deadline"}[objective]
+            Objective.DEADLINE: "cost per token within the deadline", Objective.ENERGY: "energy per token"}[objective]

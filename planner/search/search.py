@@ -85,6 +85,15 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
       limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
       the engine runs. "fixed": `job.offload` only."""
     _check_job_kind(job)
+    settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
+    if Objective(objective) == Objective.ENERGY:
+        return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
+    return _search_settings(cluster, job, objective, deadline_hours, top_k, method, options, baselines, **settings)
+
+
+def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_hours, top_k, method, options,
+                     baselines, offload: str, context_parallel: str, expert_parallel: str) -> SearchResult:
+    """`search` for a cluster as given (its docstring: each setting a search of its own)."""
     cps = context_settings(cluster, job) if context_parallel == "auto" else [job.context_parallel]
     eps = expert_settings(cluster, job) if expert_parallel == "auto" else [job.expert_parallel]
     if len(cps) == len(eps) == 1:
@@ -105,6 +114,27 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     note = f"{' and '.join(said)} searched, each setting a search of its own; the best answer is shown"
     return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results),
                    gap=_worst_gap(results))
+
+
+def _search_energy(cluster: Cluster, job: Job, deadline_hours, top_k, method, options, baselines,
+                   settings: dict) -> SearchResult:
+    """The energy objective: the search of the cost objective on the cluster with each GPU priced at its
+    board power in kW, so that every dollar figure it ranks by is a kWh figure (planner.energy counts
+    the GPUs used at board power for the whole iteration); the answer's plans are then evaluated on
+    the cluster as it is, for their real prices."""
+    powered = replace(cluster, pools=tuple(replace(p, price_per_gpu_hour_usd=p.gpu.power_w / 1000)
+                                           for p in cluster.pools))
+    found = _search_settings(powered, job, Objective.ENERGY, deadline_hours, top_k, method, options, baselines,
+                             **settings)
+
+    def real(sp: ScoredPlan | None) -> ScoredPlan | None:
+        if sp is None:
+            return None
+        return replace(sp, estimate=evaluate(cluster, sp.plan, job.tokens_to_train, options.cost_options))
+
+    base = {name: real(sp) for name, sp in found.baselines.items()}
+    plans = tuple(replace(real(sp), gain_over=_gains(Objective.ENERGY, sp.estimate, base)) for sp in found.plans)
+    return replace(found, plans=plans, baselines=base, pareto=tuple(real(sp) for sp in found.pareto))
 
 
 # Expert-parallel degrees searched: powers of two dividing the experts, up to this many
