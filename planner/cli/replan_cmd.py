@@ -1,0 +1,66 @@
+"""hetplan replan --cluster NEW.yaml --plan CURRENT.json [--old-cluster OLD.yaml] [--tokens-remaining T] [--json]"""
+from __future__ import annotations
+
+import math
+
+from planner.cli.common import PLAN_FILE_HELP, catalog_from_args, finite_number, print_json
+from planner.report import estimate_to_dict
+from planner.search.explain import describe_plan
+from planner.search.planners import SearchOptions
+from planner.types import InputError
+
+MAX_TIME_LIMIT_S = 3600
+
+
+def register(sub) -> None:
+    p = sub.add_parser("replan", help="the best plan after the cluster changed, and whether switching pays",
+                       description="Plan the current plan's job again on a changed cluster (nodes lost, spot GPUs "
+                                   "reclaimed, new ones added): the best plan there, what moves, what the switch "
+                                   "costs (checkpoint save, reshard and load at the nodes' network speed, restart) "
+                                   "and whether it pays off over the tokens still to train.")
+    p.add_argument("--cluster", required=True, metavar="FILE", help="the cluster as it is now (YAML)")
+    p.add_argument("--plan", required=True, metavar="FILE", help=PLAN_FILE_HELP + " (the plan running now)")
+    p.add_argument("--old-cluster", metavar="FILE",
+                   help="the cluster the current plan runs on, for the time to save its checkpoint "
+                        "(default: --cluster)")
+    p.add_argument("--tokens-remaining", type=float, default=None, metavar="T",
+                   help="tokens still to train, to judge whether the switch pays off (e.g. 5e11)")
+    p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
+                   default=SearchOptions().time_limit_s, metavar="S", help="CPU seconds for the search")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON object: {"plan", "metrics", "switch": {"seconds", "dollars", "moves"}, '
+                        '"worth_switching", ...}')
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from catalog.formats import load_cluster_file, load_plan_file, plan_to_dict
+    from planner.replan import replan
+    if args.tokens_remaining is not None and not (math.isfinite(args.tokens_remaining) and args.tokens_remaining > 0):
+        raise InputError("--tokens-remaining", f"must be a positive, finite number of tokens, got {args.tokens_remaining}")
+    catalog = catalog_from_args(args)
+    cluster = load_cluster_file(args.cluster, catalog)
+    old = load_cluster_file(args.old_cluster, catalog) if args.old_cluster else None
+    current = load_plan_file(args.plan, catalog)
+    r = replan(cluster, current, args.tokens_remaining, old,
+               options=SearchOptions(time_limit_s=args.time_limit, baseline_time_limit_s=None))
+    if args.json:
+        print_json({"plan": plan_to_dict(r.plan, catalog), "metrics": estimate_to_dict(r.estimate),
+                    "switch": {"seconds": r.switch.seconds, "dollars": r.switch.dollars, "moves": list(r.switch.moves),
+                               "checkpoint_gib": r.switch.checkpoint_bytes / 2**30},
+                    "worth_switching": r.worth_switching, "reason": r.reason,
+                    "current_metrics": None if r.current is None else estimate_to_dict(r.current),
+                    "current_runs": r.current is not None, "why_not_current": r.why_not_current or None})
+        return 0
+    now = ("cannot run on the new cluster: " + r.why_not_current if r.current is None
+           else f"{r.current.tokens_per_s:,.0f} tokens/s on the new cluster")
+    lines = [f"current plan: {now}",
+             f"best plan:    {r.estimate.tokens_per_s:,.0f} tokens/s on {r.estimate.num_gpus} GPUs, "
+             f"${r.estimate.cost_per_million_tokens_usd:.3f} per million tokens",
+             f"              {describe_plan(r.plan)}",
+             f"switch:       {r.switch.seconds:,.0f} s (${r.switch.dollars:,.2f}): checkpoint of "
+             f"{r.switch.checkpoint_bytes / 2**30:,.0f} GiB saved and loaded, restart",
+             *[f"  moves: {m}" for m in r.switch.moves],
+             f"worth switching: {'yes' if r.worth_switching else 'no'}: {r.reason}"]
+    print("\n".join(lines))
+    return 0
