@@ -1,6 +1,7 @@
 """hetplan plan --cluster FILE --model ID --global-batch N --seq-len S [--objective ...] [--json] [--out FILE]"""
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
@@ -104,9 +105,13 @@ def run(args) -> int:
 
 
 def _context_parallel(text: str):
+    """An argparse type: `auto` or a degree from 1 (--context-parallel, --expert-parallel)."""
     if text == "auto":
         return text
-    return whole_number(1, MAX_CONTEXT_PARALLEL)(text)
+    try:
+        return whole_number(1, MAX_CONTEXT_PARALLEL)(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"auto or a whole number: {e}") from None
 
 
 def _search(args, cluster, model, engine: str):
