@@ -32,6 +32,7 @@ pages = st.navigation({
                 page("compare", "Compare", "compare_arrows", "compare"),
                 page("engines", "Engines", "developer_board", "engines")],
     "Tools": [page("whatif", "What-if", "science", "what-if"),
+              page("replan", "Re-plan", "swap_horiz", "re-plan"),
               page("export", "Export", "download", "export")],
 })
 if st.session_state.get(sidebar.PLAN_REQUEST) and pages.url_path != plan_page.url_path:

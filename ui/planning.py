@@ -285,3 +285,39 @@ def estimate_of(state: AppState) -> Outcome:
     if state.plan is None:
         return Outcome(error="no plan yet", kind="none")
     return evaluate_plan(state.cluster, state.plan, state.tokens_to_train)
+
+
+# Objectives a re-plan ranks by (planner.replan takes no deadline: a deadline job is re-planned for throughput).
+REPLAN_OBJECTIVES = {"throughput": Objective.THROUGHPUT, "cost": Objective.COST, "deadline": Objective.THROUGHPUT,
+                     "energy": Objective.ENERGY}
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _replan(cluster_json: str, plan_json: str, tokens: float | None, old_cluster_json: str | None,
+            objective: str, time_limit_s: float) -> Outcome:
+    try:
+        _, options_type = search_api()
+        from planner.replan import replan
+        cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
+        old = (None if old_cluster_json is None else
+               cluster_from_dict(json.loads(old_cluster_json), catalog(), source="the cluster the plan was made on"))
+        plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
+        return Outcome(result=replan(cluster, plan, tokens, old, REPLAN_OBJECTIVES[objective],
+                                     search_options(options_type, time_limit_s)))
+    except PlannerUnavailable as e:
+        return Outcome(error=str(e), kind="unavailable")
+    except InputError as e:
+        return Outcome(error=str(e), kind="infeasible" if type(e).__name__ == "InfeasibleError" else "input")
+
+
+def replan_on(cluster: dict, plan: dict, tokens: float | None, old_cluster: dict | None, objective: str,
+              time_limit_s: float) -> Outcome:
+    """planner.replan's answer (`Replan`) for the plan file `plan` moved to `cluster` (cluster files), or
+    the readable reason there is none. Cached; a crash inside the planner is a message, not cached."""
+    try:
+        return _replan(json.dumps(cluster, sort_keys=True), json.dumps(without_output_keys(plan), sort_keys=True),
+                       tokens, None if old_cluster is None else json.dumps(old_cluster, sort_keys=True),
+                       objective, time_limit_s)
+    except Exception as e:  # noqa: BLE001 - a planner bug must not take the page down
+        logging.getLogger("hetplan.app").exception("planner.replan failed")
+        return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")

@@ -1,0 +1,4 @@
+"""Page entry point (st.navigation runs this file); the view lives in ui.views.replan."""
+from ui.views.replan import render
+
+render()
