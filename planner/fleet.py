@@ -107,6 +107,7 @@ class FleetResult:
     allocations: tuple[Allocation, ...]
     unscheduled: dict[str, str]            # job name -> why it does not run
     idle_nodes: dict[str, int]             # pool -> nodes no job holds
+    idle_gpus: dict[str, int]              # the same in GPUs
     idle_reasons: dict[str, str]
     solve_time_s: float
     plan_time_s: float                     # the searches of candidates not already cached
@@ -300,7 +301,7 @@ def _result(cluster, jobs, candidates, why_not, chosen, policy, solve_time, plan
         for name, n in a.candidate.nodes:
             held[name] += n
     idle = {p.name: p.nodes - held[p.name] for p in cluster.pools if p.nodes > held[p.name]}
-    return FleetResult(policy, tuple(allocations), unscheduled, idle,
+    return FleetResult(policy, tuple(allocations), unscheduled, idle, {p: n * pool_gpus[p] for p, n in idle.items()},
                        _idle_reasons(idle, candidates, policy), solve_time, plan_time)
 
 
