@@ -30,7 +30,7 @@ from catalog.errors import from_validation_error, located, relocated, short_repr
 from catalog.files import read_mapping
 from catalog.loader import Catalog, builtin_catalog, model_from_entry
 from catalog.schema import (DEFAULT_INTER_NODE_GBPS, MAX_GPUS_PER_POOL, PLAN_OUTPUT_ONLY_KEYS, ClusterEntry,
-                            InlineModelEntry, JobEntry, PlanEntry, PoolEntry, StageEntry)
+                            InlineModelEntry, JobEntry, JobsFile, PlanEntry, PoolEntry, StageEntry)
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
@@ -304,6 +304,48 @@ def load_plan_file(path: str | Path, catalog: Catalog) -> Plan:
     """A Plan from a plan file; see `plan_from_file_data` for what the file may hold."""
     data, source = read_mapping(path)
     return plan_from_file_data(data, catalog, source)
+
+
+# ----------------------------------------------------------------------------- jobs file (hetplan fleet)
+
+def fleet_jobs_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "jobs") -> tuple:
+    """The jobs of a jobs file as planner.fleet.FleetJob; errors name `source` and the field
+    (e.g. ``jobs[1].global_batch``)."""
+    from planner.fleet import FleetJob
+    entry = _validate(JobsFile, data, source)
+    names = [j.name for j in entry.jobs]
+    out = []
+    for i, j in enumerate(entry.jobs):
+        at = f"jobs[{i}]"
+        if names.index(j.name) != i:
+            raise InputError(located(source, f"{at}.name"), f"job name {j.name!r} is used twice; names must differ")
+        model = _fleet_model(j.model, catalog, source, f"{at}.model")
+        try:
+            out.append(FleetJob(j.name, model, j.global_batch, j.seq_len, j.tokens, j.deadline_hours, j.weight))
+        except InputError as err:
+            raise relocated(err, source, "", at) from None
+    return tuple(out)
+
+
+def _fleet_model(value: Any, catalog: Catalog, source: str, at: str) -> Model:
+    if isinstance(value, str):
+        return catalog.model(value, located(source, at))
+    if not isinstance(value, Mapping):
+        raise InputError(located(source, at),
+                         f"must be a catalog model id or an object with the model's fields, got {short_repr(value)}")
+    try:
+        entry = InlineModelEntry.model_validate(dict(value))
+    except ValidationError as e:
+        raise from_validation_error(e, source, prefix=at) from None
+    try:
+        return model_from_entry(entry.id, entry)
+    except InputError as err:
+        raise relocated(err, source, f"models[{entry.id}]", at) from None
+
+
+def load_jobs_file(path: str | Path, catalog: Catalog) -> tuple:
+    data, source = read_mapping(path)
+    return fleet_jobs_from_dict(data, catalog, source)
 
 
 # ----------------------------------------------------------------------------- plan against cluster

@@ -216,3 +216,24 @@ class PlanEntry(Strict):
     context_parallel: Annotated[int, Field(gt=0, le=MAX_CONTEXT_PARALLEL)] = 1
     expert_parallel: Annotated[int, Field(gt=0, le=100_000)] = 1
     stages: Annotated[list[StageEntry], Field(min_length=1, max_length=100_000)]
+
+
+# ----------------------------------------------------------------------------- jobs file (hetplan fleet)
+
+MAX_FLEET_JOBS = 100
+MAX_DEADLINE_HOURS = 1e6                  # over a century: longer is a typo
+
+
+class FleetJobEntry(Strict):
+    """One job of a fleet: what to train, how much, by when, and its share (weight)."""
+    name: Id
+    model: Any                            # a catalog id or an inline object (checked in formats)
+    global_batch: Annotated[int, Field(gt=0, le=MAX_GLOBAL_BATCH)]
+    seq_len: Annotated[int, Field(gt=0, le=MAX_SEQ_LEN)]
+    tokens: Optional[Annotated[float, Field(gt=0, le=1e18)]] = None
+    deadline_hours: Optional[Annotated[float, Field(gt=0, le=MAX_DEADLINE_HOURS)]] = None
+    weight: Annotated[float, Field(gt=0, le=1e6)] = 1.0
+
+
+class JobsFile(Strict):
+    jobs: Annotated[list[FleetJobEntry], Field(min_length=1, max_length=MAX_FLEET_JOBS)]

@@ -12,7 +12,7 @@ import sys
 
 from planner.types import InputError
 
-SUBCOMMANDS = ("catalog_cmd", "evaluate_cmd", "plan_cmd", "export_cmd", "run_cmd", "replan_cmd")
+SUBCOMMANDS = ("catalog_cmd", "evaluate_cmd", "plan_cmd", "export_cmd", "run_cmd", "replan_cmd", "fleet_cmd")
 
 
 class UsageError(Exception):

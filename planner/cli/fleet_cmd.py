@@ -1,0 +1,75 @@
+"""hetplan fleet --cluster FILE --jobs FILE [--policy NAME] [--json]"""
+from __future__ import annotations
+
+from planner.cli.common import catalog_from_args, finite_number, print_json
+from planner.fleet import FleetOptions, FleetResult, Policy, plan_fleet
+from planner.report import estimate_to_dict, format_duration
+
+MAX_TIME_LIMIT_S = 3600
+
+
+def register(sub) -> None:
+    p = sub.add_parser("fleet", help="share a cluster among several jobs (whole nodes each) under a policy",
+                       description="Give each job of a jobs file whole nodes of the cluster and a plan on them, "
+                                   "chosen by a mixed-integer program over planner-scored candidate allocations.")
+    p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
+    p.add_argument("--jobs", required=True, metavar="FILE",
+                   help="jobs YAML: jobs: [{name, model, global_batch, seq_len, tokens, deadline_hours, weight}]")
+    p.add_argument("--policy", choices=[x.value for x in Policy], default=Policy.THROUGHPUT.value,
+                   help="throughput (default): most total normalised throughput; max-min: fairest normalised "
+                        "throughput (Gavel); min-cost: fewest dollars within each job's deadline_hours; "
+                        "finish-time: fairest time to finish against the job's best alone")
+    p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
+                   default=FleetOptions().search_time_limit_s, metavar="S",
+                   help=f"CPU seconds of the search for each candidate allocation "
+                        f"(default {FleetOptions().search_time_limit_s:g})")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON object: {"policy", "allocations": [{"job", "gpus", "plan", "metrics"}], '
+                        '"idle", "solve_time_s", ...}')
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from catalog.formats import load_cluster_file, load_jobs_file
+    catalog = catalog_from_args(args)
+    cluster = load_cluster_file(args.cluster, catalog)
+    jobs = load_jobs_file(args.jobs, catalog)
+    result = plan_fleet(cluster, jobs, args.policy, FleetOptions(search_time_limit_s=args.time_limit))
+    if args.json:
+        print_json(to_dict(result, catalog))
+    else:
+        print(to_text(result))
+    return 0
+
+
+def to_dict(result: FleetResult, catalog=None) -> dict:
+    from catalog.formats import plan_to_dict
+    allocations = []
+    for a in result.allocations:
+        tokens = a.job.tokens
+        allocations.append({"job": a.job.name, "gpus": a.gpus, "nodes": a.candidate.nodes_by_pool,
+                            "plan": plan_to_dict(a.candidate.plan, catalog), "metrics": estimate_to_dict(a.estimate),
+                            "normalised_throughput": a.normalised_throughput,
+                            "hours_to_finish": a.candidate.hours_to_finish(tokens),
+                            "dollars_to_finish": a.candidate.dollars_to_finish(tokens),
+                            "deadline_hours": a.job.deadline_hours})
+    return {"policy": result.policy.value, "allocations": allocations, "idle": result.idle_gpus, "idle_nodes": result.idle_nodes,
+            "idle_reasons": result.idle_reasons, "unscheduled": result.unscheduled,
+            "solve_time_s": result.solve_time_s, "plan_time_s": result.plan_time_s}
+
+
+def to_text(result: FleetResult) -> str:
+    lines = [f"policy {result.policy.value}: {len(result.allocations)} jobs run, {len(result.unscheduled)} wait "
+             f"(solved in {result.solve_time_s:.2f} s after {result.plan_time_s:.1f} s of planning)"]
+    for a in result.allocations:
+        gpus = ", ".join(f"{n} x {pool}" for pool, n in a.gpus.items())
+        hours = a.candidate.hours_to_finish(a.job.tokens)
+        finish = ("" if hours is None else
+                  f", finishes in {format_duration(hours * 3600)} for ${a.candidate.dollars_to_finish(a.job.tokens):,.0f}")
+        lines.append(f"  {a.job.name}: {gpus} GPUs; {a.estimate.tokens_per_s:,.0f} tokens/s "
+                     f"({a.normalised_throughput:.0%} of its best){finish}")
+    for name, why in result.unscheduled.items():
+        lines.append(f"  {name}: not scheduled: {why}")
+    for pool, n in result.idle_nodes.items():
+        lines.append(f"  idle: {n} nodes of {pool}: {result.idle_reasons[pool]}")
+    return "\n".join(lines)
