@@ -200,7 +200,7 @@ def render() -> None:
         return
     outcome = saved[1]
     if outcome.error:
-        show_error(rows_named(outcome.error), outcome.kind,
-                   hint="Fix that cell of the jobs table and press Allocate again." if outcome.kind == "input" else None)
+        hint = "Fix that cell of the jobs table and press Allocate again." if outcome.kind == "input" else None
+        show_error(rows_named(outcome.error), outcome.kind, hint=hint)
         return
     _result(outcome.result, cluster)
