@@ -33,6 +33,7 @@ pages = st.navigation({
                 page("engines", "Engines", "developer_board", "engines")],
     "Tools": [page("whatif", "What-if", "science", "what-if"),
               page("replan", "Re-plan", "swap_horiz", "re-plan"),
+              page("fleet", "Fleet", "groups", "fleet"),
               page("export", "Export", "download", "export")],
 })
 if st.session_state.get(sidebar.PLAN_REQUEST) and pages.url_path != plan_page.url_path:

@@ -340,3 +340,17 @@ def narrow(fig: go.Figure, title: str) -> go.Figure:
     fig.update_layout(title=dict(text=title), margin=dict(b=80),
                       legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0))
     return fig
+
+
+def fleet_allocation(gpus: pd.DataFrame) -> go.Figure:
+    """GPUs each job holds, stacked by pool, with a bar for the idle GPUs. Columns: job, pool, gpus
+    (the idle bar's job is "idle"); one colour per pool."""
+    fig = go.Figure()
+    jobs = list(dict.fromkeys(gpus["job"]))
+    for i, (pool, part) in enumerate(gpus.groupby("pool", sort=False)):
+        fig.add_trace(go.Bar(x=part["job"], y=part["gpus"], name=pool,
+                             marker_color=STAGE_COLOURS[i % len(STAGE_COLOURS)],
+                             hovertemplate=f"%{{x}}: %{{y}} {pool} GPUs<extra></extra>"))
+    fig.update_xaxes(categoryorder="array", categoryarray=jobs, title=None)
+    fig.update_yaxes(title="GPUs", rangemode="tozero")
+    return _layout(fig, "GPUs per job, by pool", 380, barmode="stack")

@@ -321,3 +321,29 @@ def replan_on(cluster: dict, plan: dict, tokens: float | None, old_cluster: dict
     except Exception as e:  # noqa: BLE001 - a planner bug must not take the page down
         logging.getLogger("hetplan.app").exception("planner.replan failed")
         return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _fleet(cluster_json: str, jobs_json: str, policy: str, search_time_limit_s: float) -> Outcome:
+    try:
+        search_api()
+        from catalog.formats import fleet_jobs_from_dict
+        from planner.fleet import FleetOptions, plan_fleet
+        cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
+        jobs = fleet_jobs_from_dict(json.loads(jobs_json), catalog(), source="jobs table")
+        return Outcome(result=plan_fleet(cluster, jobs, policy, FleetOptions(search_time_limit_s=search_time_limit_s)))
+    except PlannerUnavailable as e:
+        return Outcome(error=str(e), kind="unavailable")
+    except InputError as e:
+        return Outcome(error=str(e), kind="input")
+
+
+def fleet_on(cluster: dict, jobs: dict, policy: str, search_time_limit_s: float) -> Outcome:
+    """planner.fleet's allocation (`FleetResult`) of `cluster` (cluster file) among `jobs` (jobs file
+    format), or the readable reason there is none. Cached; a crash inside the planner is a message, not cached."""
+    try:
+        return _fleet(json.dumps(cluster, sort_keys=True), json.dumps(jobs, sort_keys=True), policy,
+                      search_time_limit_s)
+    except Exception as e:  # noqa: BLE001 - a planner bug must not take the page down
+        logging.getLogger("hetplan.app").exception("planner.fleet failed")
+        return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")

@@ -1,0 +1,74 @@
+"""Issue 13: the Fleet page: a jobs table in; each job's GPUs per pool, speed, share, time and dollars to
+finish and plan, the allocation chart, idle GPUs and jobs left out; bad rows as messages naming the cell."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.app_helpers import new_app, ok, real_search_and_fresh_cache, texts  # noqa: F401
+from ui.state import AppState, encode
+from ui.views.fleet import JOBS_KEY, default_jobs, jobs_file, with_edits
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+PAGE = "ui/pages/fleet.py"
+
+
+def _fleet_page(jobs: pd.DataFrame | None = None):
+    at = ok(new_app(encode(AppState())).run())
+    if jobs is not None:
+        at.session_state[JOBS_KEY] = jobs
+    at.switch_page(PAGE)
+    ok(at.run())
+    at.number_input(key="w.fleet.search_s").set_value(0.2)
+    return ok(at.run())
+
+
+def _allocate(at):
+    next(b for b in at.button if b.label == "Allocate").click()
+    return ok(at.run())
+
+
+def test_allocate_the_default_jobs_on_the_default_preset():
+    at = _allocate(_fleet_page())
+    assert [h.value for h in at.subheader] == ["Allocation"]
+    assert len(at.dataframe) == 2                                   # the jobs table, then the allocation
+    table = at.dataframe[1].value
+    shown = texts(at)
+    names = set(default_jobs()["name"])
+    run = set(table["job"])
+    assert run <= names
+    for name in names - run:                                        # a job left out says why
+        assert f"{name} does not run" in shown
+    assert run, "no job runs"
+    capacity = {p["name"]: p["nodes"] * p["gpus_per_node"] for p in AppState().cluster["pools"]}
+    for pool, gpus in capacity.items():
+        assert table[f"{pool} GPUs"].sum() <= gpus
+    assert (table["tokens/s"] > 0).all() and table["plan"].str.contains("L0-").all()
+    assert at.get("plotly_chart"), "no allocation chart"
+    assert "Idle GPUs" in shown and "solved in" in shown
+
+
+@pytest.mark.parametrize("column, value, says", [
+    ("name", "", "row 2, name"),
+    ("model", "no-such-model", "row 2, model"),
+    ("global_batch", 0, "row 2, global_batch"),
+])
+def test_a_bad_row_is_a_message_naming_the_row_and_field(column, value, says):
+    jobs = default_jobs()
+    jobs[column] = jobs[column].astype(object)
+    jobs.loc[1, column] = value
+    at = _fleet_page(jobs)
+    if any(b.label == "Allocate" for b in at.button):               # a row the table can check says so at once
+        _allocate(at)
+    assert at.error and says in texts(at)
+    assert len(at.dataframe) == 1                                   # the jobs table only
+
+
+def test_edits_add_and_delete_rows_and_blank_rows_are_dropped():
+    table = with_edits(default_jobs(), {"edited_rows": {0: {"global_batch": 128}}, "deleted_rows": [2],
+                                        "added_rows": [{"name": "x", "model": "opt-350m", "global_batch": 8,
+                                                        "seq_len": 512}, {}]})
+    jobs = jobs_file(table)["jobs"]
+    assert [j["name"] for j in jobs] == ["llama-7b", "gpt-1.3b", "x"]
+    assert jobs[0]["global_batch"] == 128 and jobs[2] == {"name": "x", "model": "opt-350m", "global_batch": 8,
+                                                         "seq_len": 512, "weight": 1.0}

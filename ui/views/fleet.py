@@ -1,0 +1,206 @@
+"""Fleet: several training jobs share the cluster as composed, whole nodes each, under a policy
+(planner.fleet): a jobs table in; the GPUs each job gets, its plan and speed, and what stays idle out."""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pandas as pd
+import streamlit as st
+
+from planner.fleet import FleetResult, Policy
+from planner.search.explain import describe_plan
+from planner.types import Cluster, InputError
+from ui import charts, session
+from ui.markup import md
+from ui.planning import build_cluster, catalog, fleet_on
+from ui.views.common import caption, show_error
+
+JOBS_KEY = "fleet_jobs"                  # the jobs table (a DataFrame); session only, not in the link
+OUTCOME_KEY = "fleet_outcome"            # (inputs key, Outcome)
+EDITOR_VERSION_KEY = "fleet_jobs_editor"  # a new editor (key) after each edit is kept in JOBS_KEY
+COLUMNS = ["name", "model", "global_batch", "seq_len", "tokens_b", "deadline_hours", "weight"]
+DEFAULT_JOBS = [
+    {"name": "llama-7b", "model": "llama-2-7b", "global_batch": 64, "seq_len": 2048, "tokens_b": 10.0,
+     "deadline_hours": None, "weight": 1.0},
+    {"name": "gpt-1.3b", "model": "gpt3-1.3b", "global_batch": 64, "seq_len": 2048, "tokens_b": 10.0,
+     "deadline_hours": None, "weight": 1.0},
+    {"name": "llama-13b", "model": "llama-2-13b", "global_batch": 64, "seq_len": 2048, "tokens_b": 10.0,
+     "deadline_hours": None, "weight": 1.0},
+]
+POLICY_HELP = {
+    Policy.THROUGHPUT: "most total weighted normalised throughput (each job's tokens/s over its best)",
+    Policy.MAX_MIN: "fairest normalised throughput: raise the worst-off job's share, weights dividing it (Gavel)",
+    Policy.MIN_COST: "fewest dollars to finish every job, each within its deadline hours (needs tokens)",
+    Policy.FINISH_TIME: "fairest finish time: the smallest worst ratio of a job's time to finish to its time "
+                        "alone on its best allocation (Themis; needs tokens)",
+}
+DEFAULT_SEARCH_S = 0.3
+
+
+def default_jobs() -> pd.DataFrame:
+    table = pd.DataFrame(DEFAULT_JOBS, columns=COLUMNS)
+    return table.astype({"tokens_b": float, "deadline_hours": float, "weight": float})
+
+
+def with_edits(table: pd.DataFrame, edits: dict) -> pd.DataFrame:
+    """`table` with a data editor's edits (its state: edited_rows, added_rows, deleted_rows) applied."""
+    df = table.reset_index(drop=True).copy()
+    for row, changes in edits.get("edited_rows", {}).items():
+        for column, value in changes.items():
+            df.loc[int(row), column] = value
+    df = df.drop(index=[int(i) for i in edits.get("deleted_rows", [])], errors="ignore")
+    added = pd.DataFrame(edits.get("added_rows", []), columns=COLUMNS)
+    return pd.concat([df, added], ignore_index=True) if len(added) else df.reset_index(drop=True)
+
+
+def _keep_edits(widget_key: str) -> None:
+    """The editor's edits into the table in session state, then a fresh editor over it: Streamlit drops a
+    widget's state when a run leaves its page, the session state's table stays."""
+    st.session_state[JOBS_KEY] = with_edits(st.session_state[JOBS_KEY], st.session_state[widget_key])
+    st.session_state[EDITOR_VERSION_KEY] = st.session_state.get(EDITOR_VERSION_KEY, 0) + 1
+
+
+def _jobs_table() -> pd.DataFrame:
+    table = st.session_state.setdefault(JOBS_KEY, default_jobs())
+    widget_key = f"fleet.jobs.{st.session_state.get(EDITOR_VERSION_KEY, 0)}"
+    cfg = st.column_config
+    return st.data_editor(table, key=widget_key, num_rows="dynamic", hide_index=True,
+                          on_change=_keep_edits, args=(widget_key,), column_config={
+        "name": cfg.TextColumn("name", help="letters, digits and . _ + -; names must differ"),
+        "model": cfg.SelectboxColumn("model", options=sorted(catalog().models), help="a model of the catalog"),
+        "global_batch": cfg.NumberColumn("global batch", min_value=1, step=1, help="sequences per iteration"),
+        "seq_len": cfg.NumberColumn("seq len", min_value=1, step=1, help="tokens per sequence"),
+        "tokens_b": cfg.NumberColumn("tokens (billions)", min_value=0.0,
+                                     help="tokens to train; empty: no time or dollars to finish"),
+        "deadline_hours": cfg.NumberColumn("deadline (hours)", min_value=0.0,
+                                           help="min-cost: the job must finish within this; empty: none"),
+        "weight": cfg.NumberColumn("weight", min_value=0.0, help="the job's share under the fairness policies"),
+    })
+
+
+def _value(x):
+    """A table cell as the jobs file has it: empty as None, whole floats as int."""
+    if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA or x is pd.NaT:
+        return None
+    if hasattr(x, "item"):
+        x = x.item()
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    return x
+
+
+def jobs_file(table: pd.DataFrame) -> dict:
+    """The table's rows in the jobs-file format (catalog.formats.fleet_jobs_from_dict); blank rows dropped."""
+    jobs = []
+    for i, row in enumerate(table.to_dict("records")):
+        cells = {c: _value(row.get(c)) for c in COLUMNS}
+        if all(v in (None, "") for v in cells.values()):
+            continue
+        if not str(cells["name"] or "").strip():
+            raise InputError(f"row {i + 1}, name", "is empty; give the job a name")
+        job = {"name": str(cells["name"]).strip(), "model": cells["model"], "global_batch": cells["global_batch"],
+               "seq_len": cells["seq_len"], "weight": 1.0 if cells["weight"] is None else cells["weight"]}
+        if cells["tokens_b"] is not None:
+            job["tokens"] = cells["tokens_b"] * 1e9
+        if cells["deadline_hours"] is not None:
+            job["deadline_hours"] = cells["deadline_hours"]
+        jobs.append(job)
+    return {"jobs": jobs}
+
+
+def rows_named(message: str) -> str:
+    """The planner's `jobs[i].field` as the table's `row i+1, field`."""
+    return re.sub(r"jobs\[(\d+)\]\.(\w+)", lambda m: f"row {int(m.group(1)) + 1}, {m.group(2)}", message)
+
+
+def _options() -> tuple[Policy, float]:
+    left, right = st.columns(2)
+    policy = left.selectbox("policy", list(Policy), format_func=lambda p: p.value, key="w.fleet.policy",
+                            help="; ".join(f"**{p.value}**: {h}" for p, h in POLICY_HELP.items()))
+    left.caption(POLICY_HELP[policy])
+    seconds = right.number_input("search seconds per candidate", min_value=0.05, max_value=60.0,
+                                 value=DEFAULT_SEARCH_S, step=0.1, key="w.fleet.search_s",
+                                 help="CPU seconds of hetplan's search for each job on each candidate allocation "
+                                      "(up to 16 per job); more finds better plans, slower")
+    return policy, seconds
+
+
+def allocation_table(result: FleetResult, cluster: Cluster) -> pd.DataFrame:
+    rows = []
+    for a in result.allocations:
+        tokens, cand = a.job.tokens, a.candidate
+        hours, dollars = cand.hours_to_finish(tokens), cand.dollars_to_finish(tokens)
+        rows.append({"job": a.job.name, **{f"{p.name} GPUs": a.gpus.get(p.name, 0) for p in cluster.pools},
+                     "tokens/s": round(a.estimate.tokens_per_s), "share of its best": f"{a.normalised_throughput:.0%}",
+                     "hours to finish": None if hours is None else round(hours, 1),
+                     "$ to finish": None if dollars is None else round(dollars),
+                     "plan": describe_plan(cand.plan)})
+    return pd.DataFrame(rows)
+
+
+def allocation_gpus(result: FleetResult, cluster: Cluster) -> pd.DataFrame:
+    """Columns job, pool, gpus for charts.fleet_allocation: each job's GPUs per pool, then the idle ones."""
+    rows = [{"job": a.job.name, "pool": p.name, "gpus": a.gpus.get(p.name, 0)}
+            for a in result.allocations for p in cluster.pools]
+    rows += [{"job": "idle", "pool": p.name, "gpus": result.idle_gpus.get(p.name, 0)} for p in cluster.pools]
+    return pd.DataFrame(rows, columns=["job", "pool", "gpus"])
+
+
+def _result(result: FleetResult, cluster: Cluster) -> None:
+    st.subheader("Allocation")
+    st.caption(f"Policy {md(result.policy.value)}: {len(result.allocations)} of "
+               f"{len(result.allocations) + len(result.unscheduled)} jobs run. The program solved in "
+               f"{result.solve_time_s:.2f} s after {result.plan_time_s:.1f} CPU s of planning candidates.")
+    if result.allocations:
+        st.dataframe(allocation_table(result, cluster), hide_index=True)
+        caption("One row per job that runs: the GPUs it holds in each pool (whole nodes), the tokens/s its plan "
+                "reaches there, that as a share of its best over its candidates, and the hours and dollars to "
+                "train its tokens (empty without tokens). The plan column is its shape: stages with layers and "
+                "replicas (pool, tensor parallelism), then the knobs.")
+        st.plotly_chart(charts.fleet_allocation(allocation_gpus(result, cluster)), width="stretch")
+        caption("One bar per job and one for idle GPUs, each stacked by pool.")
+    for name, why in result.unscheduled.items():
+        st.warning(f"**{md(name)} does not run.** {md(why)}", icon=":material/hourglass_empty:")
+    idle = {pool: n for pool, n in result.idle_gpus.items() if n}
+    if idle:
+        st.markdown("**Idle GPUs**\n" + "\n".join(
+            f"- {n} of {md(pool)}: {md(result.idle_reasons.get(pool, ''))}" for pool, n in idle.items()))
+    else:
+        st.markdown("**Idle GPUs**: none.")
+
+
+def render() -> None:
+    st.title("Fleet")
+    st.write("Share the cluster as composed among several training jobs: each gets whole nodes and a plan on "
+             "them, chosen by a mixed-integer program under a policy over candidate allocations that hetplan's "
+             "search scores. The jobs table lives in this browser session only (it is not in the share link).")
+    state = session.get()
+    try:
+        cluster = build_cluster(state)
+    except InputError as e:
+        show_error(str(e))
+        return
+    table = _jobs_table()
+    policy, seconds = _options()
+    try:
+        jobs = jobs_file(table)
+    except InputError as e:
+        show_error(str(e), hint="Fix that cell of the jobs table and press Allocate again.")
+        return
+    key = json.dumps([state.cluster, jobs, policy.value, seconds], sort_keys=True, default=str)
+    if st.button("Allocate", type="primary", key="fleet.run"):
+        with st.spinner("Planning each job on its candidate allocations, then solving the program…"):
+            outcome = fleet_on(state.cluster, jobs, policy.value, seconds)
+        st.session_state[OUTCOME_KEY] = (key, outcome)
+    saved = st.session_state.get(OUTCOME_KEY)
+    if not saved or saved[0] != key:
+        st.caption(f"Up to {seconds:g} CPU seconds of search for each job on each of its candidate allocations.")
+        return
+    outcome = saved[1]
+    if outcome.error:
+        hint = "Fix that cell of the jobs table and press Allocate again." if outcome.kind == "input" else None
+        show_error(rows_named(outcome.error), outcome.kind, hint=hint)
+        return
+    _result(outcome.result, cluster)
