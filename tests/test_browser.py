@@ -29,7 +29,10 @@ ARTIFACTS = ROOT / "test-artifacts"
 START_TIMEOUT_S = 40
 STEP_TIMEOUT_MS = 60_000
 
-pytestmark = pytest.mark.browser
+# A real browser against a real server on a shared, often loaded machine: a step can miss its moment (a
+# dropdown re-rendered under the click, a rerun still drawing). Each test runs again, at most twice, when it
+# fails; one that fails three times in a row fails the run.
+pytestmark = [pytest.mark.browser, pytest.mark.flaky(reruns=2, reruns_delay=2)]
 
 
 def _playwright():
@@ -106,14 +109,17 @@ def _charts(page, at_least: int) -> int:
     return page.evaluate(DRAWN_CHARTS_JS)
 
 
-def _charts_settled(page, count: int) -> int:
-    """The number of Plotly charts once the page has settled on `count` (a rerun briefly shows the old
-    chart beside the new one while Streamlit swaps them); the number seen at the time limit otherwise."""
+def _chart_titled(page, words: str) -> bool:
+    """Whether a drawn Plotly chart's SVG holds `words` (its title), once one does or the step's time is up.
+    (Counting charts is not used here: under load Streamlit keeps the previous run's chart, marked stale,
+    beside the new one for as long as the rerun takes.)"""
+    script = (f"[...document.querySelectorAll('.js-plotly-plot .main-svg')]"
+              f".some(svg => svg.textContent.includes({words!r}))")
     try:
-        page.wait_for_function(f"{DRAWN_CHARTS_JS} == {count}", timeout=STEP_TIMEOUT_MS)
-    except Exception:        # playwright's TimeoutError: the assertion that follows reports the count
+        page.wait_for_function(script, timeout=STEP_TIMEOUT_MS)
+    except Exception:        # playwright's TimeoutError: the assertion that follows fails with the question
         pass
-    return page.evaluate(DRAWN_CHARTS_JS)
+    return page.evaluate(script)
 
 
 def _first_metric(page) -> str:
@@ -217,8 +223,7 @@ def test_a_timeline_of_a_thousand_micro_batches_draws_in_phases_and_zooms(server
             page.screenshot(path=str(ARTIFACTS_DIR() / "timeline-phases.png"), full_page=False)
             page.get_by_test_id("stRadioGroup").get_by_text("a window of micro-batches").click()
             page.get_by_role("button", name="steady 1F1B", exact=False).click()
-            page.get_by_text("pass by pass", exact=False).first.wait_for()
-            assert _charts_settled(page, 1) == 1
+            assert _chart_titled(page, "pass by pass")       # the window drawn pass by pass
             page.screenshot(path=str(ARTIFACTS_DIR() / "timeline-window.png"), full_page=False)
         finally:
             browser.close()

@@ -354,6 +354,7 @@ def test_markdown_report_shows_names_as_text(catalog):
 
 
 @pytest.mark.browser
+@pytest.mark.flaky(reruns=2, reruns_delay=2)       # a real browser on a loaded machine (tests/test_browser.py)
 def test_names_from_a_link_render_as_text_in_a_real_browser(server):
     """What Streamlit's Markdown renderer makes of escaped names: text, no link, image or formula."""
     from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, STEP_TIMEOUT_MS, _playwright
