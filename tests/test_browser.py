@@ -229,6 +229,20 @@ def test_a_timeline_of_a_thousand_micro_batches_draws_in_phases_and_zooms(server
             browser.close()
 
 
+def _choose(page, label: str, option: str, attempts: int = 4) -> None:
+    """Open the select box `label` and click `option`; the rerun the navigation started may redraw the box
+    and close its list under the click (more often on a loaded machine), so open it again, a few times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    for attempt in range(attempts):
+        try:
+            page.get_by_test_id("stSelectbox").filter(has_text=label).locator("input").click(timeout=15_000)
+            page.get_by_role("option").filter(has_text=option).first.click(timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
 def test_compose_clicked_on_compose_then_an_engine_change_keeps_the_job(server):
     """Review: "Compose" in the navigation while on Compose, then at once another engine: the browser
     had dropped the page's widget state and showed each field at its default (batch 1, sequence 1,
@@ -244,9 +258,7 @@ def test_compose_clicked_on_compose_then_an_engine_change_keeps_the_job(server):
             sidebar.get_by_text("batch 64 × 2048 tokens", exact=False).wait_for()
             for engine in ("Megatron-LM", "hetplan runtime", "DeepSpeed"):
                 page.get_by_test_id("stSidebarNav").get_by_text("Compose", exact=True).click()
-                page.get_by_test_id("stSelectbox").filter(has_text="engine (what will run the plan)").locator(
-                    "input").click()
-                page.get_by_role("option").filter(has_text=engine).first.click()
+                _choose(page, "engine (what will run the plan)", engine)
                 sidebar.get_by_text(f"Engine {engine}", exact=False).wait_for()
                 page.wait_for_timeout(1000)          # the reruns after the change have drawn the sidebar
                 job = sidebar.locator("p", has_text="objective").first.inner_text()
