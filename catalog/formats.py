@@ -19,6 +19,7 @@ plan, `plans[0]`, is read): see `plan_from_file_data`.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -35,6 +36,7 @@ from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
+from planner.network import DEFAULT_LATENCY_S, Link, NetworkGraph, Storage, Switch
 from planner.placement import fits_nodes
 from planner.types import (GIB, PLAN_FORMAT, PRETRAIN, Cluster, InputError, JobKind, Model, Offload, Plan, Pool,
                            Precision, Recompute, Replica, Schedule, Stage, Training)
@@ -60,22 +62,25 @@ def _human(x: float) -> float | int:
 
 # ----------------------------------------------------------------------------- cluster
 
-def _pool_from_entry(i: int, e: PoolEntry, catalog: Catalog, source: str) -> Pool:
+def _pool_from_entry(i: int, e: PoolEntry, catalog: Catalog, source: str,
+                     nic: tuple[float, float] | None = None) -> Pool:
+    """The pool of entry `i`; `nic`: its nodes' (bytes/s, latency) from the network section."""
     at = f"pools[{i}]"
     gpu = catalog.gpu(e.gpu, located(source, f"{at}.gpu"))
     if e.nodes * e.gpus_per_node > MAX_GPUS_PER_POOL:
         raise InputError(located(source, f"{at}.nodes"),
                          f"{e.nodes} nodes x {e.gpus_per_node} GPUs = {e.nodes * e.gpus_per_node:,} GPUs; "
                          f"the limit is {MAX_GPUS_PER_POOL:,} per pool")
-    if e.inter_node_gbps is None and e.nodes > 1:
+    if e.inter_node_gbps is None and e.nodes > 1 and nic is None:
         raise InputError(located(source, f"{at}.inter_node_gbps"),
                          "is required when nodes > 1: the network bandwidth per node in Gb/s "
                          "(e.g. 100 for 100 GbE, 200 for InfiniBand HDR, 400 for NDR)")
     gbps = DEFAULT_INTER_NODE_GBPS if e.inter_node_gbps is None else e.inter_node_gbps
+    bw, latency = (gbps * GBIT, Pool.inter_node_latency_s) if nic is None else nic
     price = gpu.price_per_hour_usd if e.price_per_gpu_hour is None else e.price_per_gpu_hour
     try:
         return Pool(name=e.name or e.gpu, gpu=gpu, nodes=e.nodes, gpus_per_node=e.gpus_per_node,
-                    inter_node_bw_bytes_per_s=gbps * GBIT, price_per_gpu_hour_usd=price,
+                    inter_node_bw_bytes_per_s=bw, inter_node_latency_s=latency, price_per_gpu_hour_usd=price,
                     host_mem_bytes=0.0 if e.host_memory_gib is None else e.host_memory_gib * GIB,
                     grid_gco2_per_kwh=e.grid_gco2_per_kwh)
     except InputError as err:
@@ -85,12 +90,80 @@ def _pool_from_entry(i: int, e: PoolEntry, catalog: Catalog, source: str) -> Poo
 def cluster_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "cluster") -> Cluster:
     """A Cluster from the parsed cluster file format; errors name `source` and the field."""
     entry = _validate(ClusterEntry, data, source)
-    pools = tuple(_pool_from_entry(i, p, catalog, source) for i, p in enumerate(entry.pools))
+    network, nics = None, {}
+    if entry.network is not None:
+        try:
+            network = _network_from_entry(entry, catalog)
+            nics = {p.name or p.gpu: network.nic(p.name or p.gpu) for p in entry.pools}
+        except InputError as err:
+            raise relocated(err, source) from None
+    pools = tuple(_pool_from_entry(i, p, catalog, source, nics.get(p.name or p.gpu))
+                  for i, p in enumerate(entry.pools))
     between = None if entry.between_pools_gbps is None else entry.between_pools_gbps * GBIT
     try:
-        return Cluster(name=entry.name, pools=pools, between_pools_bw_bytes_per_s=between)
+        return Cluster(name=entry.name, pools=pools, between_pools_bw_bytes_per_s=between, network=network)
     except InputError as err:
         raise relocated(err, source) from None
+
+
+def _network_from_entry(entry: ClusterEntry, catalog: Catalog) -> NetworkGraph:
+    """The network section as a graph. A pool's link without `gbps` or `nic` runs at the pool's
+    `inter_node_gbps`; a pool that gives both must give the same total."""
+    section = entry.network
+    pools = {p.name or p.gpu: p for p in entry.pools}
+    switch_kind = {s.name: s.kind for s in section.switches}
+    clash = sorted(set(pools) & set(switch_kind))
+    if clash:
+        raise InputError("network.switches", f"{clash} name both a pool and a switch; rename the switch")
+    links = tuple(_link_from_entry(i, e, pools, switch_kind, catalog) for i, e in enumerate(section.links))
+    storage = None if section.storage is None else Storage(section.storage.switch, section.storage.gbps * GBIT)
+    network = NetworkGraph(tuple(Switch(s.name, s.kind) for s in section.switches), links, storage)
+    for i, (name, p) in enumerate(pools.items()):
+        total = network.nic(name)[0] / GBIT
+        if p.inter_node_gbps is not None and not math.isclose(total, p.inter_node_gbps, rel_tol=1e-9):
+            raise InputError(f"pools[{i}].inter_node_gbps",
+                             f"is {p.inter_node_gbps:g} Gb/s but pool {name!r}'s network links add up to "
+                             f"{total:g}; give the bandwidth in one place (drop inter_node_gbps or make them agree)")
+    return network
+
+
+def _link_from_entry(i: int, e, pools: Mapping[str, PoolEntry], switch_kind: Mapping[str, str],
+                     catalog: Catalog) -> Link:
+    at = f"network.links[{i}]"
+    for end, key in ((e.from_, "from"), (e.to, "to")):
+        if end not in pools and end not in switch_kind:
+            raise InputError(f"{at}.{key}", f"{end!r} is neither a pool {sorted(pools)} nor a switch "
+                                            f"{sorted(switch_kind)}")
+    switches = [end for end in (e.from_, e.to) if end in switch_kind]
+    if not switches:
+        raise InputError(at, f"joins two pools ({e.from_!r}, {e.to!r}); join each pool to a switch")
+    pool = next((end for end in (e.from_, e.to) if end in pools), None)
+    nic = None if e.nic is None else catalog.network(e.nic, f"{at}.nic")
+    if nic is not None and (nic.kind != "inter-node" or not nic.transport):
+        raise InputError(f"{at}.nic", f"{e.nic!r} is not a node network; use an inter-node id of "
+                                      f"`hetplan catalog networks` (e.g. ib-ndr, roce-400g, eth-25g)")
+    if pool is None:        # a trunk between two switches
+        kinds = {switch_kind[s] for s in switches}
+        kind = e.kind or (nic.transport if nic else kinds.pop() if len(kinds) == 1 else "ethernet")
+    else:
+        kind = e.kind or (nic.transport if nic else switch_kind[switches[0]])
+        if kind != switch_kind[switches[0]]:
+            raise InputError(f"{at}.kind", f"an {kind} link cannot join the {switch_kind[switches[0]]} switch "
+                                           f"{switches[0]!r}; give the link the switch's kind or join another switch")
+    if e.gbps is not None and nic is not None:
+        raise InputError(f"{at}.gbps", "give gbps or nic, not both")
+    if e.gbps is not None:
+        gbps = e.gbps
+    elif nic is not None:
+        gbps = nic.bw_bytes_per_s / GBIT
+    elif pool is not None and pools[pool].inter_node_gbps is not None:
+        gbps = pools[pool].inter_node_gbps
+    else:
+        raise InputError(f"{at}.gbps", "is required: the link's bandwidth in Gb/s (per node for a pool's link, "
+                                       "in total for a link between switches), or a catalog `nic`")
+    latency = (e.latency_us / 1e6 if e.latency_us is not None
+               else nic.latency_s if nic is not None else DEFAULT_LATENCY_S[kind])
+    return Link(e.from_, e.to, gbps * e.count * GBIT, latency, kind)
 
 
 def cluster_to_dict(cluster: Cluster) -> dict:
@@ -109,6 +182,18 @@ def cluster_to_dict(cluster: Cluster) -> dict:
     out: dict[str, Any] = {"name": cluster.name, "pools": pools}
     if cluster.between_pools_bw_bytes_per_s is not None:
         out["between_pools_gbps"] = _human(cluster.between_pools_bw_bytes_per_s / GBIT)
+    if cluster.network is not None:
+        out["network"] = _network_to_dict(cluster.network)
+    return out
+
+
+def _network_to_dict(network: NetworkGraph) -> dict:
+    out: dict[str, Any] = {
+        "switches": [{"name": s.name, "kind": s.kind} for s in network.switches],
+        "links": [{"from": l.a, "to": l.b, "gbps": _human(l.bw_bytes_per_s / GBIT),
+                   "latency_us": _human(l.latency_s * 1e6), "kind": l.kind} for l in network.links]}
+    if network.storage is not None:
+        out["storage"] = {"switch": network.storage.switch, "gbps": _human(network.storage.bw_bytes_per_s / GBIT)}
     return out
 
 

@@ -78,7 +78,7 @@ def model_from_entry(model_id: str, e: ModelEntry) -> Model:
 
 def network_from_entry(network_id: str, e: NetworkEntry) -> Network:
     return Network(id=network_id, name=e.name, kind=e.kind, bw_bytes_per_s=e.bw_gb_s * GB,
-                   latency_s=e.latency_us * 1e-6, source=e.source)
+                   latency_s=e.latency_us * 1e-6, source=e.source, transport=e.transport or "")
 
 
 def _build(section: str, entries: Mapping[str, BaseModel], make, source: str) -> dict:

@@ -72,6 +72,7 @@ class GpuEntry(Strict):
 class NetworkEntry(Strict):
     name: str
     kind: Literal["intra-node", "inter-node"]
+    transport: Optional[Literal["infiniband", "roce", "ethernet"]] = None   # inter-node only
     bw_gb_s: GBs                          # GB/s, one direction
     latency_us: Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]
     source: str = ""
@@ -154,10 +155,46 @@ class PoolEntry(Strict):
     grid_gco2_per_kwh: Optional[Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]] = None  # grid carbon
 
 
+MAX_SWITCHES = 1024
+MAX_LINKS = 16_384
+NetworkKind = Literal["infiniband", "roce", "ethernet"]
+
+
+class SwitchEntry(Strict):
+    name: Id
+    kind: NetworkKind
+
+
+class LinkEntry(Strict):
+    """A link between a pool and a switch (per node of the pool) or two switches (a trunk's total):
+    its bandwidth as `gbps`, or as `count` ports of the catalog's `nic`."""
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True,
+                              populate_by_name=True)
+    from_: str = Field(alias="from")
+    to: str
+    gbps: Optional[Gbps] = None
+    nic: Optional[str] = None             # an inter-node id of `hetplan catalog networks`
+    count: Annotated[int, Field(gt=0, le=64)] = 1
+    latency_us: Optional[Annotated[float, Field(ge=0, le=MAX_LATENCY_US, allow_inf_nan=False)]] = None
+    kind: Optional[NetworkKind] = None    # default: the nic's, else the switch's
+
+
+class StorageEntry(Strict):
+    switch: str
+    gbps: Gbps                            # the storage system's total bandwidth
+
+
+class NetworkSection(Strict):
+    switches: Annotated[list[SwitchEntry], Field(min_length=1, max_length=MAX_SWITCHES)]
+    links: Annotated[list[LinkEntry], Field(min_length=1, max_length=MAX_LINKS)]
+    storage: Optional[StorageEntry] = None
+
+
 class ClusterEntry(Strict):
     name: str = "cluster"
     pools: Annotated[list[PoolEntry], Field(min_length=1, max_length=MAX_POOLS)]
     between_pools_gbps: Optional[Gbps] = None
+    network: Optional[NetworkSection] = None
 
 
 # ----------------------------------------------------------------------------- plan file

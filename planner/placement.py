@@ -159,7 +159,7 @@ def network_bw(cluster: Cluster, pool_a: Pool, busy_a: int, flows_a: int, pool_b
     if pool_a.name != pool_b.name:
         share = min(share, network_share_bw(cluster.bw_between_pools(pool_a, pool_b), flows_a, busy_a))
     share = min(share, pool_a.gpu.link_bw_bytes_per_s * flows_a, pool_b.gpu.link_bw_bytes_per_s * flows_b)
-    return share, max(pool_a.inter_node_latency_s, pool_b.inter_node_latency_s)
+    return share, cluster.latency_between_pools(pool_a, pool_b)
 
 
 class Links:
@@ -231,7 +231,7 @@ class Links:
             if pool.name != first.name:
                 bw = min(bw, network_share_bw(self.cluster.bw_between_pools(pool, first), flows, busy))
             worst_bw = min(worst_bw, bw)
-            worst_latency = max(worst_latency, pool.inter_node_latency_s)
+            worst_latency = max(worst_latency, self.cluster.latency_between_pools(pool, first))
         return worst_bw, worst_latency
 
 
@@ -270,7 +270,7 @@ def p2p_floor_s(cluster: Cluster, a: Pool, tp_a: int, b: Pool, tp_b: int, activa
                 a.gpu.link_bw_bytes_per_s * tp, b.gpu.link_bw_bytes_per_s * tp)
     if a.name != b.name:
         share = min(share, network_share_bw(cluster.bw_between_pools(a, b), tp, busy_a))
-    network = p2p_s(activation_bytes, share, max(a.inter_node_latency_s, b.inter_node_latency_s))
+    network = p2p_s(activation_bytes, share, cluster.latency_between_pools(a, b))
     if a.name != b.name:
         return network
     same_node = p2p_s(activation_bytes, min(a.gpu.link_bw_bytes_per_s, b.gpu.link_bw_bytes_per_s),

@@ -59,13 +59,13 @@ def checkpoint_bytes(plan: Plan) -> float:
 
 
 def _io_bw(cluster: Cluster, plan: Plan) -> float:
-    """Bytes/s the plan's nodes move to or from storage together: each node's network."""
-    total = 0.0
-    for name, gpus in plan.gpus_by_pool().items():
-        pool = cluster.pool(name)
-        nodes = -(-gpus // pool.gpus_per_node)
-        total += nodes * pool.inter_node_bw_bytes_per_s
-    return total
+    """Bytes/s the plan's nodes move to or from storage together: each node's network, or, where
+    the cluster's network names its storage, the bottleneck of the paths there
+    (planner.network.NetworkGraph.storage_bw)."""
+    nodes = {name: -(-gpus // cluster.pool(name).gpus_per_node) for name, gpus in plan.gpus_by_pool().items()}
+    if cluster.network is not None and cluster.network.storage is not None:
+        return cluster.network.storage_bw(nodes)
+    return sum(n * cluster.pool(name).inter_node_bw_bytes_per_s for name, n in nodes.items())
 
 
 def moves(old: Plan, new: Plan) -> tuple[str, ...]:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from planner.network import NetworkGraph, Path
 
 GIB = 1024**3
 GB = 1e9
@@ -167,6 +170,7 @@ class Network:
     latency_s: float
     kind: str                         # "intra-node" or "inter-node"
     source: str = ""
+    transport: str = ""               # inter-node: "infiniband", "roce" or "ethernet" (planner.network)
 
     def __post_init__(self):
         _positive_number(self.bw_bytes_per_s, f"networks[{self.id}].bw_bytes_per_s")
@@ -218,6 +222,8 @@ class Cluster:
     name: str
     pools: tuple[Pool, ...]
     between_pools_bw_bytes_per_s: float | None = None  # per node; None: the smaller side
+    network: NetworkGraph | None = None   # the network as a graph (planner.network); None: the pools' short form
+    _paths: dict = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self):
         _require(len(self.pools) > 0, "pools", "a cluster needs at least one pool")
@@ -226,6 +232,11 @@ class Cluster:
         _require(not dup, "pools", f"pool names must be unique; repeated: {dup} (set `name:` on each)")
         if self.between_pools_bw_bytes_per_s is not None:
             _positive_number(self.between_pools_bw_bytes_per_s, "between_pools_gbps")
+            _require(self.network is None, "between_pools_gbps",
+                     "give between_pools_gbps or a network section, not both: the network's trunks "
+                     "bound the traffic between pools")
+        paths = None if self.network is None else self.network.paths({p.name: p.nodes for p in self.pools})
+        object.__setattr__(self, "_paths", paths)
 
     def pool(self, name: str) -> Pool:
         for p in self.pools:
@@ -241,10 +252,24 @@ class Cluster:
         """Per-node bandwidth (bytes/s) between a node of pool `a` and one of pool `b`."""
         if a.name == b.name:
             return a.inter_node_bw_bytes_per_s
+        if self._paths is not None:
+            return self._paths[(a.name, b.name)].bw_bytes_per_s
         slower_side = min(a.inter_node_bw_bytes_per_s, b.inter_node_bw_bytes_per_s)
         if self.between_pools_bw_bytes_per_s is None:
             return slower_side
         return min(slower_side, self.between_pools_bw_bytes_per_s)
+
+    def latency_between_pools(self, a: Pool, b: Pool) -> float:
+        """Small-message latency (s) between a node of pool `a` and one of pool `b`."""
+        if a.name != b.name and self._paths is not None:
+            return self._paths[(a.name, b.name)].latency_s
+        return max(a.inter_node_latency_s, b.inter_node_latency_s)
+
+    def path_between_pools(self, a: Pool, b: Pool) -> Path | None:
+        """The network path between two pools, None without a network section or within a pool."""
+        if a.name == b.name or self._paths is None:
+            return None
+        return self._paths[(a.name, b.name)]
 
 
 # ----------------------------------------------------------------------------- models

@@ -156,10 +156,9 @@ def calibrate(args) -> int:
 def _show_plan_before_after(args, catalog, calibrated) -> None:
     from catalog.formats import load_cluster_file, load_plan_file
     from planner.cost import evaluate
-    from planner.types import Cluster
     cluster = load_cluster_file(args.cluster, catalog)
     plan = load_plan_file(args.plan, catalog)
     pools = tuple(replace(p, gpu=calibrated.get(p.gpu.id, p.gpu)) for p in cluster.pools)
     before = evaluate(cluster, plan).iteration_time_s
-    after = evaluate(Cluster(cluster.name, pools, cluster.between_pools_bw_bytes_per_s), plan).iteration_time_s
+    after = evaluate(replace(cluster, pools=pools), plan).iteration_time_s
     print(f"plan {args.plan}: predicted iteration time {before:.3f} s before, {after:.3f} s after calibration")
