@@ -11,6 +11,10 @@ Cluster file::
         inter_node_gbps: 200    # per node, Gb/s; required when nodes > 1, else 100 by default
         price_per_gpu_hour: 1.8 # optional; overrides the catalog's price
     between_pools_gbps: 100     # optional; per node; default: the slower side
+    network:                    # optional, instead of between_pools_gbps: the network as a graph
+      switches: [{name: leaf, kind: infiniband}]
+      links: [{from: a100, to: leaf, nic: ib-hdr}]   # per node; between switches: a trunk's total
+      storage: {switch: leaf, gbps: 200}             # optional: where checkpoints go
 
 Plan file: see `plan_to_dict` and docs; format tag "hetplan.plan/1". A plan file may also be a plan
 as `hetplan plan --json` prints it (its output-only keys are ignored) or that whole output (its best

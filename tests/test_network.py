@@ -235,3 +235,15 @@ def test_a_pools_inter_node_gbps_must_agree_with_its_links(catalog):
     data["network"]["links"][0] = {"from": "a100", "to": "ib-leaf"}
     assert cluster_from_dict(data, catalog).pools[0].inter_node_bw_bytes_per_s == 200 * GBIT
     assert math.isclose(cluster_from_dict(data, catalog).pools[0].inter_node_latency_s, 3e-6)
+
+
+def test_the_two_islands_example_crosses_its_gateways_over_ethernet(catalog):
+    from catalog import load_cluster_file
+    from tests.conftest import EXAMPLES
+    cluster = load_cluster_file(EXAMPLES / "network" / "two-islands.yaml", catalog)
+    h100, a100, v100 = cluster.pools
+    assert h100.inter_node_bw_bytes_per_s == 1600 * GBIT and h100.inter_node_latency_s == pytest.approx(3e-6)
+    assert cluster.bw_between_pools(h100, a100) == pytest.approx(400 * GBIT / 4)     # the gateway trunk, 4 pairs
+    assert cluster.latency_between_pools(h100, a100) == pytest.approx(20e-6)         # over Ethernet (TCP)
+    assert cluster.path_between_pools(a100, v100).hops == ("a100", "hdr-leaf", "eth-core", "eth-tor", "v100")
+    assert cluster.network.storage_bw({"h100": 4}) == 200 * GBIT

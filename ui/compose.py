@@ -137,12 +137,23 @@ def _between(gbps: float | None) -> dict:
     return {"cluster": {**cluster, "between_pools_gbps": gbps} if gbps else cluster}
 
 
+def _drop_network() -> None:
+    session.update(cluster={k: v for k, v in session.get().cluster.items() if k != "network"}, plan=None)
+
+
 def cluster_options(cluster: dict) -> None:
-    """The cluster's name and the network between its pools."""
+    """The cluster's name and the network between its pools: a bandwidth, or where the cluster file
+    has a network section, what it holds (shown by `network_summary`)."""
     between = cluster.get("between_pools_gbps")
     c1, c2 = st.columns(2)
     c1.text_input("cluster name", value=cluster.get("name", "cluster"),
                   **session.edits_state(session.WIDGET_PREFIX + "cluster_name", _named))
+    if isinstance(cluster.get("network"), dict):
+        network = cluster["network"]
+        c2.markdown(f"**Network** from the cluster file: {len(network.get('switches') or [])} switches, "
+                    f"{len(network.get('links') or [])} links; traffic between pools follows its widest path.")
+        c2.button("Drop the network section (use a bandwidth between pools)", on_click=_drop_network)
+        return
     c2.number_input("between pools, Gb/s per node (empty: the slower pool's network)", min_value=1.0,
                     value=float(between) if between else None,
                     **session.edits_state(session.WIDGET_PREFIX + "between", _between))

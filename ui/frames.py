@@ -270,3 +270,16 @@ def energy_text(est) -> str:
         if est.train_co2_kg is not None:
             text += f", {est.train_co2_kg / 1000:,.1f} t CO2"
     return text
+
+
+def network_paths(cluster: Cluster) -> pd.DataFrame:
+    """Between every two pools: per-node bandwidth, latency and the path through the switches
+    (the cluster file's network section, planner.network); empty without one."""
+    rows = []
+    for i, a in enumerate(cluster.pools):
+        for b in cluster.pools[i + 1:]:
+            path = cluster.path_between_pools(a, b)
+            if path is not None:
+                rows.append({"between": f"{a.name} ↔ {b.name}", "Gb/s per node": path.bw_bytes_per_s * 8 / 1e9,
+                             "latency µs": path.latency_s * 1e6, "path": " → ".join(path.hops)})
+    return pd.DataFrame(rows, columns=["between", "Gb/s per node", "latency µs", "path"])

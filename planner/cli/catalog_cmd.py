@@ -35,8 +35,8 @@ def model_row(m) -> dict:
 
 
 def network_row(n) -> dict:
-    return {"id": n.id, "name": n.name, "kind": n.kind, "bw_gb_s": n.bw_bytes_per_s / 1e9,
-            "latency_us": n.latency_s * 1e6, "source": n.source}
+    return {"id": n.id, "name": n.name, "kind": n.kind, "transport": n.transport, "bw_gb_s": n.bw_bytes_per_s / 1e9,
+            "gbps": n.bw_bytes_per_s * 8 / 1e9, "latency_us": n.latency_s * 1e6, "source": n.source}
 
 
 def engine_row(e) -> dict:
@@ -62,7 +62,7 @@ def run(args) -> int:
         return 0
     columns = {"gpus": ["id", "bf16_fp16_tflops", "memory_gib", "memory_bw_gb_s", "link", "bf16", "price_per_gpu_hour"],
                "models": ["id", "num_params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"],
-               "networks": ["id", "kind", "bw_gb_s", "latency_us"],
+               "networks": ["id", "kind", "transport", "bw_gb_s", "gbps", "latency_us"],
                "engines": ["id", "name", "version", "summary"]}[args.kind]
     print(_table(rows, columns))
     return 0

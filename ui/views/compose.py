@@ -9,7 +9,7 @@ from catalog import cluster_from_dict, cluster_to_yaml
 from catalog.files import parse_yaml
 from planner.engines import ENGINES
 from planner.types import InputError, JobKind, Offload, Precision
-from ui import compose, session
+from ui import compose, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
                         engines_with_expert_parallel)
 from ui.markup import file_stem, md
@@ -82,6 +82,11 @@ def _cluster_section() -> None:
     st.success(f"**{built.num_gpus} GPUs** in {len(built.pools)} pools: {counts}", icon=":material/check_circle:")
     with st.expander("GPU key figures (from the catalog)", expanded=True):
         st.dataframe(compose.gpu_figures([p.gpu.id for p in built.pools]), hide_index=True, width="stretch")
+    if built.network is not None and len(built.pools) > 1:
+        with st.expander("Network between pools (widest paths of the cluster file's network)", expanded=True):
+            st.dataframe(frames.network_paths(built), hide_index=True, width="stretch",
+                         column_config={"Gb/s per node": st.column_config.NumberColumn(format="%.1f"),
+                                        "latency µs": st.column_config.NumberColumn(format="%.1f")})
     st.download_button("Download cluster YAML", cluster_to_yaml(built), file_name=f"{file_stem(built.name)}.yaml",
                        mime="application/x-yaml", icon=":material/download:", on_click="ignore")
 

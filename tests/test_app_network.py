@@ -1,0 +1,37 @@
+"""The app with a cluster file's network section: Compose shows the paths between pools, the
+section survives share links, and can be dropped for a bandwidth between pools."""
+from __future__ import annotations
+
+from tests.app_helpers import new_app, ok, real_search_and_fresh_cache, texts  # noqa: F401
+from tests.test_network import _lab
+from ui.state import AppState, decode, encode
+
+
+def _at():
+    return ok(new_app(encode(AppState(cluster=_lab(trunk_gbps=10)))).run())
+
+
+def test_compose_shows_the_widest_path_between_pools():
+    at = _at()
+    table = next(df.value for df in at.dataframe if "path" in df.value.columns)
+    row = table.iloc[0]
+    assert row["between"] == "a100 ↔ v100"
+    assert row["Gb/s per node"] == 5.0                  # the 10 Gb/s trunk shared by 2 node pairs
+    assert row["path"] == "a100 → ib-leaf → core → eth-tor → v100"
+    assert "from the cluster file: 3 switches, 4 links" in texts(at)
+
+
+def test_a_share_link_keeps_the_network_section():
+    state = AppState(cluster=_lab())
+    assert decode(encode(state)) == (state, [])
+    at = _at()
+    reopened, warnings = decode({k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()})
+    assert reopened.cluster["network"] == _lab(trunk_gbps=10)["network"] and warnings == []
+
+
+def test_dropping_the_network_section_brings_back_the_bandwidth_between_pools():
+    at = _at()
+    next(b for b in at.button if b.label.startswith("Drop the network")).click().run()
+    ok(at)
+    assert "network" not in at.session_state["app_state"].cluster
+    assert any(n.key == "w.between" for n in at.number_input)
