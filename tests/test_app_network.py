@@ -35,3 +35,10 @@ def test_dropping_the_network_section_brings_back_the_bandwidth_between_pools():
     ok(at)
     assert "network" not in at.session_state["app_state"].cluster
     assert any(n.key == "w.between" for n in at.number_input)
+
+
+def test_a_cluster_with_a_network_plans_in_the_app():
+    at = ok(new_app(encode(AppState(cluster=_lab(), model="gpt3-1.3b", global_batch=64, seq_len=2048))).run())
+    at.button(key="compose_plan").click().run()
+    ok(at)
+    assert at.title[0].value == "Plan" and at.session_state["app_state"].plan is not None
