@@ -6,14 +6,19 @@ where e is the GPU's efficiency (fraction of peak its large GEMMs reach; planner
 matmul time by it) and B the element-wise, memory-bound part that e does not touch. A and B come
 from two evaluations of `stage_pass_times`. With x = 1 / e, least squares over a GPU's records
     min_x sum_k (A_k x + B_k - m_k)^2   gives   x = sum_k A_k (m_k - B_k) / sum_k A_k^2
-where m_k is the measured compute time (forward + backward - tensor-parallel communication).
+where m_k is the measured compute time (forward + backward - tensor- and context-parallel
+communication). Each record is costed as the job it ran: its kind (a LoRA or QLoRA pass has no
+weight gradients but adapter and dequantisation work, planner.training) and its context-parallel
+degree (each process holds 1/cp of every sequence; the ring's exchange is measured apart, cp_comm_s,
+and left out of both sides).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from planner.compute import stage_pass_times
-from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, Gpu, InputError, Model, Recompute
+from planner.types import (MAX_CONTEXT_PARALLEL, MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN, PRETRAIN, Gpu,
+                           InputError, JobKind, Model, Recompute, Training)
 
 MIN_EFFICIENCY = 0.01          # the catalog schema's lower bound
 
@@ -32,6 +37,8 @@ class Measurement:
     flash_attention: bool
     measured_s: float          # compute time of one micro-batch, forward + backward
     where: str = "measurements"  # the record, for messages
+    training: Training = PRETRAIN
+    context_parallel: int = 1
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,8 @@ def _mean_rel_error(pairs) -> float:
 
 def predicted_compute_s(m: Measurement, gpu: Gpu) -> float:
     times = stage_pass_times(m.model, gpu, m.layers, m.has_head, m.seq_len, m.micro_batch, m.tp,
-                             m.sequence_parallel, m.recompute, m.flash_attention, gpu.link_bw_bytes_per_s)
+                             m.sequence_parallel, m.recompute, m.flash_attention, gpu.link_bw_bytes_per_s,
+                             training=m.training, cp=m.context_parallel)
     return times.compute_s
 
 
@@ -140,20 +148,27 @@ def _measurement(row: dict, model_by_id, at: str) -> Measurement:
     except (TypeError, ValueError) as e:
         raise InputError(f"{at}.model", str(e)) from None
     forward, backward = fields.seconds("forward_s"), fields.seconds("backward_s")
-    tp_comm = fields.seconds("tp_comm_s", 0.0)
-    measured = forward + backward - tp_comm         # fit_efficiency refuses one that is not positive
+    comm = fields.seconds("tp_comm_s", 0.0) + fields.seconds("cp_comm_s", 0.0)
+    measured = forward + backward - comm            # fit_efficiency refuses one that is not positive
     recompute = fields.get("recompute", "none")
     if recompute not in [r.value for r in Recompute]:
         raise InputError(f"{at}.recompute", f"must be one of {[r.value for r in Recompute]}, got {_short(recompute)}")
     gpu = fields.get("gpu")
     if not isinstance(gpu, str):
         raise InputError(f"{at}.gpu", f"must be a catalog GPU id, got {_short(gpu)}")
+    kind = fields.get("job", JobKind.PRETRAIN.value)
+    if kind not in [k.value for k in JobKind]:
+        raise InputError(f"{at}.job", f"must be one of {[k.value for k in JobKind]}, got {_short(kind)}")
+    rank = fields.get("lora_rank", None)
+    training = Training(JobKind(kind), 16 if rank is None else fields.whole("lora_rank", high=MAX_LORA_RANK))
+    cp = fields.whole("cp", fields.whole("context_parallel", 1, high=MAX_CONTEXT_PARALLEL), high=MAX_CONTEXT_PARALLEL)
     return Measurement(gpu=gpu, model=model, seq_len=fields.whole("seq_len", high=MAX_SEQ_LEN),
                        micro_batch=fields.whole("micro_batch", high=MAX_GLOBAL_BATCH),
                        tp=fields.whole("tp", 1, high=MAX_TP), layers=fields.whole("layers", high=model.layers),
                        has_head=fields.flag("has_head", False), recompute=Recompute(recompute),
                        sequence_parallel=fields.flag("sequence_parallel", False),
-                       flash_attention=fields.flag("flash_attention", True), measured_s=measured, where=at)
+                       flash_attention=fields.flag("flash_attention", True), measured_s=measured, where=at,
+                       training=training, context_parallel=cp)
 
 
 _MISSING = object()
