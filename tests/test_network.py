@@ -139,13 +139,18 @@ def test_a_subset_of_the_cluster_shares_its_trunks_among_fewer_nodes(catalog):
     assert alone.num_gpus == 32
 
 
+def _random_mixed_cluster(rng: random.Random, catalog, most_gpus: int):
+    """A random network case of two pools or more and at most `most_gpus` GPUs."""
+    while True:
+        cluster = cluster_from_dict(_random_network_case(rng, catalog), catalog)
+        if len(cluster.pools) > 1 and cluster.num_gpus <= most_gpus:
+            return cluster
+
+
 @pytest.mark.parametrize("seed", [1, 6])
 def test_bounds_and_floors_never_above_evaluate_on_networks(catalog, seed):
     rng = random.Random(seed)
-    while True:
-        cluster = cluster_from_dict(_random_network_case(rng, catalog), catalog)
-        if len(cluster.pools) > 1 and cluster.num_gpus <= 16:
-            break
+    cluster = _random_mixed_cluster(rng, catalog, 16)
     job = Job(catalog.model(rng.choice(MODELS)), rng.choice((16, 32)), 1024)
     checked = 0
     for cand, screen, capacity, pipeline in _candidates(cluster, job):
@@ -158,10 +163,7 @@ def test_bounds_and_floors_never_above_evaluate_on_networks(catalog, seed):
 @pytest.mark.parametrize("seed", [3, 12])
 def test_complete_answers_on_networks_hold_against_exhaustive_search(catalog, seed):
     rng = random.Random(seed)
-    while True:
-        cluster = cluster_from_dict(_random_network_case(rng, catalog), catalog)
-        if len(cluster.pools) > 1 and cluster.num_gpus <= 10:
-            break
+    cluster = _random_mixed_cluster(rng, catalog, 10)
     job = Job(catalog.model(rng.choice(MODELS)), rng.choice((8, 16)), 1024)
     try:
         ours = search(cluster, job, baselines=False)
