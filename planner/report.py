@@ -71,7 +71,8 @@ def estimate_to_text(est: Estimate) -> str:
         lines.append(f"to train           {format_duration(est.train_time_s)}, ${est.train_cost_usd:,.0f}, "
                      f"{est.train_energy_kwh:,.0f} kWh"
                      + ("" if est.train_co2_kg is None else f", {est.train_co2_kg / 1000:,.1f} t CO2"))
-    lines += spot_lines(est)
+    if spot_text(est):
+        lines.append(f"spot               {spot_text(est)}")
     lines.append(f"fits in memory     {'yes' if est.fits else 'NO: ' + est.oom}")
     lines.append(f"bottleneck         {est.bottleneck}")
     lines += ["", "time per iteration       total s   exposed s"]
@@ -89,14 +90,15 @@ def estimate_to_text(est: Estimate) -> str:
     return "\n".join(lines)
 
 
-def spot_lines(est: Estimate) -> list[str]:
-    """The expected figures of a plan on spot pools (planner.spot), for text output; none without spot."""
+
+def spot_text(est: Estimate) -> str | None:
+    """The expected figures of a plan on spot pools (planner.spot), in words; None when it uses none."""
     if est.expected_tokens_per_s is None:
-        return []
-    lines = [f"spot               runs {est.availability:.1%} of the time (waits while a spot pool is reclaimed): "
-             f"expected {est.expected_tokens_per_s:,.0f} tokens/s, "
-             f"${est.expected_cost_per_million_tokens_usd:.3f} per million tokens"]
+        return None
+    text = (f"runs {est.availability:.1%} of the time (it waits while a spot pool is reclaimed): expected "
+            f"{est.expected_tokens_per_s:,.0f} tokens/s, ${est.expected_cost_per_million_tokens_usd:.3f} per million "
+            f"tokens")
     if est.expected_train_time_s is not None:
-        lines.append(f"expected to train  {format_duration(est.expected_train_time_s)}, "
-                     f"${est.expected_train_cost_usd:,.0f}")
-    return lines
+        text += (f"; expected {format_duration(est.expected_train_time_s)} and "
+                 f"${est.expected_train_cost_usd:,.0f} to train")
+    return text

@@ -194,7 +194,7 @@ class Pool:
     inter_node_latency_s: float = 5e-6
     host_mem_bytes: float = 0.0       # CPU memory per node; 0: HOST_MEMORY_PER_GPU_MEMORY x the node's GPU memory
     grid_gco2_per_kwh: float | None = None   # carbon intensity of the power the pool draws; None: unknown
-    spot: bool = False                # preemptible: its GPUs can be reclaimed (planner.spot); the price is the spot price
+    spot: bool = False                # preemptible: GPUs can be reclaimed (planner.spot); price: the spot price
     availability: float = 1.0         # spot: the share of time a plan holds all the pool's GPUs it uses
 
     def __post_init__(self):
