@@ -90,7 +90,6 @@ def estimate_to_text(est: Estimate) -> str:
     return "\n".join(lines)
 
 
-
 def spot_text(est: Estimate) -> str | None:
     """The expected figures of a plan on spot pools (planner.spot), in words; None when it uses none."""
     if est.expected_tokens_per_s is None:

@@ -21,6 +21,10 @@ Limits (explicit, in SearchOptions): the deterministic fast-score budget `max_fa
 CPU-time `time_limit_s` (hetplan; `baseline_time_limit_s` for each baseline), of which SEARCH_SHARE
 goes to the best-first loop and the rest to re-scoring. A planner cut short records which limit
 stopped it and the smallest lower bound left unexplored, from which search reports the gap.
+
+A candidate on spot pools is kept by its expected key (its wall time and dollars with the waits for
+reclaimed pools, planner.spot), as objective.estimate_key ranks it; its bounds scale the same way, and
+the layouts' bounds, on nominal figures, stay lower bounds of it.
 """
 from __future__ import annotations
 
@@ -38,9 +42,9 @@ from planner.search.bound import Bounds
 from planner.search.objective import fast_key
 from planner.search.score import Candidate, Scorer
 from planner.search.screen import screen_s
-from planner.spot import wall_time_and_price
 from planner.search.space import (zero_stages, searched_recomputes, Family, Knobs, Layout, allows, knob_settings,
                                   layout_families, layouts, micro_batch_sizes, tp_degrees)
+from planner.spot import wall_time_and_price
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
 
