@@ -10,6 +10,8 @@ Cluster file::
         gpus_per_node: 8
         inter_node_gbps: 200    # per node, Gb/s; required when nodes > 1, else 100 by default
         price_per_gpu_hour: 1.8 # optional; overrides the catalog's price
+        spot: true              # optional (default false): preemptible, price_per_gpu_hour the spot price
+        availability: 0.9       # required with spot: the share of time the pool's GPUs are held
     between_pools_gbps: 100     # optional; per node; default: the slower side
     network:                    # optional, instead of between_pools_gbps: the network as a graph
       switches: [{name: leaf, kind: infiniband}]
@@ -82,13 +84,24 @@ def _pool_from_entry(i: int, e: PoolEntry, catalog: Catalog, source: str,
     gbps = DEFAULT_INTER_NODE_GBPS if e.inter_node_gbps is None else e.inter_node_gbps
     bw, latency = (gbps * GBIT, Pool.inter_node_latency_s) if nic is None else nic
     price = gpu.price_per_hour_usd if e.price_per_gpu_hour is None else e.price_per_gpu_hour
+    _check_spot(e, located(source, at))
     try:
         return Pool(name=e.name or e.gpu, gpu=gpu, nodes=e.nodes, gpus_per_node=e.gpus_per_node,
                     inter_node_bw_bytes_per_s=bw, inter_node_latency_s=latency, price_per_gpu_hour_usd=price,
                     host_mem_bytes=0.0 if e.host_memory_gib is None else e.host_memory_gib * GIB,
-                    grid_gco2_per_kwh=e.grid_gco2_per_kwh)
+                    grid_gco2_per_kwh=e.grid_gco2_per_kwh, spot=e.spot,
+                    availability=1.0 if e.availability is None else e.availability)
     except InputError as err:
         raise relocated(err, source, f"pools[{e.name or e.gpu}]", at) from None
+
+
+def _check_spot(e: PoolEntry, at: str) -> None:
+    if e.spot and e.availability is None:
+        raise InputError(f"{at}.availability", "is required when spot is true: the share of time the pool's GPUs "
+                                               "are held, above 0 and at most 1 (e.g. 0.9)")
+    if not e.spot and e.availability is not None:
+        raise InputError(f"{at}.availability", f"applies to spot pools only: add `spot: true` to the pool, or remove "
+                                               f"availability (an on-demand pool is always held), got {e.availability!r}")
 
 
 def cluster_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "cluster") -> Cluster:
@@ -182,6 +195,8 @@ def cluster_to_dict(cluster: Cluster) -> dict:
             d["host_memory_gib"] = _human(p.host_mem_bytes / GIB)
         if p.grid_gco2_per_kwh is not None:
             d["grid_gco2_per_kwh"] = p.grid_gco2_per_kwh
+        if p.spot:
+            d["spot"], d["availability"] = True, p.availability
         pools.append(d)
     out: dict[str, Any] = {"name": cluster.name, "pools": pools}
     if cluster.between_pools_bw_bytes_per_s is not None:

@@ -153,6 +153,8 @@ class PoolEntry(Strict):
     price_per_gpu_hour: Optional[Price] = None
     host_memory_gib: Optional[Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]] = None   # CPU memory per node
     grid_gco2_per_kwh: Optional[Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]] = None  # grid carbon
+    spot: bool = False                    # preemptible; price_per_gpu_hour is then the spot price
+    availability: Optional[Annotated[float, Field(gt=0, le=1)]] = None   # spot: share of time its GPUs are held
 
 
 MAX_SWITCHES = 1024

@@ -21,6 +21,7 @@ from planner.memory import plan_states, replica_memory
 from planner.numerics import numerics
 from planner.placement import Links, context_ring_bw, place, structure_of
 from planner.schedule import simulate
+from planner.spot import spot_figures
 from planner.offload import HOST_ADAM_BYTES_PER_S_PER_NODE
 from planner.training import adapter_params
 from planner.types import GIB, Cluster, Estimate, Offload, Plan, Pool, ReplicaEstimate, Stage, TimeTerm
@@ -187,6 +188,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     energy = dict(power_w=power, energy_per_million_tokens_kwh=energy_per_million_tokens_kwh(power, iteration, tokens),
                   train_energy_kwh=None if train_time is None else power * train_time / J_PER_KWH,
                   train_co2_kg=train_co2_kg(cluster, plan, train_time))
+    energy.update(spot_figures(cluster, plan, tokens_per_s, price_per_hour, train_time))   # waits for spot pools
     est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
                    tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
                    engine=plan.engine, timeline=sim.timeline, **energy)

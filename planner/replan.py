@@ -8,6 +8,11 @@ back over theirs (resharded: each reads what its new layout needs, the same byte
 job restarts (process launch, communicator set-up, data loader): RESTART_S, an assumption. Where the
 current plan cannot run on the new cluster, its state is written from the old cluster's nodes as
 they were, and switching is not a choice.
+
+Spot GPUs reclaimed are a new cluster without them (the pool gone, or fewer nodes in it); spot GPUs
+arriving are a new cluster with a spot pool (examples/replan/lab-mix-spot*.yaml). Plans on spot pools
+are compared by their expected tokens/s, waits for reclaimed pools counted (planner.spot), as the
+search ranks them.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from planner.cost import CostOptions, evaluate
 from planner.flops import model_params
 from planner.memory import plan_states
 from planner.search import SearchOptions, search
+from planner.spot import tokens_per_s
 from planner.types import Cluster, Estimate, InputError, Job, Objective, Plan
 
 # Launching the processes, building the communicators and warming the data loader again, seconds.
@@ -115,7 +121,7 @@ def replan(new_cluster: Cluster, current: Plan, tokens_remaining: float | None =
     job = job_of(current, tokens_remaining)
     best = search(new_cluster, job, objective, options=options, baselines=False).plans[0]
     now, why = _current_on(new_cluster, current, tokens_remaining)
-    if now is not None and best.estimate.tokens_per_s <= now.tokens_per_s * (1 + 1e-9):
+    if now is not None and tokens_per_s(best.estimate) <= tokens_per_s(now) * (1 + 1e-9):
         best_plan, best_est = current, now          # the current plan is still the best: nothing to switch
     else:
         best_plan, best_est = best.plan, best.estimate
@@ -155,10 +161,10 @@ def _worth(now: Estimate | None, why: str, new: Estimate, switch: Switch, tokens
     if now is None:
         return True, f"the current plan cannot run on the new cluster ({why})"
     if tokens is None:
-        faster = new.tokens_per_s / now.tokens_per_s - 1
+        faster = tokens_per_s(new) / tokens_per_s(now) - 1
         return faster > 0, (f"the new plan is {faster:+.1%} in tokens/s; give the tokens still to train to weigh "
                             f"it against the {switch.seconds:,.0f} s switch")
-    stay = tokens / now.tokens_per_s
-    move = switch.seconds + tokens / new.tokens_per_s
+    stay = tokens / tokens_per_s(now)
+    move = switch.seconds + tokens / tokens_per_s(new)
     return move < stay, (f"{tokens:,.3g} tokens take {stay / 3600:,.1f} h on the current plan and "
                          f"{move / 3600:,.1f} h with the switch ({switch.seconds:,.0f} s) and the new plan")

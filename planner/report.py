@@ -36,6 +36,11 @@ def estimate_to_dict(est: Estimate) -> dict:
         "energy_per_million_tokens_kwh": est.energy_per_million_tokens_kwh,
         "train_energy_kwh": est.train_energy_kwh,
         "train_co2_kg": est.train_co2_kg,
+        "availability": est.availability,
+        "expected_tokens_per_s": est.expected_tokens_per_s,
+        "expected_cost_per_million_tokens_usd": est.expected_cost_per_million_tokens_usd,
+        "expected_train_time_s": est.expected_train_time_s,
+        "expected_train_cost_usd": est.expected_train_cost_usd,
     }
 
 
@@ -66,6 +71,8 @@ def estimate_to_text(est: Estimate) -> str:
         lines.append(f"to train           {format_duration(est.train_time_s)}, ${est.train_cost_usd:,.0f}, "
                      f"{est.train_energy_kwh:,.0f} kWh"
                      + ("" if est.train_co2_kg is None else f", {est.train_co2_kg / 1000:,.1f} t CO2"))
+    if spot_text(est):
+        lines.append(f"spot               {spot_text(est)}")
     lines.append(f"fits in memory     {'yes' if est.fits else 'NO: ' + est.oom}")
     lines.append(f"bottleneck         {est.bottleneck}")
     lines += ["", "time per iteration       total s   exposed s"]
@@ -81,3 +88,16 @@ def estimate_to_text(est: Estimate) -> str:
                      + (f"  {r.memory.host_bytes / GIB:7.1f} ({r.memory.host_capacity_bytes / GIB:.0f})" if host else ""))
     lines += [f"note: {n}" for n in est.notes]
     return "\n".join(lines)
+
+
+def spot_text(est: Estimate) -> str | None:
+    """The expected figures of a plan on spot pools (planner.spot), in words; None when it uses none."""
+    if est.expected_tokens_per_s is None:
+        return None
+    text = (f"runs {est.availability:.1%} of the time (it waits while a spot pool is reclaimed): expected "
+            f"{est.expected_tokens_per_s:,.0f} tokens/s, ${est.expected_cost_per_million_tokens_usd:.3f} per million "
+            f"tokens")
+    if est.expected_train_time_s is not None:
+        text += (f"; expected {format_duration(est.expected_train_time_s)} and "
+                 f"${est.expected_train_cost_usd:,.0f} to train")
+    return text

@@ -61,6 +61,15 @@ def _nonnegative_number(value, field_name: str) -> None:
              field_name, f"must be zero or more, got {value!r}")
 
 
+def _spot_fields(spot, availability, f: str) -> None:
+    _require(isinstance(spot, bool), f"{f}.spot", f"must be true or false, got {spot!r}")
+    _require(isinstance(availability, (int, float)) and not isinstance(availability, bool)
+             and math.isfinite(availability) and 0 < availability <= 1,
+             f"{f}.availability", f"must be a fraction of time above 0 and at most 1, got {availability!r}")
+    _require(spot or availability == 1, f"{f}.availability",
+             f"applies to spot pools only (spot: true); an on-demand pool is always held, got {availability!r}")
+
+
 # Sizes beyond any real job, refused so that no input can make the planner run for minutes.
 MAX_GLOBAL_BATCH = 10_000_000             # sequences per iteration
 MAX_SEQ_LEN = 10_000_000                  # tokens
@@ -189,9 +198,12 @@ class Pool:
     inter_node_latency_s: float = 5e-6
     host_mem_bytes: float = 0.0       # CPU memory per node; 0: HOST_MEMORY_PER_GPU_MEMORY x the node's GPU memory
     grid_gco2_per_kwh: float | None = None   # carbon intensity of the power the pool draws; None: unknown
+    spot: bool = False                # preemptible: GPUs can be reclaimed (planner.spot); price: the spot price
+    availability: float = 1.0         # spot: the share of time a plan holds all the pool's GPUs it uses
 
     def __post_init__(self):
         f = f"pools[{self.name}]"
+        _spot_fields(self.spot, self.availability, f)
         if self.grid_gco2_per_kwh is not None:
             _nonnegative_number(self.grid_gco2_per_kwh, f"{f}.grid_gco2_per_kwh")
         _nonnegative_number(self.host_mem_bytes, f"{f}.host_memory_gib")
@@ -677,6 +689,13 @@ class Estimate:
     energy_per_million_tokens_kwh: float = 0.0
     train_energy_kwh: float | None = None
     train_co2_kg: float | None = None  # None: tokens to train, or a used pool's grid intensity, not given
+    # spot pools (planner.spot): the share of time the plan runs, and its figures counting the waits;
+    # 1.0 and None when the plan uses no spot pool (the train figures also None without tokens to train)
+    availability: float = 1.0
+    expected_tokens_per_s: float | None = None
+    expected_cost_per_million_tokens_usd: float | None = None
+    expected_train_time_s: float | None = None
+    expected_train_cost_usd: float | None = None
     timeline: object = field(default=None, compare=False, repr=False)  # pandas DataFrame when asked for
 
     @property

@@ -25,7 +25,8 @@ from ui.state import (CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALL
                       JOB_KIND_LABELS, JOB_KINDS, MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP, OFFLOADS, PRECISION_HELP,
                       PRECISIONS, TF32_CHOICES)
 
-POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour"]
+POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour", "spot",
+                "availability"]
 CUSTOM = "custom architecture…"
 BYTES_PER_PARAM_TRAINING = 18      # 16-bit weights, fp32 grads, fp32 master + Adam (planner.memory)
 
@@ -48,9 +49,11 @@ def pools_frame(cluster: dict) -> pd.DataFrame:
         row["name"] = row["name"] or row["gpu"]
         if row["price_per_gpu_hour"] is None and row["gpu"] in gpus:
             row["price_per_gpu_hour"] = gpus[row["gpu"]].price_per_hour_usd
+        row["spot"] = bool(row["spot"])
     df = pd.DataFrame(rows, columns=POOL_COLUMNS)
     return df.astype({"name": "object", "gpu": "object", "nodes": "Int64", "gpus_per_node": "Int64",
-                      "inter_node_gbps": "Float64", "price_per_gpu_hour": "Float64"})
+                      "inter_node_gbps": "Float64", "price_per_gpu_hour": "Float64", "spot": "boolean",
+                      "availability": "Float64"})
 
 
 def _clean(value):
@@ -80,7 +83,15 @@ def pools_editor(cluster: dict) -> dict:
                 "network Gb/s per node", min_value=1.0, help="one direction, e.g. 100 GbE, 200 IB HDR, 400 IB NDR"),
             "price_per_gpu_hour": st.column_config.NumberColumn(
                 "$ / GPU-hour", min_value=0.0, format="$%.2f",
-                help="starts at the catalog's price; change it for your own (e.g. amortised or reserved) price"),
+                help="starts at the catalog's price; change it for your own (e.g. amortised or reserved) price; "
+                     "for a spot pool, the spot price"),
+            "spot": st.column_config.CheckboxColumn(
+                "spot", default=False,
+                help="preemptible GPUs the provider can reclaim: a plan on them waits while they are away"),
+            "availability": st.column_config.NumberColumn(
+                "availability", min_value=0.01, max_value=1.0, step=0.01, format="%.2f",
+                help="spot pools only (ignored otherwise): the share of time the pool's GPUs are held, e.g. 0.9; "
+                     "plans are ranked by their expected figures, waits counted"),
         })
     before = st.session_state["pools_base"]
     out = cluster_with_pools(cluster, edited, before)
@@ -122,6 +133,8 @@ def cluster_with_pools(cluster: dict, pools: pd.DataFrame, before: pd.DataFrame 
         if label in retyped or (pool["gpu"] in gpus
                                 and pool["price_per_gpu_hour"] == gpus[pool["gpu"]].price_per_hour_usd):
             pool["price_per_gpu_hour"] = None     # the catalog's price: no override
+        if not pool["spot"]:                      # on demand (the file's default); an availability left over is moot
+            pool["spot"] = pool["availability"] = None
         rows.append({k: v for k, v in pool.items() if v is not None and v != ""})
     out = {k: v for k, v in cluster.items() if k != "pools"}
     out["pools"] = rows
@@ -501,7 +514,8 @@ def _baseline_share() -> float:
 
 
 COLUMN_TITLES = {"gpus_per_node": "GPUs / node", "inter_node_gbps": "network Gb/s per node",
-                 "price_per_gpu_hour": "$ / GPU-hour", "gpu": "GPU type", "name": "pool name"}
+                 "price_per_gpu_hour": "$ / GPU-hour", "gpu": "GPU type", "name": "pool name", "spot": "spot",
+                 "availability": "availability"}
 
 
 def pool_error_for_people(message: str, cluster: dict) -> str:

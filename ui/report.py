@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from planner.engines import ENGINES
-from planner.report import format_duration
+from planner.report import format_duration, spot_text
 from planner.types import Cluster, Estimate, Plan
 from ui import charts, frames, phases
 from ui.engines import short_version
@@ -34,6 +34,7 @@ def precision_text(plan: Plan) -> str:
 
 
 def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str, str]]:
+    spot = spot_text(est)       # a plan on spot pools: its expected figures
     return [
         ("cluster", f"{cluster.name}: " + ", ".join(f"{p.num_gpus} × {p.gpu.id}" for p in cluster.pools)),
         ("model", f"{plan.model.name} ({plan.model.num_params / 1e9:.1f} B parameters)"),
@@ -52,6 +53,7 @@ def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str,
         ("time to train", format_duration(est.train_time_s)),
         ("dollars to train", "-" if est.train_cost_usd is None else f"${est.train_cost_usd:,.0f}"),
         ("energy", frames.energy_text(est)),
+        *([("spot", spot)] if spot else []),
         ("fits in memory", "yes" if est.fits else f"NO: {est.oom}"),
         ("bottleneck", est.bottleneck),
     ]

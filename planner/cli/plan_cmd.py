@@ -9,7 +9,7 @@ from planner.cli.common import catalog_from_args, finite_number, print_json, who
 from planner.cli.files import check_output_file, refuse_an_input, write_file
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
-from planner.report import estimate_to_dict, format_duration
+from planner.report import estimate_to_dict, format_duration, spot_text
 from planner.search.planners import SearchOptions
 from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU, MAX_SEARCHED_EXPERT_PARALLEL
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
@@ -238,6 +238,8 @@ def _text(result) -> str:
                      f"{e.energy_per_million_tokens_kwh:.3f} kWh per million tokens"
                      + (f", trains in {format_duration(e.train_time_s)} for ${e.train_cost_usd:,.0f}"
                         if e.train_time_s is not None else ""))
+        if spot_text(e):
+            lines.append(f"    spot: {spot_text(e)}")
         lines.append(f"    {describe_plan(sp.plan)}")
         if sp.gain_over:
             lines.append("    gain over " + ", ".join(f"{name} {g:+.1%}" if g is not None else f"{name} n/a (free GPUs)"

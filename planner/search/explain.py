@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from planner import spot
 from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.report import format_duration
@@ -53,14 +54,15 @@ def differences(a: Plan, b: Plan) -> str:
 
 
 def _loss(objective: Objective, best: Estimate, other: Estimate) -> str:
+    """On the figures the ranking uses: expected ones for plans on spot pools (planner.spot)."""
     if objective == Objective.THROUGHPUT:
-        return f"{1 - other.tokens_per_s / best.tokens_per_s:.1%} fewer tokens/s"
+        return f"{1 - spot.tokens_per_s(other) / spot.tokens_per_s(best):.1%} fewer tokens/s"
     if objective == Objective.ENERGY:
         return f"{other.energy_per_million_tokens_kwh / best.energy_per_million_tokens_kwh - 1:.1%} more energy per token"
-    if best.cost_per_million_tokens_usd <= 0:    # free GPUs (a price of 0)
-        extra = other.cost_per_million_tokens_usd
-        return "the same cost per token (free GPUs)" if extra <= 0 else f"${extra:.3f} more per million tokens"
-    return f"{other.cost_per_million_tokens_usd / best.cost_per_million_tokens_usd - 1:.1%} more per token"
+    cost, other_cost = spot.cost_per_million_tokens_usd(best), spot.cost_per_million_tokens_usd(other)
+    if cost <= 0:    # free GPUs (a price of 0)
+        return "the same cost per token (free GPUs)" if other_cost <= 0 else f"${other_cost:.3f} more per million tokens"
+    return f"{other_cost / cost - 1:.1%} more per token"
 
 
 def explain_ranking(objective: Objective, top: list[tuple[Plan, Estimate]],
@@ -106,6 +108,8 @@ def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> di
                 worse = "worse" if other > 0 else "no better"
             rate = (f"{pool.gpu.power_w:.0f} W" if objective == Objective.ENERGY
                     else f"${pool.price_per_gpu_hour_usd:.2f}/GPU-hour")
+            if pool.spot and objective != Objective.ENERGY:
+                rate += f", spot, held {pool.availability:.0%} of the time: a plan on it waits while it is reclaimed"
             out[pool.name] = (f"the best plan found that uses it is {worse} on {describe(objective)}: its GPUs "
                               f"do not pay for themselves ({pool.gpu.id}, {rate})")
         else:
@@ -116,9 +120,13 @@ def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> di
 
 
 def _fast_key_of(objective: Objective, est: Estimate) -> float:
+    """As the search's keeper keys candidates: on spot pools, expected wall time and dollars (planner.spot)."""
+    time_s, price = est.iteration_time_s, est.cost_per_hour_usd
+    if objective != Objective.ENERGY:
+        time_s, price = time_s / est.availability, spot.cost_per_wall_hour_usd(est)
     if objective == Objective.THROUGHPUT:
-        return est.iteration_time_s
-    return est.iteration_time_s * est.cost_per_hour_usd
+        return time_s
+    return time_s * price
 
 
 def infeasible_message(cluster: Cluster, job: Job) -> str:
@@ -164,7 +172,8 @@ def format_tokens(tokens: float) -> str:
 
 
 def deadline_message(job: Job, deadline_hours: float, plan: Plan, est: Estimate) -> str:
-    hours = job.tokens_to_train / est.tokens_per_s / 3600
+    hours = job.tokens_to_train / spot.tokens_per_s(est) / 3600
+    waits = "" if est.expected_tokens_per_s is None else ", on average, waits for reclaimed spot GPUs counted"
     return (f"no plan trains {format_tokens(job.tokens_to_train)} within {deadline_hours:g} h: the fastest plan found "
-            f"({est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs) needs {format_duration(hours * 3600)} "
+            f"({spot.tokens_per_s(est):,.0f} tokens/s{waits} on {est.num_gpus} GPUs) needs {format_duration(hours * 3600)} "
             f"({hours:,.1f} h); allow {math.ceil(hours):,} h, train fewer tokens, or add GPUs")

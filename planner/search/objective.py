@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from planner import spot
 from planner.types import Estimate, InputError, Job, Objective
 
 
@@ -51,28 +52,31 @@ def train_time_s(job: Job, iteration_s: float) -> float:
 
 
 def estimate_key(objective: Objective, est: Estimate, deadline_hours: float | None) -> float:
-    """Smaller is better, on the cost model's numbers."""
+    """Smaller is better, on the cost model's numbers: for a plan on spot pools its expected figures,
+    waits for reclaimed pools counted (planner.spot; energy stays nominal). These are never better than
+    the nominal ones, so the fast keys and bounds, nominal, stay lower bounds of this key."""
     if not est.fits:
         return math.inf
     if objective == Objective.THROUGHPUT:
-        return 1.0 / est.tokens_per_s
-    if objective == Objective.DEADLINE and est.train_time_s > deadline_hours * 3600:
+        return 1.0 / spot.tokens_per_s(est)
+    if objective == Objective.DEADLINE and spot.train_time_s(est) > deadline_hours * 3600:
         return math.inf
     if objective == Objective.ENERGY:
         return est.energy_per_million_tokens_kwh
-    return est.cost_per_million_tokens_usd
+    return spot.cost_per_million_tokens_usd(est)
 
 
 def gain(objective: Objective, est: Estimate, baseline: Estimate) -> float | None:
     """Relative gain on the objective: 0.35 = 35% more tokens/s, or 35% more tokens per dollar;
     None where the plan is free and the baseline is not (no finite ratio)."""
     if objective == Objective.THROUGHPUT:
-        return est.tokens_per_s / baseline.tokens_per_s - 1.0
+        return spot.tokens_per_s(est) / spot.tokens_per_s(baseline) - 1.0
     if objective == Objective.ENERGY:
         return baseline.energy_per_million_tokens_kwh / est.energy_per_million_tokens_kwh - 1.0
-    if est.cost_per_million_tokens_usd <= 0:      # free GPUs (a price of 0): no ratio against a paid baseline
-        return 0.0 if baseline.cost_per_million_tokens_usd <= 0 else None
-    return baseline.cost_per_million_tokens_usd / est.cost_per_million_tokens_usd - 1.0
+    cost, baseline_cost = spot.cost_per_million_tokens_usd(est), spot.cost_per_million_tokens_usd(baseline)
+    if cost <= 0:      # free GPUs (a price of 0): no ratio against a paid baseline
+        return 0.0 if baseline_cost <= 0 else None
+    return baseline_cost / cost - 1.0
 
 
 def describe(objective: Objective) -> str:

@@ -21,6 +21,10 @@ Limits (explicit, in SearchOptions): the deterministic fast-score budget `max_fa
 CPU-time `time_limit_s` (hetplan; `baseline_time_limit_s` for each baseline), of which SEARCH_SHARE
 goes to the best-first loop and the rest to re-scoring. A planner cut short records which limit
 stopped it and the smallest lower bound left unexplored, from which search reports the gap.
+
+A candidate on spot pools is kept by its expected key (its wall time and dollars with the waits for
+reclaimed pools, planner.spot), as objective.estimate_key ranks it; its bounds scale the same way, and
+the layouts' bounds, on nominal figures, stay lower bounds of it.
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ from planner.search.score import Candidate, Scorer
 from planner.search.screen import screen_s
 from planner.search.space import (zero_stages, searched_recomputes, Family, Knobs, Layout, allows, knob_settings,
                                   layout_families, layouts, micro_batch_sizes, tp_degrees)
+from planner.spot import wall_time_and_price
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
 
@@ -157,9 +162,12 @@ def layout_price(scorer: Scorer, layout: Layout | Family) -> float:
 class _Keeper:
     """The `limit` best candidates by fast key (ties: first found), and the fast Pareto front."""
 
-    def __init__(self, considered: Considered, limit: int, objective: Objective, job: Job, deadline_hours):
+    def __init__(self, considered: Considered, limit: int, objective: Objective, job: Job, deadline_hours,
+                 cluster: Cluster):
         self.c, self.limit = considered, limit
         self.objective, self.job, self.deadline_hours = objective, job, deadline_hours
+        self.cluster = cluster
+        self.spot = objective != Objective.ENERGY and any(p.spot for p in cluster.pools)
         self.order = 0
 
     fixed_threshold: float | None = None    # a proof pass: prune at this key, keep nothing (all to `dropped`)
@@ -180,9 +188,8 @@ class _Keeper:
         """`bound`: the fast-key lower bound the search had for the candidate's setting (its
         pipeline bound), which also bounds planner.cost.evaluate (tests/test_one_cost_model.py);
         candidates that are not kept are remembered with it for search's verification."""
-        key = fast_key(self.objective, self.job, cand.time_s, cand.price_per_hour_usd, self.deadline_hours)
-        bound = max(bound, fast_key(self.objective, self.job, cand.floor_s, cand.price_per_hour_usd,
-                                    self.deadline_hours))
+        key = self._key(cand, cand.time_s)
+        bound = max(bound, self._key(cand, cand.floor_s))
         for name in cand.layout.gpus_by_pool():
             self.c.fits_with_pool.add(name)
             self.c.best_with_pool[name] = min(self.c.best_with_pool.get(name, math.inf), key)
@@ -201,6 +208,14 @@ class _Keeper:
         for _, _, evicted, evicted_bound in kept[self.limit:]:
             self._drop(evicted_bound, evicted)
         del kept[self.limit:]
+
+    def _key(self, cand: Candidate, time_s: float) -> float:
+        """The fast key of the candidate at this iteration time; on spot pools by its expected wall time and
+        dollars (planner.spot), as objective.estimate_key ranks (energy stays nominal there too)."""
+        price = cand.price_per_hour_usd
+        if self.spot:
+            time_s, price = wall_time_and_price(self.cluster, cand.layout.gpus_by_pool(), time_s, price)
+        return fast_key(self.objective, self.job, time_s, price, self.deadline_hours)
 
     def _drop(self, bound: float, cand: Candidate) -> None:
         """Remember the DROPPED_KEPT candidates with the smallest bounds; the rest only by their
@@ -528,7 +543,7 @@ class HetplanPlanner:
         scorer = Scorer(cluster, job, options.cost_options)
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded)
-        keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
+        keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
         keeper.fixed_threshold = prove_below
         if prove_below is None:
             keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered)
@@ -610,7 +625,7 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
     the splits and shares the bounds cover)."""
     scorer = Scorer(cluster, job, options.cost_options)
     considered = Considered(precision_excluded=excluded)
-    keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
+    keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
     _best_first(scorer, families, keeper, options, _scan_uniform, pools, options.baseline_time_limit_s, even=True)
     return considered
 
@@ -640,7 +655,7 @@ class ExhaustivePlanner:
         scorer = Scorer(cluster, job, options.cost_options)
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded, exact=True)
-        keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours)
+        keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
         for subset, layout in layouts(pools, job.model, job.global_batch, _partial(objective, options), job.engine,
                                       job.context_parallel):
             precision = precision_for(job, subset)

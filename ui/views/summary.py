@@ -10,7 +10,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.training import model_states
-from planner.report import format_duration
+from planner.report import format_duration, spot_text
 from planner.engines import ENGINES
 from planner.types import GIB, InputError, JobKind, Offload, Precision
 from ui import charts, frames, session
@@ -297,6 +297,9 @@ def _metrics(est) -> None:
                      + ("" if dollars is None else f": ${dollars:,.0f}"))
     st.caption(frames.energy_text(est) + " (GPU board power for the whole iteration: an upper bound without host, "
                "network and cooling; carbon from each pool's grid_gco2_per_kwh in the cluster file)")
+    if spot_text(est):
+        st.caption("Spot: " + spot_text(est) + " (an assumption: pools reclaimed independently, no work lost "
+                   "at a reclaim; on-demand GPUs paid while waiting, spot GPUs only while held)")
 
 
 def _gains(named, baselines: dict, cluster_gpus: int, said_below: set[str] = frozenset(),
