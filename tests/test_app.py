@@ -68,6 +68,23 @@ def test_pool_table_rows_become_cluster_pools():
     assert out["between_pools_gbps"] == cluster["between_pools_gbps"]
 
 
+def test_editing_the_pool_table_keeps_host_memory_and_grid_intensity():
+    """Every pool key of the file format is a column: an edit elsewhere in the table keeps them
+    (they were once dropped), and they can be typed in."""
+    from ui.compose import cluster_with_pools, pools_frame
+    cluster = {"name": "c", "pools": [{"name": "a", "gpu": "a100-80gb-sxm", "nodes": 2, "gpus_per_node": 8,
+                                       "inter_node_gbps": 200, "host_memory_gib": 1024, "grid_gco2_per_kwh": 350}]}
+    table = pools_frame(cluster)
+    table.loc[0, "nodes"] = 3
+    out = cluster_with_pools(cluster, table)["pools"][0]
+    assert (out["nodes"], out["host_memory_gib"], out["grid_gco2_per_kwh"]) == (3, 1024, 350)
+    table.loc[0, "grid_gco2_per_kwh"] = 20.0
+    assert cluster_with_pools(cluster, table)["pools"][0]["grid_gco2_per_kwh"] == 20.0
+    from ui.compose import POOL_COLUMNS
+    from catalog.schema import PoolEntry
+    assert set(POOL_COLUMNS) == set(PoolEntry.model_fields)
+
+
 def test_a_broken_pool_shows_a_readable_error_not_a_traceback():
     bad = {"name": "x", "pools": [{"gpu": "h100-sxmm", "nodes": 1, "gpus_per_node": 8}]}
     at = _ok(new_app(encode(AppState(cluster=bad))).run())

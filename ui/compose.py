@@ -26,7 +26,7 @@ from ui.state import (CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALL
                       PRECISIONS, TF32_CHOICES)
 
 POOL_COLUMNS = ["name", "gpu", "nodes", "gpus_per_node", "inter_node_gbps", "price_per_gpu_hour", "spot",
-                "availability"]
+                "availability", "host_memory_gib", "grid_gco2_per_kwh"]
 CUSTOM = "custom architecture…"
 BYTES_PER_PARAM_TRAINING = 18      # 16-bit weights, fp32 grads, fp32 master + Adam (planner.memory)
 
@@ -53,7 +53,7 @@ def pools_frame(cluster: dict) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=POOL_COLUMNS)
     return df.astype({"name": "object", "gpu": "object", "nodes": "Int64", "gpus_per_node": "Int64",
                       "inter_node_gbps": "Float64", "price_per_gpu_hour": "Float64", "spot": "boolean",
-                      "availability": "Float64"})
+                      "availability": "Float64", "host_memory_gib": "Float64", "grid_gco2_per_kwh": "Float64"})
 
 
 def _clean(value):
@@ -92,6 +92,14 @@ def pools_editor(cluster: dict) -> dict:
                 "availability", min_value=0.01, max_value=1.0, step=0.01, format="%.2f",
                 help="spot pools only (ignored otherwise): the share of time the pool's GPUs are held, e.g. 0.9; "
                      "plans are ranked by their expected figures, waits counted"),
+            "host_memory_gib": st.column_config.NumberColumn(
+                "CPU GiB / node", min_value=1.0, format="%.0f",
+                help="optional: each node's CPU memory, for offloaded optimizer states and weights "
+                     "(empty: twice the node's GPU memory)"),
+            "grid_gco2_per_kwh": st.column_config.NumberColumn(
+                "grid gCO2 / kWh", min_value=0.0, max_value=10_000.0, format="%.0f",
+                help="optional: the carbon intensity of the power the pool draws, for the CO2 to train "
+                     "(e.g. about 400 for a fossil-heavy grid, under 50 for hydro or nuclear)"),
         })
     before = st.session_state["pools_base"]
     out = cluster_with_pools(cluster, edited, before)
