@@ -249,3 +249,27 @@ def test_the_two_islands_example_crosses_its_gateways_over_ethernet(catalog):
     assert cluster.latency_between_pools(h100, a100) == pytest.approx(20e-6)         # over Ethernet (TCP)
     assert cluster.path_between_pools(a100, v100).hops == ("a100", "hdr-leaf", "eth-core", "eth-tor", "v100")
     assert cluster.network.storage_bw({"h100": 4}) == 200 * GBIT
+
+
+def test_evaluate_lists_the_paths_a_plans_traffic_takes(catalog, tmp_path, capsys):
+    import json
+    from catalog.formats import plan_to_dict
+    from planner.cli import main
+    from tests.conftest import EXAMPLES
+    cluster_file = EXAMPLES / "network" / "two-islands.yaml"
+    from catalog import load_cluster_file
+    cluster = load_cluster_file(cluster_file, catalog)
+    plan = search(cluster, Job(catalog.model("llama-2-13b"), 128, 2048), baselines=False).plans[0].plan
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(plan_to_dict(plan)))
+    assert main(["evaluate", "--cluster", str(cluster_file), "--plan", str(path), "--json"]) == 0
+    paths = json.loads(capsys.readouterr().out)["network_paths"]
+    pools = [{r.pool for r in s.replicas} for s in plan.stages]
+    crossing = sum(len(a - b) > 0 or len(b - a) > 0 for a, b in zip(pools, pools[1:]))
+    assert crossing > 0 and len(paths) >= crossing
+    for p in paths:
+        assert p["hops"][0] == p["from_pool"] and p["hops"][-1] == p["to_pool"]
+        assert p["gbps_per_node"] == pytest.approx(cluster.bw_between_pools(cluster.pool(p["from_pool"]),
+                                                                            cluster.pool(p["to_pool"])) / GBIT)
+    assert main(["evaluate", "--cluster", str(cluster_file), "--plan", str(path)]) == 0
+    assert ("traffic between pools" in capsys.readouterr().out) == bool(paths)

@@ -25,6 +25,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from catalog.formats import check_plan_against_cluster, load_cluster_file, load_plan_file
     from planner.cost import CostOptions
+    from planner.network import crossing_to_dict, crossing_to_text, crossings
     if args.tokens is not None and not (math.isfinite(args.tokens) and args.tokens > 0):
         raise InputError("--tokens", f"must be a positive, finite number of tokens (e.g. 1e12), got {args.tokens}")
     catalog = catalog_from_args(args)
@@ -33,8 +34,15 @@ def run(args) -> int:
     check_plan_against_cluster(plan, cluster)
     est = evaluate(cluster, plan, tokens_to_train=args.tokens,
                    options=CostOptions(flash_attention=not args.no_flash_attention))
+    paths = crossings(cluster, plan)
     if args.json:
-        print_json(estimate_to_dict(est))
+        out = estimate_to_dict(est)
+        if cluster.network is not None:
+            out["network_paths"] = [crossing_to_dict(c) for c in paths]
+        print_json(out)
     else:
         print(estimate_to_text(est))
+        if paths:
+            print("\ntraffic between pools (the cluster's network section; widest paths)")
+            print("\n".join(crossing_to_text(c) for c in paths))
     return 0
