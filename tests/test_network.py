@@ -259,7 +259,7 @@ def test_evaluate_lists_the_paths_a_plans_traffic_takes(catalog, tmp_path, capsy
     cluster_file = EXAMPLES / "network" / "two-islands.yaml"
     from catalog import load_cluster_file
     cluster = load_cluster_file(cluster_file, catalog)
-    plan = search(cluster, Job(catalog.model("llama-2-13b"), 128, 2048), baselines=False).plans[0].plan
+    plan = search(cluster, Job(catalog.model("llama-2-70b"), 256, 4096), baselines=False).plans[0].plan
     path = tmp_path / "p.json"
     path.write_text(json.dumps(plan_to_dict(plan)))
     assert main(["evaluate", "--cluster", str(cluster_file), "--plan", str(path), "--json"]) == 0
