@@ -80,18 +80,18 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
-            if (rep.pool, rep.tp) not in passes:
-                passes[(rep.pool, rep.tp)] = stage_passes(plan, stage, pool, rep.tp, options)
-            times = passes[(rep.pool, rep.tp)]
+            if (rep.pool, rep.tp) not in passes:     # the passes, the ZeRO-3 fetch and the all-to-alls
+                fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu)
+                            for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, d,
+                                                               plan.expert_parallel))
+                a2a = alltoall_s(plan.model, stage.num_layers, plan.seq_len, plan.micro_batch, rep.tp,
+                                 plan.context_parallel, plan.expert_parallel, dp_bw, dp_lat, plan.recompute,
+                                 plan.precision)
+                passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
+            times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu)
-                        for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, d,
-                                                           plan.expert_parallel))
             f_exp = max(0.0, zf + fetch - run.zero_overlap * f_comp)
             b_exp = max(0.0, zb + fetch - run.zero_overlap * times.backward_s)
-            a2a_f, a2a_b = alltoall_s(plan.model, stage.num_layers, plan.seq_len, plan.micro_batch, rep.tp,
-                                      plan.context_parallel, plan.expert_parallel, dp_bw, dp_lat, plan.recompute,
-                                      plan.precision)
             fwd[i].append(f_comp + f_exp + a2a_f)
             bwd[i].append(times.backward_s + b_exp + a2a_b)
             own = rep.samples // plan.micro_batch

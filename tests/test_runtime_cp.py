@@ -2,7 +2,7 @@
 2 cp chunks (rank k holding chunks k and 2 cp - 1 - k), keys and values all-gathered over the
 context-parallel group, gives the losses and gradients of one process running the whole sequence.
 
-Tolerance as tests/test_runtime.py: float64, 1e-9 absolute on losses and relative on gradients (only
+Tolerance as tests/runtime_helpers.py: float64, 1e-9 absolute on losses and relative on gradients (only
 the order of the sums differs). The plans are 4-layer variants of catalog models on single-node-8's
 8 GPUs, kept small so that the two distributed runs take about half a minute on two CPU cores: the
 8-process run without recomputation (torch.utils.checkpoint's first call imports torch._dynamo,
@@ -12,46 +12,30 @@ gathers keys and values again.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'run' extra: pip install torch")
 
-from catalog.formats import load_cluster_file  # noqa: E402
-from planner.runtime.launch import compare, run_local, run_reference  # noqa: E402
 from planner.runtime.parallel import load_balanced_positions  # noqa: E402
 from planner.runtime.ranks import cp_group_ranks, rank_layout, tp_group_ranks  # noqa: E402
 from planner.runtime.tiny import scaled_config  # noqa: E402
-from planner.types import Plan, Precision, Recompute, Replica, Stage  # noqa: E402
+from planner.types import Plan, Recompute, Replica, Stage  # noqa: E402
+from tests.runtime_helpers import check_against_one_process, single_node_8, small_plan  # noqa: E402
 
 pytestmark = pytest.mark.torch
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-TOL = 1e-9
-
-
-def _cluster(catalog):
-    return load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
 
 
 def _two_stage_plan(catalog) -> Plan:
     """GPT-3 family (learned positions, tied embeddings across the pipeline), cp 2: stage 0 one A100
     replica of tp 2 (4 GPUs), stage 1 two RTX 4090 replicas of tp 1 (2 GPUs each), 4:4 samples."""
-    model = replace(catalog.model("gpt3-1.3b"), layers=4)
     stages = (Stage(0, 2, (Replica("a100", 2, 8),)),
               Stage(2, 4, (Replica("rtx-4090", 1, 4), Replica("rtx-4090", 1, 4))))
-    return Plan(model=model, global_batch=8, seq_len=4096, micro_batch=2, precision=Precision.BF16,
-                stages=stages, context_parallel=2)
+    return small_plan(catalog, "gpt3-1.3b", stages, context_parallel=2)
 
 
 def _check(cluster, plan: Plan):
-    result = run_local(cluster, plan, iterations=2, dtype="float64", timeout_s=120)
-    losses, grads = run_reference(plan, result.cfg, 2, dtype="float64")
-    cmp = compare(result, losses, grads)
-    assert not cmp.missing, cmp.missing
-    assert cmp.max_loss_diff <= TOL, cmp
-    assert cmp.max_grad_rel_diff <= TOL, cmp
-    assert len(result.per_rank) == plan.num_gpus
+    result = check_against_one_process(cluster, plan)
     assert all(p["cp_comm_s"] > 0 for p in result.per_rank), "every rank gathers keys and values"
     return result
 
@@ -65,7 +49,7 @@ def test_load_balanced_positions_cover_the_sequence_head_and_tail():
 
 def test_rank_layout_tp_fastest_then_cp(catalog):
     plan = _two_stage_plan(catalog)
-    layout = rank_layout(_cluster(catalog), plan)
+    layout = rank_layout(single_node_8(catalog), plan)
     assert len(layout) == plan.num_gpus == 8
     a100 = sorted((i for i in layout if i.stage == 0), key=lambda i: i.local_gpu)
     assert [(i.cp_rank, i.tp_rank) for i in a100] == [(0, 0), (0, 1), (1, 0), (1, 1)]
@@ -89,15 +73,13 @@ def test_scaled_sequence_splits_into_2cp_chunks(catalog):
 def test_cp2_two_stages_mixed_tp_matches_one_process(catalog):
     """cp 2 across a pipeline whose stages differ in tp (2, then 1) and in replica count (1, then 2):
     each context-parallel rank passes its own chunks to the matching rank of the next stage."""
-    _check(_cluster(catalog), _two_stage_plan(catalog))
+    _check(single_node_8(catalog), _two_stage_plan(catalog))
 
 
 @pytest.mark.slow
 def test_cp4_one_stage_rope_gqa_full_recompute_matches_one_process(catalog):
     """cp 4 on one stage of 4 A100s, Llama family (RoPE at global positions, grouped-query attention,
     SwiGLU, untied head), full recomputation: the all-gather runs again in the backward pass."""
-    model = replace(catalog.model("llama-2-70b"), layers=2)
-    plan = Plan(model=model, global_batch=4, seq_len=4096, micro_batch=2, precision=Precision.BF16,
-                stages=(Stage(0, 2, (Replica("a100", 1, 4),)),), recompute=Recompute.FULL,
-                context_parallel=4)
-    _check(_cluster(catalog), plan)
+    plan = small_plan(catalog, "llama-2-70b", (Stage(0, 2, (Replica("a100", 1, 4),)),), layers=2, global_batch=4,
+                      recompute=Recompute.FULL, context_parallel=4)
+    _check(single_node_8(catalog), plan)

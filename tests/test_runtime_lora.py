@@ -1,7 +1,7 @@
 """Adapter jobs in the runtime (planner.runtime.lora): LoRA and QLoRA plans executed with
 torch.distributed give the losses and adapter gradients of one process running the same model.
 
-Tolerance as tests/test_runtime.py: float64, 1e-9 absolute on losses and relative on gradients
+Tolerance as tests/runtime_helpers.py: float64, 1e-9 absolute on losses and relative on gradients
 (measured ~2e-15: only the order of the sums differs). The plans are 4-layer variants of catalog
 models, tp 2 beside tp 1 in one stage, two stages and two replicas, no recompute: kept small so
 that the two distributed runs take about 30 s each on two CPU cores.
@@ -9,43 +9,32 @@ that the two distributed runs take about 30 s each on two CPU cores.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'run' extra: pip install torch")
 
-from catalog.formats import load_cluster_file  # noqa: E402
-from planner.runtime.launch import (compare, reference_model, run_local, run_reference,  # noqa: E402
-                                    train_reference)
+from planner.runtime.launch import reference_model, run_local, train_reference  # noqa: E402
 from planner.runtime.lora import NF4_BLOCK, NF4_LEVELS, Nf4Weight, is_adapter, nf4_quantize  # noqa: E402
 from planner.runtime.tiny import scaled_config  # noqa: E402
 from planner.training import adapter_params  # noqa: E402
-from planner.types import InputError, JobKind, Offload, Plan, Precision, Replica, Stage, Training  # noqa: E402
+from planner.types import InputError, JobKind, Offload, Plan, Replica, Stage, Training  # noqa: E402
+from tests.runtime_helpers import check_against_one_process, single_node_8, small_plan  # noqa: E402
 
 pytestmark = pytest.mark.torch
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-TOL = 1e-9
 RANK = 4
 
 
 def _plan(catalog, model_id: str, kind: JobKind) -> Plan:
     """Two stages of two layers on single-node-8, each a tp-2 replica beside a tp-1 one, 4:4 samples."""
-    model = replace(catalog.model(model_id), layers=4)
     stages = (Stage(0, 2, (Replica("a100", 2, 4), Replica("rtx-4090", 1, 4))),
               Stage(2, 4, (Replica("rtx-4090", 2, 4), Replica("a100", 1, 4))))
-    return Plan(model=model, global_batch=8, seq_len=4096, micro_batch=2, precision=Precision.BF16,
-                stages=stages, training=Training(kind, RANK))
+    return small_plan(catalog, model_id, stages, training=Training(kind, RANK))
 
 
 def _check(catalog, plan: Plan):
-    cluster = load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
-    result = run_local(cluster, plan, iterations=2, dtype="float64", timeout_s=120)
-    losses, grads = run_reference(plan, result.cfg, 2, dtype="float64")
-    cmp = compare(result, losses, grads)
-    assert not cmp.missing, cmp.missing
-    assert cmp.max_loss_diff <= TOL, cmp
-    assert cmp.max_grad_rel_diff <= TOL, cmp
+    result = check_against_one_process(single_node_8(catalog), plan)
+    grads = result.grads
     assert grads and all(is_adapter(name) for name in grads), sorted(grads)
     # B starts at zero, so A's first gradient is zero; the second iteration's must not be
     assert all(abs(g).max() > 0 for name, g in grads.items()), [n for n, g in grads.items() if not abs(g).any()]
@@ -104,10 +93,9 @@ def test_full_finetune_trains_every_weight_as_pretraining(catalog):
 
 
 def test_offload_is_refused(catalog):
-    cluster = load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
     plan = replace(_plan(catalog, "gpt3-1.3b", JobKind.LORA), zero_stage=1, offload=Offload.OPTIMIZER)
     with pytest.raises(InputError, match="does not offload") as err:
-        run_local(cluster, plan, iterations=1)
+        run_local(single_node_8(catalog), plan, iterations=1)
     assert err.value.field == "offload"
 
 

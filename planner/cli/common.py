@@ -1,4 +1,4 @@
-"""Helpers shared by subcommands: loading the catalog and input files, printing JSON."""
+"""Helpers shared by subcommands: their common options, loading the catalog and input files, printing JSON."""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +6,9 @@ import json
 import math
 import sys
 
+from planner.types import InputError
+
+MAX_SEARCH_TIME_LIMIT_S = 3600      # for subcommands that search as a step (export, replan)
 PLAN_FILE_HELP = ("plan JSON (format hetplan.plan/1): a plan file, the file `plan --out` writes, or what `plan --json` "
                   "prints (its best plan, plans[0], is read) or any plan in it")
 
@@ -13,6 +16,34 @@ PLAN_FILE_HELP = ("plan JSON (format hetplan.plan/1): a plan file, the file `pla
 def catalog_from_args(args):
     from catalog import load_catalog
     return load_catalog(args.catalog)
+
+
+def add_cluster_and_plan(p, cluster_help: str = "cluster YAML", plan_help: str = PLAN_FILE_HELP) -> None:
+    """The required --cluster FILE and --plan FILE."""
+    p.add_argument("--cluster", required=True, metavar="FILE", help=cluster_help)
+    p.add_argument("--plan", required=True, metavar="FILE", help=plan_help)
+
+
+def add_time_limit(p, default: float, metavar: str, help: str) -> None:
+    """--time-limit: CPU seconds for a search the subcommand runs, at most MAX_SEARCH_TIME_LIMIT_S."""
+    p.add_argument("--time-limit", type=finite_number(0, MAX_SEARCH_TIME_LIMIT_S, "seconds"), default=default,
+                   metavar=metavar, help=help)
+
+
+def check_tokens(option: str, tokens: float | None, example: str = "") -> None:
+    """A token count given (not None) must be positive and finite; `example` follows the message's noun."""
+    if tokens is not None and not (math.isfinite(tokens) and tokens > 0):
+        raise InputError(option, f"must be a positive, finite number of tokens{example}, got {tokens}")
+
+
+def load_cluster_and_plan(args):
+    """(catalog, cluster, plan) from --catalog, --cluster and --plan, the plan checked against the cluster."""
+    from catalog.formats import check_plan_against_cluster, load_cluster_file, load_plan_file
+    catalog = catalog_from_args(args)
+    cluster = load_cluster_file(args.cluster, catalog)
+    plan = load_plan_file(args.plan, catalog)
+    check_plan_against_cluster(plan, cluster)
+    return catalog, cluster, plan
 
 
 def print_json(data) -> None:

@@ -3,12 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from planner.cli.common import PLAN_FILE_HELP, catalog_from_args
+from planner.cli.common import add_cluster_and_plan, add_time_limit, load_cluster_and_plan
 from planner.cli.files import check_output_folder, write_files
-from planner.cli.common import finite_number
 from planner.export import ENGINES, SEARCH_TIME_LIMIT_S
-
-MAX_TIME_LIMIT_S = 3600.0
 
 
 def register(sub) -> None:
@@ -19,26 +16,22 @@ def register(sub) -> None:
                                    "for hetplan's runtime; each with launch.sh and hostfile that pin every rank to "
                                    "its planned GPU. A plan the engine cannot run is replaced by the engine's best "
                                    "plan from the search (closest-plan.json, with its predicted cost), or refused.")
-    p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
-    p.add_argument("--plan", required=True, metavar="FILE", help=PLAN_FILE_HELP)
+    add_cluster_and_plan(p)
     p.add_argument("--to", required=True, choices=ENGINES, help="engine (target) to write the files for")
-    p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"), default=SEARCH_TIME_LIMIT_S, metavar="SECONDS",
-                   help="CPU seconds the search for the engine's own plan may take when it cannot run the plan "
-                        f"(default {SEARCH_TIME_LIMIT_S:g})")
+    add_time_limit(p, SEARCH_TIME_LIMIT_S, "SECONDS",
+                   "CPU seconds the search for the engine's own plan may take when it cannot run the plan "
+                   f"(default {SEARCH_TIME_LIMIT_S:g})")
     p.add_argument("--out", metavar="DIR",
                    help="folder to write the files to, all or none of them (default: print them)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from catalog.formats import check_plan_against_cluster, load_cluster_file, load_plan_file, plan_to_json
+    from catalog.formats import plan_to_json
     from planner.export import export_result
     if args.out:
         check_output_folder(args.out, "--out")
-    catalog = catalog_from_args(args)
-    cluster = load_cluster_file(args.cluster, catalog)
-    plan = load_plan_file(args.plan, catalog)
-    check_plan_against_cluster(plan, cluster)
+    catalog, cluster, plan = load_cluster_and_plan(args)
     result = export_result(plan, cluster, args.to, time_limit_s=args.time_limit)
     files = dict(result.files)
     if result.closest_plan is not None:

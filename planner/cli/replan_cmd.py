@@ -1,15 +1,11 @@
 """hetplan replan --cluster NEW.yaml --plan CURRENT.json [--old-cluster OLD.yaml] [--tokens-remaining T] [--json]"""
 from __future__ import annotations
 
-import math
-
-from planner.cli.common import PLAN_FILE_HELP, catalog_from_args, finite_number, print_json
+from planner.cli.common import (PLAN_FILE_HELP, add_cluster_and_plan, add_time_limit, catalog_from_args, check_tokens,
+                                 print_json)
 from planner.report import estimate_to_dict
 from planner.search.explain import describe_plan
 from planner.search.planners import SearchOptions
-from planner.types import InputError
-
-MAX_TIME_LIMIT_S = 3600
 
 
 def register(sub) -> None:
@@ -18,15 +14,13 @@ def register(sub) -> None:
                                    "reclaimed, new ones added): the best plan there, what moves, what the switch "
                                    "costs (checkpoint save, reshard and load at the nodes' network speed, restart) "
                                    "and whether it pays off over the tokens still to train.")
-    p.add_argument("--cluster", required=True, metavar="FILE", help="the cluster as it is now (YAML)")
-    p.add_argument("--plan", required=True, metavar="FILE", help=PLAN_FILE_HELP + " (the plan running now)")
+    add_cluster_and_plan(p, "the cluster as it is now (YAML)", PLAN_FILE_HELP + " (the plan running now)")
     p.add_argument("--old-cluster", metavar="FILE",
                    help="the cluster the current plan runs on, for the time to save its checkpoint "
                         "(default: --cluster)")
     p.add_argument("--tokens-remaining", type=float, default=None, metavar="T",
                    help="tokens still to train, to judge whether the switch pays off (e.g. 5e11)")
-    p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
-                   default=SearchOptions().time_limit_s, metavar="S", help="CPU seconds for the search")
+    add_time_limit(p, SearchOptions().time_limit_s, "S", "CPU seconds for the search")
     p.add_argument("--json", action="store_true",
                    help='print one JSON object: {"plan", "metrics", "switch": {"seconds", "dollars", "moves"}, '
                         '"worth_switching", ...}')
@@ -36,8 +30,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from catalog.formats import load_cluster_file, load_plan_file, plan_to_dict
     from planner.replan import replan
-    if args.tokens_remaining is not None and not (math.isfinite(args.tokens_remaining) and args.tokens_remaining > 0):
-        raise InputError("--tokens-remaining", f"must be a positive, finite number of tokens, got {args.tokens_remaining}")
+    check_tokens("--tokens-remaining", args.tokens_remaining)
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     old = load_cluster_file(args.old_cluster, catalog) if args.old_cluster else None

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import yaml
 
-from planner.cli.common import PLAN_FILE_HELP, catalog_from_args, finite_number, whole_number
+from planner.cli.common import (add_cluster_and_plan, catalog_from_args, finite_number, load_cluster_and_plan,
+                                 whole_number)
 from planner.cli.files import check_output_file, refuse_an_input, write_file
 from planner.types import GB, GIB, InputError
 
@@ -26,8 +27,7 @@ def register(sub) -> None:
                        description="Execute the plan's stages, replicas, tensor-parallel groups, sample shares, "
                                    "micro-batches and schedule on a small model of the same family: one process per "
                                    "planned GPU, gloo on this machine. Needs PyTorch (pip install torch).")
-    p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
-    p.add_argument("--plan", required=True, metavar="FILE", help=PLAN_FILE_HELP)
+    add_cluster_and_plan(p)
     p.add_argument("--iterations", type=whole_number(1, MAX_ITERATIONS), default=3,
                    help=f"training iterations (default 3, at most {MAX_ITERATIONS:,})")
     p.add_argument("--hidden", type=whole_number(1, MAX_SCALED_HIDDEN), default=None,
@@ -53,20 +53,11 @@ def register(sub) -> None:
     c.set_defaults(run=calibrate)
 
 
-def _load(args):
-    from catalog.formats import check_plan_against_cluster, load_cluster_file, load_plan_file
-    catalog = catalog_from_args(args)
-    cluster = load_cluster_file(args.cluster, catalog)
-    plan = load_plan_file(args.plan, catalog)
-    check_plan_against_cluster(plan, cluster)
-    return catalog, cluster, plan
-
-
 def run_local(args) -> int:
     if args.measure:
         check_output_file(args.measure, "--measure")     # before the run, not after it
         refuse_an_input(args.measure, "--measure", [*args.catalog, args.cluster, args.plan])
-    _, cluster, plan = _load(args)
+    _, cluster, plan = load_cluster_and_plan(args)
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -1,7 +1,9 @@
 """hetplan's own runtime (`hetplan run-local`, planner/runtime): every plan feature but CPU offload.
 
 It runs what the plan format states, on torch.distributed: stages of any layer count, replicas of
-several pools and tensor-parallel degrees in one stage with uneven sample shares, ZeRO 0-3,
+several pools and tensor-parallel degrees in one stage with uneven sample shares, ZeRO 0-3 over Adam
+(each rank keeps its 1 / (tp dp cp) shard of the stage's states; ZeRO-3 gathers a stage's weights once
+an iteration rather than layer by layer: see planner/runtime/worker.py),
 interleaved 1F1B and GPipe, every recompute kind (planner/runtime/parallel.py and worker.py), LoRA and
 QLoRA adapters with an NF4 base (planner/runtime/lora.py), context parallelism with a load-balanced
 sequence split and keys and values gathered over the cp group (planner/runtime/parallel.py); it refuses

@@ -12,6 +12,7 @@ import torch.multiprocessing as mp
 
 from planner.runtime.lora import LoraConfig
 from planner.runtime.model import Chunk, Init, lm_loss
+from planner.runtime.optim import ADAM_LR, AdamState
 from planner.runtime.parallel import TpGroup
 from planner.runtime.ranks import RankInfo, rank_layout, worker_op_orders
 from planner.runtime.tiny import TinyConfig, scaled_config
@@ -74,7 +75,7 @@ def context_notes(plan: Plan, cfg: TinyConfig) -> list[str]:
 
 
 def run_local(cluster: Cluster, plan: Plan, iterations: int = 3, seed: int = 0, dtype: str = "float32",
-              hidden: int | None = None, seq_len: int = 16, vocab: int = 96, lr: float = 0.1,
+              hidden: int | None = None, seq_len: int = 16, vocab: int = 96, lr: float = ADAM_LR,
               timeout_s: float = 300.0) -> RunResult:
     check_runnable(plan)
     layout = tuple(rank_layout(cluster, plan))
@@ -119,17 +120,18 @@ def reference_model(plan: Plan, cfg: TinyConfig, seed: int = 0, dtype: str = "fl
 
 
 def run_reference(plan: Plan, cfg: TinyConfig, iterations: int = 3, seed: int = 0, dtype: str = "float32",
-                  lr: float = 0.1) -> tuple[list[float], dict[str, np.ndarray]]:
-    """The same model, data and SGD steps in one process, full batch at once."""
+                  lr: float = ADAM_LR) -> tuple[list[float], dict[str, np.ndarray]]:
+    """The same model, data and Adam steps in one process, full batch at once."""
     return train_reference(reference_model(plan, cfg, seed, dtype), plan, cfg, iterations, seed, lr)
 
 
 def train_reference(model: Chunk, plan: Plan, cfg: TinyConfig, iterations: int, seed: int = 0,
-                    lr: float = 0.1) -> tuple[list[float], dict[str, np.ndarray]]:
-    """Train `model` in place: full-batch SGD on its trained parameters, no step after the last
+                    lr: float = ADAM_LR) -> tuple[list[float], dict[str, np.ndarray]]:
+    """Train `model` in place: full-batch Adam on its trained parameters, no step after the last
     iteration (whose gradients are returned), as the workers do."""
     torch.set_num_threads(1)
     params = model.global_parameters()
+    states = [AdamState(p) for _, p in params]
     losses = []
     for it in range(iterations):
         inputs, targets = make_batch(seed, it, plan.global_batch, cfg.seq_len, cfg.vocab)
@@ -137,10 +139,9 @@ def train_reference(model: Chunk, plan: Plan, cfg: TinyConfig, iterations: int, 
         loss.backward()
         losses.append(loss.item())
         if it < iterations - 1:
-            with torch.no_grad():
-                for _, p in params:
-                    p -= lr * p.grad
-                    p.grad = None
+            for (_, p), state in zip(params, states):
+                state.step(p, p.grad, lr)
+                p.grad = None
     return losses, {name: p.grad.detach().numpy().copy() for name, p in params}
 
 

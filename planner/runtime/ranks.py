@@ -10,6 +10,7 @@ each host a contiguous block of ranks (torchrun's rule: rank = node_rank * nproc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from planner.cost import evaluate
 from planner.placement import place
@@ -70,6 +71,23 @@ def cp_group_ranks(layout: list[RankInfo]) -> dict[tuple[int, int, int], list[in
     for info in sorted(layout, key=lambda x: (x.stage, x.replica, x.tp_rank, x.cp_rank)):
         out.setdefault((info.stage, info.replica, info.tp_rank), []).append(info.rank)
     return out
+
+
+def zero_shard_bounds(layout: list[RankInfo], stage: int, numel: int) -> dict[int, tuple[int, int]]:
+    """rank -> [start, end) of the stage's flat, full-shaped parameters whose optimizer state (and under
+    ZeRO-2 gradient, ZeRO-3 parameters) it keeps. A rank of a replica of tp GPUs among the stage's
+    d = replicas x cp data-parallel (x context-parallel) ranks keeps 1 / (tp d) of them, as
+    planner.memory counts it (flops.param_shards: params / tp over d ranks); the shares add up to one
+    copy, so with replicas of different tp a shard need not lie inside its rank's tensor-parallel slice."""
+    members = sorted((x for x in layout if x.stage == stage), key=lambda x: x.rank)
+    d = len({x.replica for x in members}) * members[0].cp
+    bounds, start = {}, Fraction(0)
+    for x in members:
+        end = start + Fraction(1, x.tp * d)
+        bounds[x.rank] = (int(start * numel), int(end * numel))
+        start = end
+    assert start == 1, f"stage {stage}: shares add up to {start}, not 1"
+    return bounds
 
 
 def micro_batch_owners(plan: Plan) -> list[list[int]]:

@@ -19,10 +19,25 @@ the full gradient, of which it keeps its slice. A LoRA factor replicated across 
 group holds only its rank's part of the gradient (planner.runtime.parallel.partial_over_tp) and
 goes in undivided. Tied embeddings: the first and last stage hold copies whose gradients are summed
 afterwards (Megatron-LM's embedding group); adapter jobs freeze them.
+
+Optimizer and ZeRO (Rajbhandari et al. 2020, section 5): Adam (planner.runtime.optim). ZeRO-0: every
+rank keeps Adam's moments for its tensor-parallel slices. ZeRO >= 1: the stage's flat full-shaped
+parameters are cut into one shard per rank, 1 / (tp x dp x cp) of them for a rank of a replica of tp
+GPUs (planner.runtime.ranks.zero_shard_bounds, as planner.memory counts it); a rank keeps Adam's
+moments and a master copy of its shard only, steps it with its shard of the reduced gradient, and the
+updated shards are all-gathered for every rank's slices. ZeRO-2 keeps no other gradient than the
+shard; ZeRO-3 keeps no other weights, and gathers its slices once an iteration, before its first
+pass, releasing them after the gradient sync. DeepSpeed gathers layer by layer before each pass;
+here replicas of a stage run different numbers of micro-batches, so per-pass collectives over the
+stage would not pair up: during the passes a ZeRO-3 rank holds its whole slices, as under ZeRO-2.
+With replicas of different tp a shard need not lie inside its rank's slice, so the collectives run
+over the full-shaped vector of the stage's ranks rather than over the slices of a data-parallel
+group: the model states a rank keeps are ZeRO's, the bytes on the wire are not.
 """
 from __future__ import annotations
 
 import datetime
+import math
 import sys
 import time
 import traceback
@@ -34,8 +49,9 @@ import torch.distributed as dist
 from planner.chunks import chunk_layers
 from planner.runtime.lora import LoraConfig
 from planner.runtime.model import Chunk, Init, lm_loss
+from planner.runtime.optim import AdamState
 from planner.runtime.parallel import CpGroup, TpGroup
-from planner.runtime.ranks import RankInfo, cp_group_ranks, micro_batch_owners, tp_group_ranks
+from planner.runtime.ranks import RankInfo, cp_group_ranks, micro_batch_owners, tp_group_ranks, zero_shard_bounds
 from planner.runtime.tiny import TinyConfig
 from planner.schedule import FORWARD
 from planner.types import Plan
@@ -61,6 +77,7 @@ class Meter:
     backward_s: float = 0.0
     p2p_wait_s: float = 0.0
     dp_sync_s: float = 0.0
+    zero_gather_s: float = 0.0
     forwards: int = 0
     backwards: int = 0
     iteration_s: list = field(default_factory=list)
@@ -120,8 +137,14 @@ class Worker:
         self.chunks = [Chunk(spec.cfg, a, b, init, self.groups.tp, self.plan.recompute.value, lora, self.groups.cp)
                        for a, b in chunk_layers(self.plan)[me.stage]]
         self.params = [np for chunk in self.chunks for np in chunk.global_parameters()]
+        self.full_numels = [math.prod(p.full_shape) for _, p in self.params]
         self.ops = spec.orders[(me.stage, me.replica)]
         self.meter = Meter()
+        self.zero = self.plan.zero_stage
+        self.bounds = zero_shard_bounds(list(spec.layout), me.stage, sum(self.full_numels))
+        self.shard = self.bounds[me.rank]
+        self.master = self.grad_shard = self.last_flat_grad = None
+        self._start_optimizer()
 
     # ------------------------------------------------------------------ point to point
 
@@ -156,6 +179,8 @@ class Worker:
         p, v = plan.num_stages, plan.interleave
         stash, pending, loss_sum = {}, [], 0.0
         t_iter = time.perf_counter()
+        if self.zero >= 3:      # once an iteration: see the module docstring
+            self._load_parameters(self._gather_shards(self.master))
         for kind, c, j in self.ops:
             prev, nxt = _neighbours(me.stage, c, p, v)
             rows = slice(j * mb, (j + 1) * mb)
@@ -185,50 +210,154 @@ class Worker:
             work.wait()
         assert not stash, f"rank {me.rank}: micro-batches never went backward: {sorted(stash)}"
         t0 = time.perf_counter()
-        full = self.sync_gradients()
+        flat = self.sync_gradients()
         self.meter.dp_sync_s += time.perf_counter() - t0
+        self.last_flat_grad = flat if self.zero < 2 else None
+        if self.zero >= 3:
+            self._release_parameters()
         self.meter.iteration_s.append(time.perf_counter() - t_iter)
-        self.last_full_grads = full
         holds_loss = me.stage == p - 1 and me.tp_rank == 0
         return loss_sum if holds_loss else 0.0
 
     # ------------------------------------------------------------------ data parallel
 
-    def sync_gradients(self) -> dict[str, torch.Tensor]:
-        """Every rank ends with its slice of the full-batch gradient; returns the full tensors."""
-        tp = self.groups.tp
-        fulls = []
-        for _, p in self.params:
-            full = torch.zeros(p.full_shape, dtype=p.dtype)
+    def _placed(self, tensors, replicated) -> torch.Tensor:
+        """This rank's slice of each parameter (`tensors`, in `params` order) placed into the stage's flat,
+        full-shaped vector, zeros elsewhere; `replicated(p, t)`: what a replicated parameter contributes."""
+        tp, fulls = self.groups.tp, []
+        for (_, p), t in zip(self.params, tensors):
+            full = torch.zeros(p.full_shape, dtype=t.dtype)
             if p.shard_dim is None:
-                full.copy_(p.grad if getattr(p, "tp_partial", False) else p.grad / tp.size)
+                full.copy_(replicated(p, t))
             else:
-                size = p.shape[p.shard_dim]
-                full.narrow(p.shard_dim, tp.rank * size, size).copy_(p.grad)
-            fulls.append(full)
-        flat = torch.cat([f.reshape(-1) for f in fulls])
+                size = t.shape[p.shard_dim]
+                full.narrow(p.shard_dim, tp.rank * size, size).copy_(t)
+            fulls.append(full.reshape(-1))
+        return torch.cat(fulls)
+
+    def _local_slices(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """This rank's tensor-parallel slice of each parameter, as views of the stage's flat full-shaped vector."""
+        tp, out = self.groups.tp, []
+        for full, (_, p) in zip(torch.split(flat, self.full_numels), self.params):
+            full = full.view(p.full_shape)
+            if p.shard_dim is not None:
+                size = full.shape[p.shard_dim] // tp.size
+                full = full.narrow(p.shard_dim, tp.rank * size, size)
+            out.append(full)
+        return out
+
+    def _sum_tied_embedding(self, flat: torch.Tensor) -> None:
+        names = [name for name, _ in self.params]
+        if self.groups.embedding is None or "embed.word" not in names:      # trained, so on both ends
+            return
+        k = names.index("embed.word")
+        start = sum(self.full_numels[:k])
+        part = flat[start:start + self.full_numels[k]]
+        emb = part / len(self.groups.stage_ranks[self.me.stage])
+        dist.all_reduce(emb, group=self.groups.embedding)
+        part.copy_(emb)
+
+    def sync_gradients(self) -> torch.Tensor:
+        """Every rank ends with the full-batch gradient: its tensor-parallel slice of every tensor (ZeRO 0-1)
+        and its shard of the stage's flat vector (ZeRO >= 1; ZeRO-2 and 3 keep the shard alone).
+        Returns the flat full-shaped gradient, which only lives as long as the all-reduce that builds it."""
+        tp = self.groups.tp
+        flat = self._placed([p.grad for _, p in self.params],
+                            lambda p, g: g if getattr(p, "tp_partial", False) else g / tp.size)
         if self.groups.stage is not None:
             dist.all_reduce(flat, group=self.groups.stage)
-        fulls = [f.view(p.full_shape) for f, (_, p) in zip(torch.split(flat, [f.numel() for f in fulls]), self.params)]
-        names = [name for name, _ in self.params]
-        if self.groups.embedding is not None and "embed.word" in names:     # trained, so on both ends
-            k = names.index("embed.word")
-            emb = fulls[k] / len(self.groups.stage_ranks[self.me.stage])
-            dist.all_reduce(emb, group=self.groups.embedding)
-            fulls[k] = emb
-        for (_, p), full in zip(self.params, fulls):
-            if p.shard_dim is None:
-                p.grad.copy_(full)
+        self._sum_tied_embedding(flat)
+        if self.zero >= 1:
+            # gloo has no reduce-scatter on every build: the all-reduce above, then this rank's slice of it
+            lo, hi = self.shard
+            self.grad_shard = flat[lo:hi].clone()
+        for (_, p), g in zip(self.params, self._local_slices(flat)):
+            if self.zero >= 2:
+                p.grad = None
             else:
-                size = p.shape[p.shard_dim]
-                p.grad.copy_(full.narrow(p.shard_dim, tp.rank * size, size))
-        return {name: f for (name, p), f in zip(self.params, fulls) if not getattr(p, "tied_copy", False)}
+                p.grad.copy_(g)
+        return flat
+
+    def full_gradients(self) -> dict[str, torch.Tensor]:
+        """The last iteration's full-batch gradient by global name, full tensors, for the report: under
+        ZeRO-2 and 3, all-gathered from the shards (every rank of the stage must call this)."""
+        flat = self.last_flat_grad if self.zero < 2 else self._gather_shards(self.grad_shard)
+        return {name: t.view(p.full_shape) for t, (name, p) in zip(torch.split(flat, self.full_numels), self.params)
+                if not getattr(p, "tied_copy", False)}
+
+    # ------------------------------------------------------------------ optimizer and ZeRO
+
+    def _start_optimizer(self) -> None:
+        """Adam's state for this rank's parameters (ZeRO-0), or for its shard of the stage's flat parameters
+        with a master copy of that shard (ZeRO >= 1, planner.runtime.ranks.zero_shard_bounds); ZeRO-3 then
+        keeps no other copy of the weights between iterations."""
+        if self.zero == 0:
+            self.adam = [AdamState(p) for _, p in self.params]
+            return
+        # each element from one rank that holds it: replica 0's cp rank 0 ranks hold every tensor-parallel
+        # slice, replicated tensors come from their tp rank 0 (every copy is equal at the start)
+        holds = self.me.replica == 0 and self.me.cp_rank == 0
+        tp = self.groups.tp
+        flat = self._placed([p.detach() if holds else torch.zeros_like(p) for _, p in self.params],
+                            lambda p, t: t if tp.rank == 0 else torch.zeros_like(t))
+        if self.groups.stage is not None:
+            dist.all_reduce(flat, group=self.groups.stage)
+        lo, hi = self.shard
+        self.master = flat[lo:hi].clone()
+        self.adam = [AdamState(self.master)]
+        if self.zero >= 3:
+            self._release_parameters()
+
+    def _gather_shards(self, shard: torch.Tensor) -> torch.Tensor:
+        """The stage's flat vector from every rank's shard (an all-gather; shards differ in length, so each
+        goes padded to the longest)."""
+        if self.groups.stage is None:
+            return shard.clone()
+        t0 = time.perf_counter()
+        members = self.groups.stage_ranks[self.me.stage]           # the group's rank order
+        lengths = [self.bounds[r][1] - self.bounds[r][0] for r in members]
+        padded = torch.zeros(max(lengths), dtype=shard.dtype)
+        padded[:shard.numel()].copy_(shard)
+        parts = [torch.empty_like(padded) for _ in members]
+        dist.all_gather(parts, padded, group=self.groups.stage)
+        self.meter.zero_gather_s += time.perf_counter() - t0
+        return torch.cat([part[:n] for part, n in zip(parts, lengths)])
+
+    def _load_parameters(self, flat: torch.Tensor) -> None:
+        with torch.no_grad():
+            for (_, p), value in zip(self.params, self._local_slices(flat)):
+                p.data = value.clone()
+
+    def _release_parameters(self) -> None:
+        for _, p in self.params:
+            p.data = torch.empty(0, dtype=p.dtype)
 
     def step(self) -> None:
-        with torch.no_grad():
-            for _, p in self.params:
-                p -= self.spec.lr * p.grad
+        """Adam on this rank's parameters (ZeRO-0) or on its shard, whose updated values every rank then
+        all-gathers for its tensor-parallel slice (ZeRO-1 and 2; ZeRO-3 gathers at the next iteration)."""
+        if self.zero == 0:
+            for (_, p), state in zip(self.params, self.adam):
+                state.step(p, p.grad, self.spec.lr)
                 p.grad = None
+            return
+        self.adam[0].step(self.master, self.grad_shard, self.spec.lr)
+        self.grad_shard = None
+        for _, p in self.params:
+            p.grad = None
+        if self.zero <= 2:
+            self._load_parameters(self._gather_shards(self.master))
+
+    def held_elements(self) -> dict[str, int]:
+        """Elements of model state this rank keeps between iterations: parameters (its tensor-parallel
+        slices; none under ZeRO-3), gradients (as the last sync left them: slices, plus under ZeRO-1 the
+        shard its optimizer reads, which with mixed tp may lie outside its slice; under ZeRO-2 and 3 the
+        shard alone), Adam's moments and the master shard of the weights (ZeRO >= 1)."""
+        grads = sum(p.grad.numel() for _, p in self.params if p.grad is not None)
+        return {"params": sum(p.numel() for _, p in self.params),
+                "grads": grads + (self.grad_shard.numel() if self.grad_shard is not None else 0),
+                "adam_moments": sum(state.numel for state in self.adam),
+                "master_params": self.master.numel() if self.master is not None else 0,
+                "stage_params": sum(self.full_numels)}
 
 
 def worker_main(rank: int, spec: RunSpec, queue) -> None:
@@ -246,8 +375,10 @@ def worker_main(rank: int, spec: RunSpec, queue) -> None:
             if it < spec.iterations - 1:
                 worker.step()
         report = me.replica == 0 and me.tp_rank == 0 and me.cp_rank == 0
-        grads = {k: t.detach().numpy().copy() for k, t in worker.last_full_grads.items()} if report else {}
+        full = worker.full_gradients()
+        grads = {k: t.detach().numpy().copy() for k, t in full.items()} if report else {}
         queue.put({"rank": rank, "losses": losses, "grads": grads, "meter": worker.meter.__dict__,
+                   "held": worker.held_elements(),
                    "tp_comm_s": worker.groups.tp.comm_s[0], "cp_comm_s": worker.groups.cp.comm_s[0]})
         dist.barrier()
     except Exception:   # say which rank failed: the others only see a closed connection

@@ -120,12 +120,10 @@ def _job_section() -> None:
 def _expert_parallel_notes(job) -> None:
     """A fixed expert-parallel degree the engine does not run, or the model cannot take (a dense model,
     or experts that do not split evenly): say so before the planner refuses it."""
-    degree = expert_parallel_degree(job.expert_parallel)
-    if degree is None or degree == 1:
+    degree = _fixed_degree(job, expert_parallel_degree(job.expert_parallel), lambda space: space.expert_parallel,
+                           "expert parallelism", "expert parallel", engines_with_expert_parallel)
+    if degree is None:
         return
-    engine = ENGINES[job.engine]
-    if not engine.space.expert_parallel:
-        _engine_lacks(engine.title, "expert parallelism", "expert parallel", degree, engines_with_expert_parallel())
     try:
         model = build_model(session.get().model)
     except InputError:
@@ -138,21 +136,28 @@ def _expert_parallel_notes(job) -> None:
                    f"{degree} needs: choose a degree that divides {model.experts}.", icon=":material/block:")
 
 
-def _engine_lacks(title: str, feature: str, setting: str, degree: int, runners: list[str]) -> None:
-    st.warning(f"**{md(title)} has no {feature}.** {md(' and '.join(runners))} "
-               f"{'runs' if len(runners) == 1 else 'run'} it: choose one as the engine above, or {setting} "
-               f"auto or 1. The planner refuses {setting} {degree} under {md(title)}.", icon=":material/block:")
+def _fixed_degree(job, degree: int | None, engine_runs_it, feature: str, setting: str, runners) -> int | None:
+    """`degree` when the job fixes one above 1 (None for auto or 1), having warned when the job's engine
+    has no `feature` (`engine_runs_it(space)` false) and named the engines that run it (`runners()`)."""
+    if degree is None or degree == 1:
+        return None
+    engine = ENGINES[job.engine]
+    if not engine_runs_it(engine.space):
+        titles = runners()
+        st.warning(f"**{md(engine.title)} has no {feature}.** {md(' and '.join(titles))} "
+                   f"{'runs' if len(titles) == 1 else 'run'} it: choose one as the engine above, or {setting} "
+                   f"auto or 1. The planner refuses {setting} {degree} under {md(engine.title)}.",
+                   icon=":material/block:")
+    return degree
 
 
 def _context_parallel_notes(job) -> None:
     """A fixed context-parallel degree the engine does not run, or that does not split the sequence
     evenly: say so before the planner refuses it."""
-    degree = context_parallel_degree(job.context_parallel)
-    if degree is None or degree == 1:
+    degree = _fixed_degree(job, context_parallel_degree(job.context_parallel), lambda space: space.context_parallel,
+                           "context parallelism", "context parallel", engines_with_context_parallel)
+    if degree is None:
         return
-    engine = ENGINES[job.engine]
-    if not engine.space.context_parallel:
-        _engine_lacks(engine.title, "context parallelism", "context parallel", degree, engines_with_context_parallel())
     if job.seq_len % (2 * degree):
         st.warning(f"**The sequence length ({job.seq_len:,} tokens) does not split into 2 × {degree} = "
                    f"{2 * degree} equal chunks**, as context parallel {degree} needs (each GPU takes two chunks, "
