@@ -132,6 +132,15 @@ class NodeSlice:
     def gpu_ids(self) -> list[int]:
         return list(range(self.first_gpu, self.first_gpu + self.gpus_per_node))
 
+    def describe(self) -> str:
+        """`a100 nodes 0-3` for whole nodes, `a100 node 2, GPUs 4-5` for part of one."""
+        last_node, last_gpu = self.first_node + self.nodes - 1, self.first_gpu + self.gpus_per_node - 1
+        nodes = f"node {last_node}" if self.nodes == 1 else f"nodes {self.first_node}-{last_node}"
+        if self.whole:
+            return f"{self.pool} {nodes}"
+        return f"{self.pool} {nodes}, " + (f"GPU {last_gpu}" if self.gpus_per_node == 1 else
+                                           f"GPUs {self.first_gpu}-{last_gpu}")
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -213,8 +222,9 @@ def _every_allocation(cluster: Cluster, options: FleetOptions) -> list[tuple[Sha
 def allocation_grid(cluster: Cluster, options: FleetOptions) -> Iterator[tuple[Share, ...]]:
     """Every candidate allocation once, spread over sizes: grouped by GPUs in halvings of the largest
     (log2(largest / GPUs), rounded), one from each group in turn, largest group first; within a group
-    the largest shares of their pools first (fewest halvings in all), then more pools. So a job's first candidates range from the whole cluster (or its
-    best pools) down to a part of one node, and a fleet of many jobs finds room for each."""
+    the largest shares of their pools first (fewest halvings in all), then more pools. So a job's first
+    candidates range from the whole cluster (or its best pools) down to a part of one node, and a fleet
+    of many jobs finds room for each."""
     every = _every_allocation(cluster, options)
     pool_gpus = {p.name: p.num_gpus for p in cluster.pools}
     gpus = {a: sum(s.gpus for s in a) for a in every}
@@ -377,7 +387,8 @@ def solve(cluster: Cluster, jobs: tuple[FleetJob, ...], candidates: list[list[Ca
     its size (buddy allocation). `place` does exactly this.
     """
     prob = pulp.LpProblem("fleet", pulp.LpMaximize)
-    x = {(j, c): pulp.LpVariable(f"x_{j}_{c}", cat="Binary") for j in range(len(jobs)) for c in range(len(candidates[j]))}
+    x = {(j, c): pulp.LpVariable(f"x_{j}_{c}", cat="Binary")
+         for j in range(len(jobs)) for c in range(len(candidates[j]))}
     best = [max((k.estimate.tokens_per_s for k in candidates[j]), default=1.0) for j in range(len(jobs))]
     norm = {(j, c): candidates[j][c].estimate.tokens_per_s / best[j] for (j, c) in x}
     runs = {j: pulp.lpSum(x[j, c] for c in range(len(candidates[j]))) for j in range(len(jobs))}

@@ -62,15 +62,6 @@ def placement_to_dict(s: NodeSlice) -> dict:
     return {"pool": s.pool, "nodes": s.node_ids, "gpus": s.gpu_ids}
 
 
-def describe_placement(s: NodeSlice) -> str:
-    """`a100 nodes 0-3` for whole nodes, `a100 node 2, GPUs 4-5` for part of one."""
-    nodes = f"node {s.first_node}" if s.nodes == 1 else f"nodes {s.first_node}-{s.first_node + s.nodes - 1}"
-    if s.whole:
-        return f"{s.pool} {nodes}"
-    last = s.first_gpu + s.gpus_per_node - 1
-    return f"{s.pool} {nodes}, " + (f"GPU {last}" if s.gpus_per_node == 1 else f"GPUs {s.first_gpu}-{last}")
-
-
 def to_dict(result: FleetResult, catalog=None) -> dict:
     """`nodes`: pool -> nodes the job's GPUs lie on; `placement`: which nodes and GPUs, numbered from 0
     within each pool (part of a node: the node it shares and its GPUs there)."""
@@ -96,7 +87,7 @@ def to_text(result: FleetResult) -> str:
              f"{result.searches} searches)"]
     for a in result.allocations:
         gpus = ", ".join(f"{n} x {pool}" for pool, n in a.gpus.items())
-        where = "; ".join(describe_placement(s) for s in a.placement)
+        where = "; ".join(s.describe() for s in a.placement)
         hours = a.candidate.hours_to_finish(a.job.tokens)
         finish = ("" if hours is None else
                   f", finishes in {format_duration(hours * 3600)} for ${a.candidate.dollars_to_finish(a.job.tokens):,.0f}")
@@ -106,5 +97,6 @@ def to_text(result: FleetResult) -> str:
         lines.append(f"  {name}: not scheduled: {why}")
     for pool, n in result.idle_gpus.items():
         nodes = result.idle_nodes.get(pool, 0)
-        lines.append(f"  idle: {n} GPUs of {pool} ({nodes} whole node{'s' * (nodes != 1)}): {result.idle_reasons[pool]}")
+        lines.append(f"  idle: {n} GPUs of {pool} ({nodes} whole node{'s' * (nodes != 1)}): "
+                     f"{result.idle_reasons[pool]}")
     return "\n".join(lines)
