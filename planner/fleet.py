@@ -222,18 +222,21 @@ def _every_allocation(cluster: Cluster, options: FleetOptions) -> list[tuple[Sha
 def allocation_grid(cluster: Cluster, options: FleetOptions) -> Iterator[tuple[Share, ...]]:
     """Every candidate allocation once, spread over sizes: grouped by GPUs in halvings of the largest
     (log2(largest / GPUs), rounded), one from each group in turn, largest group first; within a group
-    the largest shares of their pools first (fewest halvings in all), then more pools. So a job's first
-    candidates range from the whole cluster (or its best pools) down to a part of one node, and a fleet
-    of many jobs finds room for each."""
+    the largest shares of their pools first (fewest halvings in all), then more pools, then by first
+    pool, counted from pool g in group g, so that one turn draws on different pools. So a job's first candidates range from the
+    whole cluster (or its best pools) down to a part of one node, over every pool, and a fleet of many
+    jobs finds room for each."""
     every = _every_allocation(cluster, options)
     pool_gpus = {p.name: p.num_gpus for p in cluster.pools}
     gpus = {a: sum(s.gpus for s in a) for a in every}
     halvings = {a: sum(round(math.log2(pool_gpus[s.pool] / s.gpus)) for s in a) for a in every}
+    order = {p.name: i for i, p in enumerate(cluster.pools)}
     top = max(gpus.values())
     groups: dict[int, list] = {}
-    for a in sorted(every, key=lambda a: (halvings[a], -len(a), -gpus[a])):
+    for a in every:
         groups.setdefault(round(math.log2(top / gpus[a])), []).append(a)
-    queues = [groups[g] for g in sorted(groups)]
+    queues = [sorted(groups[g], key=lambda a: (halvings[a], -len(a), (order[a[0].pool] - g) % len(order), -gpus[a]))
+              for g in sorted(groups)]
     for turn in range(max(map(len, queues))):
         yield from (q[turn] for q in queues if turn < len(q))
 
