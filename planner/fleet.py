@@ -212,7 +212,8 @@ def _every_allocation(cluster: Cluster, options: FleetOptions) -> list[tuple[Sha
     whole = {p.name: [Share(p.name, n, p.gpus_per_node) for n in node_grid(p.nodes, options.max_halvings)]
              for p in cluster.pools}
     every = [(s,) for p in cluster.pools for s in whole[p.name]]
-    every += [(Share(p.name, 1, g),) for p in cluster.pools for g in node_parts(p.gpus_per_node, options.max_halvings)]
+    every += [(Share(p.name, 1, g),) for p in cluster.pools
+              for g in node_parts(p.gpus_per_node, options.max_halvings)]
     for k in range(2, min(options.max_pools_per_job, len(cluster.pools)) + 1):
         for names in combinations([p.name for p in cluster.pools], k):
             every += list(product(*(whole[n] for n in names)))
@@ -223,9 +224,9 @@ def allocation_grid(cluster: Cluster, options: FleetOptions) -> Iterator[tuple[S
     """Every candidate allocation once, spread over sizes: grouped by GPUs in halvings of the largest
     (log2(largest / GPUs), rounded), one from each group in turn, largest group first; within a group
     the largest shares of their pools first (fewest halvings in all), then more pools, then by first
-    pool, counted from pool g in group g, so that one turn draws on different pools. So a job's first candidates range from the
-    whole cluster (or its best pools) down to a part of one node, over every pool, and a fleet of many
-    jobs finds room for each."""
+    pool, counted from pool g in group g, so that one turn draws on different pools. So a job's first
+    candidates range from the whole cluster (or its best pools) down to a part of one node, over every
+    pool, and a fleet of many jobs finds room for each."""
     every = _every_allocation(cluster, options)
     pool_gpus = {p.name: p.num_gpus for p in cluster.pools}
     gpus = {a: sum(s.gpus for s in a) for a in every}
@@ -235,8 +236,8 @@ def allocation_grid(cluster: Cluster, options: FleetOptions) -> Iterator[tuple[S
     groups: dict[int, list] = {}
     for a in every:
         groups.setdefault(round(math.log2(top / gpus[a])), []).append(a)
-    queues = [sorted(groups[g], key=lambda a: (halvings[a], -len(a), (order[a[0].pool] - g) % len(order), -gpus[a]))
-              for g in sorted(groups)]
+    queues = [sorted(groups[g], key=lambda a: (halvings[a], -len(a), (order[a[0].pool] - g) % len(order),
+                                               -gpus[a])) for g in sorted(groups)]
     for turn in range(max(map(len, queues))):
         yield from (q[turn] for q in queues if turn < len(q))
 

@@ -89,8 +89,8 @@ def to_text(result: FleetResult) -> str:
         gpus = ", ".join(f"{n} x {pool}" for pool, n in a.gpus.items())
         where = "; ".join(s.describe() for s in a.placement)
         hours = a.candidate.hours_to_finish(a.job.tokens)
-        finish = ("" if hours is None else
-                  f", finishes in {format_duration(hours * 3600)} for ${a.candidate.dollars_to_finish(a.job.tokens):,.0f}")
+        dollars = a.candidate.dollars_to_finish(a.job.tokens)
+        finish = "" if hours is None else f", finishes in {format_duration(hours * 3600)} for ${dollars:,.0f}"
         lines.append(f"  {a.job.name}: {gpus} GPUs ({where}); {a.estimate.tokens_per_s:,.0f} tokens/s "
                      f"({a.normalised_throughput:.0%} of its best){finish}")
     for name, why in result.unscheduled.items():

@@ -186,7 +186,8 @@ def render() -> None:
     st.title("Fleet")
     st.write("Share the cluster as composed among several training jobs: each gets whole nodes, or a half, a "
              "quarter ... of one node's GPUs (so small jobs share a node), and a plan on them, chosen by a "
-             "mixed-integer program under a policy over candidate allocations that hetplan's search scores. The jobs table lives in this browser session only (it is not in the share link).")
+             "mixed-integer program under a policy over candidate allocations that hetplan's search scores. "
+             "The jobs table lives in this browser session only (it is not in the share link).")
     state = session.get()
     try:
         cluster = build_cluster(state)
