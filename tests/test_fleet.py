@@ -159,7 +159,8 @@ def test_the_program_agrees_with_brute_force(request, which, options):
 
 
 @settings(max_examples=examples(200))
-@given(nodes=st.integers(1, 4), g=st.sampled_from([1, 2, 4, 6, 8, 12]), wanted=st.lists(st.integers(0, 40), max_size=12))
+@given(nodes=st.integers(1, 4), g=st.sampled_from([1, 2, 4, 6, 8, 12]),
+       wanted=st.lists(st.integers(0, 40), max_size=12))
 def test_any_shares_whose_gpus_fit_the_pool_pack_onto_distinct_gpus(single, nodes, g, wanted):
     """solve's (c2) counts GPUs only; place must then find every share room, on distinct GPUs."""
     cluster = replace(single, pools=(replace(single.pools[0], nodes=nodes, gpus_per_node=g),))
