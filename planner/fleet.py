@@ -1,10 +1,13 @@
 """Sharing one cluster among several training jobs (`hetplan fleet`).
 
-Each job gets whole nodes. Its candidate allocations are node counts on a halving grid of each
-pool (all of its nodes, a half, a quarter ...), over at most `max_pools_per_job` pools; hetplan's
-search plans the job on each candidate's sub-cluster (the chosen nodes, pool names kept, so the
-plan is valid on the whole cluster too) and its throughput is what planner.cost.evaluate predicts
-for that plan. A mixed-integer program then picks one candidate (or none) per job under a policy:
+A job's candidate allocations are shares of pools: whole nodes on a halving grid of a pool (all of its
+nodes, a half, a quarter ...), over at most `max_pools_per_job` pools, or part of one node, g/2, g/4 ...
+of its g GPUs (whole GPUs only), as Kubernetes and Slurm hand out GPUs of a node, so that small jobs
+share a node. Candidates are taken spread over sizes, largest first (see `allocation_grid`), up to
+`max_candidates` that have a plan. hetplan's search plans the job on each candidate's sub-cluster
+(the chosen nodes, or one node of the chosen GPUs; pool names kept, so the plan is valid on the whole
+cluster too) and its throughput is what planner.cost.evaluate predicts for that plan. A mixed-integer
+program then picks one candidate (or none) per job under a policy:
 
   throughput   maximum total weighted normalised throughput
   max-min      max-min fairness over normalised throughputs / weights (Gavel, OSDI'20, section 4.2:
@@ -16,13 +19,22 @@ for that plan. A mixed-integer program then picks one candidate (or none) per jo
 Normalised throughput of job j on candidate c: n[j,c] = tokens/s on c / the job's best tokens/s
 over its candidates (the whole cluster among them when it has at most `max_pools_per_job` pools).
 Every policy first schedules as many jobs as can run at once, then optimises its objective; a job
-left out is reported with the reason. Candidates' plans are cached by (job, allocation).
+left out is reported with the reason; `place` puts the chosen shares on concrete nodes and GPUs.
+
+Plans are cached by (sub-cluster, job without its tokens, search limit): jobs of the same model, batch,
+sequence length and settings share their searches, whatever their names, tokens, deadlines or weights.
+The search's limit is CPU time of the searching thread (planner.search.planners.Clock), so other load
+on the machine does not change a plan, and neither do `workers` (the searches then run in that many
+processes, each with its own clock); a limit does make plans depend on the CPU's speed. With
+`search_time_limit_s=None` every search runs to completion and the whole answer is deterministic.
 """
 from __future__ import annotations
 
 import enum
 import math
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import combinations, product
 from typing import Iterator
@@ -34,6 +46,8 @@ from planner.search import SearchOptions, search
 from planner.types import Cluster, Estimate, InputError, Job, Model, Objective, Plan
 
 TIE_SLACK = 1e-6                # an earlier objective may lose this share of its optimum to a later one
+PARALLEL_AFTER_S = 2.0          # CPU seconds of searches in this process before more run in worker processes
+                                # (each costs about a second to start: it imports the planner)
 
 
 class Policy(str, enum.Enum):
@@ -67,22 +81,82 @@ class FleetJob:
 @dataclass(frozen=True)
 class FleetOptions:
     max_pools_per_job: int = 2
-    max_halvings: int = 3                  # node counts: all, 1/2, 1/4, 1/8 of a pool
-    max_candidates: int = 16               # per job, fewest pools and largest shares first
-    search_time_limit_s: float = 2.0       # CPU seconds of hetplan's search per candidate
+    max_halvings: int = 3                  # node counts: all, 1/2, 1/4, 1/8 of a pool; parts of a node: g/2 ... g/8
+    max_candidates: int = 16               # per job: candidates with a plan, spread over sizes
+    search_time_limit_s: float | None = 1.0   # CPU seconds of hetplan's search per candidate; None: complete
     solve_time_limit_s: float = 30.0       # CBC, per stage of the program
+    workers: int = 1                       # processes that plan candidates; the plans do not depend on it
+
+    def __post_init__(self):
+        for name in ("max_pools_per_job", "max_candidates", "workers"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise InputError(name, f"must be a whole number of at least 1, got {value!r}")
+        if not (isinstance(self.max_halvings, int) and self.max_halvings >= 0):
+            raise InputError("max_halvings", f"must be a whole number of at least 0, got {self.max_halvings!r}")
+        limit = self.search_time_limit_s
+        if limit is not None and not (isinstance(limit, (int, float)) and math.isfinite(limit) and limit > 0):
+            raise InputError("search_time_limit_s", f"must be a positive number of seconds (or None: no limit), "
+                                                    f"got {limit!r}")
+
+
+@dataclass(frozen=True)
+class Share:
+    """`nodes` nodes of `pool`, `gpus_per_node` GPUs of each: whole nodes (the pool's gpus_per_node),
+    or part of one node (nodes == 1, a pool's gpus_per_node / 2^k GPUs)."""
+    pool: str
+    nodes: int
+    gpus_per_node: int
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class NodeSlice:
+    """Where a share lies: nodes first_node .. first_node + nodes - 1 of `pool` (numbered from 0),
+    GPUs first_gpu .. first_gpu + gpus_per_node - 1 of each; `whole`: every GPU of those nodes."""
+    pool: str
+    first_node: int
+    nodes: int
+    first_gpu: int
+    gpus_per_node: int
+    whole: bool
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(range(self.first_node, self.first_node + self.nodes))
+
+    @property
+    def gpu_ids(self) -> list[int]:
+        return list(range(self.first_gpu, self.first_gpu + self.gpus_per_node))
+
+    def describe(self) -> str:
+        """`a100 nodes 0-3` for whole nodes, `a100 node 2, GPUs 4-5` for part of one."""
+        last_node, last_gpu = self.first_node + self.nodes - 1, self.first_gpu + self.gpus_per_node - 1
+        nodes = f"node {last_node}" if self.nodes == 1 else f"nodes {self.first_node}-{last_node}"
+        if self.whole:
+            return f"{self.pool} {nodes}"
+        return f"{self.pool} {nodes}, " + (f"GPU {last_gpu}" if self.gpus_per_node == 1 else
+                                           f"GPUs {self.first_gpu}-{last_gpu}")
 
 
 @dataclass(frozen=True)
 class Candidate:
-    nodes: tuple[tuple[str, int], ...]     # (pool, nodes) with nodes > 0
+    shares: tuple[Share, ...]              # at most one per pool
     plan: Plan
     estimate: Estimate                     # on the candidate's sub-cluster, with the job's tokens
-    price_per_hour_usd: float              # every GPU of the allocation (whole nodes are held)
+    price_per_hour_usd: float              # every GPU of the allocation (held whether the plan uses it or not)
+
+    @property
+    def gpus_by_pool(self) -> dict[str, int]:
+        return {s.pool: s.gpus for s in self.shares}
 
     @property
     def nodes_by_pool(self) -> dict[str, int]:
-        return dict(self.nodes)
+        """The nodes the job's GPUs lie on (part of a node counts as its node)."""
+        return {s.pool: s.nodes for s in self.shares}
 
     def hours_to_finish(self, tokens: float | None) -> float | None:
         return None if tokens is None else tokens / self.estimate.tokens_per_s / 3600
@@ -98,7 +172,8 @@ class Allocation:
     candidate: Candidate
     estimate: Estimate                     # planner.cost.evaluate of the plan on its allocation
     normalised_throughput: float
-    gpus: dict[str, int]                   # pool -> GPUs held (whole nodes)
+    gpus: dict[str, int]                   # pool -> GPUs held
+    placement: tuple[NodeSlice, ...]       # which nodes and GPUs, one slice per share
 
 
 @dataclass(frozen=True)
@@ -106,11 +181,12 @@ class FleetResult:
     policy: Policy
     allocations: tuple[Allocation, ...]
     unscheduled: dict[str, str]            # job name -> why it does not run
-    idle_nodes: dict[str, int]             # pool -> nodes no job holds
-    idle_gpus: dict[str, int]              # the same in GPUs
+    idle_nodes: dict[str, int]             # pool -> nodes of which no job holds a GPU
+    idle_gpus: dict[str, int]              # pool -> GPUs no job holds
     idle_reasons: dict[str, str]
-    solve_time_s: float
-    plan_time_s: float                     # the searches of candidates not already cached
+    solve_time_s: float                    # wall seconds of the program (every stage)
+    plan_time_s: float                     # wall seconds of the searches of candidates not already cached
+    searches: int = 0                      # searches run (not cached); jobs alike share theirs
 
 
 # ----------------------------------------------------------------------------- candidates
@@ -125,49 +201,140 @@ def node_grid(nodes: int, max_halvings: int) -> list[int]:
     return counts
 
 
-def allocation_grid(cluster: Cluster, options: FleetOptions) -> Iterator[tuple[tuple[str, int], ...]]:
-    """Candidate allocations, fewest pools and largest shares first, at most `max_candidates`."""
-    grids = {p.name: node_grid(p.nodes, options.max_halvings) for p in cluster.pools}
-    every = []
-    for k in range(1, min(options.max_pools_per_job, len(cluster.pools)) + 1):
+def node_parts(gpus_per_node: int, max_halvings: int) -> list[int]:
+    """Parts of one node: a half, a quarter ... of its GPUs while that is whole GPUs, largest first.
+    Each divides the node and every larger part (the chain `solve`'s packing argument needs)."""
+    return [gpus_per_node // 2**k for k in range(1, max_halvings + 1) if gpus_per_node % 2**k == 0]
+
+
+def _every_allocation(cluster: Cluster, options: FleetOptions) -> list[tuple[Share, ...]]:
+    """Whole nodes of one pool, part of one node, and whole nodes of 2 .. max_pools_per_job pools."""
+    whole = {p.name: [Share(p.name, n, p.gpus_per_node) for n in node_grid(p.nodes, options.max_halvings)]
+             for p in cluster.pools}
+    every = [(s,) for p in cluster.pools for s in whole[p.name]]
+    every += [(Share(p.name, 1, g),) for p in cluster.pools
+              for g in node_parts(p.gpus_per_node, options.max_halvings)]
+    for k in range(2, min(options.max_pools_per_job, len(cluster.pools)) + 1):
         for names in combinations([p.name for p in cluster.pools], k):
-            for levels in product(*(range(len(grids[n])) for n in names)):
-                every.append((sum(levels), k, tuple((n, grids[n][lv]) for n, lv in zip(names, levels))))
-    every.sort(key=lambda e: (e[0], -e[1]))   # largest shares first; at a share, more pools first
-    yield from (alloc for _, _, alloc in every[:options.max_candidates])
+            every += list(product(*(whole[n] for n in names)))
+    return every
 
 
-def sub_cluster(cluster: Cluster, nodes: tuple[tuple[str, int], ...]) -> Cluster:
-    """The chosen nodes of each pool, pool names kept."""
-    want = dict(nodes)
-    pools = tuple(replace(p, nodes=want[p.name]) for p in cluster.pools if want.get(p.name, 0) > 0)
+def allocation_grid(cluster: Cluster, options: FleetOptions) -> Iterator[tuple[Share, ...]]:
+    """Every candidate allocation once, spread over sizes: grouped by GPUs in halvings of the largest
+    (log2(largest / GPUs), rounded), one from each group in turn, largest group first; within a group
+    the largest shares of their pools first (fewest halvings in all), then more pools, then by first
+    pool, counted from pool g in group g, so that one turn draws on different pools. So a job's first
+    candidates range from the whole cluster (or its best pools) down to a part of one node, over every
+    pool, and a fleet of many jobs finds room for each."""
+    every = _every_allocation(cluster, options)
+    pool_gpus = {p.name: p.num_gpus for p in cluster.pools}
+    gpus = {a: sum(s.gpus for s in a) for a in every}
+    halvings = {a: sum(round(math.log2(pool_gpus[s.pool] / s.gpus)) for s in a) for a in every}
+    order = {p.name: i for i, p in enumerate(cluster.pools)}
+    top = max(gpus.values())
+    groups: dict[int, list] = {}
+    for a in every:
+        groups.setdefault(round(math.log2(top / gpus[a])), []).append(a)
+    queues = [sorted(groups[g], key=lambda a: (halvings[a], -len(a), (order[a[0].pool] - g) % len(order),
+                                               -gpus[a])) for g in sorted(groups)]
+    for turn in range(max(map(len, queues))):
+        yield from (q[turn] for q in queues if turn < len(q))
+
+
+def sub_cluster(cluster: Cluster, shares: tuple[Share, ...]) -> Cluster:
+    """The chosen nodes of each pool, or the chosen GPUs of one node, pool names kept. A part of a node
+    keeps its share of the node's CPU memory (which offloading plans use)."""
+    want = {s.pool: s for s in shares}
+    pools = tuple(replace(p, nodes=want[p.name].nodes, gpus_per_node=want[p.name].gpus_per_node,
+                          host_mem_bytes=p.host_mem_bytes * want[p.name].gpus_per_node / p.gpus_per_node)
+                  for p in cluster.pools if p.name in want)
     return replace(cluster, pools=pools)
 
 
-def plan_candidate(cluster: Cluster, job: FleetJob, nodes: tuple[tuple[str, int], ...],
-                   options: FleetOptions) -> Candidate | str:
-    """The best-throughput plan on the allocation, or why there is none."""
-    sub = sub_cluster(cluster, nodes)
+def plan_on(key: tuple[Cluster, Job, float | None]) -> Plan | str:
+    """The best-throughput plan of hetplan's search on (sub-cluster, job, CPU seconds), or why there is none."""
+    sub, job, limit = key
     try:
-        result = search(sub, job.job(), Objective.THROUGHPUT, top_k=1, baselines=False,
-                        options=SearchOptions(time_limit_s=options.search_time_limit_s, baseline_time_limit_s=None))
+        result = search(sub, job, Objective.THROUGHPUT, top_k=1, baselines=False,
+                        options=SearchOptions(time_limit_s=limit, baseline_time_limit_s=None))
     except InputError as e:
         return e.message
-    best = result.plans[0]
+    return result.plans[0].plan
+
+
+def _search_key(cluster: Cluster, job: FleetJob, shares: tuple[Share, ...], options: FleetOptions) -> tuple:
+    """What a search depends on: not the job's name, tokens, deadline or weight."""
+    return sub_cluster(cluster, shares), Job(job.model, job.global_batch, job.seq_len), options.search_time_limit_s
+
+
+class _Searches:
+    """plan_on over keys: in this process until the searches have taken PARALLEL_AFTER_S CPU seconds
+    (a small cluster's take a tenth of a second each; starting processes would not pay), then in
+    `workers` processes, kept until `close`. Each search's clock is its own thread's CPU time, so
+    the plans are the same either way."""
+
+    def __init__(self, workers: int):
+        self.workers, self.pool, self.spent_s = workers, None, 0.0
+
+    def run(self, keys: list[tuple]) -> list[Plan | str]:
+        out = []
+        for i, key in enumerate(keys):
+            if (self.pool is None and self.workers > 1 and self.spent_s >= PARALLEL_AFTER_S
+                    and len(keys) - i >= 2 * self.workers):
+                self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            if self.pool is not None:
+                return out + list(self.pool.map(plan_on, keys[i:]))
+            start = time.process_time()
+            out.append(plan_on(key))
+            self.spent_s += time.process_time() - start
+        return out
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+
+def _candidate(cluster: Cluster, job: FleetJob, shares: tuple[Share, ...], plan: Plan) -> Candidate:
+    sub = sub_cluster(cluster, shares)
     price = sum(p.num_gpus * p.price_per_gpu_hour_usd for p in sub.pools)
-    return Candidate(nodes, best.plan, best.estimate, price)
+    return Candidate(shares, plan, evaluate(sub, plan, tokens_to_train=job.tokens), price)
+
+
+def fleet_candidates(cluster: Cluster, jobs: tuple[FleetJob, ...], options: FleetOptions,
+                     cache: dict) -> tuple[list[list[Candidate]], list[list[str]], int]:
+    """Each job's candidates, the first `max_candidates` of allocation_grid's order that have a plan, why
+    the others tried have none, and the searches run. In rounds: each job asks for as many more grid
+    entries as it lacks candidates, and the round's searches not in `cache` run together."""
+    grid = list(allocation_grid(cluster, options))
+    found: list[list[Candidate]] = [[] for _ in jobs]
+    why: list[list[str]] = [[] for _ in jobs]
+    tried, searches, runner = [0] * len(jobs), 0, _Searches(options.workers)
+    try:
+        while any(asks := [grid[tried[j]:tried[j] + options.max_candidates - len(found[j])]
+                           for j in range(len(jobs))]):
+            keys = {(j, a): _search_key(cluster, jobs[j], a, options) for j in range(len(jobs)) for a in asks[j]}
+            todo = list(dict.fromkeys(k for k in keys.values() if k not in cache))
+            cache.update(zip(todo, runner.run(todo)))
+            searches += len(todo)
+            for (j, shares), key in keys.items():
+                tried[j] += 1
+                if isinstance(cache[key], str):
+                    why[j].append(cache[key])
+                    continue
+                if (key, jobs[j].tokens) not in cache:
+                    cache[key, jobs[j].tokens] = _candidate(cluster, jobs[j], shares, cache[key])
+                found[j].append(cache[key, jobs[j].tokens])
+        return found, why, searches
+    finally:
+        runner.close()
 
 
 def job_candidates(cluster: Cluster, job: FleetJob, options: FleetOptions,
                    cache: dict) -> tuple[list[Candidate], list[str]]:
-    """A job's feasible candidates and why the others are not; `cache` maps (job, allocation) to either."""
-    found, why = [], []
-    for nodes in allocation_grid(cluster, options):
-        key = (cluster, job, nodes, options.search_time_limit_s)
-        if key not in cache:
-            cache[key] = plan_candidate(cluster, job, nodes, options)
-        (found if isinstance(cache[key], Candidate) else why).append(cache[key])
-    return found, why
+    """One job's candidates and why the others tried have none (fleet_candidates of that job alone)."""
+    found, why, _ = fleet_candidates(cluster, (job,), options, cache)
+    return found[0], why[0]
 
 
 # ----------------------------------------------------------------------------- the program
@@ -198,12 +365,12 @@ def solve(cluster: Cluster, jobs: tuple[FleetJob, ...], candidates: list[list[Ca
           policy: Policy, options: FleetOptions) -> list[int | None]:
     """The chosen candidate of each job (None: not scheduled).
 
-    Sets: jobs j, candidates c of j, pools p. Data: nodes[j,c,p], normalised throughput n[j,c] in (0, 1],
+    Sets: jobs j, candidates c of j, pools p. Data: gpus[j,c,p], normalised throughput n[j,c] in (0, 1],
     weight w[j], time ratio rho[j,c] = 1 / n[j,c], dollars d[j,c] = price[j,c] * tokens[j] / tokens_per_s[j,c].
     Variables: x[j,c] in {0,1}; s[j] = sum_c x[j,c] (job j runs).
 
       (c1) sum_c x[j,c] <= 1                                     each job one candidate or none
-      (c2) sum_j sum_c x[j,c] * nodes[j,c,p] <= nodes[p]         for every pool p: whole nodes, disjoint
+      (c2) sum_j sum_c x[j,c] * gpus[j,c,p] <= nodes[p] * g[p]   for every pool p of nodes of g GPUs
       (c3) min-cost: x[j,c] = 0 where hours[j,c] > deadline[j]   deadlines met
     Stage 1, every policy: maximise sum_j s[j] (as many jobs as run at once). Stage 2, held at stage 1's optimum:
       throughput:  maximise sum_j w[j] * sum_c n[j,c] x[j,c]
@@ -211,17 +378,28 @@ def solve(cluster: Cluster, jobs: tuple[FleetJob, ...], candidates: list[list[Ca
       min-cost:    minimise sum_j sum_c d[j,c] x[j,c]
       finish-time: minimise r,  (c5) r >= sum_c rho[j,c] x[j,c] - (1 - s[j]) * R,      R = max rho
     Stage 3 (max-min, finish-time), held at stage 2's optimum: maximise sum_j w[j] sum_c n[j,c] x[j,c]
-    so that the spare nodes go to some use. U and R switch (c4), (c5) off for a job that does not run.
+    so that the spare GPUs go to some use. U and R switch (c4), (c5) off for a job that does not run.
+
+    Why counting GPUs in (c2) is enough for the shares to lie on distinct nodes and GPUs: a share of whole
+    nodes takes n * g GPUs, a part of a node g / 2^k (k >= 1). With W the whole nodes taken and F the GPUs
+    in parts, (c2) reads W g + F <= N g, so W <= N and F <= (N - W) g. Put the whole shares on W nodes,
+    then the parts, largest first, each at the first free GPU of the first node with room. The part sizes
+    g/2, g/4 ... each divide g and every larger part, so when a part of s GPUs is placed the GPUs taken on
+    the current node are a sum of multiples of s, hence a multiple of s, and the room left (g minus that,
+    also a multiple of s) is either none or at least s. So each node is filled to its last GPU before the
+    next is opened, and the parts need ceil(F / g) <= N - W nodes; each part also starts at a multiple of
+    its size (buddy allocation). `place` does exactly this.
     """
     prob = pulp.LpProblem("fleet", pulp.LpMaximize)
-    x = {(j, c): pulp.LpVariable(f"x_{j}_{c}", cat="Binary") for j in range(len(jobs)) for c in range(len(candidates[j]))}
+    x = {(j, c): pulp.LpVariable(f"x_{j}_{c}", cat="Binary")
+         for j in range(len(jobs)) for c in range(len(candidates[j]))}
     best = [max((k.estimate.tokens_per_s for k in candidates[j]), default=1.0) for j in range(len(jobs))]
     norm = {(j, c): candidates[j][c].estimate.tokens_per_s / best[j] for (j, c) in x}
     runs = {j: pulp.lpSum(x[j, c] for c in range(len(candidates[j]))) for j in range(len(jobs))}
     for j in range(len(jobs)):
         prob += runs[j] <= 1, f"c1_one_candidate_{j}"
     for p in cluster.pools:
-        prob += pulp.lpSum(x[j, c] * candidates[j][c].nodes_by_pool.get(p.name, 0) for (j, c) in x) <= p.nodes, \
+        prob += pulp.lpSum(x[j, c] * candidates[j][c].gpus_by_pool.get(p.name, 0) for (j, c) in x) <= p.num_gpus, \
             f"c2_pool_{p.name}"
     if policy == Policy.MIN_COST:
         for (j, c) in x:
@@ -252,6 +430,29 @@ def solve(cluster: Cluster, jobs: tuple[FleetJob, ...], candidates: list[list[Ca
             for j in range(len(jobs))]
 
 
+def place(cluster: Cluster, allocations: list[tuple[Share, ...]]) -> list[tuple[NodeSlice, ...]]:
+    """Nodes and GPUs for each allocation's shares (the GPUs of each pool within it, as `solve`'s (c2)
+    holds): per pool, whole nodes first in the allocations' order, then parts of nodes, largest first,
+    each at the first free GPU of the first node with room (the packing `solve`'s docstring proves)."""
+    slices: dict[tuple[int, int], NodeSlice] = {}
+    for p in cluster.pools:
+        mine = [(a, i, s) for a, shares in enumerate(allocations) for i, s in enumerate(shares) if s.pool == p.name]
+        node = 0
+        for a, i, s in mine:
+            if s.gpus_per_node == p.gpus_per_node:
+                slices[a, i], node = NodeSlice(p.name, node, s.nodes, 0, s.gpus_per_node, True), node + s.nodes
+        taken = 0                                          # GPUs taken on `node`
+        for a, i, s in sorted((e for e in mine if e[2].gpus_per_node < p.gpus_per_node),
+                              key=lambda e: -e[2].gpus_per_node):
+            if taken == p.gpus_per_node:
+                node, taken = node + 1, 0
+            assert taken % s.gpus_per_node == 0, f"part of {s.gpus_per_node} GPUs at GPU {taken} of {p.name}"
+            slices[a, i] = NodeSlice(p.name, node, 1, taken, s.gpus_per_node, False)
+            taken += s.gpus_per_node
+        assert node + (0 < taken) <= p.nodes, f"{p.name}: the shares need more than {p.nodes} nodes"
+    return [tuple(slices[a, i] for i in range(len(shares))) for a, shares in enumerate(allocations)]
+
+
 # ----------------------------------------------------------------------------- the fleet
 
 def _check_policy_inputs(jobs: tuple[FleetJob, ...], policy: Policy) -> None:
@@ -264,7 +465,7 @@ def _check_policy_inputs(jobs: tuple[FleetJob, ...], policy: Policy) -> None:
 
 def plan_fleet(cluster: Cluster, jobs: tuple[FleetJob, ...], policy: Policy | str = Policy.THROUGHPUT,
                options: FleetOptions = FleetOptions(), cache: dict | None = None) -> FleetResult:
-    """Allocate whole nodes of `cluster` to `jobs` under `policy`; see the module's docstring."""
+    """Allocate `cluster` to `jobs` under `policy`; see the module's docstring."""
     try:
         policy = Policy(policy)
     except ValueError:
@@ -274,35 +475,33 @@ def plan_fleet(cluster: Cluster, jobs: tuple[FleetJob, ...], policy: Policy | st
         raise InputError("jobs", "the fleet has no jobs")
     _check_policy_inputs(jobs, policy)
     cache = {} if cache is None else cache
-    start = time.process_time()
-    found = [job_candidates(cluster, jb, options, cache) for jb in jobs]
-    plan_time = time.process_time() - start
-    candidates = [f for f, _ in found]
+    start = time.perf_counter()
+    candidates, why_not, searches = fleet_candidates(cluster, jobs, options, cache)
+    plan_time = time.perf_counter() - start
     start = time.perf_counter()
     chosen = solve(cluster, jobs, candidates, policy, options)
     solve_time = time.perf_counter() - start
-    return _result(cluster, jobs, candidates, [w for _, w in found], chosen, policy, solve_time, plan_time)
+    result = _result(cluster, jobs, candidates, why_not, chosen, policy)
+    return replace(result, solve_time_s=solve_time, plan_time_s=plan_time, searches=searches)
 
 
-def _result(cluster, jobs, candidates, why_not, chosen, policy, solve_time, plan_time) -> FleetResult:
-    pool_gpus = {p.name: p.gpus_per_node for p in cluster.pools}
-    allocations, unscheduled = [], {}
-    for j, jb in enumerate(jobs):
-        if chosen[j] is None:
-            unscheduled[jb.name] = _why_unscheduled(jb, candidates[j], why_not[j], policy)
-            continue
-        cand = candidates[j][chosen[j]]
-        est = evaluate(sub_cluster(cluster, cand.nodes), cand.plan, tokens_to_train=jb.tokens)
+def _result(cluster, jobs, candidates, why_not, chosen, policy) -> FleetResult:
+    running = [j for j in range(len(jobs)) if chosen[j] is not None]
+    picked = [candidates[j][chosen[j]] for j in running]
+    allocations = []
+    for j, cand, slices in zip(running, picked, place(cluster, [k.shares for k in picked])):
+        est = evaluate(sub_cluster(cluster, cand.shares), cand.plan, tokens_to_train=jobs[j].tokens)
         best = max(k.estimate.tokens_per_s for k in candidates[j])
-        gpus = {name: n * pool_gpus[name] for name, n in cand.nodes}
-        allocations.append(Allocation(jb, cand, est, est.tokens_per_s / best, gpus))
-    held = {p.name: 0 for p in cluster.pools}
-    for a in allocations:
-        for name, n in a.candidate.nodes:
-            held[name] += n
-    idle = {p.name: p.nodes - held[p.name] for p in cluster.pools if p.nodes > held[p.name]}
-    return FleetResult(policy, tuple(allocations), unscheduled, idle, {p: n * pool_gpus[p] for p, n in idle.items()},
-                       _idle_reasons(idle, candidates, policy), solve_time, plan_time)
+        allocations.append(Allocation(jobs[j], cand, est, est.tokens_per_s / best, cand.gpus_by_pool, slices))
+    unscheduled = {jobs[j].name: _why_unscheduled(jobs[j], candidates[j], why_not[j], policy)
+                   for j in range(len(jobs)) if chosen[j] is None}
+    held = {p.name: sum(a.gpus.get(p.name, 0) for a in allocations) for p in cluster.pools}
+    touched = {p.name: {n for a in allocations for s in a.placement if s.pool == p.name for n in s.node_ids}
+               for p in cluster.pools}
+    idle_gpus = {p.name: p.num_gpus - held[p.name] for p in cluster.pools if p.num_gpus > held[p.name]}
+    idle_nodes = {name: cluster.pool(name).nodes - len(touched[name]) for name in idle_gpus}
+    return FleetResult(policy, tuple(allocations), unscheduled, idle_nodes, idle_gpus,
+                       _idle_reasons(idle_gpus, candidates, policy), 0.0, 0.0)
 
 
 def _why_unscheduled(job: FleetJob, candidates: list[Candidate], why_not: list[str], policy: Policy) -> str:
@@ -316,12 +515,12 @@ def _why_unscheduled(job: FleetJob, candidates: list[Candidate], why_not: list[s
 
 
 def _idle_reasons(idle: dict[str, int], candidates: list[list[Candidate]], policy: Policy) -> dict[str, str]:
-    usable = {name for cands in candidates for k in cands for name, _ in k.nodes}
+    usable = {s.pool for cands in candidates for k in cands for s in k.shares}
     out = {}
     for name in idle:
         if name not in usable:
             out[name] = "no job has a plan that runs on this pool (memory, precision or node count)"
         else:
-            out[name] = (f"no job's candidate allocation (whole nodes on a halving grid) that also takes these "
-                         f"nodes scores better under the {policy.value} policy")
+            out[name] = (f"no job's candidate allocation (whole nodes on a halving grid, or a half, a quarter ... "
+                         f"of one node) that also takes these GPUs scores better under the {policy.value} policy")
     return out

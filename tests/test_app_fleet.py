@@ -6,15 +6,15 @@ import pandas as pd
 import pytest
 
 from tests.app_helpers import new_app, ok, real_search_and_fresh_cache, texts  # noqa: F401
-from ui.state import AppState, encode
+from ui.state import AppState, encode, presets
 from ui.views.fleet import JOBS_KEY, default_jobs, jobs_file, with_edits
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 PAGE = "ui/pages/fleet.py"
 
 
-def _fleet_page(jobs: pd.DataFrame | None = None):
-    at = ok(new_app(encode(AppState())).run())
+def _fleet_page(jobs: pd.DataFrame | None = None, state: AppState = AppState()):
+    at = ok(new_app(encode(state)).run())
     if jobs is not None:
         at.session_state[JOBS_KEY] = jobs
     at.switch_page(PAGE)
@@ -72,3 +72,16 @@ def test_edits_add_and_delete_rows_and_blank_rows_are_dropped():
     assert [j["name"] for j in jobs] == ["llama-7b", "gpt-1.3b", "x"]
     assert jobs[0]["global_batch"] == 128 and jobs[2] == {"name": "x", "model": "opt-350m", "global_batch": 8,
                                                          "seq_len": 512, "weight": 1.0}
+
+
+def test_small_jobs_share_a_node_and_the_table_says_which_gpus():
+    """single-node-8 has two one-node pools: four jobs run only on parts of nodes."""
+    jobs = pd.DataFrame([{"name": n, "model": m, "global_batch": 64, "seq_len": 2048, "tokens_b": 2.0,
+                          "deadline_hours": None, "weight": 1.0}
+                         for n, m in [("a", "llama-2-7b"), ("b", "gpt3-2.7b"), ("c", "gpt3-1.3b"), ("d", "opt-350m")]],
+                        columns=default_jobs().columns).astype({"deadline_hours": float})
+    at = _allocate(_fleet_page(jobs, AppState(cluster=presets()["single-node-8"])))
+    table = at.dataframe[1].value
+    assert sorted(table["job"]) == ["a", "b", "c", "d"]
+    assert table["where"].str.contains("GPU").any()                  # part of a node: its GPUs named
+    assert (table[["a100 GPUs", "rtx-4090 GPUs"]].sum() <= 4).all()

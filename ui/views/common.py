@@ -41,6 +41,26 @@ def show_error(message: str, kind: str = "input", hint: str | None = None) -> No
     (st.info if kind == "unavailable" else st.error)(body, icon=":material/info:" if kind == "unavailable" else ":material/warning:")
 
 
+def outcome_on_button(key: str, inputs: str, compute, *, label: str, button_key: str, spinner: str, waiting: str,
+                      primary: bool = False, message=lambda text: text, input_hint: str | None = None):
+    """The result of `compute()` (an Outcome) kept in session state under `key` for `inputs` (a key of
+    the page's inputs), computed again when the button is pressed; None after showing why there is none:
+    `waiting` (a caption) while nothing is computed for these inputs, or the error (`message` of its text;
+    `input_hint` for a bad input)."""
+    if st.button(label, type="primary" if primary else "secondary", key=button_key):
+        with st.spinner(spinner):
+            st.session_state[key] = (inputs, compute())
+    saved = st.session_state.get(key)
+    if not saved or saved[0] != inputs:
+        st.caption(waiting)
+        return None
+    outcome = saved[1]
+    if outcome.error:
+        show_error(message(outcome.error), outcome.kind, hint=input_hint if outcome.kind == "input" else None)
+        return None
+    return outcome.result
+
+
 @dataclass(frozen=True)
 class Current:
     cluster: Cluster

@@ -1,5 +1,6 @@
-"""Fleet: several training jobs share the cluster as composed, whole nodes each, under a policy
-(planner.fleet): a jobs table in; the GPUs each job gets, its plan and speed, and what stays idle out."""
+"""Fleet: several training jobs share the cluster as composed, whole nodes or part of one node each, under
+a policy (planner.fleet): a jobs table in; the GPUs each job gets and where, its plan and speed, and what
+stays idle out."""
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from planner.types import Cluster, InputError
 from ui import charts, session
 from ui.markup import md
 from ui.planning import build_cluster, catalog, fleet_on
-from ui.views.common import caption, show_error
+from ui.views.common import caption, outcome_on_button, show_error
 
 JOBS_KEY = "fleet_jobs"                  # the jobs table (a DataFrame); session only, not in the link
 OUTCOME_KEY = "fleet_outcome"            # (inputs key, Outcome)
@@ -37,6 +38,7 @@ POLICY_HELP = {
                         "alone on its best allocation (Themis; needs tokens)",
 }
 DEFAULT_SEARCH_S = 0.3
+FIX_CELL = "Fix that cell of the jobs table and press Allocate again."
 
 
 def default_jobs() -> pd.DataFrame:
@@ -133,6 +135,7 @@ def allocation_table(result: FleetResult, cluster: Cluster) -> pd.DataFrame:
         tokens, cand = a.job.tokens, a.candidate
         hours, dollars = cand.hours_to_finish(tokens), cand.dollars_to_finish(tokens)
         rows.append({"job": a.job.name, **{f"{p.name} GPUs": a.gpus.get(p.name, 0) for p in cluster.pools},
+                     "where": "; ".join(s.describe() for s in a.placement),
                      "tokens/s": round(a.estimate.tokens_per_s), "share of its best": f"{a.normalised_throughput:.0%}",
                      "hours to finish": None if hours is None else round(hours, 1),
                      "$ to finish": None if dollars is None else round(dollars),
@@ -148,14 +151,21 @@ def allocation_gpus(result: FleetResult, cluster: Cluster) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["job", "pool", "gpus"])
 
 
+def _whole_nodes(n: int) -> str:
+    return f"{n} whole node{'s' * (n != 1)}"
+
+
 def _result(result: FleetResult, cluster: Cluster) -> None:
     st.subheader("Allocation")
     st.caption(f"Policy {md(result.policy.value)}: {len(result.allocations)} of "
                f"{len(result.allocations) + len(result.unscheduled)} jobs run. The program solved in "
-               f"{result.solve_time_s:.2f} s after {result.plan_time_s:.1f} CPU s of planning candidates.")
+               f"{result.solve_time_s:.2f} s after {result.plan_time_s:.1f} s planning candidates "
+               f"({result.searches} searches).")
     if result.allocations:
         st.dataframe(allocation_table(result, cluster), hide_index=True)
-        caption("One row per job that runs: the GPUs it holds in each pool (whole nodes), the tokens/s its plan "
+        caption("One row per job that runs: the GPUs it holds in each pool, where (whole nodes, or a half, a "
+                "quarter ... of one node's GPUs, which it shares with other jobs; nodes and GPUs numbered from 0 "
+                "within each pool), the tokens/s its plan "
                 "reaches there, that as a share of its best over its candidates, and the hours and dollars to "
                 "train its tokens (empty without tokens). The plan column is its shape: stages with layers and "
                 "replicas (pool, tensor parallelism), then the knobs.")
@@ -166,16 +176,18 @@ def _result(result: FleetResult, cluster: Cluster) -> None:
     idle = {pool: n for pool, n in result.idle_gpus.items() if n}
     if idle:
         st.markdown("**Idle GPUs**\n" + "\n".join(
-            f"- {n} of {md(pool)}: {md(result.idle_reasons.get(pool, ''))}" for pool, n in idle.items()))
+            f"- {n} of {md(pool)} ({_whole_nodes(result.idle_nodes.get(pool, 0))}): "
+            f"{md(result.idle_reasons.get(pool, ''))}" for pool, n in idle.items()))
     else:
         st.markdown("**Idle GPUs**: none.")
 
 
 def render() -> None:
     st.title("Fleet")
-    st.write("Share the cluster as composed among several training jobs: each gets whole nodes and a plan on "
-             "them, chosen by a mixed-integer program under a policy over candidate allocations that hetplan's "
-             "search scores. The jobs table lives in this browser session only (it is not in the share link).")
+    st.write("Share the cluster as composed among several training jobs: each gets whole nodes, or a half, a "
+             "quarter ... of one node's GPUs (so small jobs share a node), and a plan on them, chosen by a "
+             "mixed-integer program under a policy over candidate allocations that hetplan's search scores. "
+             "The jobs table lives in this browser session only (it is not in the share link).")
     state = session.get()
     try:
         cluster = build_cluster(state)
@@ -187,20 +199,15 @@ def render() -> None:
     try:
         jobs = jobs_file(table)
     except InputError as e:
-        show_error(str(e), hint="Fix that cell of the jobs table and press Allocate again.")
+        show_error(str(e), hint=FIX_CELL)
         return
     key = json.dumps([state.cluster, jobs, policy.value, seconds], sort_keys=True, default=str)
-    if st.button("Allocate", type="primary", key="fleet.run"):
-        with st.spinner("Planning each job on its candidate allocations, then solving the program…"):
-            outcome = fleet_on(state.cluster, jobs, policy.value, seconds)
-        st.session_state[OUTCOME_KEY] = (key, outcome)
-    saved = st.session_state.get(OUTCOME_KEY)
-    if not saved or saved[0] != key:
-        st.caption(f"Up to {seconds:g} CPU seconds of search for each job on each of its candidate allocations.")
-        return
-    outcome = saved[1]
-    if outcome.error:
-        hint = "Fix that cell of the jobs table and press Allocate again." if outcome.kind == "input" else None
-        show_error(rows_named(outcome.error), outcome.kind, hint=hint)
-        return
-    _result(outcome.result, cluster)
+    result = outcome_on_button(
+        OUTCOME_KEY, key, lambda: fleet_on(state.cluster, jobs, policy.value, seconds),
+        label="Allocate", button_key="fleet.run", primary=True,
+        spinner="Planning each job on its candidate allocations, then solving the program…",
+        waiting=f"Up to {seconds:g} CPU seconds of search for each job on each of its candidate allocations "
+                f"(jobs of the same model, batch and sequence length share their searches).",
+        message=rows_named, input_hint=FIX_CELL)
+    if result is not None:
+        _result(result, cluster)

@@ -13,7 +13,7 @@ from ui import frames, session
 from ui.markup import md
 from ui.planning import build_cluster, catalog, replan_on
 from ui.results import named_plans, plan_dict
-from ui.views.common import caption, show_error
+from ui.views.common import caption, outcome_on_button, show_error
 
 OUTCOME_KEY = "replan_outcome"           # (inputs key, Outcome)
 ADOPTED_KEY = "replan_adopted"
@@ -132,16 +132,11 @@ def render() -> None:
         return
     tokens, old = _inputs(state, planned_on(state))
     key = _key(state, tokens, old)
-    if st.button("Re-plan on the cluster as composed now", key="replan.run"):
-        with st.spinner("Searching the best plan on the cluster as composed now…"):
-            outcome = replan_on(state.cluster, state.plan, tokens, old, state.objective, state.time_limit_s)
-        st.session_state[OUTCOME_KEY] = (key, outcome)
-    saved = st.session_state.get(OUTCOME_KEY)
-    if not saved or saved[0] != key:
-        st.caption(f"Searches for up to {state.time_limit_s:g} CPU seconds (the limit set on Compose).")
-        return
-    outcome = saved[1]
-    if outcome.error:
-        show_error(outcome.error, outcome.kind)
-        return
-    _result(outcome.result, current, cluster)
+    result = outcome_on_button(
+        OUTCOME_KEY, key, lambda: replan_on(state.cluster, state.plan, tokens, old, state.objective,
+                                            state.time_limit_s),
+        label="Re-plan on the cluster as composed now", button_key="replan.run",
+        spinner="Searching the best plan on the cluster as composed now…",
+        waiting=f"Searches for up to {state.time_limit_s:g} CPU seconds (the limit set on Compose).")
+    if result is not None:
+        _result(result, current, cluster)
