@@ -54,6 +54,7 @@ def real_search_and_fresh_cache(monkeypatch):
     use_search(monkeypatch)
     import streamlit as st
     st.cache_data.clear()
+    st.cache_resource.clear()
 
 
 def ok(at):

@@ -85,3 +85,16 @@ def test_small_jobs_share_a_node_and_the_table_says_which_gpus():
     assert sorted(table["job"]) == ["a", "b", "c", "d"]
     assert table["where"].str.contains("GPU").any()                  # part of a node: its GPUs named
     assert (table[["a100 GPUs", "rtx-4090 GPUs"]].sum() <= 4).all()
+
+
+def test_switching_the_policy_solves_again_without_searching_again(monkeypatch):
+    import planner.fleet
+    calls = []
+    real = planner.fleet.search
+    monkeypatch.setattr(planner.fleet, "search", lambda *a, **k: calls.append(1) or real(*a, **k))
+    at = _allocate(_fleet_page())
+    searched = len(calls)
+    assert searched > 0
+    at.selectbox(key="w.fleet.policy").select_index(1)
+    at = _allocate(ok(at.run()))
+    assert len(calls) == searched and len(at.dataframe) == 2

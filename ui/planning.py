@@ -323,6 +323,13 @@ def replan_on(cluster: dict, plan: dict, tokens: float | None, old_cluster: dict
         return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")
 
 
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _fleet_searches(cluster_json: str, search_time_limit_s: float) -> dict:
+    """The candidates' searches of one cluster and limit (planner.fleet's `cache`), shared by every
+    policy and jobs table on it: switching the policy costs only the solve."""
+    return {}
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def _fleet(cluster_json: str, jobs_json: str, policy: str, search_time_limit_s: float) -> Outcome:
     try:
@@ -331,7 +338,8 @@ def _fleet(cluster_json: str, jobs_json: str, policy: str, search_time_limit_s: 
         from planner.fleet import FleetOptions, plan_fleet
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         jobs = fleet_jobs_from_dict(json.loads(jobs_json), catalog(), source="jobs table")
-        return Outcome(result=plan_fleet(cluster, jobs, policy, FleetOptions(search_time_limit_s=search_time_limit_s)))
+        return Outcome(result=plan_fleet(cluster, jobs, policy, FleetOptions(search_time_limit_s=search_time_limit_s),
+                                         cache=_fleet_searches(cluster_json, search_time_limit_s)))
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:
