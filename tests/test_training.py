@@ -13,7 +13,7 @@ from catalog.formats import plan_from_dict, plan_to_dict
 from planner.cost import evaluate
 from planner.search import search
 from planner.training import NF4_BYTES_PER_PARAM, adapter_params, model_states, trainable_share
-from planner.types import (GIB, InfeasibleError, InputError, Job, JobKind, Model, Offload, Plan, Precision, Recompute,
+from planner.types import (InfeasibleError, InputError, Job, JobKind, Model, Offload, Plan, Precision, Recompute,
                            Replica, Stage, Training)
 from tests.test_engines import _candidates
 from tests.test_one_cost_model import PIPELINE_TOLERANCE, _random_case, assert_holds_against_exhaustive
