@@ -23,19 +23,26 @@ from planner.types import PRETRAIN, Gpu, JobKind, MlpKind, Model, NormKind, Posi
 
 ACT_BYTES = 2  # 16-bit activations (planner.numerics: 4 in fp32), the least of any precision
 
-# Matmuls whose smallest dimension is n reach n / (n + GEMM_HALF_DIM) of the GPU's best matmul
-# rate: a saturating roll-off for the wave quantisation and memory-bound tails of small GEMMs
-# (NVIDIA, "Matrix Multiplication Background User's Guide"; at n = 1024 this gives 0.89,
-# close to the 85-90% cuBLAS reaches on A100 for 1k-wide GEMMs vs 8k-wide ones).
-GEMM_HALF_DIM = 128
+# Matmuls whose smallest dimension is n reach n / (n + n0) of the GPU's best matmul rate, n0 the
+# GPU's ops:byte ratio, 16-bit peak FLOP/s over memory bandwidth (NVIDIA, "Matrix Multiplication
+# Background User's Guide", "Math and memory bounds": a GEMM is memory-bound below that arithmetic
+# intensity; V100's 125 TFLOP/s over 900 GB/s gives its 139). Roofline with the two times added:
+# an m x n x k GEMM with n the smallest dimension moves about e*m*k bytes of e-byte elements for
+# 2*m*n*k FLOPs, so time = FLOPs/P * (1 + P*e / (2*n*B)); at e = 2 the half point is n0 = P/B, and
+# FP8 (P doubled, e halved) and TF32 (P halved, e = 4) share it. A100: 153; H100 SXM: 295, so an
+# H100 GEMM of the same shape reaches a smaller fraction of its best rate than an A100's (below 8k).
+def gemm_half_dim(gpu: Gpu) -> float:
+    return gpu.peak_flops / gpu.mem_bw_bytes_per_s
+
 
 # The catalog's `efficiency` is each GPU's best measured large-GEMM rate (stas00/ml-engineering,
 # "maximum achievable matmul FLOPS"). The GEMMs of a training step (mixed shapes, transposed
 # operands in the backward pass, bias/activation epilogues) run a little below that ceiling.
-# One global factor for every GPU and row: 0.944, the value at which the A100 rows of both
+# One global factor for every GPU and row: 0.948, the value at which the A100 rows of both
 # validation data sets (Narayanan 2021 Table 1, Korthikanti 2022 Table 5; 18 rows) have the
-# smallest mean error (docs/validation.md); it puts A100 training GEMMs at 82% of peak.
-TRAINING_GEMM_DERATE = 0.944
+# smallest mean error (docs/validation.md; 0.944 with the roll-off's former fixed n0 = 128);
+# it puts A100 training GEMMs at 82% of peak.
+TRAINING_GEMM_DERATE = 0.948
 
 # Attention batched matmuls (Q K^T, scores V) run per head on head_dim-wide operands and reach
 # about half the rate of the projection GEMMs (Dao et al. 2022, FlashAttention, figure 1 and
@@ -143,7 +150,7 @@ class PassTimes:
 
 
 def gemm_efficiency(gpu: Gpu, smallest_dim: float) -> float:
-    return gpu.efficiency * TRAINING_GEMM_DERATE * smallest_dim / (smallest_dim + GEMM_HALF_DIM)
+    return gpu.efficiency * TRAINING_GEMM_DERATE * smallest_dim / (smallest_dim + gemm_half_dim(gpu))
 
 
 def _matmul_s(flops: float, gpu: Gpu, smallest_dim: float, peak_flops: float | None = None) -> float:
@@ -242,7 +249,7 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
                      kernels: Kernels = Kernels.FUSED,
                      selective: SelectiveKind = SelectiveKind.ATTENTION_CORE,
                      training: Training = PRETRAIN, cp: int = 1, cp_bw: float = math.inf,
-                     expert_parallel: int = 1) -> PassTimes:
+                     expert_parallel: int = 1, tp_overlap: bool = False) -> PassTimes:
     """One micro-batch's forward and backward through `num_layers` layers (and the head).
     `layer_overhead_s`, `kernels` and `selective`: the engine's fixed cost per layer and pass, how it
     runs element-wise ops and what its selective recomputation reruns (planner.engines.base.Execution);
@@ -250,8 +257,9 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
     (planner.training: a frozen base has no weight gradients; adapters and NF4 dequantisation add
     work); `cp` and `cp_bw`: the context-parallel degree and the bandwidth per GPU of its ring
     (context_ring_s); `expert_parallel`: the busiest rank's experts carry more than the mean tokens
-    (planner.experts.expert_load). The defaults are the cheapest but for adapter jobs, which are
-    cheaper still."""
+    (planner.experts.expert_load); `tp_overlap`: the engine pipelines its tensor-parallel collectives
+    with the GEMMs beside them (exposed_tp_comm_s). The defaults are the cheapest but for adapter jobs,
+    which are cheaper still, and `tp_overlap`, which hides communication."""
     proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
                                            flash_attention, precision, tf32, kernels, cp, expert_parallel)
     collective = tp_collective_s(model, seq_len / cp, micro_batch, tp, link_bw, precision)
@@ -273,6 +281,9 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
     elif recompute == Recompute.SELECTIVE:
         layer_bwd += attn
         ring_bwd += ring_fwd          # the rerun attention core goes round the ring again
+    if tp_overlap:
+        gemm_bwd = backward_proj * proj + (proj if recompute == Recompute.FULL else 0.0)
+        tp_fwd, tp_bwd = exposed_tp_comm_s(tp_fwd, proj, tp), exposed_tp_comm_s(tp_bwd, gemm_bwd, tp)
     head_fwd = head_bwd = 0.0
     if has_head:
         tokens = seq_len * micro_batch / cp
@@ -285,6 +296,20 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
     return PassTimes(num_layers * (layer_fwd + tp_fwd + ring_fwd) + head_fwd,
                      num_layers * (layer_bwd + tp_bwd + ring_bwd) + head_bwd, tp_total, compute,
                      num_layers * (ring_fwd + ring_bwd))
+
+
+def exposed_tp_comm_s(comm_s: float, gemm_s: float, tp: int) -> float:
+    """What is left of a pass's tensor-parallel collectives (`comm_s`) when each is pipelined with the
+    GEMM beside it (`gemm_s`: the pass's projection GEMMs), as Megatron-Core's --tp-comm-overlap runs
+    them through Transformer Engine's userbuffers (megatron/core/model_parallel_config.py @core_r0.8.0:
+    tp_comm_overlap_ag / _rs, "pipelining the GEMM and All-Gather" / "Reduce-Scatter", in the forward;
+    tp_comm_bulk_wgrad / _dgrad, the backward's all-gather and reduce-scatter beside the other gradient
+    GEMM). The collective and the GEMM are split into tp chunks, chunk i's transfer beside chunk i-1's
+    GEMM: the first (all-gather) or last (reduce-scatter) chunk, 1/tp of the transfer, stays exposed,
+    and so does whatever the transfer takes beyond the GEMM."""
+    if tp <= 1 or comm_s <= 0.0:
+        return comm_s
+    return max(comm_s / tp, comm_s - gemm_s)
 
 
 def context_ring_s(model: Model, seq_len: int, micro_batch: int, tp: int, cp: int, cp_bw: float,

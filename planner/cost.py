@@ -48,7 +48,7 @@ def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOpt
                             plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
                             gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
                             run.kernels, run.selective_recompute, plan.training, cp, context_ring_bw(pool, tp, cp),
-                            plan.expert_parallel)
+                            plan.expert_parallel, run.tp_comm_overlap)
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
@@ -112,10 +112,10 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         dp_sync.append(sum(grad_sync_s(plan.zero_stage, per_gpu * states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                            for per_gpu, ranks in shards))
         after_step.append(max(sum(after_step_s(plan.zero_stage, per_gpu, ranks, cluster.pool(rep.pool), dp_bw, dp_lat,
-                                               states)
+                                               states, first_fwd if run.overlap_param_gather else 0.0)
                                   for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, d,
                                                                      plan.expert_parallel))
-                              for rep in stage.replicas))
+                              for rep, first_fwd in zip(stage.replicas, fwd[i])))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)

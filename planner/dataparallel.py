@@ -98,12 +98,16 @@ def fetch_s(states: ModelStates, params_per_gpu: float, replicas: int, gpu) -> f
 
 
 def after_step_s(zero_stage: int, params_per_gpu: float, replicas: int, pool: Pool, bw: float,
-                 latency_s: float, states: ModelStates) -> float:
+                 latency_s: float, states: ModelStates, gather_hidden_behind_s: float = 0.0) -> float:
     """Optimizer step on this GPU's shard (step_s), then (ZeRO-1/2) the all-gather of the updated
-    16-bit trained weights; ZeRO-3 gathers them on use instead."""
+    16-bit trained weights; ZeRO-3 gathers them on use instead. `gather_hidden_behind_s`: compute
+    the all-gather runs beside, the next iteration's first forward pass under Megatron-Core's
+    --overlap-param-gather (megatron/core/optimizer/distrib_optimizer.py @core_r0.8.0: the first
+    bucket's all-gather is launched before the forward, each next one from the forward pre-hook
+    of the module that waits on it); 0 when it runs after the step."""
     step = step_s(states, zero_stage, params_per_gpu, replicas, pool)
     weight_element_bytes = states.trained_weight_bytes
     params_per_gpu = params_per_gpu * states.trainable
     gather = (all_gather_s(params_per_gpu * weight_element_bytes, replicas, bw, latency_s)
               if zero_stage in (1, 2) else 0.0)
-    return step + gather
+    return step + max(0.0, gather - gather_hidden_behind_s)

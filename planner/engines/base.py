@@ -83,6 +83,11 @@ class Execution:
     offload_grad_bytes: float = 2.0         # per trained parameter: the gradient the GPU keeps under optimizer
     #                                         offload (16-bit for the trip to the host; Megatron-LM keeps its
     #                                         fp32 main-grad buffer: 4)
+    tp_comm_overlap: bool = False           # tensor-parallel collectives pipelined with the GEMMs beside them
+    #                                         (Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers;
+    #                                         planner.compute.exposed_tp_comm_s)
+    overlap_param_gather: bool = False      # ZeRO-1/2's post-step weight all-gather hidden behind the next
+    #                                         iteration's first forward (Megatron-Core --overlap-param-gather)
     tf32_default: bool = False              # fp32 matmuls on TF32 tensor cores unless the plan says otherwise
     #                                         (PyTorch's default: off, torch.backends.cuda.matmul.allow_tf32)
     notes: tuple[str, ...] = ()             # how it runs every plan, in words
@@ -115,6 +120,8 @@ class Execution:
                      or other.selective_recompute == SelectiveKind.ATTENTION_CORE)
                 and set(other.fp32_grad_reduce) <= set(self.fp32_grad_reduce)
                 and self.zero_overlap <= other.zero_overlap
+                and (other.tp_comm_overlap or not self.tp_comm_overlap)
+                and (other.overlap_param_gather or not self.overlap_param_gather)
                 and self.layer_overhead_s >= other.layer_overhead_s
                 and self.framework_bytes >= other.framework_bytes
                 and self.offload_grad_bytes >= other.offload_grad_bytes)

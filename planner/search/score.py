@@ -124,9 +124,9 @@ class Scorer:
             ring = context_ring_bw(pool, t, cp)
             ep = self.job.expert_parallel
             layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                     kernels, selective, job, cp, ring, ep)
+                                     kernels, selective, job, cp, ring, ep, self.run.tp_comm_overlap)
             head = stage_pass_times(m, pool.gpu, 0, True, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                    kernels, selective, job, cp, ring, ep)
+                                    kernels, selective, job, cp, ring, ep, self.run.tp_comm_overlap)
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 
@@ -429,9 +429,10 @@ class Scorer:
                        for per_gpu, ranks in shards)
             overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
             exposed = max(0.0, sync - stage_bwd / v) if overlaps else sync
-            step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states)
+            step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states,
+                                        first_fwd if self.run.overlap_param_gather else 0.0)
                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
-                       for g in groups)
+                       for g, first_fwd in zip(groups, fs))
             tails.append(exposed + step)
             drains.append(fastest_bwd)
         m, windows = self.job.global_batch // mb, _windows(layout)
