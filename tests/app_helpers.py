@@ -84,3 +84,11 @@ def sidebar_text(at) -> str:
 def press_plan(at):
     at.sidebar.button(key="sidebar_plan").click().run()
     return ok(at)
+
+
+def keyed(elements, name: str):
+    """The widget among `elements` (e.g. `at.selectbox`) drawn with `ui.session.fresh_key(name)`,
+    whatever the state's generation."""
+    found = [e for e in elements if e.key == f"w.{name}" or str(e.key).startswith(f"w.{name}#")]
+    assert len(found) == 1, [e.key for e in elements]
+    return found[0]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tests.app_helpers import (SMALL, example_plan, new_app, ok, real_search_and_fresh_cache,  # noqa: F401
-                               shown, texts)
+                               keyed, shown, texts)
 from ui import charts, frames
 from ui.state import AppState, encode, presets
 
@@ -44,7 +44,7 @@ def test_the_preset_picker_follows_an_uploaded_or_linked_cluster():
     at.selectbox(key="w.preset").select("single-node-8").run()
     at.button[0].click().run()
     _ok(at)
-    assert at.selectbox(key="w.preset").value == "single-node-8"
+    assert keyed(at.selectbox, "preset").value == "single-node-8"
 
 
 def test_a_planning_run_reports_its_plan_in_one_line():
@@ -285,3 +285,20 @@ def test_compose_fields_keep_their_values_when_the_browser_loses_its_widget_stat
             after.tokens_to_train) == (64, 2048, 45.0, "single-node-8", "gpt3-1.3b", before.tokens_to_train)
     assert after == replace(before, engine="megatron")
     assert at.number_input(key="w.batch").value == 64
+
+
+def test_a_replaced_cluster_gets_fresh_name_and_preset_fields():
+    """Review: after uploading a cluster the name field kept the old cluster's name, and the next rerun
+    wrote it back (the browser keeps a widget's value by its key and sends it as if typed). Replacing
+    the state (a preset or an upload, both `session.replace_all`) gives those fields new keys, which the
+    browser holds nothing for."""
+    at = _ok(new_app().run())
+    before = {keyed(at.text_input, "cluster_name").key, keyed(at.selectbox, "preset").key}
+    keyed(at.selectbox, "preset").select("lab-mix").run()
+    at.button[0].click().run()
+    _ok(at)
+    field = keyed(at.text_input, "cluster_name")
+    assert field.key not in before and field.value == "lab-mix"
+    assert keyed(at.selectbox, "preset").key not in before
+    field.input("my-lab").run()
+    assert at.session_state["app_state"].cluster["name"] == "my-lab"

@@ -2,7 +2,7 @@
 section survives share links, and can be dropped for a bandwidth between pools."""
 from __future__ import annotations
 
-from tests.app_helpers import new_app, ok, real_search_and_fresh_cache, texts  # noqa: F401
+from tests.app_helpers import keyed, new_app, ok, real_search_and_fresh_cache, texts  # noqa: F401
 from tests.test_network import _lab
 from ui.state import AppState, decode, encode
 
@@ -33,8 +33,12 @@ def test_dropping_the_network_section_brings_back_the_bandwidth_between_pools():
     at = _at()
     next(b for b in at.button if b.label.startswith("Drop the network")).click().run()
     ok(at)
-    assert "network" not in at.session_state["app_state"].cluster
-    assert any(n.key == "w.between" for n in at.number_input)
+    cluster = at.session_state["app_state"].cluster
+    assert "network" not in cluster
+    assert [p["inter_node_gbps"] for p in cluster["pools"]] == [200, 100]     # each pool's links
+    assert cluster["between_pools_gbps"] == 5                                # the 10 Gb/s trunk, 2 node pairs
+    assert keyed(at.number_input, "between").value == 5
+    assert not at.error and "GPUs" in at.success[0].value                   # a cluster that builds
 
 
 def test_a_cluster_with_a_network_plans_in_the_app():

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import streamlit as st
 
+from catalog import cluster_from_dict
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.flops import model_params
@@ -159,7 +160,25 @@ def _between(gbps: float | None) -> dict:
 
 
 def _drop_network() -> None:
-    session.update(cluster={k: v for k, v in session.get().cluster.items() if k != "network"}, plan=None)
+    state = session.get()     # replaced whole: the pool table redraws from it, with the bandwidths filled in
+    session.replace_all(replace(state, cluster=without_network(state.cluster), plan=None))
+
+
+def without_network(cluster: dict) -> dict:
+    """`cluster` (file format) in the short form: each pool's network bandwidth from its links, and
+    the slowest widest path between two pools as the bandwidth between pools (a single figure can
+    only be the most cautious one); a section that does not build is dropped as it is."""
+    out = {k: v for k, v in cluster.items() if k != "network"}
+    try:
+        built = cluster_from_dict(cluster, catalog(), source="cluster")
+    except InputError:
+        return out
+    out["pools"] = [{**p, "inter_node_gbps": round(q.inter_node_bw_bytes_per_s * 8 / 1e9, 6)}
+                    for p, q in zip(cluster["pools"], built.pools)]
+    pairs = [built.bw_between_pools(a, b) for i, a in enumerate(built.pools) for b in built.pools[i + 1:]]
+    if pairs:
+        out["between_pools_gbps"] = round(min(pairs) * 8 / 1e9, 6)
+    return out
 
 
 def cluster_options(cluster: dict) -> None:
@@ -168,16 +187,18 @@ def cluster_options(cluster: dict) -> None:
     between = cluster.get("between_pools_gbps")
     c1, c2 = st.columns(2)
     c1.text_input("cluster name", value=cluster.get("name", "cluster"),
-                  **session.edits_state(session.WIDGET_PREFIX + "cluster_name", _named))
+                  **session.edits_state(session.fresh_key("cluster_name"), _named))
     if isinstance(cluster.get("network"), dict):
         network = cluster["network"]
         c2.markdown(f"**Network** from the cluster file: {len(network.get('switches') or [])} switches, "
                     f"{len(network.get('links') or [])} links; traffic between pools follows its widest path.")
-        c2.button("Drop the network section (use a bandwidth between pools)", on_click=_drop_network)
+        c2.button("Drop the network section (use a bandwidth between pools)", on_click=_drop_network,
+                  help="each pool keeps its links' bandwidth as its network Gb/s per node, and the slowest "
+                       "path between two pools becomes the bandwidth between pools")
         return
     c2.number_input("between pools, Gb/s per node (empty: the slower pool's network)", min_value=1.0,
                     value=float(between) if between else None,
-                    **session.edits_state(session.WIDGET_PREFIX + "between", _between))
+                    **session.edits_state(session.fresh_key("between"), _between))
 
 
 def model_label(model: Model) -> str:

@@ -45,10 +45,22 @@ def update(**changes) -> AppState:
 
 
 def replace_all(state: AppState) -> None:
-    """A new state from outside the widgets (preset, upload): widgets restart from it."""
+    """A new state from outside the widgets (preset, upload): widgets restart from it. Those drawn
+    with `fresh_key` get new keys too: the browser keeps a widget's last value by its key and would
+    send the old cluster's name back on the next rerun, as if the user had typed it."""
     put(state)
     for key in [k for k in st.session_state if str(k).startswith(WIDGET_PREFIX)]:
         del st.session_state[key]
+    st.session_state[GENERATION_KEY] = st.session_state.get(GENERATION_KEY, 0) + 1
+
+
+GENERATION_KEY = "state_generation"
+
+
+def fresh_key(name: str) -> str:
+    """A widget key that changes whenever `replace_all` replaces the state (WIDGET_PREFIX + name at first)."""
+    generation = st.session_state.get(GENERATION_KEY, 0)
+    return WIDGET_PREFIX + name + (f"#{generation}" if generation else "")
 
 
 def edits_state(key: str, changes: Callable[[Any], dict]) -> dict:

@@ -23,7 +23,7 @@ def _preset_row() -> None:
     table = presets()
     c1, c2, c3 = st.columns([3, 1, 3], vertical_alignment="bottom")
     current = session.get().cluster.get("name")
-    choice = c1.selectbox("start from a preset cluster", list(table), key=session.WIDGET_PREFIX + "preset",
+    choice = c1.selectbox("start from a preset cluster", list(table), key=session.fresh_key("preset"),
                           index=list(table).index(current) if current in table else 0,
                           format_func=lambda k: f"{k} ({_gpus(table[k])} GPUs)")
     if c2.button("Load preset", width="stretch"):
