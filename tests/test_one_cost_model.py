@@ -105,7 +105,7 @@ def _candidates(cluster, job):
 PIPELINE_TOLERANCE = 1e-9
 
 
-@pytest.mark.parametrize("seed", [3, 9, 19, 36])
+@pytest.mark.parametrize("seed", [3, 9, 19, 36, 84, 94])   # 84, 94: deep and interleaved pipelines the fill misjudges
 def test_bounds_and_floors_never_above_evaluate(catalog, seed):
     """Screen, capacity and pipeline bounds, and each candidate's own floor, against
     planner.cost.evaluate on every candidate of random clusters with small nodes, slow links and

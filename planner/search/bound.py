@@ -71,11 +71,16 @@ from planner.types import Recompute
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
 
-# Narayanan's fill (b3) is an estimate of the simulated 1F1B bubble, not a bound on it: on 4 of
-# 37,165 candidates of 40 random small clusters the simulation beat it by up to 0.97%
-# (docs/cost-model.md). The pipeline bounds give up this much so that they stay below what
-# planner.cost.evaluate reports (tests/test_one_cost_model.py holds them to it).
-FILL_SLACK = 0.02
+# Narayanan's fill (b3) is an estimate of the simulated 1F1B bubble, not a bound on it (the
+# simulation hides the stages after the busiest one behind its own backward passes), and the
+# interleaved busiest-stage level is beaten by the simulated interleaved schedule on a few deep
+# or interleaved pipelines of few micro-batches. Measured by `python benchmarks/fast_vs_evaluate.py
+# --seeds 0:100 --job-kind K` (100 random small clusters, about 440,000 candidates over pretrain,
+# lora and qlora): without slack the pipeline bound is above planner.cost.evaluate on about 0.3% of
+# candidates, by at most 7.1% (pretrain) and 10.5% (LoRA, QLoRA). The pipeline bounds give up
+# FILL_SLACK so that they stay below evaluate with a margin (0 candidates above at 12%); this is a
+# measured margin, not a proof (docs/cost-model.md, "One cost model in the search").
+FILL_SLACK = 0.12
 EXACT_RUN_REPLICAS = 64     # runs of at most this many replicas get exact transfers in the bounds
 
 
