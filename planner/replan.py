@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from planner.cost import CostOptions, evaluate
 from planner.flops import model_params
 from planner.memory import plan_states
+from planner.report import format_duration
 from planner.search import SearchOptions, search
+from planner.search.explain import format_tokens
 from planner.spot import tokens_per_s
 from planner.types import Cluster, Estimate, InputError, Job, Objective, Plan
 
@@ -166,5 +168,5 @@ def _worth(now: Estimate | None, why: str, new: Estimate, switch: Switch, tokens
                             f"it against the {switch.seconds:,.0f} s switch")
     stay = tokens / tokens_per_s(now)
     move = switch.seconds + tokens / tokens_per_s(new)
-    return move < stay, (f"{tokens:,.3g} tokens take {stay / 3600:,.1f} h on the current plan and "
-                         f"{move / 3600:,.1f} h with the switch ({switch.seconds:,.0f} s) and the new plan")
+    return move < stay, (f"{format_tokens(tokens)} take {format_duration(stay)} on the current plan and "
+                         f"{format_duration(move)} with the switch ({format_duration(switch.seconds)}) and the new plan")

@@ -24,3 +24,21 @@ def test_unproven_search_says_so_without_a_limit():
     """A search that ran out but could not prove its answer within its verification budget."""
     text = search_completeness(SimpleNamespace(complete=False, gap=0.012, stopped_by=None))
     assert "could not prove" in text and "1.2%" in text and "None" not in text
+
+
+def test_energy_text_names_the_pools_without_a_grid_intensity(catalog):
+    """Review: with a grid intensity on some pools only, the CO2 figure vanished without a word."""
+    from catalog import cluster_from_dict
+    from catalog.formats import plan_from_dict
+    from planner.cost import evaluate
+    from tests.app_helpers import example_plan
+    from ui import frames
+    from ui.state import presets
+    data = presets()["single-node-8"]
+    data = {**data, "pools": [{**data["pools"][0], "grid_gco2_per_kwh": 300}, data["pools"][1]]}
+    cluster = cluster_from_dict(data, catalog)
+    plan = plan_from_dict(example_plan(), catalog)
+    est = evaluate(cluster, plan, tokens_to_train=1e9)
+    missing = frames.pools_without_grid_intensity(cluster, plan)
+    assert est.train_co2_kg is None and missing == [data["pools"][1]["name"]]
+    assert f"no CO2 figure: pool {missing[0]} states no grid" in frames.energy_text(est, missing)

@@ -56,6 +56,9 @@ def test_switching_pays_off_only_over_enough_tokens(catalog):
     few, many = replan(cluster, current, 1e6, options=QUICK), replan(cluster, current, 1e12, options=QUICK)
     assert few.current is not None and few.estimate.tokens_per_s > few.current.tokens_per_s
     assert not few.worth_switching and many.worth_switching
+    # durations people read: "1 M tokens take 12 s on the current plan and 2.0 min with the switch", not "0.0 h"
+    assert few.reason.startswith("1 M tokens take") and " h " not in few.reason and "min" in few.reason
+    assert many.reason.startswith("1 T tokens take") and " d " in many.reason
 
 
 def test_replan_json_is_the_documented_object():

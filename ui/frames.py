@@ -262,14 +262,24 @@ def side_by_side(before: Estimate, before_plan: Plan, after: Estimate, after_pla
     return pd.DataFrame(out)
 
 
-def energy_text(est) -> str:
-    """Board power, energy per million tokens and, where known, energy and carbon to train."""
+def energy_text(est, without_grid: list[str] | None = None) -> str:
+    """Board power, energy per million tokens and, where known, energy and carbon to train;
+    `without_grid`: the used pools that state no grid intensity, named when the carbon is unknown."""
     text = f"{est.power_w / 1e3:,.1f} kW of GPU board power, {est.energy_per_million_tokens_kwh:.3f} kWh per million tokens"
     if est.train_energy_kwh is not None:
         text += f"; {est.train_energy_kwh:,.0f} kWh to train"
         if est.train_co2_kg is not None:
             text += f", {est.train_co2_kg / 1000:,.1f} t CO2"
+        elif without_grid:
+            text += (f"; no CO2 figure: pool{'s' if len(without_grid) > 1 else ''} {', '.join(without_grid)} "
+                     f"state{'' if len(without_grid) > 1 else 's'} no grid gCO2/kWh (a column of the pool table)")
     return text
+
+
+def pools_without_grid_intensity(cluster: Cluster, plan: Plan) -> list[str]:
+    """The pools a plan uses whose grid carbon intensity is not given."""
+    used = plan.gpus_by_pool()
+    return [p.name for p in cluster.pools if p.name in used and p.grid_gco2_per_kwh is None]
 
 
 def network_paths(cluster: Cluster) -> pd.DataFrame:

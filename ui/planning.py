@@ -324,9 +324,11 @@ def replan_on(cluster: dict, plan: dict, tokens: float | None, old_cluster: dict
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _fleet_searches(cluster_json: str, search_time_limit_s: float) -> dict:
+def _fleet_searches(cluster_json: str, search_time_limit_s: float, code: int) -> dict:
     """The candidates' searches of one cluster and limit (planner.fleet's `cache`), shared by every
-    policy and jobs table on it: switching the policy costs only the solve."""
+    policy and jobs table on it: switching the policy costs only the solve. `code`: the identity of
+    the planner's types, so that a server whose code is reloaded does not hand out plans of the old
+    classes (which the result cache could then not store)."""
     return {}
 
 
@@ -339,7 +341,7 @@ def _fleet(cluster_json: str, jobs_json: str, policy: str, search_time_limit_s: 
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         jobs = fleet_jobs_from_dict(json.loads(jobs_json), catalog(), source="jobs table")
         return Outcome(result=plan_fleet(cluster, jobs, policy, FleetOptions(search_time_limit_s=search_time_limit_s),
-                                         cache=_fleet_searches(cluster_json, search_time_limit_s)))
+                                         cache=_fleet_searches(cluster_json, search_time_limit_s, id(Plan))))
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:

@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 
 from catalog import plan_to_dict, without_output_keys
+from planner import spot
 from ui.planning import catalog
 
 
@@ -53,14 +54,14 @@ def find(named: list[NamedPlan], plan: dict | None) -> NamedPlan | None:
 
 def baseline_facts(estimate, cluster_gpus: int) -> str:
     """What a baseline is, next to any gain quoted against it: "16 of 112 GPUs · $0.412 / M tokens"."""
-    return f"{estimate.num_gpus:,} of {cluster_gpus:,} GPUs · ${estimate.cost_per_million_tokens_usd:.3f} / M tokens"
+    return f"{estimate.num_gpus:,} of {cluster_gpus:,} GPUs · ${spot.cost_per_million_tokens_usd(estimate):.3f} / M tokens"
 
 
 def cheaper_baseline(name: str, plan_estimate, baseline_estimate, cluster_gpus: int) -> str:
     """One sentence when the baseline costs less per token than the plan it is compared with; "" if not.
     A gain by throughput against a baseline that leaves most GPUs idle says little about dollars."""
-    plan_usd = plan_estimate.cost_per_million_tokens_usd
-    base_usd = baseline_estimate.cost_per_million_tokens_usd
+    plan_usd = spot.cost_per_million_tokens_usd(plan_estimate)      # expected figures on spot pools, as ranked
+    base_usd = spot.cost_per_million_tokens_usd(baseline_estimate)
     if not base_usd < plan_usd * (1 - 0.005):            # within half a percent: the same price
         return ""
     return (f"The {name} is {1 - base_usd / plan_usd:.0%} cheaper per token than this plan "
@@ -90,20 +91,21 @@ def cheaper_front_plans(result, on_view_plan: dict, on_view_estimate, cluster) -
     plan on view, cheapest last: "4% slower, 30% cheaper per token: leaves 72 v100-32gb-sxm GPUs idle"."""
     named = named_plans(result)
     on_view_plan = {k: v for k, v in without_output_keys(on_view_plan).items() if k not in ("name", "notes")}
-    view_tps, view_usd = on_view_estimate.tokens_per_s, on_view_estimate.cost_per_million_tokens_usd
+    view_tps, view_usd = spot.tokens_per_s(on_view_estimate), spot.cost_per_million_tokens_usd(on_view_estimate)
     out = []
     for sp in sorted(getattr(result, "pareto", None) or [], key=lambda sp: -sp.estimate.tokens_per_s):
         d = plan_dict(sp.plan)
         est = sp.estimate
-        if d == on_view_plan or not est.cost_per_million_tokens_usd < view_usd * (1 - 0.005):
+        usd = spot.cost_per_million_tokens_usd(est)           # expected figures on spot pools, as the gains
+        if d == on_view_plan or not usd < view_usd * (1 - 0.005):
             continue
         name = next((n.name for n in named if n.plan_dict == d), "a front plan")
-        speed = est.tokens_per_s / view_tps - 1
+        speed = spot.tokens_per_s(est) / view_tps - 1
         pace = ("as fast" if abs(speed) < 0.005 else
                 f"{_percent(speed)} {'slower' if speed < 0 else 'faster'}")
-        cheaper = 1 - est.cost_per_million_tokens_usd / view_usd
+        cheaper = 1 - usd / view_usd
         out.append((name, f"{pace}, {_percent(cheaper)} cheaper per token "
-                          f"(${est.cost_per_million_tokens_usd:.3f} / M tokens): {_what_it_leaves(sp.plan, cluster)}"))
+                          f"(${usd:.3f} / M tokens): {_what_it_leaves(sp.plan, cluster)}"))
     return out
 
 

@@ -282,7 +282,7 @@ def _money(usd: float) -> str:
     return f"${usd:,.0f}"
 
 
-def _metrics(est) -> None:
+def _metrics(est, without_grid: list[str] | None = None) -> None:
     c = st.columns(6)
     c[0].metric("tokens / s", _si(est.tokens_per_s), help=f"{est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs")
     c[1].metric("MFU", f"{est.mfu:.1%}", help="model FLOPs / (iteration time × peak FLOP/s of the GPUs used)")
@@ -295,7 +295,7 @@ def _metrics(est) -> None:
     c[5].metric("$ to train", "-" if dollars is None else _money(dollars),
                 help=f"{run}, at ${est.cost_per_hour_usd:,.0f}/h for the GPUs used"
                      + ("" if dollars is None else f": ${dollars:,.0f}"))
-    st.caption(frames.energy_text(est) + " (GPU board power for the whole iteration: an upper bound without host, "
+    st.caption(frames.energy_text(est, without_grid) + " (GPU board power for the whole iteration: an upper bound without host, "
                "network and cooling; carbon from each pool's grid_gco2_per_kwh in the cluster file)")
     if spot_text(est):
         st.caption("Spot: " + spot_text(est) + " (an assumption: pools reclaimed independently, no work lost "
@@ -398,7 +398,7 @@ def _plan_on_view(cur, result) -> None:
     _engine_line(cur)
     if not est.fits:
         st.error(f"**Does not fit in memory:** {md(est.oom)}", icon=":material/warning:")
-    _metrics(est)
+    _metrics(est, frames.pools_without_grid_intensity(cur.cluster, cur.plan))
     if named is not None:
         baselines = {k: v for k, v in (getattr(result, "baselines", None) or {}).items() if v is not None}
         on_front = {name for name, _ in cheaper_front_plans(result, session.get().plan, est, cur.cluster)}
