@@ -123,8 +123,9 @@ def test_a_baseline_cheaper_per_token_is_said_so():
     from types import SimpleNamespace
 
     from ui.results import baseline_facts, cheaper_baseline
-    plan = SimpleNamespace(num_gpus=112, cost_per_million_tokens_usd=0.40)
-    base = SimpleNamespace(num_gpus=16, cost_per_million_tokens_usd=0.22)
+    on_demand = dict(expected_tokens_per_s=None, expected_cost_per_million_tokens_usd=None)   # no spot pool
+    plan = SimpleNamespace(num_gpus=112, cost_per_million_tokens_usd=0.40, **on_demand)
+    base = SimpleNamespace(num_gpus=16, cost_per_million_tokens_usd=0.22, **on_demand)
     assert baseline_facts(base, 112) == "16 of 112 GPUs · $0.220 / M tokens"
     sentence = cheaper_baseline("megatron baseline", plan, base, 112)
     assert "45% cheaper per token" in sentence and "16 of the 112 GPUs" in sentence
@@ -143,7 +144,8 @@ def test_cheaper_plans_on_the_front_are_called_out_with_what_they_leave_idle():
     plan = plan_from_dict(example_plan(), cat)
     est = evaluate(cluster, plan, None)
     fast = SimpleNamespace(tokens_per_s=est.tokens_per_s / 0.96, cost_per_million_tokens_usd=est.cost_per_million_tokens_usd / 0.7,
-                           num_gpus=cluster.num_gpus)
+                           num_gpus=cluster.num_gpus, expected_tokens_per_s=None,
+                           expected_cost_per_million_tokens_usd=None)                   # no spot pool
     result = SimpleNamespace(plans=[SimpleNamespace(plan=plan, estimate=est)], pareto=[SimpleNamespace(plan=plan, estimate=est)],
                              baselines={})
     lines = cheaper_front_plans(result, {"x": 1}, fast, cluster)          # the front plan against a faster, dearer one
