@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping
 
 import networkx as nx
@@ -144,12 +145,17 @@ class NetworkGraph:
                     g.add_edge(link.a, link.b, bw=link.bw_bytes_per_s, latency=link.latency_s)
         return nx.maximum_spanning_tree(g, weight="bw")
 
+    @cached_property
+    def trunk_bottlenecks(self) -> dict[tuple[str, str], tuple[float, float, tuple[str, ...]]]:
+        """Between every two switches: (bottleneck bandwidth, largest latency, switches on the way),
+        computed once per network (every subset of a cluster, e.g. each fleet candidate, shares it)."""
+        return _tree_bottlenecks(self.trunk_tree())
+
     def paths(self, nodes: Mapping[str, int]) -> dict[tuple[str, str], Path]:
         """The widest path between every two of the pools `nodes` names (pool -> its node count);
         an InputError names two pools with no path between them. Links to other pools are ignored
         (a cluster's subset keeps its network)."""
-        tree = self.trunk_tree()
-        trunk = _tree_bottlenecks(tree)
+        trunk = self.trunk_bottlenecks
         links = {p: self.pool_links(p) for p in nodes}
         out: dict[tuple[str, str], Path] = {}
         names = sorted(nodes)
@@ -179,7 +185,7 @@ class NetworkGraph:
         bandwidth; None without a storage entry."""
         if self.storage is None:
             return None
-        trunk = _tree_bottlenecks(self.trunk_tree())
+        trunk = self.trunk_bottlenecks
         total = 0.0
         for pool, n in pools.items():
             best = 0.0
