@@ -134,6 +134,26 @@ class PositionKind(str, Enum):
     ALIBI = "alibi"
 
 
+class Kernels(str, Enum):
+    """How an engine runs a layer's element-wise ops (planner.engines.base.Execution.kernels),
+    cheapest first."""
+    FUSED = "fused"                  # fused kernels: Megatron-LM's, or torch.compile's Inductor
+    EAGER = "eager"                  # eager PyTorch: one kernel per op, the norm one fused kernel
+    EAGER_UNFUSED_NORM = "eager-unfused-norm"   # eager, and RMSNorm as its composite ops too
+
+    @property
+    def cost_rank(self) -> int:
+        return list(Kernels).index(self)
+
+
+class SelectiveKind(str, Enum):
+    """What an engine's selective recomputation reruns (Execution.selective_recompute)."""
+    ATTENTION_CORE = "attention-core"   # Megatron-LM --recompute-granularity selective: the attention
+    #                                     core only (Korthikanti et al. 2022, section 4.2)
+    OP_SAC = "op-sac"                   # torchtitan selective_ac_option "op": every op but every other
+    #                                     matmul, SDPA and the tp reduce-scatters is recomputed
+
+
 # ----------------------------------------------------------------------------- hardware
 
 @dataclass(frozen=True)
