@@ -443,7 +443,7 @@ class Job:
     expert_parallel: int = 1
 
     def __post_init__(self):
-        _check_engine(self.engine)
+        check_engine(self.engine)
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
         _positive_int(self.global_batch, "global_batch")
@@ -457,9 +457,15 @@ class Job:
         return self.global_batch * self.seq_len
 
 
-def _check_engine(name) -> None:
-    from planner.engines import get       # the profiles import these types
-    get(name)
+# The engines a plan can name, in the order they are listed: each has its profile in planner.engines
+# (one module per engine; planner.engines checks at import that its registry holds these names).
+ENGINE_NAMES = ("hetplan", "megatron", "deepspeed", "torchtitan", "flagscale")
+
+
+def check_engine(name, field: str = "engine") -> None:
+    """InputError naming `field` and the known engines unless `name` is one of ENGINE_NAMES."""
+    if not isinstance(name, str) or name not in ENGINE_NAMES:
+        raise InputError(field, f"unknown engine {name!r}; known: {', '.join(ENGINE_NAMES)}")
 
 
 MAX_CONTEXT_PARALLEL = 1024
@@ -552,7 +558,7 @@ class Plan:
     expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
 
     def __post_init__(self):
-        _check_engine(self.engine)
+        check_engine(self.engine)
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
         for i, st in enumerate(self.stages):
