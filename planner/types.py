@@ -389,17 +389,6 @@ class Model:
     def is_moe(self) -> bool:
         return self.experts > 1
 
-    # parameter counts live in planner.flops; these are conveniences
-    @property
-    def num_params(self) -> int:
-        from planner.flops import model_params
-        return model_params(self)
-
-    @property
-    def num_active_params(self) -> int:
-        from planner.flops import model_params
-        return model_params(self, active_only=True)
-
 
 # ----------------------------------------------------------------------------- jobs and plans
 
