@@ -42,10 +42,10 @@ from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
-from planner.network import DEFAULT_LATENCY_S, Link, NetworkGraph, Storage, Switch
 from planner.placement import fits_nodes
-from planner.types import (GIB, PLAN_FORMAT, PRETRAIN, Cluster, InputError, JobKind, Model, Offload, Plan, Pool,
-                           Precision, Recompute, Replica, Schedule, Stage, Training)
+from planner.types import (DEFAULT_LATENCY_S, GIB, PLAN_FORMAT, PRETRAIN, Cluster, InputError, JobKind, Link, Model,
+                           NetworkGraph, Offload, Plan, Pool, Precision, Recompute, Replica, Schedule, Stage, Storage,
+                           Switch, Training)
 
 GBIT = 1e9 / 8                            # bytes/s in one Gb/s
 SUPPORTED_PLAN_FORMATS = (PLAN_FORMAT,)

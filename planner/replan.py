@@ -69,7 +69,7 @@ def checkpoint_bytes(plan: Plan) -> float:
 def _io_bw(cluster: Cluster, plan: Plan) -> float:
     """Bytes/s the plan's nodes move to or from storage together: each node's network, or, where
     the cluster's network names its storage, the bottleneck of the paths there
-    (planner.network.NetworkGraph.storage_bw)."""
+    (planner.types.NetworkGraph.storage_bw)."""
     nodes = {name: -(-gpus // cluster.pool(name).gpus_per_node) for name, gpus in plan.gpus_by_pool().items()}
     if cluster.network is not None and cluster.network.storage is not None:
         return cluster.network.storage_bw(nodes)
