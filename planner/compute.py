@@ -18,8 +18,8 @@ from planner.flops import (expert_matmul_share, head_forward_flops, layer_attent
                            layer_matmul_flops_per_token)
 from planner.numerics import FP8_CAST_BYTES, linear_peak_flops, numerics, other_peak_flops
 from planner.training import (DEQUANT_BYTES_PER_PARAM, adapter_params_per_layer, backward_projection_factor)
-from planner.types import (PRETRAIN, Gpu, JobKind, Kernels, MlpKind, Model, NormKind, PositionKind, Precision, Recompute,
-                           SelectiveKind, Training)
+from planner.types import (PRETRAIN, Gpu, JobKind, Kernels, MlpKind, Model, NormKind, PositionKind, Precision,
+                           Recompute, SelectiveKind, Training)
 
 ACT_BYTES = 2  # 16-bit activations (planner.numerics: 4 in fp32), the least of any precision
 

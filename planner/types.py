@@ -652,6 +652,28 @@ class Job:
         return self.global_batch * self.seq_len
 
 
+@dataclass(frozen=True)
+class FleetJob:
+    """One job of a fleet (planner.fleet, a jobs file): a Job to size, with its deadline and weight."""
+    name: str
+    model: Model
+    global_batch: int
+    seq_len: int
+    tokens: float | None = None           # tokens to train; needed for time and dollars to finish
+    deadline_hours: float | None = None   # min-cost: finish within this
+    weight: float = 1.0
+
+    def __post_init__(self):
+        self.job()                        # Job validates batch, sequence length and tokens
+        if not (isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and self.weight > 0):
+            raise InputError("weight", f"must be a positive number, got {self.weight!r}")
+        if self.deadline_hours is not None and not (math.isfinite(self.deadline_hours) and self.deadline_hours > 0):
+            raise InputError("deadline_hours", f"must be a positive number of hours, got {self.deadline_hours!r}")
+
+    def job(self) -> Job:
+        return Job(self.model, self.global_batch, self.seq_len, tokens_to_train=self.tokens)
+
+
 # The engines a plan can name, in the order they are listed: each has its profile in planner.engines
 # (one module per engine; planner.engines checks at import that its registry holds these names).
 ENGINE_NAMES = ("hetplan", "megatron", "deepspeed", "torchtitan", "flagscale")
