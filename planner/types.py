@@ -11,9 +11,10 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 GIB = 1024**3
 GB = 1e9
@@ -375,6 +376,7 @@ class NetworkGraph:
 
     def trunk_tree(self) -> nx.Graph:
         """The switches joined by a maximum spanning tree of their trunks (parallel trunks added)."""
+        import networkx as nx   # lazy: a second of import time, needed only by clusters with a network section
         g = nx.Graph()
         g.add_nodes_from(self.switch_names)
         for link in self.links:
@@ -444,6 +446,7 @@ class NetworkGraph:
 def _tree_bottlenecks(tree: nx.Graph) -> dict[tuple[str, str], tuple[float, float, tuple[str, ...]]]:
     """(bottleneck bandwidth, largest latency, switches on the way) between every two switches
     of one tree component, (inf, 0, (s,)) from a switch to itself."""
+    import networkx as nx       # lazy, as in NetworkGraph.trunk_tree
     out = {}
     for source in tree.nodes:
         out[(source, source)] = (math.inf, 0.0, (source,))
