@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from planner.comm import INTRA_NODE_LATENCY_S, all_reduce_s
 from planner.experts import expert_load
-from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token,
+from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token, layer_params,
                            layer_matmul_flops_per_token)
 from planner.numerics import FP8_CAST_BYTES, linear_peak_flops, numerics, other_peak_flops
 from planner.training import (DEQUANT_BYTES_PER_PARAM, adapter_params_per_layer, backward_projection_factor)
@@ -210,7 +210,6 @@ def adapter_pass_s(model: Model, gpu: Gpu, tokens: float, tp: int, training: Tra
     adapters = 2 * tokens * adapter_params_per_layer(model, training.lora_rank, active_only=True) / tp
     seconds = _matmul_s(adapters, gpu, min(tokens, training.lora_rank), other_peak_flops(gpu, precision, tf32))
     if training.kind == JobKind.QLORA:
-        from planner.flops import layer_params
         seconds += _memory_s(DEQUANT_BYTES_PER_PARAM * layer_params(model, active_only=True) / tp, gpu)
     return seconds
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from catalog.formats import check_plan_against_cluster
 from planner.cost import CostOptions, evaluate
 from planner.flops import model_params
 from planner.memory import plan_states
@@ -133,7 +134,6 @@ def replan(new_cluster: Cluster, current: Plan, tokens_remaining: float | None =
 
 
 def _current_on(cluster: Cluster, plan: Plan, tokens: float | None) -> tuple[Estimate | None, str]:
-    from catalog.formats import check_plan_against_cluster
     try:
         check_plan_against_cluster(plan, cluster)
         est = evaluate(cluster, plan, tokens, CostOptions())
