@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from planner.cli.common import add_cluster_and_plan, check_tokens, load_cluster_and_plan, print_json
-from planner.cost import evaluate
+from planner.cost import CostOptions, evaluate
+from planner.network import crossing_to_dict, crossing_to_text, crossings
 from planner.report import estimate_to_dict, estimate_to_text
 
 
@@ -19,8 +20,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from planner.cost import CostOptions
-    from planner.network import crossing_to_dict, crossing_to_text, crossings
     check_tokens("--tokens", args.tokens, " (e.g. 1e12)")
     _, cluster, plan = load_cluster_and_plan(args)
     est = evaluate(cluster, plan, tokens_to_train=args.tokens,

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import sys
 
+from catalog.formats import plan_to_json
 from planner.cli.common import add_cluster_and_plan, add_time_limit, load_cluster_and_plan
 from planner.cli.files import check_output_folder, write_files
-from planner.export import ENGINES, SEARCH_TIME_LIMIT_S
+from planner.export import ENGINES, SEARCH_TIME_LIMIT_S, export_result
 
 
 def register(sub) -> None:
@@ -27,8 +28,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from catalog.formats import plan_to_json
-    from planner.export import export_result
     if args.out:
         check_output_folder(args.out, "--out")
     catalog, cluster, plan = load_cluster_and_plan(args)

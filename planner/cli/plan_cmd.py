@@ -5,11 +5,15 @@ import argparse
 import json
 import math
 
+from catalog.formats import load_cluster_file, plan_to_dict
 from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
 from planner.cli.files import check_output_file, refuse_an_input, write_file
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.report import estimate_to_dict, format_duration, spot_text
+from planner.search import search
+from planner.search.explain import describe_plan
+from planner.search.objective import estimate_key
 from planner.search.planners import SearchOptions
 from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU, MAX_SEARCHED_EXPERT_PARALLEL
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
@@ -79,7 +83,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from catalog.formats import load_cluster_file
     if args.tokens is not None and not args.tokens > 0:
         raise InputError("--tokens", f"must be a positive number of tokens, got {args.tokens}")
     if args.out:
@@ -115,7 +118,6 @@ def _context_parallel(text: str):
 
 
 def _search(args, cluster, model, engine: str):
-    from planner.search import search
     if args.tf32 is not None and args.precision != "fp32":
         raise InputError("--tf32", "applies to --precision fp32 only")
     if args.lora_rank is not None and args.job_kind not in ("lora", "qlora"):
@@ -172,13 +174,11 @@ def _run_all(args, cluster, model, catalog) -> int:
 
 
 def _key(result) -> float:
-    from planner.search.objective import estimate_key
     return estimate_key(result.objective, result.plans[0].estimate, None if result.objective != Objective.DEADLINE
                         else math.inf)
 
 
 def _engines_text(results, errors, best) -> str:
-    from planner.search.explain import describe_plan
     ref = results.get(DEFAULT_ENGINE)
     against = (f"against {ENGINES[DEFAULT_ENGINE].title}, which runs every plan it can train" if ref is not None else
                f"{ENGINES[DEFAULT_ENGINE].title} has none to compare with")
@@ -200,7 +200,6 @@ def _engines_text(results, errors, best) -> str:
 def _scored(sp, catalog) -> dict:
     """A plan as --json and --out write it: the plan file format with the keys it adds for people
     (catalog.schema.PLAN_OUTPUT_ONLY_KEYS), which a plan file may keep and loading ignores."""
-    from catalog.formats import plan_to_dict
     d = plan_to_dict(sp.plan, catalog, estimate_to_dict(sp.estimate))
     d["explanation"] = sp.explanation
     d["gain_over"] = dict(sp.gain_over)
@@ -223,7 +222,6 @@ def _json(result, catalog) -> dict:
 
 
 def _text(result) -> str:
-    from planner.search.explain import describe_plan
     lines = [f"{result.method} search for {result.objective.value}: {result.candidates_evaluated:,} candidates "
              f"in {result.search_time_s:.2f} s, "
              + ("complete" if result.complete else
