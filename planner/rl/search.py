@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from planner.flops import model_params
 from planner.rl.engines import ROLLOUT_ENGINES
 from planner.rl.generation import generation
 from planner.rl.roles import RlPlan, RolloutGroup, Shape
@@ -120,7 +121,6 @@ def _candidates(cluster: Cluster, job: RlJob, engine: str, rollout_engine: str, 
 
 
 def _mixed_resident(job: RlJob) -> float:
-    from planner.flops import model_params  # noqa: PLC0415 -- kept local: one use
     return 2.0 * (model_params(job.model) * job.reference + (model_params(job.reward_model) if job.reward_model else 0))
 
 
