@@ -21,7 +21,8 @@ def _rl_page(**values):
 def test_rl_page_shows_timeline_roles_and_baseline():
     at = _rl_page(**{"w.rl.prompts": 64})
     text = " ".join(m.value for m in at.markdown)
-    assert "colocated on h100 (the best GPU)" in text.lower() or "Colocated on h100" in text
+    assert "Colocated on h100 (the best GPU)" in text
+    assert [m.label for m in at.metric] == ["Step time", "Samples / s", "Tokens / s", "Dollars / step"]
     assert any("rollout:" in c.value for c in at.code)
     assert at.get("plotly_chart")
 

@@ -16,7 +16,7 @@ from planner.rl.roles import Shape
 from planner.rl.search import search_rl
 from planner.rl.step import evaluate_rl
 from planner.rl.workload import Algorithm, Mode, RlJob
-from planner.types import InputError, Pool
+from planner.types import InputError
 from tests.conftest import EXAMPLES, ROOT
 
 CLUSTER = str(EXAMPLES / "rl" / "h100-l40s.yaml")
@@ -200,7 +200,8 @@ def test_export_verl_keys_exist_in_verls_config(done, tmp_path):
 
 
 @pytest.mark.parametrize("args, field", [
-    (["--job-kind", "grpo", "--samples-per-prompt", "8", "--prompt-len", "5", "--response-len", "5"], "--prompts-per-step"),
+    (["--job-kind", "grpo", "--samples-per-prompt", "8", "--prompt-len", "5", "--response-len", "5"],
+     "--prompts-per-step"),
     (["--global-batch", "8", "--seq-len", "512", "--async"], "--async"),
     (["--job-kind", "grpo", "--global-batch", "8", "--prompts-per-step", "1", "--samples-per-prompt", "8",
       "--prompt-len", "5", "--response-len", "5"], "--global-batch"),
@@ -216,3 +217,14 @@ def test_old_plan_files_read_unchanged():
     r = hetplan("evaluate", "--cluster", str(EXAMPLES / "lab-mix.yaml"), "--plan",
                 str(EXAMPLES / "plans" / "lab-mix-llama-2-70b.json"), "--json")
     assert r.returncode == 0 and "iteration_time_s" in r.stdout
+
+
+def test_cost_objective_under_a_deadline(catalog, cluster, result):
+    steps = sorted(c.estimate.step_time_s for c in result.candidates)
+    deadline = steps[len(steps) // 2]
+    cheap = search_rl(cluster, job(catalog), "cost", deadline, training_time_limit_s=1.0)
+    assert all(c.estimate.step_time_s <= deadline for c in cheap.candidates)
+    assert len(cheap.candidates) < len(result.candidates)           # the deadline left some out
+    assert cheap.best.estimate.dollars_per_step == min(c.estimate.dollars_per_step for c in cheap.candidates)
+    with pytest.raises(InputError, match="step deadline"):
+        search_rl(cluster, job(catalog), "cost", steps[0] / 2, training_time_limit_s=1.0)

@@ -93,7 +93,7 @@ def _comparison(result) -> dict:
 def run_plan(args, cluster, model, catalog) -> int:
     check_flags(args)
     job = job_from_args(args, model, catalog)
-    engine = "megatron" if args.engine == "hetplan" else args.engine
+    engine = "megatron" if args.engine == "hetplan" else args.engine   # hetplan's runtime is no RL trainer
     if engine == "all":
         raise InputError("--engine", "RL jobs take one training engine (megatron by default)")
     result = search_rl(cluster, job, args.objective, args.step_deadline, engine, args.rollout_engine or "vllm",
@@ -106,7 +106,8 @@ def run_plan(args, cluster, model, catalog) -> int:
     if args.json:
         print_json({"kind": "rl", "objective": result.objective, "step_deadline_s": result.step_deadline_s,
                     "plan": plan_dict, "comparison": comparison,
-                    "baseline": (rl_plan_to_dict(result.baseline.plan, catalog, estimate_to_dict(result.baseline.estimate))
+                    "baseline": (rl_plan_to_dict(result.baseline.plan, catalog,
+                                                 estimate_to_dict(result.baseline.estimate))
                                  if result.baseline else None),
                     "candidates": [rl_plan_to_dict(c.plan, catalog, estimate_to_dict(c.estimate))
                                    for c in result.candidates],
@@ -120,7 +121,8 @@ def run_plan(args, cluster, model, catalog) -> int:
         b = result.baseline.estimate
         lines += ["", f"baseline, colocated on {result.baseline_pool} (the best GPU): step {b.step_time_s:,.1f} s, "
                       f"${b.dollars_per_step:,.2f} per step; best is {comparison['speedup']:.2f}x its samples/s"
-                      + (f" at {comparison['cost_ratio']:.2f}x its dollars per step" if comparison['cost_ratio'] else "")]
+                      + (f" at {comparison['cost_ratio']:.2f}x its dollars per step"
+                         if comparison['cost_ratio'] else "")]
     else:
         lines += ["", f"baseline, colocated on {result.baseline_pool}: does not run there"]
     lines += ["", "other placements:"]

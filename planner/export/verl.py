@@ -33,6 +33,9 @@ def _single(values: set, what: str):
 
 def verl_config(cluster: Cluster, plan: RlPlan) -> dict:
     job, actor = plan.job, plan.actor
+    if actor.engine != "megatron":
+        raise InputError("roles.actor.engine", f"the verl export writes verl's megatron strategy; this actor plan is "
+                                               f"for {actor.engine}: plan with --engine megatron (the default)")
     tp = _single({r.tp for s in actor.stages for r in s.replicas}, "actor tensor-parallel degree")
     rollout_tp = _single({g.tp for g in plan.rollout}, "rollout tensor-parallel degree")
     train_pool = cluster.pool(_single(set(actor.gpus_by_pool()), "actor pool"))

@@ -63,7 +63,8 @@ def job_from_dict(d: Mapping, catalog, where: str = "rl") -> RlJob:
         raise InputError(where, f"missing key(s) {missing}")
     reward = d.get("reward_model")
     try:
-        return RlJob(catalog.model(d["model"], f"{where}.model"), _enum(Algorithm, d["algorithm"], f"{where}.algorithm"),
+        return RlJob(catalog.model(d["model"], f"{where}.model"),
+                     _enum(Algorithm, d["algorithm"], f"{where}.algorithm"),
                      d["prompts_per_step"], d["samples_per_prompt"], d["prompt_len"], d["response_len"],
                      d.get("response_len_max", d["response_len"]), d.get("ppo_epochs", 1), d.get("mini_batches", 1),
                      _enum(Mode, d.get("mode", "sync"), f"{where}.mode"), _bool(d.get("reference", True), where),

@@ -39,7 +39,8 @@ def roles_text(plan: RlPlan) -> list[str]:
 
 def estimate_text(plan: RlPlan, est: RlEstimate) -> list[str]:
     job = plan.job
-    lines = [f"{plan.shape.value} ({job.mode.value}): step {est.step_time_s:,.1f} s, {est.samples_per_s:,.1f} samples/s, "
+    lines = [f"{plan.shape.value} ({job.mode.value}): step {est.step_time_s:,.1f} s, "
+             f"{est.samples_per_s:,.1f} samples/s, "
              f"{est.tokens_per_s:,.0f} tokens/s ({est.response_tokens_per_s:,.0f} generated), "
              f"${est.dollars_per_step:,.2f} per step on {est.num_gpus} GPUs "
              f"({', '.join(f'{n} {p}' for p, n in est.gpus_by_pool.items())}, ${est.cost_per_hour_usd:,.2f}/h)"]

@@ -67,7 +67,8 @@ class RlPlan:
         if not self.rollout:
             raise InputError("roles.rollout", "an RL plan needs at least one rollout group")
         if self.actor.global_batch != self.job.mini_batch_samples or self.actor.seq_len != self.job.train_seq_len:
-            raise InputError("roles.actor", f"the actor plan must train mini-batches of {self.job.mini_batch_samples:,} "
+            raise InputError("roles.actor", f"the actor plan must train mini-batches of "
+                                            f"{self.job.mini_batch_samples:,} "
                                             f"sequences of {self.job.train_seq_len:,} tokens (prompt + mean response), "
                                             f"got {self.actor.global_batch:,} x {self.actor.seq_len:,}")
         if self.actor.model != self.job.model:

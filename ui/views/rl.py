@@ -54,7 +54,8 @@ def timeline_frame(est) -> pd.DataFrame:
 
 def timeline_chart(frame: pd.DataFrame):
     base = pd.Timestamp(0)
-    f = frame.assign(start=base + pd.to_timedelta(frame.start_s, unit="s"), end=base + pd.to_timedelta(frame.end_s, unit="s"))
+    f = frame.assign(start=base + pd.to_timedelta(frame.start_s, unit="s"),
+                     end=base + pd.to_timedelta(frame.end_s, unit="s"))
     fig = px.timeline(f, x_start="start", x_end="end", y="lane", color="phase", hover_data=["seconds"])
     fig.update_layout(height=260, xaxis_title="seconds into the step", margin=dict(t=10, b=10))
     fig.update_xaxes(tickformat="%M:%S")
