@@ -202,7 +202,7 @@ def cluster_options(cluster: dict) -> None:
 
 
 def model_label(model: Model) -> str:
-    return f"{model.name} · {model.num_params / 1e9:.1f} B parameters"
+    return f"{model.name} · {model_params(model) / 1e9:.1f} B parameters"
 
 
 CUSTOM_DEFAULTS = {"id": "custom", "name": "custom", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
