@@ -4,8 +4,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from planner.cli.common import finite_number, print_json, whole_number
+from catalog.files import read_mapping
+from catalog.formats import load_cluster_file
+from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
 from planner.cli.files import check_output_folder, write_file, write_files
+from planner.export.verl import verl_files
 from planner.rl.engines import ROLLOUT_ENGINES
 from planner.rl.plan_file import is_rl_plan, rl_plan_from_dict, rl_plan_to_dict
 from planner.rl.report import estimate_text, estimate_to_dict
@@ -138,7 +141,6 @@ def run_plan(args, cluster, model, catalog) -> int:
 
 def read_rl_plan(path: str):
     """The parsed JSON of a plan file when it is an RL plan (or RL `plan --json` output), else None."""
-    from catalog.files import read_mapping
     data, _ = read_mapping(path)
     if is_rl_plan(data) or (isinstance(data.get("plan"), dict) and is_rl_plan(data["plan"])):
         return data
@@ -146,8 +148,6 @@ def read_rl_plan(path: str):
 
 
 def evaluate(args, data) -> int:
-    from catalog.formats import load_cluster_file
-    from planner.cli.common import catalog_from_args
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     plan = rl_plan_from_dict(data, catalog, args.plan)
@@ -161,9 +161,6 @@ def evaluate(args, data) -> int:
 
 
 def export(args, data) -> int:
-    from catalog.formats import load_cluster_file
-    from planner.cli.common import catalog_from_args
-    from planner.export.verl import verl_files
     if args.to != "verl":
         raise InputError("--to", f"an RL plan exports to verl only, got {args.to}")
     if args.out:

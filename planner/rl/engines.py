@@ -27,11 +27,12 @@ class RolloutEngine:
 VLLM = RolloutEngine(
     "vllm", "vLLM as verl's rollout (" + VERL + ")", 0.9, 256, 8192, True,
     (("gpu_memory_utilization 0.9",
-      "vLLM's EngineArgs default (vllm/engine/arg_utils.py, vllm-project/vllm@v0.6.0); verl's "
-      "rollout.yaml sets 0.5 for a colocated actor whose states stay resident, which this model "
-      "counts instead as the memory the training states hold (planner.rl.step)"),
+      "vLLM's default, as sgl-project/sglang benchmark/benchmark_vllm_060/README.md @120affb states "
+      "('The gpu_memory_utilization of vLLM is by default 0.9'); verl's rollout.yaml line 32 sets 0.5 "
+      "for a colocated actor whose states stay resident, which this model counts instead as the memory "
+      "the training states hold (planner.rl.generation resident_bytes)"),
      ("max_num_seqs 256, max_num_batched_tokens 8192, enable_chunked_prefill, enable_prefix_caching",
-      "verl/trainer/config/rollout/rollout.yaml at " + VERL),
+      "verl/trainer/config/rollout/rollout.yaml lines 62, 68, 71, 74 at " + VERL),
      ("n samples per prompt share the prompt's blocks",
       "Kwon et al. 2023, section 4.4 'parallel sampling': copy-on-write sharing of the prompt's KV blocks"),
      ("continuous batching: a finished sequence's slot is refilled the next step",

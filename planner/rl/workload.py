@@ -1,7 +1,7 @@
 """What an RL post-training step is: the algorithm, its batch and lengths, and the models it runs.
 
 One step of GRPO or PPO as verl runs it (volcengine/verl@b178a3c, verl/trainer/ppo/ray_trainer.py
-`fit`): generate `samples_per_prompt` responses for each of `prompts_per_step` prompts (rollout),
+`fit`; the actor's old log-probabilities: line 1231 `compute_log_prob`): generate `samples_per_prompt` responses for each of `prompts_per_step` prompts (rollout),
 score them (a rule-based reward costs nothing; a reward model runs a forward pass), compute the
 reference model's log-probabilities for the KL term (forward only) and, for PPO, the critic's
 values, recompute the actor's old log-probabilities (forward), then train the actor (and the critic)
@@ -88,7 +88,7 @@ class RlJob:
     @property
     def train_seq_len(self) -> int:
         """Tokens of one training sequence: the prompt and a mean response, packed without padding
-        (verl's use_remove_padding, true in its example configs)."""
+        (verl's use_remove_padding: True, verl/trainer/config/model/hf_model.yaml line 40)."""
         return self.prompt_len + self.response_len
 
     @property
