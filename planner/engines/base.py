@@ -100,9 +100,12 @@ class Execution:
                 + ((self.zero_note,) if self.zero_note and zero_stage >= 2 else ()))
 
     def grad_reduce_bytes(self, precision: Precision | None) -> int:
-        """Bytes per gradient element on the wire in data-parallel reductions."""
+        """Bytes per gradient element on the wire in data-parallel reductions. FP8 trains over bf16
+        weights and gradients (Megatron-LM's FP8 runs are --bf16 runs, arguments.py lines 1204-1216;
+        torchao float8 under bf16 FSDP2), so its gradients cross the wire as bf16's do."""
         from planner.numerics import numerics
-        return max(4 if precision in self.fp32_grad_reduce else 2, numerics(precision).grad_comm_bytes)
+        base = Precision.BF16 if precision == Precision.FP8 else precision
+        return max(4 if base in self.fp32_grad_reduce else 2, numerics(precision).grad_comm_bytes)
 
     def tf32(self, asked: bool | None) -> bool:
         return self.tf32_default if asked is None else asked
