@@ -257,7 +257,7 @@ def _text(result) -> str:
                         if e.train_time_s is not None else ""))
         if spot_text(e):
             lines.append(f"    spot: {spot_text(e)}")
-        lines.append(f"    for {ENGINES[sp.plan.engine].title} ({sp.plan.engine}, {ENGINES[sp.plan.engine].version}): "
+        lines.append(f"    for {ENGINES[sp.plan.engine].title} (--engine {sp.plan.engine}): "
                      f"{describe_plan(sp.plan)}")
         if sp.gain_over:
             lines.append("    gain over " + ", ".join(f"{name} {g:+.1%}" if g is not None else f"{name} n/a (free GPUs)"

@@ -10,14 +10,14 @@ best plan, tagged with its engine (planner.search.search, `engines`).
 """
 from __future__ import annotations
 
-from planner.engines import deepspeed, flagscale, hetplan, megatron, torchtitan
+from planner.engines import deepspeed, flagscale, fsdp, hetplan, megatron, torchtitan
 from planner.engines.base import Engine, Execution, Space
 from planner.types import InputError
 
 DEFAULT = hetplan.ENGINE.name         # a plan (file) that names no engine: hetplan's runtime
 RUNTIME = hetplan.ENGINE.name
 ENGINES: dict[str, Engine] = {e.name: e for e in (hetplan.ENGINE, megatron.ENGINE, deepspeed.ENGINE,
-                                                  torchtitan.ENGINE, flagscale.ENGINE)}
+                                                  torchtitan.ENGINE, flagscale.ENGINE, fsdp.ENGINE)}
 REAL: tuple[str, ...] = tuple(name for name in ENGINES if name != RUNTIME)
 AUTO = "auto"                         # plan for the best of the REAL engines
 

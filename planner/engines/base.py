@@ -56,6 +56,7 @@ class Space:
     adapters_with_recompute: bool = True   # LoRA together with activation recomputation
     adapters_with_moe: bool = True         # LoRA on mixture-of-experts models
     offloads: tuple[tuple[Offload, tuple[int, ...]], ...] = ()   # each offload it runs, with the ZeRO stages
+    pipeline_parallel: bool = True         # two or more pipeline stages at all
 
     def zero_allowed(self, zero_stage: int, num_stages: int) -> bool:
         return zero_stage in (self.zero_stages_pipelined if num_stages > 1 else self.zero_stages)
@@ -169,6 +170,8 @@ class Engine:
         layers = {st.num_layers for st in plan.stages}
         if len(layers) > 1 and not s.uneven_layers:
             out.append(f"{name} splits layers evenly over the stages; the plan holds {_join(sorted(layers))} layers per stage")
+        if plan.num_stages > 1 and not s.pipeline_parallel:
+            out.append(f"{name} has no pipeline parallelism; the plan has {plan.num_stages} stages")
         if plan.interleave > 1 and not s.interleave:
             out.append(f"{name} has no interleaved pipeline schedule; the plan uses interleave {plan.interleave}")
         if plan.schedule == Schedule.GPIPE and not s.gpipe:

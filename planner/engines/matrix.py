@@ -19,7 +19,8 @@ def _zero(stages: tuple[int, ...]) -> str:
 
 
 FEATURES = (
-    ("uneven layer split", lambda e: _flag(e.space.uneven_layers)),
+    ("pipeline stages", lambda e: _flag(e.space.pipeline_parallel)),
+    ("uneven layer split", lambda e: _flag(e.space.uneven_layers and e.space.pipeline_parallel)),
     ("tensor parallelism", lambda e: _flag(e.space.tensor_parallel)),
     ("tp per stage", lambda e: _flag(e.space.tp_per_stage or e.space.mixed_stages)),
     ("replicas per stage", lambda e: _flag(e.space.replicas_per_stage or e.space.mixed_stages)),

@@ -225,7 +225,8 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
         gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
         for gpus in itertools.product(*gpu_options):
             for tps in _tp_choices(tp_options, one_tp):
-                yield from chain_families(subset, tps, gpus, model.layers, max_micro_batches)
+                yield from chain_families(subset, tps, gpus, model.layers if space.pipeline_parallel else 1,
+                                          max_micro_batches)
                 if space.mixed_stages:
                     yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
 
