@@ -10,6 +10,8 @@ best plan, tagged with its engine (planner.search.search, `engines`).
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
 from planner.engines import deepspeed, flagscale, fsdp, hetplan, megatron, torchtitan
 from planner.engines.base import Engine, Execution, Space
 from planner.types import InputError
@@ -29,4 +31,29 @@ def get(name: str, field: str = "engine") -> Engine:
     return ENGINES[name]
 
 
-__all__ = ["AUTO", "DEFAULT", "ENGINES", "REAL", "RUNTIME", "Engine", "Execution", "Space", "get"]
+def best_of(names: tuple[str, ...] = REAL) -> Engine:
+    """What planning for the best of `names` (AUTO) may ask for: every capability one of them has, as a
+    profile the front ends can check a job against. No plan is made or costed for it: the search plans
+    for each real engine and tags the answer with its own (planner.search.search, `engines`)."""
+    spaces = [get(n).space for n in names]
+    merged = {}
+    for f in fields(Space):
+        values = [getattr(s, f.name) for s in spaces]
+        if f.name == "offloads":
+            stages: dict = {}
+            for offloads in values:
+                for offload, zeros in offloads:
+                    stages[offload] = tuple(sorted(set(stages.get(offload, ())) | set(zeros)))
+            merged[f.name] = tuple(stages.items())
+        elif f.name == "tied_edges_same_tp":     # a restriction: only where every engine has it
+            merged[f.name] = all(values)
+        elif isinstance(values[0], bool):
+            merged[f.name] = any(values)
+        else:
+            merged[f.name] = tuple(dict.fromkeys(v for value in values for v in value))
+    return Engine(name=AUTO, title="the best engine", version=", ".join(get(n).version for n in names),
+                  space=Space(**merged), execution=get(RUNTIME).execution,
+                  summary=f"the best plan over {', '.join(get(n).title for n in names)}, each plan for one of them")
+
+
+__all__ = ["AUTO", "DEFAULT", "ENGINES", "REAL", "RUNTIME", "Engine", "Execution", "Space", "best_of", "get"]
