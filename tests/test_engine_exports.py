@@ -550,3 +550,20 @@ def test_fsdp_launch_starts_each_host_with_its_machine_rank(catalog, tmp_path):
             assert words[-3:] == ["train.py", "--lr", "1"]
     assert sorted(r for r, _ in seen) == list(range(len(seen)))
     assert sum(len(g.split(",")) for _, g in seen) == plan.num_gpus
+
+
+# --- the default plan (the best of the real engines): a real engine's plan, exported exactly, fitting -------
+
+@pytest.mark.parametrize("cluster_name", ["single-node-8", "a100-v100-16", "lab-mix", "consumer-mix"])
+def test_the_default_plan_is_a_real_engines_and_exports_exactly(catalog, cluster_name):
+    from planner.engines import REAL
+    cluster = load_cluster_file(EXAMPLES / f"{cluster_name}.yaml", catalog)
+    result = search(cluster, _job(catalog, cluster_name, "hetplan"), options=SearchOptions(time_limit_s=5),
+                    engines=REAL)
+    best = result.plans[0]
+    assert best.plan.engine in REAL and set(result.by_engine) == set(REAL)
+    assert all(b is None or b.plan.engine == best.plan.engine for b in result.baselines.values())
+    target = get(best.plan.engine).exports[0]
+    exported = export_result(best.plan, cluster, target)
+    assert exported.reasons == () and exported.exported_plan == best.plan, exported.reasons
+    assert evaluate(cluster, best.plan).fits
