@@ -25,9 +25,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.compute import Kernels, SelectiveKind
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES
-from planner.types import JobKind, Offload, Plan, Precision, Recompute, Schedule
+from planner.numerics import numerics
+from planner.types import GIB, JobKind, Kernels, Offload, Plan, Precision, Recompute, Schedule, SelectiveKind
+
+# CUDA context, NCCL buffers and allocator fragmentation: about 1-2 GiB in practice (PyTorch
+# CUDA context alone is ~0.5 GiB; NCCL reserves buffers per communicator). Assumed, not measured.
+# The smallest of any engine's (planner.engines: each profile's framework_bytes is at least this),
+# which the search's memory bounds use.
+FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 
 ALL_RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 WHOLE_MODEL_JOBS = (JobKind.PRETRAIN, JobKind.FULL_FINETUNE)
@@ -104,7 +109,6 @@ class Execution:
         """Bytes per gradient element on the wire in data-parallel reductions. FP8 trains over bf16
         weights and gradients (Megatron-LM's FP8 runs are --bf16 runs, arguments.py lines 1204-1216;
         torchao float8 under bf16 FSDP2), so its gradients cross the wire as bf16's do."""
-        from planner.numerics import numerics
         base = Precision.BF16 if precision == Precision.FP8 else precision
         return max(4 if base in self.fp32_grad_reduce else 2, numerics(precision).grad_comm_bytes)
 
