@@ -682,7 +682,7 @@ class FleetJob:
 
 # The engines a plan can name, in the order they are listed: each has its profile in planner.engines
 # (one module per engine; planner.engines checks at import that its registry holds these names).
-ENGINE_NAMES = ("hetplan", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp")
+ENGINE_NAMES = ("hetplan", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp", "megatron-deepspeed")
 
 
 def check_engine(name, field: str = "engine") -> None:

@@ -4,7 +4,8 @@ One module per engine; the registry below is the only list of them. A plan names
 (`Plan.engine`; a plan file without one is for "hetplan", hetplan's own runtime); the search
 searches that engine's space and the cost model predicts the plan as that engine executes it.
 
-`REAL` are the engines people launch (every one but hetplan's CPU runtime); planning with no
+`REAL` are the engines people launch that hetplan writes files for (every one with an export but
+hetplan's CPU runtime); planning with no
 engine named (`AUTO`, the CLI's and the app's default) searches each of them and answers with the
 best plan, tagged with its engine (planner.search.search, `engines`).
 """
@@ -12,17 +13,19 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from planner.engines import deepspeed, flagscale, fsdp, hetplan, megatron, torchtitan
+from planner.engines import deepspeed, flagscale, fsdp, hetplan, megatron, megatron_deepspeed, torchtitan
 from planner.engines.base import Engine, Execution, Space
 from planner.types import ENGINE_NAMES, check_engine
 
 DEFAULT = hetplan.ENGINE.name         # a plan (file) that names no engine: hetplan's runtime
 RUNTIME = hetplan.ENGINE.name
 ENGINES: dict[str, Engine] = {e.name: e for e in (hetplan.ENGINE, megatron.ENGINE, deepspeed.ENGINE,
-                                                  torchtitan.ENGINE, flagscale.ENGINE, fsdp.ENGINE)}
+                                                  torchtitan.ENGINE, flagscale.ENGINE, fsdp.ENGINE,
+                                                  megatron_deepspeed.ENGINE)}
 # the vocabulary's list (planner.types, which a Job checks its engine against) names exactly these
 assert tuple(ENGINES) == ENGINE_NAMES, f"planner.types.ENGINE_NAMES {ENGINE_NAMES} != the registry {tuple(ENGINES)}"
-REAL: tuple[str, ...] = tuple(name for name in ENGINES if name != RUNTIME)
+# engines people launch and hetplan writes files for (an export target): what AUTO plans over
+REAL: tuple[str, ...] = tuple(name for name, e in ENGINES.items() if name != RUNTIME and e.exports)
 AUTO = "auto"                         # plan for the best of the REAL engines
 
 

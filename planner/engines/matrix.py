@@ -38,7 +38,7 @@ FEATURES = (
     ("LoRA limits", lambda e: ", ".join(x for x, ok in (("no recompute", e.space.adapters_with_recompute),
                                                          ("dense models", e.space.adapters_with_moe)) if not ok) or "-"),
     ("CPU offload (ZeRO stages)", lambda e: "; ".join(f"{o.value} ({_zero(z)})" for o, z in e.space.offloads) or NO),
-    ("export targets", lambda e: ", ".join(f"`{t}`" for t in e.exports)),
+    ("export targets", lambda e: ", ".join(f"`{t}`" for t in e.exports) or NO),
     ("version", lambda e: e.version.replace("|", "/")),
 )
 

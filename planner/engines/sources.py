@@ -11,6 +11,7 @@ DEEPSPEED = "deepspeed 0.19.8 (PyPI; source read at deepspeedai/DeepSpeed@edaa72
 TORCHTITAN = ("torchtitan 0.3.0 (PyPI; TOML form: pytorch/torchtitan@v0.2.2 = "
               "73a0e6979dd10b6b1904098eb3c8f62c18ab87ce)")
 FLAGSCALE = "flagos-ai/FlagScale@16a2dd5b5c413452ec09ec7a1fe7dea4810c6889"
+MEGATRON_DEEPSPEED = "microsoft/Megatron-DeepSpeed@f4157bea69f3df8c6cb66f2ebcda66ba03d1288e (with deepspeed, as DEEPSPEED)"
 FSDP = ("accelerate 1.15.0 (PyPI; source read at huggingface/accelerate@16cb6eb80dd9aa8b4df1a63ef57863e455d53b83) "
         "on torch 2.13.0 FSDP (PyPI)")
 
@@ -180,4 +181,27 @@ FSDP_SOURCES: dict[str, str] = {
     "config file": "accelerate/commands/config/config_args.py ClusterConfig lines 179-232 (from_yaml_file "
                    "refuses unknown keys, lines 143-154); fsdp_config keys become --fsdp_* launch arguments "
                    "(launch.py lines 1258-1270)",
+}
+MEGATRON_DEEPSPEED_SOURCES: dict[str, str] = {
+    "TP + DeepSpeed pipeline": "pretrain_gpt.py lines 51-52: GPTModelPipe unless --no-pipeline-parallel; "
+                               "megatron/model/gpt_model.py GPTModelPipe (line 322), a DeepSpeed PipelineModule over "
+                               "PipeModelDataParallelTopology(num_pp, num_mp, num_dp) (lines 455-463): one tp, pp and dp "
+                               "for every stage, even batch shares",
+    "even layer split": "gpt_model.py line 463: partition_method='type:transformer' (DeepSpeed's PipelineModule "
+                        "splits the transformer layers evenly over the stages)",
+    "no pipeline": "--no-pipeline-parallel (megatron/arguments.py lines 954-955): GPTModel under the DeepSpeed "
+                   "engine, where ZeRO-2/3 run",
+    "ZeRO < 2 with a pipeline": "DeepSpeed's pipeline engine (deepspeed/runtime/pipe/engine.py lines 76-77, as the "
+                                "deepspeed profile cites)",
+    "recompute": "--recompute-granularity {full, selective} (megatron/arguments.py lines 830-836; selective: 'core "
+                 "attention part of the transformer layer is recomputed')",
+    "sequence parallel": "--sequence-parallel (megatron/arguments.py lines 972-973)",
+    "gradients reduced after the flush": "DeepSpeed's pipeline engine (deepspeed/runtime/pipe/schedule.py "
+                                         "TrainSchedule, as the deepspeed profile cites), in the training dtype",
+    "TF32 on": "no allow_tf32 anywhere in the repository (git grep at the pin); its README (lines 78-83) runs it in "
+               "NVIDIA's PyTorch container nvcr.io/nvidia/pytorch, whose environment sets "
+               "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (NVIDIA PyTorch container release notes; not in a snapshot "
+               "here), which torch reads to run fp32 matmuls on TF32 tensor cores (the variable is in torch "
+               "2.13.0's libtorch_cpu.so, ATen Context::allowTF32CuBLAS); fp32 runs measured above an A100's "
+               "19.5 TFLOP/s fp32 peak per layer (issue 19) agree",
 }
