@@ -79,7 +79,7 @@ def test_every_alternative_an_export_offers_fits_by_evaluate(catalog, cluster_na
 def test_capability_matrix_in_the_docs_is_the_generated_one():
     doc = (ROOT / "docs" / "exports.md").read_text()
     assert markdown() in doc, "regenerate with `python -m planner.engines.matrix` and paste it into docs/exports.md"
-    assert set(ENGINES) == {"hetplan", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp"}
+    assert set(ENGINES) == {"hetplan", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp", "megatron-deepspeed"}
 
 
 # --- launch.sh: every rank on its planned GPU ---------------------------------------------------------------
