@@ -44,6 +44,8 @@ class RunRow:
     predicted: float
     fits: bool
     estimate: Estimate | None = field(default=None, compare=False, repr=False)   # what predicted came from
+    precision: str = "bf16"   # the plan's precision (Precision value)
+    layer_kind: str = "dense"  # "dense" or "MoE": the model's layers
 
     @property
     def error(self) -> float:
@@ -368,7 +370,7 @@ def predict(row: dict, gpus: dict[str, Gpu], heads_by_hidden: dict[int, int], li
                  megatron_flops_with_recompute(m.layers, m.hidden, m.vocab, plan.seq_len, plan.global_batch))
         predicted = flops / est.iteration_time_s / plan.num_gpus / 1e12
     return RunRow(line, engine_group, plan.engine, label, case_of(row, plan), quantity, measured, predicted, est.fits,
-                  est)
+                  est, plan.precision.value, "MoE" if plan.model.is_moe else "dense")
 
 
 def fp8_rows(gpus: dict[str, Gpu]) -> tuple[list[RunRow], list[Unstated]]:

@@ -285,3 +285,27 @@ def test_megatron_core_2024_rows_run_with_the_readmes_overlaps():
                for r in rows)
     from planner.engines import ENGINES
     assert not any(e.execution.tp_comm_overlap or e.execution.overlap_param_gather for e in ENGINES.values())
+
+
+# ----------------------------------------------------------------------------- the script itself (issue 19)
+
+def test_help_prints_help_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(validation, "ROOT", tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        validation.main(["--help"])
+    assert exit_.value.code == 0
+    assert "--write-docs" in capsys.readouterr().out
+    assert not (tmp_path / "docs").exists()
+
+
+def test_every_set_reports_signed_medians_per_gpu_type_precision_and_layer_kind(catalog):
+    sets = validation.every_set(catalog)
+    assert [name for name, _, _ in sets] == ["Narayanan 2021 Table 1", "Korthikanti 2022 Table 5",
+                                             "Korthikanti 2022 Figure 1", "public runs, 16-bit", "public runs, FP8",
+                                             "public runs, context parallel"]
+    speed = validation.speed_rows(sets)
+    # each measurement once: Narayanan's ten runs are public lines 65-74
+    assert len(speed) == 8 + 58 + 16 + 8
+    text = "\n".join(validation.discipline_section(sets))
+    assert "| GPU type | precision | layer kind |" in text and "| H100 SXM 700 W | fp8 | dense |" in text
+    assert "signed median" in text and "Targets (issue 19)" in text
