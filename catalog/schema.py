@@ -67,6 +67,11 @@ class GpuEntry(Strict):
     price_source: str = ""
     efficiency: Annotated[float, Field(ge=MIN_EFFICIENCY, le=1)] = 0.6
     efficiency_note: str = ""
+    fp8_efficiency: Optional[Annotated[float, Field(ge=MIN_EFFICIENCY, le=1)]] = None   # measured FP8 matmul / FP8 peak
+    fp8_efficiency_note: str = ""
+    # the GPU whose measured attention kernel rates (reference attention_kernels.csv) apply; absent: none measured
+    attention_kernels_of: Optional[Literal["a100-80gb-sxm", "h100-sxm"]] = None
+    attention_note: str = ""
     source: str = ""
 
 

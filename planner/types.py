@@ -180,6 +180,8 @@ class Gpu:
     peak_tf32_flops: float = 0.0      # dense TF32 tensor-core peak; 0: none (fp32 matmuls run at peak_fp32_flops)
     peak_fp8_flops: float = 0.0       # dense FP8 tensor-core peak; 0: no FP8
     nvlink_domain_gpus: int = 0       # GPUs on one NVLink switch fabric across nodes (GB200 NVL72: 72); 0: a node
+    fp8_efficiency: float = 0.0       # best measured FP8 matmul / FP8 peak; 0: not measured (planner.compute's rule)
+    attention_kernels_of: str = ""    # the GPU whose measured attention kernel rates apply; "": none measured
 
     def __post_init__(self):
         f = f"gpus[{self.id}]"
@@ -193,6 +195,8 @@ class Gpu:
         _nonnegative_number(self.price_per_hour_usd, f"{f}.price_per_hour_usd")
         _require(isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1, f"{f}.efficiency",
                  f"must be a fraction in (0, 1], got {self.efficiency!r}")
+        _require(isinstance(self.fp8_efficiency, (int, float)) and 0 <= self.fp8_efficiency <= 1,
+                 f"{f}.fp8_efficiency", f"must be a fraction in [0, 1] (0: not measured), got {self.fp8_efficiency!r}")
 
 
 @dataclass(frozen=True)
