@@ -228,3 +228,22 @@ def test_cost_objective_under_a_deadline(catalog, cluster, result):
     assert cheap.best.estimate.dollars_per_step == min(c.estimate.dollars_per_step for c in cheap.candidates)
     with pytest.raises(InputError, match="step deadline"):
         search_rl(cluster, job(catalog), "cost", steps[0] / 2, training_time_limit_s=1.0)
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d["roles"]["rollout"][0].update(tp="4"), "roles.rollout[0].tp"),
+    (lambda d: d["roles"]["rollout"][0].update(tp=3), "roles.rollout[0].tp"),
+    (lambda d: d["roles"]["rollout"][0].update(pool="nope"), "roles.rollout[0].pool"),
+    (lambda d: d["roles"]["rollout"][0].update(replicas=10**6), "uses 1000000 GPUs"),
+    (lambda d: d["rl"].update(prompts_per_step=-1), "rl.prompts_per_step"),
+    (lambda d: d["rl"].update(algorithm="dpo"), "rl.algorithm"),
+    (lambda d: d.update(shape="weird"), "shape"),
+    (lambda d: d["roles"].pop("actor"), "roles.actor"),
+])
+def test_bad_rl_plan_files_are_one_line_errors(done, tmp_path, edit, says):
+    data = json.loads(done[1].read_text())
+    edit(data)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    r = hetplan("evaluate", "--cluster", CLUSTER, "--plan", str(bad))
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr

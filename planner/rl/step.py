@@ -171,6 +171,17 @@ def _resident(cluster: Cluster, plan: RlPlan, actor: Estimate) -> dict[str, floa
 
 
 def check_gpus(cluster: Cluster, plan: RlPlan) -> None:
+    """Every rollout replica inside one node of a pool of the cluster, its degree dividing the
+    model's heads; no pool holding more of the plan's GPUs than it has."""
+    names = [p.name for p in cluster.pools]
+    for i, g in enumerate(plan.rollout):
+        if g.pool not in names:
+            raise InputError(f"roles.rollout[{i}].pool", f"unknown pool {g.pool!r}; the cluster has {names}")
+        pool = cluster.pool(g.pool)
+        if g.tp > pool.gpus_per_node or plan.job.model.heads % g.tp:
+            raise InputError(f"roles.rollout[{i}].tp", f"a rollout replica of tp {g.tp} must fit one node of "
+                                                       f"{pool.name} ({pool.gpus_per_node} GPUs) and divide "
+                                                       f"{plan.job.model.id}'s {plan.job.model.heads} heads")
     for name, n in plan.gpus_by_pool().items():
         pool = cluster.pool(name)
         if n > pool.num_gpus:
