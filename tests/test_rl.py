@@ -247,3 +247,10 @@ def test_bad_rl_plan_files_are_one_line_errors(done, tmp_path, edit, says):
     bad.write_text(json.dumps(data))
     r = hetplan("evaluate", "--cluster", CLUSTER, "--plan", str(bad))
     assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_colocated_rollout_shares_memory_with_the_actors_states(catalog, cluster, result):
+    colocated = next(c for c in result.candidates if c.plan.shape == Shape.COLOCATED)
+    group, gen = colocated.estimate.generation[0]
+    alone = kv_capacity_tokens(catalog.model("llama-3-8b"), cluster.pool(group.pool), group.tp)
+    assert gen.kv_capacity_tokens < alone
