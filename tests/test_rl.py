@@ -254,3 +254,22 @@ def test_colocated_rollout_shares_memory_with_the_actors_states(catalog, cluster
     group, gen = colocated.estimate.generation[0]
     alone = kv_capacity_tokens(catalog.model("llama-3-8b"), cluster.pool(group.pool), group.tp)
     assert gen.kv_capacity_tokens < alone
+
+
+def test_export_openrlhf_flags_exist_in_its_cli(done, tmp_path):
+    data, _ = done
+    one_stage = [c for c in data["candidates"] if len(c["roles"]["actor"]["stages"]) == 1]
+    assert one_stage, "no placement with a one-stage actor to export"
+    plan = tmp_path / "one.json"
+    plan.write_text(json.dumps(one_stage[0]))
+    r = hetplan("export", "--cluster", CLUSTER, "--plan", str(plan), "--to", "openrlhf", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "o" / "launch.sh").read_text()
+    known = set(json.loads((ROOT / "tests" / "data" / "openrlhf_flags.json").read_text())["flags"])
+    written = {w for w in text.split() if w.startswith("--")}
+    assert "--vllm.num_engines" in written and written - known == set()
+    many = [c for c in data["candidates"] if len(c["roles"]["actor"]["stages"]) > 1]
+    if many:
+        plan.write_text(json.dumps(many[0]))
+        r = hetplan("export", "--cluster", CLUSTER, "--plan", str(plan), "--to", "openrlhf")
+        assert r.returncode == 2 and "one stage" in r.stderr
