@@ -273,3 +273,13 @@ def test_export_openrlhf_flags_exist_in_its_cli(done, tmp_path):
         plan.write_text(json.dumps(many[0]))
         r = hetplan("export", "--cluster", CLUSTER, "--plan", str(plan), "--to", "openrlhf")
         assert r.returncode == 2 and "one stage" in r.stderr
+
+
+def test_text_report_names_roles_phases_and_baseline():
+    r = hetplan("plan", "--cluster", CLUSTER, "--model", "llama-3-8b", "--job-kind", "ppo", "--prompts-per-step", "32",
+                "--samples-per-prompt", "4", "--prompt-len", "256", "--response-len", "512", "--async",
+                "--reward-model", "llama-2-7b")
+    assert r.returncode == 0, r.stderr
+    for says in ("best:", "rollout:", "actor:", "critic:", "reward:", "phases:", "critic training",
+                 "baseline, colocated on h100 (the best GPU)"):
+        assert says in r.stdout, says

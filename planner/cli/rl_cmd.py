@@ -132,7 +132,7 @@ def run_plan(args, cluster, model, catalog) -> int:
         lines += ["", f"baseline, colocated on {result.baseline_pool}: does not run there"]
     lines += ["", "other placements:"]
     for c in result.candidates[1:6]:
-        lines += estimate_text(c.plan, c.estimate)[:1]
+        lines += estimate_text(c.plan, c.estimate)[:2]     # the figures and where the rollout runs
     lines += [f"not run: {r}" for r in result.rejected]
     lines += [f"note: {n}" for n in best.estimate.notes]
     print("\n".join(lines))
