@@ -42,7 +42,7 @@ from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
-from planner.placement import fits_nodes
+from planner.placement import fits_nodes, tp_fits
 from planner.types import (DEFAULT_LATENCY_S, GIB, PLAN_FORMAT, PRETRAIN, Attention, Cluster, FleetJob, InputError, JobKind, Link,
                            Model, NetworkGraph, Offload, Plan, Pool, Precision, Recompute, Replica, Schedule, Stage,
                            Storage, Switch, Training)
@@ -465,9 +465,12 @@ def check_plan_against_cluster(plan: Plan, cluster: Cluster) -> None:
             pool = pools.get(r.pool)
             if pool is None:
                 raise InputError(f"{at}.pool", f"unknown pool {r.pool!r}; the cluster has {list(pools)}")
-            if r.tp > pool.gpus_per_node or pool.gpus_per_node % r.tp:
+            if not tp_fits(r.tp, pool):
+                domain = pool.gpu.nvlink_domain_gpus
                 raise InputError(f"{at}.tp", f"tp {r.tp} must divide the {pool.gpus_per_node} GPUs per node "
-                                             f"of pool {pool.name!r} (tensor parallelism stays inside a node)")
+                                             f"of pool {pool.name!r} (tensor parallelism stays inside a node"
+                                             + (f" or fills whole nodes of its {domain}-GPU NVLink domain)"
+                                                if domain > pool.gpus_per_node else ")"))
             if not fits_nodes(plan.replica_gpus(r), pool.gpus_per_node):
                 raise InputError("context_parallel", f"a replica of tp {r.tp} x context_parallel "
                                                      f"{plan.context_parallel} = {plan.replica_gpus(r)} GPUs neither "

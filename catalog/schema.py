@@ -59,6 +59,7 @@ class GpuEntry(Strict):
     memory_bw_gb_s: GBs
     link: str                             # nvlink2..nvlink5, pcie, xgmi
     link_gb_s_per_direction: GBs
+    nvlink_domain_gpus: Optional[Annotated[int, Field(gt=0, le=576)]] = None   # NVLink fabric across nodes (NVL72)
     pcie_gen: Annotated[int, Field(ge=1, le=7)]
     power_w: Annotated[float, Field(gt=0, le=MAX_POWER_W)]
     price_per_gpu_hour: Price             # USD

@@ -186,11 +186,14 @@ class Gpu:
     source: str = ""
     peak_tf32_flops: float = 0.0      # dense TF32 tensor-core peak; 0: none (fp32 matmuls run at peak_fp32_flops)
     peak_fp8_flops: float = 0.0       # dense FP8 tensor-core peak; 0: no FP8
+    nvlink_domain_gpus: int = 0       # GPUs on one NVLink switch fabric across nodes (GB200 NVL72: 72); 0: a node
     fp8_efficiency: float = 0.0       # best measured FP8 matmul / FP8 peak; 0: not measured (planner.compute's rule)
     attention_kernels_of: str = ""    # the GPU whose measured attention kernel rates apply; "": none measured
 
     def __post_init__(self):
         f = f"gpus[{self.id}]"
+        _require(isinstance(self.nvlink_domain_gpus, int) and self.nvlink_domain_gpus >= 0,
+                 f"{f}.nvlink_domain_gpus", f"must be a whole number of GPUs, got {self.nvlink_domain_gpus!r}")
         for name in ("peak_tf32_flops", "peak_fp8_flops"):
             _nonnegative_number(getattr(self, name), f"{f}.{name}")
         for name in ("peak_flops", "peak_fp32_flops", "mem_bytes", "mem_bw_bytes_per_s",
@@ -690,7 +693,7 @@ class FleetJob:
 
 # The engines a plan can name, in the order they are listed: each has its profile in planner.engines
 # (one module per engine; planner.engines checks at import that its registry holds these names).
-ENGINE_NAMES = ("hetplan", "megatron", "deepspeed", "torchtitan", "flagscale")
+ENGINE_NAMES = ("hetplan", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp", "megatron-deepspeed")
 
 
 def check_engine(name, field: str = "engine") -> None:

@@ -201,6 +201,10 @@ def training_arguments(plan: Plan, tp: int) -> list[tuple]:
     """Batch, precision, recompute, sequence parallelism and data-parallel sharding."""
     args = [("--micro-batch-size", plan.micro_batch), ("--global-batch-size", plan.global_batch)]
     args += PRECISION_FLAGS[plan.precision.value]
+    if plan.precision.value == "fp8" and plan.zero_stage >= 1:
+        # the compute weight kept in FP8 in place of bf16 (arguments.py lines 2016-2018; it needs the
+        # distributed optimizer or Megatron-FSDP, lines 1095-1097), as planner.numerics counts FP8 weights
+        args += [("--fp8-param-gather",)]
     if plan.recompute == Recompute.FULL:
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", 1)]
