@@ -260,6 +260,7 @@ class PlanEntry(Strict):
     offload: Literal["none", "optimizer", "optimizer+params"] = "none"
     context_parallel: Annotated[int, Field(gt=0, le=MAX_CONTEXT_PARALLEL)] = 1
     expert_parallel: Annotated[int, Field(gt=0, le=100_000)] = 1
+    attention: Literal["flash", "unfused"] = "flash"   # unfused: no FlashAttention (s^2 scores computed and kept)
     stages: Annotated[list[StageEntry], Field(min_length=1, max_length=100_000)]
 
 

@@ -92,6 +92,13 @@ class Recompute(str, Enum):
     FULL = "full"             # whole layer, keeping only its input
 
 
+class Attention(str, Enum):
+    """How the attention core runs (plan field `attention`)."""
+    FLASH = "flash"           # a fused kernel (FlashAttention, SDPA's flash backend): no s x s scores kept
+    UNFUSED = "unfused"       # Q K^T, softmax, dropout, x V as separate kernels: the a s^2 b scores kept
+    #                           (Korthikanti et al. 2022, eq. 2's 5as/h term), for engines and GPUs without it
+
+
 class Schedule(str, Enum):
     ONE_F_ONE_B = "1f1b"      # with interleave > 1: interleaved 1F1B (Narayanan et al. 2021)
     GPIPE = "gpipe"
@@ -783,6 +790,7 @@ class Plan:
     offload: Offload = Offload.NONE   # model states in CPU memory (planner.training)
     context_parallel: int = 1         # each replica spans tp x context_parallel GPUs, the sequence split over cp
     expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
+    attention: Attention = Attention.FLASH   # the attention core's kernels (planner.compute, planner.memory)
 
     def __post_init__(self):
         check_engine(self.engine)
