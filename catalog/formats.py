@@ -309,7 +309,8 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     sequence_parallel=entry.sequence_parallel, schedule=Schedule(entry.schedule),
                     interleave=entry.interleave, engine=engine.name, tf32=entry.tf32,
                     training=_training(entry.job), offload=Offload(entry.offload),
-                    context_parallel=entry.context_parallel, expert_parallel=entry.expert_parallel)
+                    context_parallel=entry.context_parallel, expert_parallel=entry.expert_parallel,
+                    tp_comm_overlap=entry.tp_comm_overlap)
     except InputError as err:
         raise relocated(err, source) from None
     problems = engine.violations(plan)
@@ -360,6 +361,7 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         **({} if plan.offload == Offload.NONE else {"offload": plan.offload.value}),
         **({} if plan.context_parallel == 1 else {"context_parallel": plan.context_parallel}),
         **({} if plan.expert_parallel == 1 else {"expert_parallel": plan.expert_parallel}),
+        **({"tp_comm_overlap": True} if plan.tp_comm_overlap else {}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],
