@@ -253,6 +253,7 @@ class PlanEntry(Strict):
     zero_stage: ZeroStage = 0
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False
+    tp_comm_overlap: bool = False         # tp collectives pipelined with the GEMMs (engines that offer it)
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     interleave: PositiveInt = 1
     engine: Optional[str] = None          # planner.engines; absent: hetplan's runtime (the format's first meaning)

@@ -791,9 +791,12 @@ class Plan:
     context_parallel: int = 1         # each replica spans tp x context_parallel GPUs, the sequence split over cp
     expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
     attention: Attention = Attention.FLASH   # the attention core's kernels (planner.compute, planner.memory)
+    tp_comm_overlap: bool = False     # tp collectives pipelined with the GEMMs beside them, where the engine offers it
 
     def __post_init__(self):
         check_engine(self.engine)
+        _require(isinstance(self.tp_comm_overlap, bool), "tp_comm_overlap",
+                 f"must be true or false, got {self.tp_comm_overlap!r}")
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
         for i, st in enumerate(self.stages):

@@ -212,6 +212,8 @@ def training_arguments(plan: Plan, tp: int) -> list[tuple]:
         args += [("--recompute-granularity", "selective")]
     if plan.sequence_parallel and tp > 1:
         args += [("--sequence-parallel",)]
+    if plan.tp_comm_overlap:         # the plan's tp-communication overlap (needs --sequence-parallel, arguments.py
+        args += [("--tp-comm-overlap",)]   # lines 1441-1442; Transformer Engine userbuffers, initialize.py line 164)
     if plan.zero_stage == 1:
         args += [("--use-distributed-optimizer",)]
     elif plan.zero_stage in FSDP_STRATEGY:
