@@ -35,6 +35,7 @@ from typing import Mapping
 import networkx as nx
 import numpy as np
 
+from planner.limits import MAX_SWITCHES_PER_POOL
 from planner.types import InputError
 
 NETWORK_KINDS = ("infiniband", "roce", "ethernet")
@@ -107,6 +108,11 @@ class NetworkGraph:
                 raise InputError(f"network.links[{link.a}-{link.b}]",
                                  "joins no switch: every link has a switch at one end at least "
                                  f"(switches: {sorted(known)})")
+        for pool, switches in self._links_by_pool.items():
+            if len(switches) > MAX_SWITCHES_PER_POOL:
+                raise InputError("network.links", f"pool {pool!r} links to {len(switches)} switches; at most "
+                                                  f"{MAX_SWITCHES_PER_POOL} (planner.limits.MAX_SWITCHES_PER_POOL), "
+                                                  f"one per NIC rail: join the rails' switches instead")
         if self.storage is not None and self.storage.switch not in known:
             raise InputError("network.storage.switch",
                              f"unknown switch {self.storage.switch!r}; the network has {sorted(known)}")

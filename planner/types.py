@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from planner.limits import (MAX_CONTEXT_PARALLEL, MAX_EXPERTS, MAX_FFN, MAX_GLOBAL_BATCH, MAX_HIDDEN,  # noqa: F401
+                            MAX_LAYERS, MAX_LORA_RANK, MAX_SEQ_LEN, MAX_SIMULATED_PASSES, MAX_VOCAB)
+
 if TYPE_CHECKING:
     from planner.network import NetworkGraph, Path
 
@@ -70,12 +73,8 @@ def _spot_fields(spot, availability, f: str) -> None:
              f"applies to spot pools only (spot: true); an on-demand pool is always held, got {availability!r}")
 
 
-# Sizes beyond any real job, refused so that no input can make the planner run for minutes.
-MAX_GLOBAL_BATCH = 10_000_000             # sequences per iteration
-MAX_SEQ_LEN = 10_000_000                  # tokens
-# The schedule simulation handles every pass of every micro-batch on every stage (and virtual
-# stage); at about 10 us each, this many bounds one `evaluate` to seconds.
-MAX_SIMULATED_PASSES = 1_000_000          # stages x micro-batches x interleave
+# Sizes beyond any real job are refused so that no input can make the planner run for minutes
+# (the table: planner.limits).
 
 
 class Precision(str, Enum):
@@ -344,8 +343,8 @@ class Model:
             value = getattr(self, name)
             _require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
                      f"{f}.{name}", f"must be a whole number, zero or more, got {value!r}")
-        for name, limit in (("layers", 100_000), ("hidden", 1_000_000), ("ffn", 100_000_000),
-                            ("vocab", 100_000_000), ("experts", 100_000), ("max_positions", 100_000_000),
+        for name, limit in (("layers", MAX_LAYERS), ("hidden", MAX_HIDDEN), ("ffn", MAX_FFN),
+                            ("vocab", MAX_VOCAB), ("experts", MAX_EXPERTS), ("max_positions", 100_000_000),
                             ("embed_proj_dim", 1_000_000)):
             _require(getattr(self, name) <= limit, f"{f}.{name}",
                      f"is implausibly large ({getattr(self, name)!r}); the limit is {limit:,}")
@@ -382,9 +381,6 @@ class Model:
 
 
 # ----------------------------------------------------------------------------- jobs and plans
-
-MAX_LORA_RANK = 4096
-
 
 @dataclass(frozen=True)
 class Training:
@@ -429,6 +425,7 @@ class Job:
         _positive_int(self.global_batch, "global_batch")
         _positive_int(self.seq_len, "seq_len")
         _check_sizes(self.global_batch, self.seq_len)
+        _check_lora_rank(self.training, self.model)
         if self.tokens_to_train is not None:
             _positive_number(self.tokens_to_train, "tokens")
 
@@ -440,9 +437,6 @@ class Job:
 def _check_engine(name) -> None:
     from planner.engines import get       # the profiles import these types
     get(name)
-
-
-MAX_CONTEXT_PARALLEL = 1024
 
 
 def _check_context_parallel(context_parallel: int, seq_len: int) -> None:
@@ -462,6 +456,13 @@ def _check_expert_parallel(expert_parallel: int, model: Model) -> None:
     _require(model.experts % expert_parallel == 0, "expert_parallel",
              f"{model.experts} experts do not split evenly over {expert_parallel} GPUs; use a divisor of "
              f"{model.experts}")
+
+
+def _check_lora_rank(training: Training, model: Model) -> None:
+    _require(not training.adapters or training.lora_rank <= model.hidden, "job.lora_rank",
+             f"must be at most the model's hidden size ({model.hidden:,}; planner.limits), got "
+             f"{training.lora_rank:,}: an adapter of rank r on a hidden x hidden weight is low-rank only "
+             f"below the hidden size; use a smaller rank")
 
 
 def _check_sizes(global_batch: int, seq_len: int) -> None:
@@ -535,6 +536,7 @@ class Plan:
         _check_engine(self.engine)
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
+        _check_lora_rank(self.training, self.model)
         for i, st in enumerate(self.stages):
             _require(len(st.replicas) % self.expert_parallel == 0, f"stages[{i}].replicas",
                      f"{len(st.replicas)} data-parallel replicas do not form groups of expert_parallel "

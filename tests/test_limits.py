@@ -12,7 +12,10 @@ import tracemalloc
 import pytest
 
 from catalog import builtin_catalog, cluster_from_dict
+from planner import limits
 from planner.cli import main
+from planner.types import InputError, Job, JobKind, Training
+from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -69,3 +72,61 @@ def test_evaluate_on_1024_switches_in_a_chain(tmp_path, capsys):
     crossing = json.loads(capsys.readouterr().out)["network_paths"][0]
     assert crossing["hops"] == ["p0", *(f"s{i}" for i in range(1024)), "p1"]
     assert spent < 5.0, f"{spent:.2f} CPU-s"
+
+
+# ----------------------------------------------------------------------------- limits refused, named
+
+def _one_line_error(argv, capsys) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err[:500]
+    return err
+
+
+def _cluster_file(tmp_path, data) -> str:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("change, field, limit", [
+    (lambda d: d["network"]["switches"].append({"name": "one-more", "kind": "ethernet"}), "network.switches",
+     limits.MAX_SWITCHES),
+    (lambda d: d["network"]["links"].extend([{"from": "s0", "to": "s1", "gbps": 1}] * (limits.MAX_LINKS)),
+     "network.links", limits.MAX_LINKS),
+    (lambda d: d["pools"].append({"name": "one-more", "gpu": "a100-80gb-sxm", "nodes": 1, "gpus_per_node": 8}),
+     "pools", limits.MAX_POOLS),
+    (lambda d: d["network"]["links"].append({"from": "p0", "to": "s999", "gbps": 25}), "network.links",
+     limits.MAX_SWITCHES_PER_POOL),
+    (lambda d: d["pools"][0].update(nodes=limits.MAX_GPUS_PER_POOL // 8 + 1), "pools[0]",
+     limits.MAX_GPUS_PER_POOL),
+])
+def test_a_cluster_one_past_a_limit_is_refused_with_the_limit_named(change, field, limit, tmp_path, capsys):
+    data = switch_chain()
+    change(data)
+    err = _one_line_error(["evaluate", "--cluster", _cluster_file(tmp_path, data),
+                           "--plan", str(EXAMPLES / "plans" / "single-node-8-small.json")], capsys)
+    assert field in err and (f" {limit} " in err or f" {limit:,} " in err), err
+
+
+def test_a_lora_rank_above_the_hidden_size_is_refused(catalog, capsys):
+    model = catalog.model("gpt3-1.3b")
+    with pytest.raises(InputError, match=r"job.lora_rank.*hidden size \(2,048"):
+        Job(model, 8, 512, training=Training(JobKind.LORA, model.hidden + 1))
+    Job(model, 8, 512, training=Training(JobKind.LORA, model.hidden))
+    Job(model, 8, 512, training=Training(JobKind.PRETRAIN, model.hidden + 1))    # no adapters: no rank
+    err = _one_line_error(["plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "gpt3-1.3b",
+                           "--global-batch", "8", "--seq-len", "512", "--job-kind", "lora", "--lora-rank", "4096"],
+                          capsys)
+    assert "lora_rank" in err and "2,048" in err
+
+
+def test_every_limit_is_in_the_documented_table():
+    """docs/reliability.md's table names every limit of planner.limits with its value."""
+    doc = (ROOT / "docs" / "reliability.md").read_text()
+    table = "\n".join(line for line in doc.splitlines() if line.startswith("|"))
+    for name, value in vars(limits).items():
+        if name.startswith("MAX_"):
+            assert f"`planner.limits.{name}`" in table, name
+            row = next(line for line in table.splitlines() if f"`planner.limits.{name}`" in line)
+            assert f"{value:,}" in row or f"{value}" in row, (name, value, row)
