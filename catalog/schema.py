@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from planner.limits import (MAX_CONTEXT_PARALLEL, MAX_EXPERT_PARALLEL, MAX_FLEET_JOBS, MAX_GLOBAL_BATCH,  # noqa: F401
+from planner.types import (MAX_CONTEXT_PARALLEL, MAX_EXPERT_PARALLEL, MAX_FLEET_JOBS, MAX_GLOBAL_BATCH,  # noqa: F401
                             MAX_GPUS_PER_NODE, MAX_GPUS_PER_POOL, MAX_LINKS, MAX_LORA_RANK, MAX_POOLS,
                             MAX_PORTS_PER_LINK, MAX_SEQ_LEN, MAX_STAGES, MAX_SWITCHES)
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 
 from planner.comm import INTRA_NODE_LATENCY_S, all_reduce_s
 from planner.experts import expert_load
-from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token,
+from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token, layer_params,
                            layer_matmul_flops_per_token)
 from planner.numerics import FP8_CAST_BYTES, linear_peak_flops, numerics, other_peak_flops
 from planner.training import (DEQUANT_BYTES_PER_PARAM, adapter_params_per_layer, backward_projection_factor)
-from planner.types import PRETRAIN, Gpu, JobKind, MlpKind, Model, NormKind, PositionKind, Precision, Recompute, Training
+from planner.types import (PRETRAIN, Gpu, JobKind, Kernels, MlpKind, Model, NormKind, PositionKind, Precision,
+                           Recompute, SelectiveKind, Training)
 
 ACT_BYTES = 2  # 16-bit activations (planner.numerics: 4 in fp32), the least of any precision
 
@@ -61,18 +61,6 @@ ELEMENTWISE_PASSES_HIDDEN = 14
 ELEMENTWISE_PASSES_FFN = {MlpKind.GELU: 2, MlpKind.RELU: 2, MlpKind.SWIGLU: 3}
 
 
-class Kernels(str, Enum):
-    """How an engine runs a layer's element-wise ops (planner.engines.base.Execution.kernels),
-    cheapest first."""
-    FUSED = "fused"                  # fused kernels: Megatron-LM's, or torch.compile's Inductor
-    EAGER = "eager"                  # eager PyTorch: one kernel per op, the norm one fused kernel
-    EAGER_UNFUSED_NORM = "eager-unfused-norm"   # eager, and RMSNorm as its composite ops too
-
-    @property
-    def cost_rank(self) -> int:
-        return list(Kernels).index(self)
-
-
 # Eager PyTorch, counted from torchtitan's Llama (torchtitan/models/llama3/model/model.py @v0.2.2;
 # torchtitan/models/llama/model.py @9dec370): the passes eager kernels add to the fused count
 # above (which already holds the norms, the residual adds and ~3 for the q/k/v and rotary work),
@@ -107,14 +95,6 @@ def elementwise_elements_per_token(model: Model, kernels: Kernels = Kernels.FUSE
     if kernels == Kernels.EAGER_UNFUSED_NORM and model.norm == NormKind.RMSNORM:
         hidden += 2 * COMPOSITE_RMSNORM_EXTRA_PASSES * h
     return hidden, EAGER_FFN_PASSES[model.mlp] * f
-
-
-class SelectiveKind(str, Enum):
-    """What an engine's selective recomputation reruns (Execution.selective_recompute)."""
-    ATTENTION_CORE = "attention-core"   # Megatron-LM --recompute-granularity selective: the attention
-    #                                     core only (Korthikanti et al. 2022, section 4.2)
-    OP_SAC = "op-sac"                   # torchtitan selective_ac_option "op": every op but every other
-    #                                     matmul, SDPA and the tp reduce-scatters is recomputed
 
 
 def layer_matmul_flops_in_order(model: Model) -> list[float]:
@@ -230,7 +210,6 @@ def adapter_pass_s(model: Model, gpu: Gpu, tokens: float, tp: int, training: Tra
     adapters = 2 * tokens * adapter_params_per_layer(model, training.lora_rank, active_only=True) / tp
     seconds = _matmul_s(adapters, gpu, min(tokens, training.lora_rank), other_peak_flops(gpu, precision, tf32))
     if training.kind == JobKind.QLORA:
-        from planner.flops import layer_params
         seconds += _memory_s(DEQUANT_BYTES_PER_PARAM * layer_params(model, active_only=True) / tp, gpu)
     return seconds
 

@@ -43,7 +43,7 @@ import pulp
 
 from planner.cost import evaluate
 from planner.search import SearchOptions, search
-from planner.types import Cluster, Estimate, InputError, Job, Model, Objective, Plan
+from planner.types import Cluster, Estimate, FleetJob, InputError, Job, Objective, Plan
 
 TIE_SLACK = 1e-6                # an earlier objective may lose this share of its optimum to a later one
 PARALLEL_AFTER_S = 2.0          # CPU seconds of searches in this process before more run in worker processes
@@ -55,27 +55,6 @@ class Policy(str, enum.Enum):
     MAX_MIN = "max-min"
     MIN_COST = "min-cost"
     FINISH_TIME = "finish-time"
-
-
-@dataclass(frozen=True)
-class FleetJob:
-    name: str
-    model: Model
-    global_batch: int
-    seq_len: int
-    tokens: float | None = None           # tokens to train; needed for time and dollars to finish
-    deadline_hours: float | None = None   # min-cost: finish within this
-    weight: float = 1.0
-
-    def __post_init__(self):
-        self.job()                        # Job validates batch, sequence length and tokens
-        if not (isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and self.weight > 0):
-            raise InputError("weight", f"must be a positive number, got {self.weight!r}")
-        if self.deadline_hours is not None and not (math.isfinite(self.deadline_hours) and self.deadline_hours > 0):
-            raise InputError("deadline_hours", f"must be a positive number of hours, got {self.deadline_hours!r}")
-
-    def job(self) -> Job:
-        return Job(self.model, self.global_batch, self.seq_len, tokens_to_train=self.tokens)
 
 
 @dataclass(frozen=True)

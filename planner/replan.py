@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from catalog.formats import check_plan_against_cluster
 from planner.cost import CostOptions, evaluate
 from planner.flops import model_params
 from planner.memory import plan_states
@@ -69,7 +70,7 @@ def checkpoint_bytes(plan: Plan) -> float:
 def _io_bw(cluster: Cluster, plan: Plan) -> float:
     """Bytes/s the plan's nodes move to or from storage together: each node's network, or, where
     the cluster's network names its storage, the bottleneck of the paths there
-    (planner.network.NetworkGraph.storage_bw)."""
+    (planner.types.NetworkGraph.storage_bw)."""
     nodes = {name: -(-gpus // cluster.pool(name).gpus_per_node) for name, gpus in plan.gpus_by_pool().items()}
     if cluster.network is not None and cluster.network.storage is not None:
         return cluster.network.storage_bw(nodes)
@@ -133,7 +134,6 @@ def replan(new_cluster: Cluster, current: Plan, tokens_remaining: float | None =
 
 
 def _current_on(cluster: Cluster, plan: Plan, tokens: float | None) -> tuple[Estimate | None, str]:
-    from catalog.formats import check_plan_against_cluster
     try:
         check_plan_against_cluster(plan, cluster)
         est = evaluate(cluster, plan, tokens, CostOptions())

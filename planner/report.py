@@ -1,6 +1,7 @@
 """Estimates as plain data (the `--json` contract of `hetplan evaluate` and of plans' metrics)."""
 from __future__ import annotations
 
+from planner.engines import get as engine_profile
 from planner.types import GIB, Estimate
 
 
@@ -56,7 +57,6 @@ def format_duration(seconds: float | None) -> str:
 
 
 def estimate_to_text(est: Estimate) -> str:
-    from planner.engines import get as engine_profile
     engine = engine_profile(est.engine)
     lines = [
         f"engine             {engine.title} ({engine.version})",

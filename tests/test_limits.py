@@ -12,7 +12,7 @@ import tracemalloc
 import pytest
 
 from catalog import builtin_catalog, cluster_from_dict
-from planner import limits
+from planner import types as limits
 from planner.cli import main
 from planner.types import InputError, Job, JobKind, Training
 from tests.conftest import EXAMPLES, ROOT
@@ -122,11 +122,11 @@ def test_a_lora_rank_above_the_hidden_size_is_refused(catalog, capsys):
 
 
 def test_every_limit_is_in_the_documented_table():
-    """docs/reliability.md's table names every limit of planner.limits with its value."""
+    """docs/reliability.md's table names every limit of planner.types (its limits section) with its value."""
     doc = (ROOT / "docs" / "reliability.md").read_text()
     table = "\n".join(line for line in doc.splitlines() if line.startswith("|"))
     for name, value in vars(limits).items():
         if name.startswith("MAX_"):
-            assert f"`planner.limits.{name}`" in table, name
-            row = next(line for line in table.splitlines() if f"`planner.limits.{name}`" in line)
+            assert f"`planner.types.{name}`" in table, name
+            row = next(line for line in table.splitlines() if f"`planner.types.{name}`" in line)
             assert f"{value:,}" in row or f"{value}" in row, (name, value, row)

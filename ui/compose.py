@@ -202,7 +202,7 @@ def cluster_options(cluster: dict) -> None:
 
 
 def model_label(model: Model) -> str:
-    return f"{model.name} · {model.num_params / 1e9:.1f} B parameters"
+    return f"{model.name} · {model_params(model) / 1e9:.1f} B parameters"
 
 
 CUSTOM_DEFAULTS = {"id": "custom", "name": "custom", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
@@ -406,6 +406,7 @@ def context_parallel_help(state, degrees: list[int] | None) -> str:
 
 def _cp_limits() -> tuple[int, int] | None:
     """The shortest sequence the search splits, and the fewest tokens it leaves a GPU (planner.search)."""
+    # imported here, not at the top: the app's seam to the search (ui.planning.search_api)
     try:
         from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU
     except ImportError:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import pandas as pd
+
 from catalog import plan_from_dict, without_output_keys
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.types import InputError, JobKind, Offload, Plan, Precision
+from ui.frames import plan_shape
 from ui.markup import md
 from ui.planning import catalog
 
@@ -123,8 +126,6 @@ def engines_table(outcomes: dict, cluster_gpus: int):
     """One row per engine (`outcomes`: engine name -> ui.planning.Outcome of its search): its best
     plan's figures and their change against hetplan's runtime, which runs every plan, or why the
     engine has no plan. Plain text cells (the page renders them as text)."""
-    import pandas as pd
-    from ui.frames import plan_shape
     reference = outcomes.get(DEFAULT_ENGINE)
     ref = (reference.result.plans[0].estimate
            if reference is not None and not reference.error and reference.result.plans else None)

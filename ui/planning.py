@@ -16,10 +16,12 @@ from pydantic import ValidationError
 from catalog import (Catalog, check_plan_against_cluster, cluster_from_dict, load_catalog, plan_from_dict,
                      without_output_keys)
 from catalog.errors import from_validation_error
+from catalog.formats import fleet_jobs_from_dict
 from catalog.loader import model_from_entry
 from catalog.schema import InlineModelEntry
 from planner.cost import evaluate
 from planner.types import Cluster, InputError, Job, JobKind, Model, Objective, Offload, Plan, Precision, Training
+from ui import phases
 from ui.state import AppState, context_parallel_degree, expert_parallel_degree
 
 PLANNER_MISSING = ("The planner (planner.search) is not available in this installation yet. "
@@ -35,6 +37,10 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
+# The app's seam to the planner's features: planner.search (and the export, replan and fleet built on it)
+# are imported where they are used, not at the top, so that the app says so when they are absent
+# (PlannerUnavailable) and tests can stand a search in for them (tests/app_helpers.py puts
+# tests/fake_search.py in sys.modules["planner.search"]). Not a cycle: the import graph has none.
 def search_api():
     """planner.search's (search, SearchOptions), or raise PlannerUnavailable."""
     try:
@@ -251,7 +257,6 @@ class Simulated:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _simulate(cluster_json: str, plan_json: str) -> Outcome:
-    from ui import phases
     try:
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
@@ -336,7 +341,6 @@ def _fleet_searches(cluster_json: str, search_time_limit_s: float, code: int) ->
 def _fleet(cluster_json: str, jobs_json: str, policy: str, search_time_limit_s: float) -> Outcome:
     try:
         search_api()
-        from catalog.formats import fleet_jobs_from_dict
         from planner.fleet import FleetOptions, plan_fleet
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         jobs = fleet_jobs_from_dict(json.loads(jobs_json), catalog(), source="jobs table")

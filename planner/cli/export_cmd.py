@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import sys
 
+from catalog.formats import plan_to_json
 from planner.cli.common import add_cluster_and_plan, add_time_limit, load_cluster_and_plan
 from planner.cli.files import check_output_folder, write_files
-from planner.export import ENGINES, SEARCH_TIME_LIMIT_S
+from planner.cli.rl_cmd import export as export_rl_plan, read_rl_plan
+from planner.export import ENGINES, SEARCH_TIME_LIMIT_S, export_result
+from planner.types import InputError
 
 
 def register(sub) -> None:
@@ -17,7 +20,8 @@ def register(sub) -> None:
                                    "its planned GPU. A plan the engine cannot run is replaced by the engine's best "
                                    "plan from the search (closest-plan.json, with its predicted cost), or refused.")
     add_cluster_and_plan(p)
-    p.add_argument("--to", required=True, choices=ENGINES, help="engine (target) to write the files for")
+    p.add_argument("--to", required=True, choices=(*ENGINES, "verl"),
+                   help="engine (target) to write the files for; verl for an RL plan (docs/rl.md)")
     add_time_limit(p, SEARCH_TIME_LIMIT_S, "SECONDS",
                    "CPU seconds the search for the engine's own plan may take when it cannot run the plan "
                    f"(default {SEARCH_TIME_LIMIT_S:g})")
@@ -27,8 +31,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from catalog.formats import plan_to_json
-    from planner.export import export_result
+    rl = read_rl_plan(args.plan)
+    if rl is not None or args.to == "verl":     # RL plans export to verl (planner.export.verl)
+        if rl is None:
+            raise InputError("--plan", "--to verl exports an RL plan; make one with `hetplan plan --job-kind grpo "
+                                       "(or ppo) ... --out FILE`")
+        return export_rl_plan(args, rl)
     if args.out:
         check_output_folder(args.out, "--out")
     catalog, cluster, plan = load_cluster_and_plan(args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from catalog.formats import load_cluster_file, load_jobs_file, plan_to_dict
 from planner.cli.common import catalog_from_args, finite_number, print_json
 from planner.fleet import FleetOptions, FleetResult, NodeSlice, Policy, plan_fleet
 from planner.report import estimate_to_dict, format_duration
@@ -39,7 +40,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from catalog.formats import load_cluster_file, load_jobs_file
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     jobs = load_jobs_file(args.jobs, catalog)
@@ -65,7 +65,6 @@ def placement_to_dict(s: NodeSlice) -> dict:
 def to_dict(result: FleetResult, catalog=None) -> dict:
     """`nodes`: pool -> nodes the job's GPUs lie on; `placement`: which nodes and GPUs, numbered from 0
     within each pool (part of a node: the node it shares and its GPUs there)."""
-    from catalog.formats import plan_to_dict
     allocations = []
     for a in result.allocations:
         tokens = a.job.tokens

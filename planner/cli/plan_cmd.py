@@ -5,11 +5,17 @@ import argparse
 import json
 import math
 
+from catalog.formats import load_cluster_file, plan_to_dict
 from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
 from planner.cli.files import check_output_file, refuse_an_input, write_file
+from planner.cli.rl_cmd import add_rl_arguments, check_flags as check_rl_flags, run_plan as run_rl_plan
+from planner.rl.workload import RL_KINDS
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.report import estimate_to_dict, format_duration, spot_text
+from planner.search import search
+from planner.search.explain import describe_plan
+from planner.search.objective import estimate_key
 from planner.search.planners import SearchOptions
 from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU, MAX_SEARCHED_EXPERT_PARALLEL
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
@@ -26,16 +32,17 @@ def register(sub) -> None:
                                    "plan that is best for the objective; every plan is scored by the cost model.")
     p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
     p.add_argument("--model", required=True, metavar="ID", help="catalog model id (see `hetplan catalog models`)")
-    p.add_argument("--global-batch", required=True, type=int, metavar="N", help="sequences per iteration")
-    p.add_argument("--seq-len", required=True, type=int, metavar="S", help="tokens per sequence")
+    p.add_argument("--global-batch", type=int, metavar="N", help="sequences per iteration (required but for RL kinds)")
+    p.add_argument("--seq-len", type=int, metavar="S", help="tokens per sequence (required but for RL kinds)")
     p.add_argument("--precision", choices=[x.value for x in Precision], default=None,
                    help="fp32, bf16, fp16 or fp8 (FP8 linear layers on GPUs that have FP8, under an engine that "
                         "runs it); default: bf16 where every GPU a plan uses supports it, else fp16")
     p.add_argument("--tf32", choices=("on", "off"), default=None,
                    help="fp32 only: TF32 tensor-core matmuls on or off (default: the engine's default, as PyTorch: off)")
-    p.add_argument("--job-kind", choices=[k.value for k in JobKind], default=JobKind.PRETRAIN.value,
+    p.add_argument("--job-kind", choices=[*[k.value for k in JobKind], *RL_KINDS], default=JobKind.PRETRAIN.value,
                    help="pretrain (default), full-finetune (every weight, from a checkpoint), lora (frozen 16-bit "
-                        "base, adapters trained) or qlora (frozen 4-bit NF4 base)")
+                        "base, adapters trained), qlora (frozen 4-bit NF4 base), or RL post-training: grpo, ppo "
+                        "(the RL options below; docs/rl.md)")
     p.add_argument("--lora-rank", type=whole_number(1, MAX_LORA_RANK), default=None, metavar="R",
                    help="adapter rank for --job-kind lora or qlora (default 16)")
     p.add_argument("--offload", choices=("auto", *[o.value for o in Offload]), default="auto",
@@ -75,11 +82,11 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="FILE",
                    help="also write the best plan to FILE as a plan JSON (format hetplan.plan/1, the object "
                         "--json prints as plans[0]) for `evaluate`, `export` and `run-local`")
+    add_rl_arguments(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from catalog.formats import load_cluster_file
     if args.tokens is not None and not args.tokens > 0:
         raise InputError("--tokens", f"must be a positive number of tokens, got {args.tokens}")
     if args.out:
@@ -88,6 +95,9 @@ def run(args) -> int:
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     model = catalog.model(args.model, "--model")
+    check_rl_flags(args)
+    if args.job_kind in RL_KINDS:
+        return run_rl_plan(args, cluster, model, catalog)
     if args.engine == "all":
         return _run_all(args, cluster, model, catalog)
     result = _search(args, cluster, model, args.engine)
@@ -115,7 +125,6 @@ def _context_parallel(text: str):
 
 
 def _search(args, cluster, model, engine: str):
-    from planner.search import search
     if args.tf32 is not None and args.precision != "fp32":
         raise InputError("--tf32", "applies to --precision fp32 only")
     if args.lora_rank is not None and args.job_kind not in ("lora", "qlora"):
@@ -172,13 +181,11 @@ def _run_all(args, cluster, model, catalog) -> int:
 
 
 def _key(result) -> float:
-    from planner.search.objective import estimate_key
     return estimate_key(result.objective, result.plans[0].estimate, None if result.objective != Objective.DEADLINE
                         else math.inf)
 
 
 def _engines_text(results, errors, best) -> str:
-    from planner.search.explain import describe_plan
     ref = results.get(DEFAULT_ENGINE)
     against = (f"against {ENGINES[DEFAULT_ENGINE].title}, which runs every plan it can train" if ref is not None else
                f"{ENGINES[DEFAULT_ENGINE].title} has none to compare with")
@@ -200,7 +207,6 @@ def _engines_text(results, errors, best) -> str:
 def _scored(sp, catalog) -> dict:
     """A plan as --json and --out write it: the plan file format with the keys it adds for people
     (catalog.schema.PLAN_OUTPUT_ONLY_KEYS), which a plan file may keep and loading ignores."""
-    from catalog.formats import plan_to_dict
     d = plan_to_dict(sp.plan, catalog, estimate_to_dict(sp.estimate))
     d["explanation"] = sp.explanation
     d["gain_over"] = dict(sp.gain_over)
@@ -223,7 +229,6 @@ def _json(result, catalog) -> dict:
 
 
 def _text(result) -> str:
-    from planner.search.explain import describe_plan
     lines = [f"{result.method} search for {result.objective.value}: {result.candidates_evaluated:,} candidates "
              f"in {result.search_time_s:.2f} s, "
              + ("complete" if result.complete else

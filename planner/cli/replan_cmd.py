@@ -1,8 +1,10 @@
 """hetplan replan --cluster NEW.yaml --plan CURRENT.json [--old-cluster OLD.yaml] [--tokens-remaining T] [--json]"""
 from __future__ import annotations
 
+from catalog.formats import load_cluster_file, load_plan_file, plan_to_dict
 from planner.cli.common import (PLAN_FILE_HELP, add_cluster_and_plan, add_time_limit, catalog_from_args, check_tokens,
                                  print_json)
+from planner.replan import replan
 from planner.report import estimate_to_dict
 from planner.search.explain import describe_plan
 from planner.search.planners import SearchOptions
@@ -28,8 +30,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from catalog.formats import load_cluster_file, load_plan_file, plan_to_dict
-    from planner.replan import replan
     check_tokens("--tokens-remaining", args.tokens_remaining)
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from planner.engines import deepspeed, flagscale, hetplan, megatron, torchtitan
 from planner.engines.base import Engine, Execution, Space
-from planner.types import InputError
+from planner.types import ENGINE_NAMES, check_engine
 
 DEFAULT = hetplan.ENGINE.name
 ENGINES: dict[str, Engine] = {e.name: e for e in (hetplan.ENGINE, megatron.ENGINE, deepspeed.ENGINE,
                                                   torchtitan.ENGINE, flagscale.ENGINE)}
+# the vocabulary's list (planner.types, which a Job checks its engine against) names exactly these
+assert tuple(ENGINES) == ENGINE_NAMES, f"planner.types.ENGINE_NAMES {ENGINE_NAMES} != the registry {tuple(ENGINES)}"
 
 
 def get(name: str, field: str = "engine") -> Engine:
     """The profile of engine `name`; InputError naming `field` and the known engines otherwise."""
-    if not isinstance(name, str) or name not in ENGINES:
-        raise InputError(field, f"unknown engine {name!r}; known: {', '.join(ENGINES)}")
+    check_engine(name, field)
     return ENGINES[name]
 
 

@@ -25,9 +25,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.compute import Kernels, SelectiveKind
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES
-from planner.types import JobKind, Offload, Plan, Precision, Recompute, Schedule
+from planner.numerics import numerics
+from planner.types import GIB, JobKind, Kernels, Offload, Plan, Precision, Recompute, Schedule, SelectiveKind
+
+# CUDA context, NCCL buffers and allocator fragmentation: about 1-2 GiB in practice (PyTorch
+# CUDA context alone is ~0.5 GiB; NCCL reserves buffers per communicator). Assumed, not measured.
+# The smallest of any engine's (planner.engines: each profile's framework_bytes is at least this),
+# which the search's memory bounds use.
+FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 
 ALL_RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 WHOLE_MODEL_JOBS = (JobKind.PRETRAIN, JobKind.FULL_FINETUNE)
@@ -101,7 +106,6 @@ class Execution:
 
     def grad_reduce_bytes(self, precision: Precision | None) -> int:
         """Bytes per gradient element on the wire in data-parallel reductions."""
-        from planner.numerics import numerics
         return max(4 if precision in self.fp32_grad_reduce else 2, numerics(precision).grad_comm_bytes)
 
     def tf32(self, asked: bool | None) -> bool:

@@ -9,6 +9,7 @@ there are warnings: what the app offers for download. Pure: nothing here writes 
 """
 from __future__ import annotations
 
+from planner.export import deepspeed, flagscale, megatron, torchrun, torchtitan
 from planner.export.common import SEARCH_TIME_LIMIT_S, ExportResult, engine_for, resolve, targets
 from planner.types import Cluster, InputError, Plan
 
@@ -16,7 +17,6 @@ ENGINES = tuple(targets())       # ("torchrun", "megatron", "deepspeed", "torcht
 
 
 def _writer(target: str):
-    from planner.export import deepspeed, flagscale, megatron, torchrun, torchtitan
     writers = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "torchrun": torchrun,
                "flagscale": flagscale}
     if target not in writers:

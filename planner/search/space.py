@@ -33,7 +33,7 @@ from typing import Iterable, Iterator, NamedTuple
 from planner.engines import Space as EngineSpace
 from planner.engines import get as engine_profile
 from planner.placement import fits_nodes
-from planner.types import Job, Model, Offload, Pool, Recompute
+from planner.types import Job, Model, Offload, Pool, Recompute, SelectiveKind
 
 
 class Group(NamedTuple):
@@ -84,7 +84,6 @@ def searched_recomputes(flash_attention: bool, mixed: bool, engine: str = "hetpl
     that mix pools keep it: their shares follow the pass times, and other shares can come out
     ahead. An engine whose selective recomputation is another kind (torchtitan's op-level SAC)
     keeps it everywhere: it stores less than none."""
-    from planner.engines.base import SelectiveKind
     if engine_profile(engine).execution.selective_recompute != SelectiveKind.ATTENTION_CORE:
         return RECOMPUTES
     return (Recompute.NONE, Recompute.FULL) if flash_attention and not mixed else RECOMPUTES

@@ -17,7 +17,7 @@ from ui import charts, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
                         engines_with_expert_parallel, pinned, title)
 from ui.markup import md
-from ui.planning import build_cluster, build_job, build_model, run_search
+from ui.planning import baseline_time_limit_s, build_cluster, build_job, build_model, run_search
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
                         find, named_plans, plan_dict)
 from ui.compose import TIME_LIMIT_WIDGET
@@ -63,7 +63,6 @@ def run_planner() -> None:
 
 def search_plan_text(cluster, job, state) -> str:
     """What the search is about to do and the most it may take, in CPU seconds (not a guess of the wait)."""
-    from ui.planning import baseline_time_limit_s
     pools = ", ".join(f"{p.num_gpus:,} {md(p.gpu.id)}" for p in cluster.pools)
     base_s = baseline_time_limit_s(state.time_limit_s)
     return (f"Searching the plans {md(title(job.engine))} runs for {md(job.model.name)} on "
