@@ -52,7 +52,12 @@ MEGATRON_VALUED = {"--num-layers": int, "--hidden-size": int, "--ffn-hidden-size
                    "--moe-shared-expert-intermediate-size": int, "--moe-layer-freq": str,
                    "--moe-aux-loss-coeff": float, "--expert-model-parallel-size": int,
                    "--expert-tensor-parallel-size": int, "--q-lora-rank": int, "--kv-lora-rank": int,
-                   "--qk-head-dim": int, "--qk-pos-emb-head-dim": int, "--v-head-dim": int}
+                   "--qk-head-dim": int, "--qk-pos-emb-head-dim": int, "--v-head-dim": int,
+                   # TransformerConfig fields (transformer_config.py lines 188-203, 400; --norm-epsilon by its
+                   # argparse_meta), _add_network_size_args lines 2418-2441, _add_mla_args line 3558
+                   "--norm-epsilon": float, "--hidden-dropout": float, "--attention-dropout": float,
+                   "--init-method-std": float, "--rotary-base": int, "--rope-scaling-factor": float,
+                   "--rotary-scaling-factor": float, "--make-vocab-size-divisible-by": int}
 MEGATRON_CHOICES = {"--recompute-granularity": ["full", "selective"], "--recompute-method": ["uniform", "block"],
                     "--normalization": ["LayerNorm", "RMSNorm"],
                     "--position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"],
@@ -60,12 +65,13 @@ MEGATRON_CHOICES = {"--recompute-granularity": ["full", "selective"], "--recompu
                     # type=str, nargs="+", values from its help (lines 3221-3226); one value: every layer
                     "--cp-comm-type": ["p2p", "a2a", "allgather", "a2a+p2p"],
                     "--moe-token-dispatcher-type": ["allgather", "alltoall", "flex"],
+                    "--rope-type": ["rope", "yarn"],
                     "--moe-router-load-balancing-type": ["aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn",
                                                          "quantile_balancing", "none"]}
 MEGATRON_SWITCHES = {"--group-query-attention", "--bf16", "--fp16", "--sequence-parallel", "--use-distributed-optimizer",
                      "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
                      "--overlap-grad-reduce", "--use-megatron-fsdp", "--finetune", "--optimizer-cpu-offload",
-                     "--use-precision-aware-optimizer", "--multi-latent-attention"}
+                     "--use-precision-aware-optimizer", "--multi-latent-attention", "--use-rope-scaling"}
 CHECKPOINT = "/ckpt/base"      # what launch.sh's CHECKPOINT holds in these tests
 
 
@@ -679,3 +685,49 @@ def test_torchtitan_refuses_expert_parallelism_without_fsdp(catalog):
     assert plan.zero_stage >= 2 and limits(plan, cluster) == []
     replicated = replace(plan, zero_stage=0, offload=Offload.NONE)
     assert any("never from dp_replicate" in r for r in limits(replicated, cluster))
+
+
+# --- the model's architecture beyond its shapes reaches every engine's config ----------------------------------
+
+def _one_stage_plan(model, tp: int = 1, engine: str = "megatron"):
+    from planner.types import Plan, Precision, Replica, Stage
+    return Plan(model, 8, 4096, 1, Precision.BF16, (Stage(0, model.layers, (Replica("a100", tp, 8),)),),
+                engine=engine)
+
+
+def _megatron_padded_vocab(vocab: int, args) -> int:
+    """megatron/training/vocab_utils.py line 58 (d98e8a6): padded to divisible-by x tp."""
+    multiple = args.make_vocab_size_divisible_by * args.tensor_model_parallel_size
+    return -(-vocab // multiple) * multiple
+
+
+@pytest.mark.parametrize("tool", ["megatron", "flagscale"])
+def test_megatron_and_flagscale_state_every_architectural_field_of_every_catalog_model(catalog, tool):
+    """RoPE base and scaling, norm epsilon, dropout, init std, tied embeddings and the vocabulary (as Megatron
+    pads it) read back through Megatron's argument definitions equal the catalog's, for every catalog model:
+    Megatron's defaults (RoPE base 10000, dropout 0.1) are not Llama 3's (500000, 0)."""
+    from planner.export import flagscale, megatron
+    writer = megatron if tool == "megatron" else flagscale
+    for model in catalog.models.values():
+        for tp in (1, 2, 8):
+            if model.heads % tp or model.kv_heads % tp and model.kv_heads > tp:
+                continue
+            words = [w for a in writer.arguments(_one_stage_plan(model, tp)) for w in a]
+            args = _megatron_parser().parse_known_args(words)[0]     # FlagScale adds its --hetero-* flags
+            assert (args.norm_epsilon, args.hidden_dropout, args.attention_dropout, args.init_method_std) == \
+                (model.norm_eps, model.hidden_dropout, model.attention_dropout, model.init_std), model.id
+            assert args.untie_embeddings_and_output_weights == (not model.tied_embeddings)
+            if model.position.value == "rope":
+                assert args.rotary_base == model.rope_theta, model.id
+            assert args.use_rope_scaling == (model.rope_scaling == "llama3")
+            if model.rope_scaling == "llama3":
+                assert args.rope_scaling_factor == model.rope_scaling_factor
+            if model.rope_scaling == "yarn":
+                assert (args.rope_type, args.rotary_scaling_factor) == ("yarn", model.rope_scaling_factor)
+            if model.vocab % tp == 0:
+                assert _megatron_padded_vocab(model.vocab, args) == model.vocab, (model.id, tp)
+            else:
+                assert _megatron_padded_vocab(model.vocab, args) - model.vocab < tp, (model.id, tp)
+    llama3 = catalog.models["llama-3-8b"]
+    assert (llama3.rope_theta, llama3.hidden_dropout, llama3.attention_dropout) == (500000, 0, 0)
+    assert catalog.models["mixtral-8x7b"].rope_theta == 1e6 and catalog.models["llama-2-7b"].rope_theta == 10000

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from planner.export import launch
 from planner.export.common import checkpoint_preamble, from_checkpoint
 from planner.export.megatron import (ShellWord, args_script, job_notes, model_arguments, model_warnings,
-                                     training_arguments)
+                                     training_arguments, vocab_arguments, vocab_note)
 from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, JobKind, Plan
 
@@ -146,7 +146,8 @@ def arguments(plan: Plan) -> list[tuple[str, ...]]:
              ("--hetero-device-types", *[m.label for m in ms])]
     if plan.model.tied_embeddings and plan.zero_stage == 1 and ms[0].dp != ms[-1].dp:
         args += [("--use-partial-reduce-for-shared-embedding",)]
-    args += training_arguments(plan, max(m.tp for m in ms)) + lora_arguments(plan) + model_arguments(plan)[6:]
+    args += (training_arguments(plan, max(m.tp for m in ms)) + lora_arguments(plan) + model_arguments(plan)[6:]
+             + vocab_arguments(plan.model, tp0))
     return [tuple(x if isinstance(x, str) else str(x) for x in a) for a in args]
 
 
@@ -198,7 +199,7 @@ def export(plan: Plan, cluster: Cluster):
     ranks, labels = flagscale_ranks(cluster, plan)
     agents = launch.units(ranks, labels)
     label_of = {u.node_rank: labels[u.first_rank] for u in agents}
-    notes = model_warnings(plan) + job_notes(plan)
+    notes = model_warnings(plan) + vocab_note(plan.model, meshes(plan)[0].tp) + job_notes(plan)
     if plan.training.kind == JobKind.LORA:
         notes.append(f"LoRA: rank {plan.training.lora_rank}, alpha {lora_alpha(plan.training.lora_rank)} (scale 2, "
                      f"FlagScale's default alpha / dim), on {', '.join(LORA_TARGETS)}; FlagScale's PEFT needs "
