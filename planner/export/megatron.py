@@ -106,6 +106,8 @@ from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, fro
 from planner.export import launch
 from planner.types import Cluster, MlpKind, Model, NormKind, Offload, Plan, PositionKind, Recompute
 
+FILES = ("megatron_args.sh", "launch.sh", "hostfile")   # every file `export` may write
+
 POSITION_TYPES = {PositionKind.LEARNED: "learned_absolute", PositionKind.ROPE: "rope"}
 FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}   # ZeRO stage -> --data-parallel-sharding-strategy
 # Precision -> flags: --bf16 / --fp16 (mutually exclusive, arguments.py lines 1194-1216), none for fp32

@@ -111,6 +111,8 @@ from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, fro
                                    one_mesh_ranks, uniform_tp_dp)
 from planner.types import Cluster, JobKind, Offload, Plan, Recompute, Schedule
 
+FILES = ("hetplan_torchtitan.py", "torchtitan.toml", "launch.sh", "hostfile")   # every file `export` may write
+
 DENSE = (1, 1, 0, 0, 0, 1, 0, 0)    # experts, top_k, moe_ffn, shared, dense layers, moe_every, q/kv lora rank
 # model_shape -> (torchtitan model name, flavor, 0.3 config function, the flavor that function builds)
 FLAVORS = {(32, 4096, 32, 8, 14336, 128256, *DENSE): ("llama3", "8B", "llama3_8b", "8B"),
