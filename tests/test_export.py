@@ -731,3 +731,108 @@ def test_megatron_and_flagscale_state_every_architectural_field_of_every_catalog
     llama3 = catalog.models["llama-3-8b"]
     assert (llama3.rope_theta, llama3.hidden_dropout, llama3.attention_dropout) == (500000, 0, 0)
     assert catalog.models["mixtral-8x7b"].rope_theta == 1e6 and catalog.models["llama-2-7b"].rope_theta == 10000
+
+
+# --- FlagScale: what its runner makes of the runner YAML, and what launch.sh exports -----------------------------
+
+def _flagscale_runner_args(yaml_text: str, env: dict[str, str], exp_dir: str) -> list[str]:
+    """The train_gpt.py words FlagScale's runner builds from the YAML, step by step as its code does (a second
+    reading, kept here on purpose; flagos-ai/FlagScale@16a2dd5 flagscale/runner/runner_train.py):
+    resolve `${oc.env:X}` (OmegaConf.to_container(resolve=True), line 36); _update_config_train (lines 97-146)
+    sets train.system.checkpoint.load to the experiment's checkpoints folder unless given there, and .save
+    likewise; _get_args_megatron (lines 30-48) merges system, model and data and flattens them with
+    flatten_dict_to_args (utils.py lines 271-290): `_` -> `-`, a dict's keys in place, a list after its flag,
+    true as a bare flag, ignoring log_dir, details_dir, scripts_dir and pids_dir."""
+    import re
+    import yaml
+    config = yaml.safe_load(re.sub(r"\$\{oc\.env:(\w+)\}", lambda m: env[m.group(1)], yaml_text))
+    system = config["train"]["system"]
+    checkpoint = system.setdefault("checkpoint", {})
+    checkpoint["save"] = os.path.abspath(checkpoint.get("save") or os.path.join(exp_dir, "checkpoints"))
+    checkpoint["load"] = os.path.abspath(checkpoint.get("load") or os.path.join(exp_dir, "checkpoints"))
+    merged = {**system, **(config["train"]["model"] or {}), **(config["train"]["data"] or {})}
+
+    def flatten(d):
+        out = []
+        for key, value in d.items():
+            if key in ("log_dir", "details_dir", "scripts_dir", "pids_dir"):
+                continue
+            key = key.replace("_", "-")
+            if isinstance(value, dict):
+                out += flatten(value)
+            elif isinstance(value, list):
+                out += [f"--{key}", *map(str, value)]
+            elif isinstance(value, bool):
+                out += [f"--{key}"] if value else []
+            else:
+                out += [f"--{key}", str(value)]
+        return out
+    return flatten(merged)
+
+
+def test_flagscale_runner_fine_tunes_from_the_checkpoint_not_an_empty_folder(catalog, cluster):
+    """Fine-tuning through FlagScale's runner: exactly one --load, the checkpoint (a flat `load` was followed
+    by the runner's own checkpoint.load, the empty experiment folder, which argparse kept: random weights)."""
+    for job in (FINETUNE, LORA):
+        plan = _uniform(catalog, recompute="none", job=job, engine="flagscale")
+        yaml_text = export_result(plan, cluster, "flagscale").files["flagscale_train.yaml"]
+        words = _flagscale_runner_args(yaml_text, {"CHECKPOINT": "/ckpt/base"}, "/exp")
+        assert words.count("--load") == 1 and words[words.index("--load") + 1] == "/ckpt/base", job
+        assert "--finetune" in words
+        parsed = _megatron_parser().parse_known_args(words)[0]
+        assert parsed.load == "/ckpt/base" and parsed.finetune
+    pretrain = export_result(_uniform(catalog, engine="flagscale"), cluster, "flagscale").files["flagscale_train.yaml"]
+    words = _flagscale_runner_args(pretrain, {}, "/exp")
+    assert words[words.index("--load") + 1] == "/exp/checkpoints" and "--finetune" not in words
+
+
+def test_flagscale_launch_sets_pythonpath_as_its_runner_does(catalog, cluster, tmp_path):
+    """FlagScale's runner exports its root and its Megatron-LM submodule (runner_train.py lines 253, 272)."""
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash to run launch.sh")
+    files = export_result(_uniform(catalog, engine="flagscale"), cluster, "flagscale").files
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "torchrun").write_text('#!/usr/bin/env bash\necho "PYTHONPATH=$PYTHONPATH" >> "$STUB_LOG"\n')
+    (stub / "torchrun").chmod(0o755)
+    host = files["hostfile"].split()[0]
+    log = tmp_path / "log"
+    subprocess.run(["bash", str(tmp_path / "launch.sh")], check=True,
+                   env={**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "HOST": host, "STUB_LOG": str(log),
+                        "FLAGSCALE_DIR": "/opt/FlagScale", "PYTHONPATH": "/mine"})
+    paths = {line.split("=", 1)[1] for line in log.read_text().splitlines()}
+    assert paths == {"/opt/FlagScale:/opt/FlagScale/third_party/Megatron-LM:/mine"}
+
+
+def test_flagscale_runner_yaml_names_the_hostfile_in_the_export_folder(tmp_path, capsys):
+    """FlagScale's runner opens `hostfile` from where run.py starts (runner_train.py line 407): the file
+    export --out writes names it by its absolute path."""
+    out = tmp_path / "rel" / "fs"
+    plan = str(EXAMPLES / "plans" / "single-node-8-small.json")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert main(["export", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--plan", plan, "--to",
+                     "flagscale", "--out", "rel/fs"]) == 0
+    finally:
+        os.chdir(cwd)
+    import yaml
+    config = yaml.safe_load((out / "flagscale_train.yaml").read_text())
+    assert config["experiment"]["runner"]["hostfile"] == str(out / "hostfile") and (out / "hostfile").is_file()
+
+
+def test_every_file_a_writer_writes_is_in_its_files(catalog, cluster):
+    """export --out checks each writer's FILES before the search: they must cover what it writes."""
+    from planner.export import ENGINES, possible_files
+    plan = load_plan_file(EXAMPLES / "plans" / "single-node-8-small.json", catalog)
+    for target in ENGINES:
+        if not possible_files(target):
+            continue
+        for p in (plan, _uniform(catalog, engine="flagscale"), _uniform(catalog, tp=1)):
+            try:
+                files = export_result(p, cluster, target, time_limit_s=2).files
+            except ValueError:
+                continue
+            assert set(files) <= set(possible_files(target)), (target, set(files) - set(possible_files(target)))
