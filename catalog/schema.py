@@ -118,6 +118,13 @@ class ModelEntry(Strict):
     kv_lora_rank: NonNegativeInt = 0
     qk_rope_head_dim: NonNegativeInt = 0
     v_head_dim: NonNegativeInt = 0
+    rope_theta: Annotated[float, Field(ge=1, le=1e12)] = 10000.0
+    rope_scaling: Optional[Literal["llama3", "yarn"]] = None
+    rope_scaling_factor: Annotated[float, Field(ge=1, le=1e6)] = 1.0
+    norm_eps: Annotated[float, Field(ge=1e-12, le=1)] = 1e-5
+    attention_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    hidden_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    init_std: Annotated[float, Field(ge=1e-6, le=10)] = 0.02
 
 
 class InlineModelEntry(ModelEntry):

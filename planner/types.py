@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Literal, Mapping
 
 import numpy as np
 
@@ -167,6 +167,12 @@ class MlpKind(str, Enum):
 class NormKind(str, Enum):
     LAYERNORM = "layernorm"   # weight and bias
     RMSNORM = "rmsnorm"       # weight only
+
+
+# RoPE frequency scalings for long context: "llama3" (Llama 3.1: low/high frequency factors 1 and 4 over an
+# original 8,192 positions, Meta's llama-models apply_scaling), "yarn" (Peng et al. 2023; DeepSeek-V3)
+RopeScaling = Literal["llama3", "yarn", None]
+ROPE_SCALINGS = (None, "llama3", "yarn")
 
 
 class PositionKind(str, Enum):
@@ -705,9 +711,19 @@ class Model:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # what the weights mean beyond their shapes (each checkpoint's config.json; defaults: Hugging Face's
+    # LlamaConfig, i.e. RoFormer's base 10000, eps 1e-5, std 0.02, no dropout)
+    rope_theta: float = 10000.0       # RoPE base (Llama 3: 500000, Mixtral and Qwen: 1e6); unused without RoPE
+    rope_scaling: RopeScaling = None  # long-context frequency scaling (Llama 3.1: "llama3" x8, DeepSeek-V3: "yarn" x40)
+    rope_scaling_factor: float = 1.0
+    norm_eps: float = 1e-5            # epsilon of every LayerNorm / RMSNorm
+    attention_dropout: float = 0.0    # on the attention probabilities
+    hidden_dropout: float = 0.0       # on each block's output before the residual add
+    init_std: float = 0.02            # standard deviation of the weights' normal initialisation
 
     def __post_init__(self):
         f = f"models[{self.id}]"
+        self._check_numerics(f)
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k", "moe_every"):
             _positive_int(getattr(self, name), f"{f}.{name}")
         for name in ("moe_ffn", "shared_experts", "dense_layers", "attention_head_dim", "q_lora_rank",
@@ -732,6 +748,22 @@ class Model:
                             ("embed_proj_dim", 1_000_000)):
             _require(getattr(self, name) <= limit, f"{f}.{name}",
                      f"is implausibly large ({getattr(self, name)!r}); the limit is {limit:,}")
+
+    def _check_numerics(self, f: str) -> None:
+        for name, low, high in (("rope_theta", 1.0, 1e12), ("rope_scaling_factor", 1.0, 1e6), ("norm_eps", 1e-12, 1.0),
+                                ("init_std", 1e-6, 10.0)):
+            value = getattr(self, name)
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high,
+                     f"{f}.{name}", f"must be a number from {low:g} to {high:g}, got {value!r}")
+        for name in ("attention_dropout", "hidden_dropout"):
+            value = getattr(self, name)
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1,
+                     f"{f}.{name}", f"must be a probability from 0 up to (not including) 1, got {value!r}")
+        _require(self.rope_scaling in ROPE_SCALINGS, f"{f}.rope_scaling",
+                 f"must be one of {[s for s in ROPE_SCALINGS if s]} or absent, got {self.rope_scaling!r}")
+        _require((self.rope_scaling is None) == (self.rope_scaling_factor == 1.0), f"{f}.rope_scaling_factor",
+                 f"must be above 1 with rope_scaling and 1 without it, got {self.rope_scaling_factor!r} with "
+                 f"rope_scaling {self.rope_scaling!r}")
 
     @property
     def head_dim(self) -> int:
