@@ -88,6 +88,27 @@ def flash_attention_flops_per_s(gpu: Gpu, seq_len: float, head_dim: int) -> floa
     return tflops / matmul_tflops * gpu.efficiency * gpu.peak_flops
 
 
+def speed_notes(gpus: list[Gpu], precision: Precision, tf32: bool, flash_attention: bool) -> tuple[str, ...]:
+    """What of the plan's GPU speeds no measurement backs, one note per GPU (and one for TF32)."""
+    notes = []
+    for gpu in gpus:
+        missing = []
+        if gpu.efficiency_note.startswith("estimate"):
+            missing.append(f"its matmul rate (efficiency {gpu.efficiency:.2f} is an estimate)")
+        if precision == Precision.FP8 and not gpu.fp8_efficiency:
+            missing.append(f"its FP8 matmul rate (bf16's x {UNMEASURED_FP8_OVER_BF16})")
+        if flash_attention and gpu.attention_kernels_of != gpu.id:
+            stand_in = gpu.attention_kernels_of or UNMEASURED_ATTENTION_GPU
+            missing.append(f"its attention kernels ({stand_in}'s FlashAttention-2 rates stand in)")
+        if missing:
+            notes.append(f"{gpu.id}: no measurement of " + ", ".join(missing))
+    if precision == Precision.FP32:
+        notes.append("fp32 matmuls " + ("on TF32 tensor cores" if tf32 else "at the plain fp32 rate")
+                     + " (the plan's tf32 or the engine's default) at the bf16-measured efficiency: "
+                       "no TF32 or fp32 matmul rate is measured")
+    return tuple(notes)
+
+
 def attention_backward_over_forward(flash_attention: bool) -> float:
     return FLASH_BACKWARD_OVER_FORWARD if flash_attention else 2.0
 

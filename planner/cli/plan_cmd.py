@@ -274,6 +274,8 @@ def _text(result) -> str:
             lines.append("    gain over " + ", ".join(f"{name} {g:+.1%}" if g is not None else f"{name} n/a (free GPUs)"
                                                   for name, g in sp.gain_over.items()))
         lines.append(f"    {sp.explanation}")
+        if k == 1:                          # what the best plan's figures rest on (planner.cost notes)
+            lines += [f"    note: {n}" for n in e.notes]
     for name, b in result.baselines.items():
         lines.append(f"\nbaseline {name} under {ENGINES[result.plans[0].plan.engine].title}: " + (f"{b.estimate.tokens_per_s:,.0f} tokens/s, "
                                                f"${b.estimate.cost_per_million_tokens_usd:.3f}/M tokens: "
