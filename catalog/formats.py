@@ -310,7 +310,8 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     interleave=entry.interleave, engine=engine.name, tf32=entry.tf32,
                     training=_training(entry.job), offload=Offload(entry.offload),
                     context_parallel=entry.context_parallel, expert_parallel=entry.expert_parallel,
-                    attention=Attention(entry.attention))
+                    attention=Attention(entry.attention),
+                    tp_comm_overlap=entry.tp_comm_overlap)
     except InputError as err:
         raise relocated(err, source) from None
     problems = engine.violations(plan)
@@ -362,6 +363,7 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         **({} if plan.context_parallel == 1 else {"context_parallel": plan.context_parallel}),
         **({} if plan.expert_parallel == 1 else {"expert_parallel": plan.expert_parallel}),
         **({} if plan.attention == Attention.FLASH else {"attention": plan.attention.value}),
+        **({"tp_comm_overlap": True} if plan.tp_comm_overlap else {}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],

@@ -49,7 +49,7 @@ def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOpt
     """One micro-batch's passes through `stage` on a replica of `tp` GPUs (x the plan's context
     parallelism) of this pool, as the plan's engine executes them (planner.compute.stage_pass_times
     with the engine's execution values)."""
-    run, gpu, cp = engine_profile(plan.engine).execution, pool.gpu, plan.context_parallel
+    run, gpu, cp = engine_profile(plan.engine).execution_for(plan), pool.gpu, plan.context_parallel
     return stage_pass_times(plan.model, gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
                             plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, flash_attention(plan, options),
                             gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
@@ -63,7 +63,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     waiting into bubble and exposed transfers: the breakdown then counts both as bubble, and
     every other figure is identical. The search ranks with it and reports full estimates."""
     links = plan_links(cluster, plan)
-    run = engine_profile(plan.engine).execution     # how the plan's engine executes it
+    run = engine_profile(plan.engine).execution_for(plan)     # how the plan's engine executes it
     grad_bytes = run.grad_reduce_bytes(plan.precision)
     states = plan_states(plan)                  # bytes per parameter of the job kind and offload
     wire = states.weight_comm_bytes             # bytes per weight element ZeRO-3 gathers

@@ -13,7 +13,7 @@ from planner.export.verl import verl_files
 from planner.rl.engines import ROLLOUT_ENGINES
 from planner.rl.plan_file import is_rl_plan, rl_plan_from_dict, rl_plan_to_dict
 from planner.rl.report import estimate_text, estimate_to_dict
-from planner.rl.search import OBJECTIVES, TRAINING_TIME_LIMIT_S, search_rl
+from planner.rl.search import OBJECTIVES, search_rl
 from planner.rl.step import evaluate_rl
 from planner.rl.workload import RL_KINDS, Algorithm, Mode, RlJob
 from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, InputError
@@ -103,7 +103,7 @@ def run_plan(args, cluster, model, catalog) -> int:
     if engine == "all":
         raise InputError("--engine", "RL jobs take one training engine (megatron by default)")
     result = search_rl(cluster, job, args.objective, args.step_deadline, engine, args.rollout_engine or "vllm",
-                       min(args.time_limit, TRAINING_TIME_LIMIT_S))
+                       args.time_limit)
     best = result.best
     comparison = _comparison(result)
     plan_dict = rl_plan_to_dict(best.plan, catalog, estimate_to_dict(best.estimate)) | {"comparison": comparison}

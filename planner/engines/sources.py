@@ -39,6 +39,10 @@ MEGATRON_SOURCES: dict[str, str] = {
                  "method (arguments.py lines 1425-1428)",
     "no GPipe": "pretrain_gpt.py runs megatron/core/pipeline_parallel/schedules.py 1F1B (line 2147) or interleaved "
                 "1F1B (line 1019) only",
+    "tp communication overlap": "--tp-comm-overlap (megatron/core/model_parallel_config.py line 265, "
+                                "tp_comm_overlap; Transformer Engine userbuffers); needs --sequence-parallel "
+                                "(megatron/training/arguments.py lines 1441-1442); a plan switches it "
+                                "(Plan.tp_comm_overlap), the export writes it",
     "overlapped gradient reduce": "--overlap-grad-reduce arguments.py line 3121; buckets during backward "
                                   "(megatron/core/distributed/distributed_data_parallel.py lines 133-137)",
     "optimizer offload": "--optimizer-cpu-offload, --optimizer-offload-fraction (arguments.py lines 2918-2927); needs "

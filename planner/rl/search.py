@@ -27,7 +27,7 @@ from planner.search import SearchOptions, search
 from planner.types import Cluster, InfeasibleError, InputError, Job, Objective, Plan, Pool
 
 OBJECTIVES = ("throughput", "cost")
-TRAINING_TIME_LIMIT_S = 2.0         # CPU seconds of each actor training search
+TRAINING_TIME_LIMIT_S = 20.0        # CPU seconds each actor training search may take (hetplan plan's default)
 
 
 @dataclass(frozen=True)
