@@ -1,8 +1,10 @@
 """Time of one micro-batch's forward and backward pass through a stage on one GPU type.
 
-Each layer costs its matrix multiplications at the GPU's achievable matmul rate, its
-element-wise work (norms, activations, dropout, residuals, softmax) at the GPU's memory
-bandwidth, and its tensor-parallel collectives (Megatron-LM: two per layer forward, two
+Each layer costs its matrix multiplications at the GPU's measured matmul rate for their dtype
+(bf16 or FP8: measured_matmul.csv), its attention core at FlashAttention-2's measured rate for the
+GPU, sequence length and head dim (attention_kernels.csv; or unfused, at half the GEMM rate plus
+the score tensor's traffic), its element-wise work (norms, activations, dropout, residuals,
+softmax) at the GPU's memory bandwidth, and its tensor-parallel collectives (Megatron-LM: two per layer forward, two
 backward, two more when a full recompute reruns the forward; Shoeybi et al. 2019, figure 4;
 Korthikanti et al. 2022, section 4.2.2 for the all-gather/reduce-scatter pairs under sequence
 parallelism, which move the same bytes). Tensor-parallel collectives are not overlapped.
