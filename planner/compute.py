@@ -1,8 +1,10 @@
 """Time of one micro-batch's forward and backward pass through a stage on one GPU type.
 
-Each layer costs its matrix multiplications at the GPU's achievable matmul rate, its
-element-wise work (norms, activations, dropout, residuals, softmax) at the GPU's memory
-bandwidth, and its tensor-parallel collectives (Megatron-LM: two per layer forward, two
+Each layer costs its matrix multiplications at the GPU's measured matmul rate for their dtype
+(bf16 or FP8: measured_matmul.csv), its attention core at FlashAttention-2's measured rate for the
+GPU, sequence length and head dim (attention_kernels.csv; or unfused, at half the GEMM rate plus
+the score tensor's traffic), its element-wise work (norms, activations, dropout, residuals,
+softmax) at the GPU's memory bandwidth, and its tensor-parallel collectives (Megatron-LM: two per layer forward, two
 backward, two more when a full recompute reruns the forward; Shoeybi et al. 2019, figure 4;
 Korthikanti et al. 2022, section 4.2.2 for the all-gather/reduce-scatter pairs under sequence
 parallelism, which move the same bytes). Tensor-parallel collectives are not overlapped.
@@ -275,16 +277,43 @@ def fp8_gemm_inputs_per_token(model: Model) -> float:
     return 3 * model.hidden + model.ffn * model.top_k
 
 
+# PEFT's LoRA Linear.forward (huggingface/peft src/peft/tuners/lora/layer.py): result = result +
+# lora_B(lora_A(dropout(x))) * scaling, run eager: per adapted output element the scale (read + write) and
+# the add (read two, write one), 5 16-bit passes forward; backward the scale's gradient (read + write, 2;
+# the add passes its gradient through). lora_dropout 0 (PEFT's default) makes dropout an identity.
+LORA_OUTPUT_PASSES_FORWARD, LORA_OUTPUT_PASSES_BACKWARD = 5, 2
+
+
+def adapter_output_elements_per_token(model: Model) -> float:
+    """Output width summed over the linear layers LoRA adapts in one layer (q, k, v, o and the MLP's;
+    a MoE layer's active experts, top_k and shared), the mean over the layers as planner.flops."""
+    h, q, kv = model.hidden, model.heads * model.head_dim, model.kv_heads * model.head_dim
+    def mlp(width: int) -> float:
+        return (2 * width if model.mlp == MlpKind.SWIGLU else width) + h
+    dense = mlp(model.ffn)
+    if not model.moe_layers:
+        return q + 2 * kv + h + dense
+    moe = (model.top_k + model.shared_experts) * mlp(model.moe_ffn or model.ffn)
+    return q + 2 * kv + h + ((model.layers - model.moe_layers) * dense + model.moe_layers * moe) / model.layers
+
+
 def adapter_pass_s(model: Model, gpu: Gpu, tokens: float, tp: int, training: Training,
                    precision: Precision | None = None, tf32: bool = False) -> float:
-    """Work one layer's forward adds for an adapter job, per GPU of a tp group: the adapters' GEMMs
-    (2 FLOPs per active adapter weight and token, rank-wide: small GEMMs far below peak,
-    gemm_efficiency's roll-off) and, for QLoRA, dequantising the layer's NF4 weights to 16 bits
-    (planner.training.DEQUANT_BYTES_PER_PARAM, memory-bound). The backward pass does twice this."""
+    """Work one layer's forward adds for an adapter job, per GPU of a tp group: the adapters' GEMMs at
+    their real shapes (x A: tokens x in x r, then (x A) B: tokens x r x out, 2 FLOPs per active adapter
+    weight and token; r is the smallest dimension of both, so gemm_efficiency's roll-off keeps them near
+    memory-bound), the scale-and-add of their outputs into the base layer's (LORA_OUTPUT_PASSES) and, for
+    QLoRA, dequantising the layer's NF4 weights to 16 bits (planner.training.DEQUANT_BYTES_PER_PARAM,
+    memory-bound). The backward pass does twice this (the adapters' input and weight gradients); the
+    frozen base's backward computes input gradients only (planner.training.backward_projection_factor)."""
     if not training.adapters:
         return 0.0
     adapters = 2 * tokens * adapter_params_per_layer(model, training.lora_rank, active_only=True) / tp
     seconds = _matmul_s(adapters, gpu, min(tokens, training.lora_rank), other_peak_flops(gpu, precision, tf32))
+    # the output passes' forward + backward, charged as a third of it here since the backward counts this twice
+    passes = (LORA_OUTPUT_PASSES_FORWARD + LORA_OUTPUT_PASSES_BACKWARD) / 3
+    outputs = passes * tokens * adapter_output_elements_per_token(model) / tp
+    seconds += _memory_s(numerics(precision).act_bytes * outputs, gpu)
     if training.kind == JobKind.QLORA:
         seconds += _memory_s(DEQUANT_BYTES_PER_PARAM * layer_params(model, active_only=True) / tp, gpu)
     return seconds

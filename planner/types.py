@@ -964,8 +964,8 @@ class Plan:
     offload: Offload = Offload.NONE   # model states in CPU memory (planner.training)
     context_parallel: int = 1         # each replica spans tp x context_parallel GPUs, the sequence split over cp
     expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
-    attention: Attention = Attention.FLASH   # the attention core's kernels (planner.compute, planner.memory)
     tp_comm_overlap: bool = False     # tp collectives pipelined with the GEMMs beside them, where the engine offers it
+    attention: Attention = Attention.FLASH   # the attention core's kernels (planner.compute, planner.memory)
 
     def __post_init__(self):
         check_engine(self.engine)
@@ -985,6 +985,8 @@ class Plan:
         _require(self.offload != Offload.OPTIMIZER_PARAMS or self.zero_stage == 3, "offload",
                  "offloading parameters needs ZeRO stage 3 (as DeepSpeed's offload_param does); "
                  "set zero_stage 3 or offload 'optimizer'")
+        _require(isinstance(self.attention, Attention), "attention",
+                 f"must be 'flash' or 'unfused', got {self.attention!r}")
         _require(self.tf32 is None or self.precision == Precision.FP32, "tf32",
                  f"applies to fp32 plans only; this plan is {self.precision.value}: remove `tf32`")
         _positive_int(self.global_batch, "global_batch")

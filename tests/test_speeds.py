@@ -117,3 +117,19 @@ def test_plans_say_which_speeds_no_measurement_backs(catalog):
     assert "matmul rate" not in gaudi_note and "attention kernels" in gaudi_note   # matmul measured since the refresh
     fp32 = speed_notes([h100], Precision.FP32, True, True)
     assert any("TF32" in n for n in fp32)
+
+
+def test_lora_adds_its_rank_r_gemms_and_the_output_scale_and_add(catalog):
+    # PEFT: result + lora_B(lora_A(dropout(x))) * scaling -> 5 passes forward, 2 backward over every adapted output
+    from planner.compute import LORA_OUTPUT_PASSES_BACKWARD, LORA_OUTPUT_PASSES_FORWARD, adapter_output_elements_per_token, adapter_pass_s
+    from planner.types import JobKind, Training
+    m, a100 = catalog.model("llama-2-7b"), catalog.gpus["a100-80gb-sxm"]
+    h, f = m.hidden, m.ffn
+    assert adapter_output_elements_per_token(m) == 4 * h + 2 * f + h      # q, k, v, o (no GQA); gate, up; down
+    lora = Training(JobKind.LORA, 16)
+    with_outputs = adapter_pass_s(m, a100, 4096, 1, lora)
+    passes = LORA_OUTPUT_PASSES_FORWARD + LORA_OUTPUT_PASSES_BACKWARD
+    outputs_s = 2 * passes / 3 * 4096 * adapter_output_elements_per_token(m) / (a100.mem_bw_bytes_per_s * 0.8)
+    assert with_outputs > outputs_s > 0
+    # a rank-16 GEMM is memory-bound: far below the GEMM rate of the base layer's own
+    assert adapter_pass_s(m, a100, 4096, 1, Training(JobKind.LORA, 64)) > with_outputs

@@ -94,9 +94,11 @@ def test_lora_iteration_is_faster_than_full_finetuning_and_qlora_pays_for_dequan
            for kind in JobKind}
     passes = {kind: e.replicas[0].forward_s + e.replicas[0].backward_s for kind, e in est.items()}
     assert est[JobKind.FULL_FINETUNE].iteration_time_s == est[JobKind.PRETRAIN].iteration_time_s
-    # no weight gradients for the base: the backward's projection GEMMs halve (about 1/3 less work),
-    # the adapters' thin GEMMs give a little of it back
-    assert 0.6 < passes[JobKind.LORA] / passes[JobKind.FULL_FINETUNE] < 0.85
+    # no weight gradients for the base: the backward's projection GEMMs halve (about 1/3 less work), the
+    # adapters' thin GEMMs and PEFT's scale-and-add over every adapted output (7 16-bit passes forward and
+    # backward, planner.compute.LORA_OUTPUT_PASSES_*) give part of it back: 0.909 of full fine-tuning here
+    # (issue 19; below 0.85 before the scale-and-add was counted)
+    assert 0.85 < passes[JobKind.LORA] / passes[JobKind.FULL_FINETUNE] < 0.95
     assert passes[JobKind.QLORA] > passes[JobKind.LORA]
     # and the optimizer step runs over the adapters alone
     assert est[JobKind.LORA].breakdown["optimizer_step"].total_s < 0.01 * est[JobKind.PRETRAIN].breakdown[
