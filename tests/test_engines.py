@@ -89,7 +89,9 @@ def test_bounds_floors_and_space_under_each_engine(catalog, engine, seed):
         assert screen <= est.iteration_time_s * (1 + 1e-9), (cand.layout, cand.knobs)
         assert cand.floor_s <= est.iteration_time_s * (1 + 1e-9), (cand.layout, cand.knobs)
         assert pipeline <= est.iteration_time_s * (1 + PIPELINE_TOLERANCE), (cand.layout, cand.knobs)
-        own = evaluate(cluster, replace(plan, engine=DEFAULT), detail=False)
+        # against hetplan's runtime with the same TF32 choice (an engine's TF32 default is not an overhead)
+        tf32 = ENGINES[engine].execution.tf32(plan.tf32) if plan.precision == Precision.FP32 else None
+        own = evaluate(cluster, replace(plan, engine=DEFAULT, tf32=tf32), detail=False)
         # Longer passes can end a greedy list schedule sooner (Graham 1969's timing anomalies): the
         # 1F1B event simulation then finishes up to about 3% earlier when some stages slow down more
         # than others (seed 19: an 8-stage torchtitan plan, every pass 0.5% longer than under hetplan's
@@ -101,7 +103,7 @@ def test_bounds_floors_and_space_under_each_engine(catalog, engine, seed):
         if same_kind:       # torchtitan's op-level SAC keeps less than attention-core recomputation
             assert est.peak_memory_bytes >= own.peak_memory_bytes
         checked += 1
-    assert checked > 10
+    assert checked > (10 if ENGINES[engine].space.pipeline_parallel else 2)   # one stage: few layouts
 
 
 @pytest.mark.parametrize("engine", REAL_ENGINES)
