@@ -43,7 +43,7 @@ from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
 from planner.placement import fits_nodes, tp_fits
-from planner.types import (DEFAULT_LATENCY_S, GIB, PLAN_FORMAT, PRETRAIN, Cluster, FleetJob, InputError, JobKind, Link,
+from planner.types import (DEFAULT_LATENCY_S, GIB, PLAN_FORMAT, PRETRAIN, Attention, Cluster, FleetJob, InputError, JobKind, Link,
                            Model, NetworkGraph, Offload, Plan, Pool, Precision, Recompute, Replica, Schedule, Stage,
                            Storage, Switch, Training)
 
@@ -310,6 +310,7 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     interleave=entry.interleave, engine=engine.name, tf32=entry.tf32,
                     training=_training(entry.job), offload=Offload(entry.offload),
                     context_parallel=entry.context_parallel, expert_parallel=entry.expert_parallel,
+                    attention=Attention(entry.attention),
                     tp_comm_overlap=entry.tp_comm_overlap)
     except InputError as err:
         raise relocated(err, source) from None
@@ -361,6 +362,7 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         **({} if plan.offload == Offload.NONE else {"offload": plan.offload.value}),
         **({} if plan.context_parallel == 1 else {"context_parallel": plan.context_parallel}),
         **({} if plan.expert_parallel == 1 else {"expert_parallel": plan.expert_parallel}),
+        **({} if plan.attention == Attention.FLASH else {"attention": plan.attention.value}),
         **({"tp_comm_overlap": True} if plan.tp_comm_overlap else {}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}

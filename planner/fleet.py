@@ -30,9 +30,13 @@ processes, each with its own clock); a limit does make plans depend on the CPU's
 """
 from __future__ import annotations
 
+import ctypes
 import enum
 import math
 import multiprocessing
+import os
+import signal
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -256,6 +260,38 @@ def _search_key(cluster: Cluster, job: FleetJob, shares: tuple[Share, ...], opti
             options.engines)
 
 
+PR_SET_PDEATHSIG = 1            # linux/prctl.h: the signal a process gets when its parent thread ends
+
+
+def end_with_parent(parent_pid: int) -> None:
+    """A worker process's initializer: it ends when its parent does, however the parent ends (a
+    signal, SIGKILL included, or a crash): on Linux, prctl(PR_SET_PDEATHSIG, SIGTERM) (man 2 prctl);
+    and if the parent is already gone, now. SIGINT is left to the parent (a Ctrl-C reaches the whole
+    process group), which ends its workers itself. multiprocessing's resource tracker ends once every
+    process holding its pipe has (Python 3.11 multiprocessing/resource_tracker.py: it reads until EOF)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """Spawned worker processes that end with this one (end_with_parent)."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=end_with_parent, initargs=(os.getpid(),))
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """End a pool's workers now, mid-task: queued tasks cancelled, running ones killed. Python 3.11's
+    executor has no public call for the second (3.14 adds terminate_workers), so its process table
+    is read."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 class _Searches:
     """plan_on over keys: in this process until the searches have taken PARALLEL_AFTER_S CPU seconds
     (a small cluster's take a tenth of a second each; starting processes would not pay), then in
@@ -270,7 +306,7 @@ class _Searches:
         for i, key in enumerate(keys):
             if (self.pool is None and self.workers > 1 and self.spent_s >= PARALLEL_AFTER_S
                     and len(keys) - i >= 2 * self.workers):
-                self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+                self.pool = worker_pool(self.workers)
             if self.pool is not None:
                 return out + list(self.pool.map(plan_on, keys[i:]))
             start = time.process_time()
@@ -278,9 +314,11 @@ class _Searches:
             self.spent_s += time.process_time() - start
         return out
 
-    def close(self) -> None:
+    def close(self, stop: bool = False) -> None:
+        """Wait for the workers to finish, or with `stop` (an exception or a signal is on its way
+        out) end them now."""
         if self.pool is not None:
-            self.pool.shutdown()
+            stop_pool(self.pool) if stop else self.pool.shutdown()
 
 
 def _candidate(cluster: Cluster, job: FleetJob, shares: tuple[Share, ...], plan: Plan) -> Candidate:
@@ -314,6 +352,9 @@ def fleet_candidates(cluster: Cluster, jobs: tuple[FleetJob, ...], options: Flee
                     cache[key, jobs[j].tokens] = _candidate(cluster, jobs[j], shares, cache[key])
                 found[j].append(cache[key, jobs[j].tokens])
         return found, why, searches
+    except BaseException:
+        runner.close(stop=True)
+        raise
     finally:
         runner.close()
 

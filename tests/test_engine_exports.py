@@ -567,3 +567,99 @@ def test_the_default_plan_is_a_real_engines_and_exports_exactly(catalog, cluster
     exported = export_result(best.plan, cluster, target)
     assert exported.reasons == () and exported.exported_plan == best.plan, exported.reasons
     assert evaluate(cluster, best.plan).fits
+
+
+# --- torchtitan: the model's architecture, the batch and the paths, as torchtitan 0.3.0 loads them -------------
+
+def _tt_plan(catalog, model_id: str, stages: int = 1, micro_batch: int = 2, precision: str = "bf16"):
+    from planner.types import Plan, Precision, Recompute, Replica, Stage
+    model = catalog.model(model_id)
+    cut = [round(k * model.layers / stages) for k in range(stages + 1)]
+    return Plan(model, 64, 4096, micro_batch, Precision(precision),
+                tuple(Stage(a, b, (Replica("h100", 8, 32), Replica("h100", 8, 32))) for a, b in zip(cut, cut[1:])),
+                zero_stage=3, recompute=Recompute.FULL, sequence_parallel=True, engine="torchtitan")
+
+
+@pytest.mark.parametrize("model_id", ["llama-3-8b", "llama-3.1-405b", "qwen3-30b-a3b", "deepseek-v3"])
+def test_torchtitan_model_has_the_catalog_models_rope_and_norms(catalog, tmp_path, monkeypatch, model_id):
+    """Every RoPE and RMSNorm config of the model torchtitan builds has the catalog's base, scaling and epsilon:
+    torchtitan's llama3 8B flavor is Llama 3.1's (RoPE scaling "llama" x8), which Llama 3 8B does not have."""
+    _torchtitan_03()
+    from planner.export.torchtitan import python_config
+    from torchtitan.models.common.nn_modules import RMSNorm
+    from torchtitan.models.common.rope import RoPE
+    plan = _tt_plan(catalog, model_id)
+    model = plan.model
+    cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(plan), f"hetplan_tt_arch_{model_id.replace('.', '_')}")
+    ropes = [c for _, c, _, _ in cfg.model_spec.model.traverse(RoPE.Config, recurse=True)]
+    norms = [c for _, c, _, _ in cfg.model_spec.model.traverse(RMSNorm.Config, recurse=True)]
+    assert ropes and norms
+    scaling = {None: "none", "llama3": "llama", "yarn": "yarn"}[model.rope_scaling]
+    for rope in ropes:
+        assert (rope.theta, rope.scaling) == (model.rope_theta, scaling), (model_id, rope)
+        if scaling == "llama":
+            assert rope.scaling_factor == model.rope_scaling_factor
+        if scaling == "yarn":
+            assert rope.rope_factor == model.rope_scaling_factor
+    assert {n.eps for n in norms} == {model.norm_eps}
+    assert decoder_vocab(cfg) == model.vocab
+
+
+def decoder_vocab(cfg) -> int:
+    return cfg.model_spec.model.vocab_size
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_torchtitan_runs_the_plans_micro_batch_and_accumulation(catalog, tmp_path, monkeypatch, stages):
+    """torchtitan 0.3.0 (trainer.py lines 415-438, 568-573): without pipelining a rank's forward pass is
+    local_batch_size sequences, accumulated global / (local x dp) times; with it local_batch_size is split into
+    micro-batches of pipeline_parallel_microbatch_size. Either way a forward pass holds the plan's micro-batch
+    and a step the plan's global batch."""
+    _torchtitan_03()
+    from planner.export.torchtitan import python_config
+    plan = _tt_plan(catalog, "llama-3-8b", stages=stages)
+    cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(plan), f"hetplan_tt_batch_{stages}")
+    dp = len(plan.stages[0].replicas)
+    local, global_batch = cfg.training.local_batch_size, cfg.training.global_batch_size
+    assert global_batch == plan.global_batch and global_batch % (local * dp) == 0
+    accumulation = global_batch // (local * dp)
+    forward = cfg.parallelism.pipeline_parallel_microbatch_size if stages > 1 else local
+    microbatches = local // forward if stages > 1 else 1
+    assert forward == plan.micro_batch
+    assert accumulation * microbatches * forward * dp == plan.global_batch
+
+
+def test_torchtitan_fp8_keeps_the_output_projection_in_bf16(catalog, tmp_path, monkeypatch):
+    """torchtitan's own FP8 recipes filter lm_head (llama3_405b) and router.gate (deepseek_v3); 0.2.2's TOML
+    names the head `output`. torchtitan builds the 0.3 converter only with torchao installed."""
+    import tomllib
+    from planner.export.torchtitan import config, python_config
+    cases = (("llama-3-8b", ["lm_head"]), ("qwen3-30b-a3b", ["lm_head", "router.gate"]))
+    for model_id, expected in cases:
+        toml = tomllib.loads(to_toml_text(config(_tt_plan(catalog, model_id, precision="fp8"))))
+        assert toml["quantize"]["linear"]["float8"]["filter_fqns"] == ["output"] + expected[1:]
+    _torchtitan_03()
+    pytest.importorskip("torchao", reason="torchtitan's Float8LinearConverter needs torchao")
+    from torchtitan.components.quantization import Float8LinearConverter
+    for model_id, expected in cases:
+        cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(_tt_plan(catalog, model_id, precision="fp8")),
+                               f"hetplan_tt_fp8_{model_id[:4]}")
+        float8 = [c for c in cfg.model_spec.converters if isinstance(c, Float8LinearConverter.Config)]
+        assert len(float8) == 1 and float8[0].filter_fqns == expected
+
+
+def to_toml_text(sections) -> str:
+    from planner.export.torchtitan import to_toml
+    return to_toml(sections)
+
+
+def test_torchtitan_tokenizer_path_is_absolute_from_where_launch_sh_started(catalog, tmp_path, monkeypatch):
+    _torchtitan_03()
+    from planner.export.torchtitan import python_config
+    monkeypatch.setenv("HETPLAN_CALLER_DIR", "/home/me/torchtitan")
+    monkeypatch.delenv("HF_ASSETS_PATH", raising=False)
+    cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(_tt_plan(catalog, "llama-3-8b")), "hetplan_tt_assets")
+    assert cfg.hf_assets_path == "/home/me/torchtitan/assets/hf/Llama-3.1-8B"
+    monkeypatch.setenv("HF_ASSETS_PATH", "/data/tokenizer")
+    cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(_tt_plan(catalog, "llama-3-8b")), "hetplan_tt_assets2")
+    assert cfg.hf_assets_path == "/data/tokenizer"

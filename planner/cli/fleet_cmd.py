@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 
 from catalog.formats import load_cluster_file, load_jobs_file, plan_to_dict
 from planner.cli.common import catalog_from_args, finite_number, print_json
@@ -47,14 +49,39 @@ def run(args) -> int:
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     jobs = load_jobs_file(args.jobs, catalog)
-    result = plan_fleet(cluster, jobs, args.policy,
-                        FleetOptions(search_time_limit_s=args.time_limit, workers=args.workers,
-                                     engines=REAL if args.engine == AUTO else (args.engine,)))
+    with ended_by_signals():
+        result = plan_fleet(cluster, jobs, args.policy,
+                            FleetOptions(search_time_limit_s=args.time_limit, workers=args.workers,
+                                         engines=REAL if args.engine == AUTO else (args.engine,)))
     if args.json:
         print_json(to_dict(result, catalog))
     else:
         print(to_text(result))
     return 0
+
+
+class Ended(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the main thread is, so that the worker processes are ended
+    on the way out (planner.fleet.fleet_candidates) and `hetplan` exits with 128 + the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def ended_by_signals():
+    """SIGTERM and SIGHUP end the command as SIGINT (KeyboardInterrupt) does: through the `finally`
+    blocks that stop the workers (they also end with their parent on their own; planner.fleet.
+    end_with_parent). The previous handlers come back afterwards."""
+    def raise_ended(signum, frame):
+        raise Ended(signum)
+    before = {s: signal.signal(s, raise_ended) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def _workers(text: str) -> int:

@@ -15,7 +15,7 @@ from planner.report import estimate_to_dict, format_duration, spot_text
 from planner.search import search
 from planner.search.explain import describe_plan
 from planner.search.objective import estimate_key
-from planner.search.planners import SearchOptions
+from planner.search.planners import SEARCH_SHARE, SearchOptions
 from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU, MAX_SEARCHED_EXPERT_PARALLEL
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
                            Training)
@@ -74,10 +74,16 @@ def register(sub) -> None:
                    help="run this planner instead of hetplan's search")
     p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
                    default=SearchOptions().time_limit_s, metavar="S",
-                   help=f"stop the search after S seconds of CPU time (other load on the machine does not count) "
-                        f"and report the best plan found with its optimality gap "
-                        f"(default {SearchOptions().time_limit_s:g}; each baseline gets "
-                        f"{SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of it, as in the app)".replace("%", "%%"))
+                   help=f"CPU seconds of hetplan's search, counted on the thread that searches (other load on the "
+                        f"machine does not count): {SEARCH_SHARE:.0%} for the best-first loop (all of it until a plan "
+                        f"is found), the rest for re-scoring with the cost model and verifying; then the best plan "
+                        f"found is reported with its optimality gap (default {SearchOptions().time_limit_s:g}). "
+                        f"Not within S: each baseline's own limit "
+                        f"({SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of S each, "
+                        f"megatron and uniform, as in the app), a limit of S per setting where offload, context or "
+                        f"expert parallelism auto tries several (and per engine with --engine all), the one plan "
+                        f"re-scored even past the limit, the final cost-model evaluations of the plans shown and "
+                        f"start-up, so a run takes more CPU time than S".replace("%", "%%"))
     p.add_argument("--json", action="store_true",
                    help="print one JSON object; `evaluate` and `export` read it, or any plan in it, as a plan file")
     p.add_argument("--out", metavar="FILE",
@@ -268,6 +274,8 @@ def _text(result) -> str:
             lines.append("    gain over " + ", ".join(f"{name} {g:+.1%}" if g is not None else f"{name} n/a (free GPUs)"
                                                   for name, g in sp.gain_over.items()))
         lines.append(f"    {sp.explanation}")
+        if k == 1:                          # what the best plan's figures rest on (planner.cost notes)
+            lines += [f"    note: {n}" for n in e.notes]
     for name, b in result.baselines.items():
         lines.append(f"\nbaseline {name} under {ENGINES[result.plans[0].plan.engine].title}: " + (f"{b.estimate.tokens_per_s:,.0f} tokens/s, "
                                                f"${b.estimate.cost_per_million_tokens_usd:.3f}/M tokens: "

@@ -17,10 +17,9 @@ Hugging Face models run their element-wise ops eager (`kernels=EAGER`). Framewor
 torchtitan's FSDP (an assumption: flat-parameter buffers and NCCL; no measurement in
 ../shared/reference sets it).
 """
-from planner.compute import Kernels
 from planner.engines.base import Engine, Execution, Space
 from planner.engines.sources import FSDP as VERSION, FSDP_SOURCES
-from planner.types import GIB, JobKind, Offload, Precision, Recompute
+from planner.types import GIB, JobKind, Kernels, Offload, Precision, Recompute
 
 ENGINE = Engine(
     name="fsdp", title="PyTorch FSDP (Accelerate)", version=VERSION,

@@ -16,6 +16,9 @@ FSDP = ("accelerate 1.15.0 (PyPI; source read at huggingface/accelerate@16cb6eb8
         "on torch 2.13.0 FSDP (PyPI)")
 
 MEGATRON_SOURCES: dict[str, str] = {
+    "tf32 default (fp32 plans)": "docs/get-started/install.md lines 100-112: run in the NGC PyTorch container, "
+                                 "whose image sets ENV TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (fp32 matmuls on TF32 "
+                                 "tensor cores; MONAI docs precision_accelerating.md quote the layer)",
     "one tp, pp and dp for every stage": "megatron/training/arguments.py validate_args lines 424-448: "
                                          "dp = world / (tp * pp * cp), world divisible by tp * pp * cp",
     "rank order (pp outermost)": "megatron/training/initialize.py line 395: order 'tp-cp-ep-dp-pp'; "
@@ -63,6 +66,8 @@ MEGATRON_SOURCES: dict[str, str] = {
                "NeMo's LoRA adapter, which lives outside this repository",
 }
 DEEPSPEED_SOURCES: dict[str, str] = {
+    "tf32 default (fp32 plans)": "docker/Dockerfile line 1: FROM nvidia/cuda (not the NGC PyTorch image), and "
+                                 "deepspeed/ sets no allow_tf32: PyTorch's default, TF32 matmuls off",
     "one dp for every stage": "deepspeed/runtime/pipe/module.py PipelineModule.__init__ lines 141-181: "
                               "PipeDataParallelTopology(num_pp, num_dp), dp = world / num_stages without a topology",
     "rank order": "deepspeed/runtime/pipe/topology.py lines 232-248: axes ['pipe', 'data'], the last fastest",
@@ -88,6 +93,8 @@ DEEPSPEED_SOURCES: dict[str, str] = {
                              "ds_config key, and its quantised base is FP8-style, not NF4",
 }
 TORCHTITAN_SOURCES: dict[str, str] = {
+    "tf32 default (fp32 plans)": "torchtitan sets allow_tf32 only to turn it off (torchtitan/distributed/utils.py "
+                                 "line 379 @b5bcd76, batch-invariant mode): PyTorch's default, TF32 matmuls off",
     "config form (0.3)": "site-packages/torchtitan/config/manager.py ConfigManager.parse_args/_load_config: "
                          "--module M --config F, F() returns Trainer.Config (torchtitan/trainer.py lines 70-116)",
     "config form (0.2.2)": "torchtitan/config/job_config.py (v0.2.2) JobConfig, read from --job.config_file TOML "
@@ -124,6 +131,8 @@ TORCHTITAN_SOURCES: dict[str, str] = {
     "model flavors": "site-packages/torchtitan/models/llama3/__init__.py lines 236-365: 8B, 70B, 405B",
 }
 FLAGSCALE_SOURCES: dict[str, str] = {
+    "tf32 default (fp32 plans)": "docker/Dockerfile.cuda line 2: FROM nvcr.io/nvidia/cuda (not the NGC PyTorch "
+                                 "image), no allow_tf32 in flagscale/: PyTorch's default, TF32 matmuls off",
     "process meshes": "flagscale/train/arguments.py FSTrainArguments.pre_validate_args lines 81-215: "
                       "[tp, cp, ep, dp, pp] per mesh, tp and dp per mesh, pp summing to the pipeline size",
     "uneven layer split": "pre_validate_args lines 158-172: hetero_pipeline_layer_split, one count a stage",
