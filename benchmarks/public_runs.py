@@ -503,8 +503,8 @@ def context_parallel_findings(rows: list[RunRow], fp8: list[RunRow]) -> list[str
                    + (" Predicted not to fit though they ran: "
                       + ", ".join(f"line {r.line} {r.estimate.peak_memory_bytes / GIB:.1f} GiB of "
                                   f"{r.estimate.replicas[0].memory.capacity_bytes / GIB:.0f}" for r in ran)
-                      + " (planner/numerics.py counts FP8 weights as bf16 plus FP8 copies, 4 bytes a parameter, "
-                        "and activations as bf16)." if ran else ""))
+                      + " (planner/numerics.py counts FP8 weights as the FP8 weight and its transpose, 2 bytes a "
+                        "parameter, and activations as bf16)." if ran else ""))
     return out
 
 

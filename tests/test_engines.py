@@ -92,7 +92,9 @@ def test_bounds_floors_and_space_under_each_engine(catalog, engine, seed):
         assert screen <= est.iteration_time_s * (1 + 1e-9), (cand.layout, cand.knobs)
         assert cand.floor_s <= est.iteration_time_s * (1 + 1e-9), (cand.layout, cand.knobs)
         assert pipeline <= est.iteration_time_s * (1 + PIPELINE_TOLERANCE), (cand.layout, cand.knobs)
-        own = evaluate(cluster, replace(plan, engine=DEFAULT), detail=False)
+        # against hetplan's runtime with the same TF32 choice (an engine's TF32 default is not an overhead)
+        tf32 = ENGINES[engine].execution.tf32(plan.tf32) if plan.precision == Precision.FP32 else None
+        own = evaluate(cluster, replace(plan, engine=DEFAULT, tf32=tf32), detail=False)
         # Longer passes can end a greedy list schedule sooner (Graham 1969's timing anomalies): the
         # 1F1B event simulation then finishes up to about 3% earlier when some stages slow down more
         # than others (seed 19: an 8-stage torchtitan plan, every pass 0.5% longer than under hetplan's
@@ -104,7 +106,7 @@ def test_bounds_floors_and_space_under_each_engine(catalog, engine, seed):
         if same_kind:       # torchtitan's op-level SAC keeps less than attention-core recomputation
             assert est.peak_memory_bytes >= own.peak_memory_bytes
         checked += 1
-    assert checked > 10
+    assert checked > (10 if ENGINES[engine].space.pipeline_parallel else 2)   # one stage: few layouts
 
 
 @pytest.mark.parametrize("engine", REAL_ENGINES)
@@ -149,7 +151,11 @@ def test_an_engines_space_is_a_subset_of_hetplans(catalog):
             theirs = search(cluster, _engine_job(job, engine), baselines=False)
         except (InfeasibleError, InputError):
             continue
-        assert theirs.plans[0].estimate.tokens_per_s <= mine * (1 + 1e-9), engine
+        # their plan as hetplan's runtime runs it (no tp-communication overlap, the same TF32 choice)
+        plan = theirs.plans[0].plan
+        tf32 = ENGINES[engine].execution.tf32(plan.tf32) if plan.precision == Precision.FP32 else None
+        as_runtime = evaluate(cluster, replace(plan, engine=DEFAULT, tp_comm_overlap=False, tf32=tf32))
+        assert as_runtime.tokens_per_s <= mine * (1 + 1e-9), engine
 
 
 def test_torchtitan_leaves_out_gpus_without_bf16(catalog):
@@ -217,7 +223,13 @@ def test_plan_engine_all_side_by_side(tmp_path):
         assert best.get("engine", DEFAULT) == name
         rates[name] = best["metrics"]["tokens_per_s"]
         assert best["metrics"]["engine"] == name
-    assert DEFAULT in rates and all(r <= rates[DEFAULT] * (1 + 1e-9) for r in rates.values())
+    assert DEFAULT in rates
+    for name, rate in rates.items():
+        # hetplan's runtime runs every plan, but overlaps no tensor-parallel communication and keeps TF32 off:
+        # a plan that uses an engine's overlap (Megatron-LM's --tp-comm-overlap) or its TF32 default may beat it
+        plan = data["engines"][name]["plans"][0]
+        if not plan.get("tp_comm_overlap") and not ENGINES[name].execution.tf32_default:
+            assert rate <= rates[DEFAULT] * (1 + 1e-9), name
     saved = json.loads((tmp_path / "best.json").read_text())
     assert saved.get("engine", DEFAULT) == data["best"]
     again = _hetplan("evaluate", "--cluster", "examples/a100-v100-16.yaml", "--plan", str(tmp_path / "best.json"))

@@ -16,7 +16,8 @@ An `Engine` is a profile of one engine at one pinned version:
 
 hetplan's own runtime (`hetplan run-local`) is the most capable and the least costly profile:
 every other engine's execution costs at least as much time and memory (`Execution.dominates`,
-held by tests/test_engines.py). The search's bounds are built for that floor, so they stay lower
+held by tests/test_engines.py), but for switches a plan turns on that the runtime lacks
+(`Plan.tp_comm_overlap`, read into pass times from the plan's own engine). The search's bounds are built for that floor, so they stay lower
 bounds under every engine.
 
 Every claim of a profile cites the engine's source at the pinned version (`sources`).

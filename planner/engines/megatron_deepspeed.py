@@ -1,8 +1,10 @@
 """Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed, pretrain_gpt.py), as pinned in VERSION.
 
 Megatron's tensor (and sequence) parallelism inside a DeepSpeed PipelineModule (GPTModelPipe) over a
-PipeModelDataParallelTopology: one tp, pp and dp for every stage, even batch shares, and the
-transformer layers split evenly over the stages (partition_method 'type:transformer'). The
+PipeModelDataParallelTopology: one tp, pp and dp for every stage, even batch shares. GPTModelPipe
+splits the transformer layers evenly (partition_method 'type:transformer'); an uneven split takes
+the PipelineModule subclass hetplan's deepspeed export writes (its `_partition_layers` set to the
+plan's boundaries), the same DeepSpeed class underneath. The
 DeepSpeed pipeline engine runs ZeRO-0/1 only; without pipelining (--no-pipeline-parallel) ZeRO-2/3
 run. Gradients are reduced after the pipeline flush in the training dtype, as the deepspeed profile
 says of the same engine.
@@ -20,7 +22,7 @@ from planner.types import GIB, Precision
 
 ENGINE = Engine(
     name="megatron-deepspeed", title="Megatron-DeepSpeed", version=VERSION,
-    space=Space(uneven_layers=False, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
+    space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
                 precisions=(Precision.FP32, Precision.BF16, Precision.FP16)),
@@ -31,6 +33,6 @@ ENGINE = Engine(
     exports=(),
     sources=MEGATRON_DEEPSPEED_SOURCES,
     summary="Megatron tensor and sequence parallelism in a DeepSpeed pipeline: one tp, pp and dp for all stages, "
-            "layers split evenly; ZeRO-0/1 with pipelining, ZeRO-2/3 without; fp32 (TF32 on), bf16, fp16; "
-            "pretraining and full fine-tuning; no export yet",
+            "uneven layer split (PipelineModule override); ZeRO-0/1 with pipelining, ZeRO-2/3 without; fp32 "
+            "(TF32 on), bf16, fp16; pretraining and full fine-tuning; no export yet",
 )

@@ -200,8 +200,9 @@ MEGATRON_DEEPSPEED_SOURCES: dict[str, str] = {
                                "megatron/model/gpt_model.py GPTModelPipe (line 322), a DeepSpeed PipelineModule over "
                                "PipeModelDataParallelTopology(num_pp, num_mp, num_dp) (lines 455-463): one tp, pp and dp "
                                "for every stage, even batch shares",
-    "even layer split": "gpt_model.py line 463: partition_method='type:transformer' (DeepSpeed's PipelineModule "
-                        "splits the transformer layers evenly over the stages)",
+    "layer split": "gpt_model.py line 463: partition_method='type:transformer' (DeepSpeed's PipelineModule "
+                   "splits the transformer layers evenly); uneven boundaries by overriding PipelineModule."
+                   "_partition_layers, as planner/export/deepspeed.py's PlannedPipelineModule does",
     "no pipeline": "--no-pipeline-parallel (megatron/arguments.py lines 954-955): GPTModel under the DeepSpeed "
                    "engine, where ZeRO-2/3 run",
     "ZeRO < 2 with a pipeline": "DeepSpeed's pipeline engine (deepspeed/runtime/pipe/engine.py lines 76-77, as the "

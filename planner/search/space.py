@@ -221,7 +221,8 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
         tp_options = [tp_degrees(p, model, cp, space.tensor_parallel) for p in subset]
         if not all(tp_options):
             continue
-        gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
+        # without pipelining every GPU is a replica, so fewer GPUs than a pool has may be all a batch can use
+        gpu_options = [scaled_gpu_counts(p, partial or not space.pipeline_parallel) for p in subset]
         for gpus in itertools.product(*gpu_options):
             for tps in _tp_choices(tp_options, one_tp):
                 yield from chain_families(subset, tps, gpus, model.layers if space.pipeline_parallel else 1,
