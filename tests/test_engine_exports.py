@@ -104,7 +104,7 @@ def _launched(tmp_path, files: dict[str, str]) -> list[tuple[int, str, list[int]
     for host in hosts:
         log = tmp_path / f"{host}.log"
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOST": host, "STUB_LOG": str(log),
-               "MEGATRON_DIR": "/m", "FLAGSCALE_DIR": "/f", "TRAIN_SCRIPT": "train.py"}
+               "MEGATRON_DIR": "/m", "FLAGSCALE_DIR": "/f", "TRAIN_SCRIPT": "train.py", "MASTER_ADDR": "10.0.0.1"}
         subprocess.run(["bash", str(folder / "launch.sh"), "--data-path", "d"], env=env, check=True)
         for line in log.read_text().splitlines():
             cvd, args = line.split(" ARGS=")
@@ -569,3 +569,43 @@ def test_torchtitan_tokenizer_path_is_absolute_from_where_launch_sh_started(cata
     monkeypatch.setenv("HF_ASSETS_PATH", "/data/tokenizer")
     cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(_tt_plan(catalog, "llama-3-8b")), "hetplan_tt_assets2")
     assert cfg.hf_assets_path == "/data/tokenizer"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
+def test_master_addr_under_the_host_route_is_node_rank_0s_machine_or_asked_for(catalog, tmp_path):
+    """HOST=<placeholder> on each machine (the documented route): MASTER_ADDR was the placeholder name on every
+    agent. Now node rank 0's machine uses its own name, the others ask for MASTER_ADDR (exit 2, one line), a
+    resolvable first host in hostfile (renamed hosts) is used as it is, and a given MASTER_ADDR wins."""
+    from planner.export.common import host_name
+    cluster = load_cluster_file(EXAMPLES / "a100-v100-16.yaml", catalog)
+    plan = search(cluster, _job(catalog, "a100-v100-16", "megatron"), baselines=False,
+                  options=SearchOptions(time_limit_s=2)).plans[0].plan
+    files = export_result(plan, cluster, "megatron").files
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text('#!/usr/bin/env bash\necho "$*" >> "$STUB_LOG"\n')
+    (bin_dir / "torchrun").chmod(0o755)
+    hosts = [line.split()[0] for line in files["hostfile"].splitlines()]
+
+    def run(host, **env):
+        log = tmp_path / "log"
+        log.write_text("")
+        done = subprocess.run(["bash", str(tmp_path / "launch.sh")], capture_output=True, text=True,
+                              env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOST": host,
+                                   "STUB_LOG": str(log), "MEGATRON_DIR": "/m", **env})
+        words = log.read_text().split()
+        return done, (words[words.index("--master-addr") + 1] if "--master-addr" in words else None)
+    import socket
+    done, addr = run(hosts[0])
+    assert done.returncode == 0 and addr == socket.gethostname()
+    done, addr = run(hosts[-1])
+    assert done.returncode == 2 and addr is None and done.stderr.count("\n") == 1
+    assert f"MASTER_ADDR" in done.stderr and f"HOST={hosts[0]}" in done.stderr
+    done, addr = run(hosts[-1], MASTER_ADDR="10.1.2.3")
+    assert done.returncode == 0 and addr == "10.1.2.3"
+    (tmp_path / "hostfile").write_text(files["hostfile"].replace(hosts[0], "localhost", 1))
+    done, addr = run(hosts[-1])
+    assert done.returncode == 0 and addr == "localhost"
+    assert host_name("a100", 0) == "a100-0"

@@ -808,3 +808,17 @@ def test_a_tp_that_does_not_divide_the_heads_is_refused(tp, command, tmp_path, c
     argv = {"evaluate": ["evaluate"], "export": ["export", "--to", "megatron"], "run-local": ["run-local"]}[command]
     line = refused(argv + ["--cluster", CLUSTER, "--plan", str(path)], "stages[0].replicas[0].tp", capsys)
     assert f"tp {tp} does not divide" in line and "heads (32)" in line
+
+
+def test_an_exact_export_that_does_not_fit_is_refused_with_its_figures_unless_forced(tmp_path, capsys):
+    """A hand-edited plan the engine runs but whose GPUs it overflows was written without a word."""
+    plan = {"format": "hetplan.plan/1", "model": "llama-2-13b", "global_batch": 8, "seq_len": 1024, "micro_batch": 1,
+            "precision": "bf16", "stages": [{"layers": [0, 40], "replicas": [{"pool": "a100", "tp": 1}]}]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    argv = ["export", "--cluster", CLUSTER, "--plan", str(path), "--to", "megatron", "--out", str(tmp_path / "out")]
+    line = refused(argv, "does not fit", capsys)
+    assert "GiB" in line and "--force" in line and not (tmp_path / "out").exists()
+    assert main(argv + ["--force"]) == 0
+    err = capsys.readouterr().err
+    assert "does not fit" in err and "(--force)" in err and (tmp_path / "out" / "megatron_args.sh").exists()
