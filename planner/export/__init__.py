@@ -74,8 +74,8 @@ def placed_files(result: ExportResult, folder: Path) -> dict[str, str]:
     return place(dict(result.files), folder) if place else dict(result.files)
 
 
-def export_plan(plan: Plan, cluster: Cluster, engine: str) -> dict[str, str]:
-    result = export_result(plan, cluster, engine)
+def export_plan(plan: Plan, cluster: Cluster, engine: str, force: bool = False) -> dict[str, str]:
+    result = export_result(plan, cluster, engine, force=force)
     files = dict(result.files)
     if result.warnings:
         files["WARNINGS.txt"] = "\n".join(f"- {w}" for w in result.warnings) + "\n"
