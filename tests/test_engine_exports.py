@@ -609,3 +609,19 @@ def test_master_addr_under_the_host_route_is_node_rank_0s_machine_or_asked_for(c
     done, addr = run(hosts[-1])
     assert done.returncode == 0 and addr == "localhost"
     assert host_name("a100", 0) == "a100-0"
+
+
+def test_deepspeed_launch_and_note_give_the_config_once(catalog):
+    """launch.sh passes --deepspeed_config; the note must not also ask for initialize(config=...), which
+    DeepSpeed 0.19.8 refuses (deepspeed/__init__.py lines 529-531)."""
+    deepspeed = pytest.importorskip("deepspeed", reason="DeepSpeed is not installed")
+    import argparse
+    import shlex
+    for cluster, plan in _engine_plans(catalog, "deepspeed"):
+        result = export_result(plan, cluster, "deepspeed")
+        line = next(x for x in result.files["launch.sh"].splitlines() if x.strip().startswith('"$TRAIN_SCRIPT" '))
+        words = shlex.split(line.split('"$TRAIN_SCRIPT"', 1)[1].split('"${@:4}"')[0])
+        args = deepspeed.add_config_arguments(argparse.ArgumentParser()).parse_known_args(words)[0]
+        assert args.deepspeed_config == "ds_config.json"
+        notes = " ".join(result.notes)
+        assert "initialize(args=args" in notes and "config='ds_config.json'" not in notes
