@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 CLUSTERS = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 BIG = {"big-4types-4096", "cloud-4types-1024"}
-TARGETS = ("megatron", "deepspeed", "torchtitan", "flagscale")
+TARGETS = ("megatron", "deepspeed", "torchtitan", "flagscale", "fsdp")
 
 
 def _job(catalog, cluster_name: str, engine: str) -> Job:
@@ -79,7 +79,7 @@ def test_every_alternative_an_export_offers_fits_by_evaluate(catalog, cluster_na
 def test_capability_matrix_in_the_docs_is_the_generated_one():
     doc = (ROOT / "docs" / "exports.md").read_text()
     assert markdown() in doc, "regenerate with `python -m planner.engines.matrix` and paste it into docs/exports.md"
-    assert set(ENGINES) == {"hetplan", "megatron", "deepspeed", "torchtitan", "flagscale"}
+    assert set(ENGINES) == {"hetplan", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp", "megatron-deepspeed"}
 
 
 # --- launch.sh: every rank on its planned GPU ---------------------------------------------------------------
@@ -322,7 +322,7 @@ def test_torchtitan_loads_lora_offload_and_finetune_configs(catalog, tmp_path, m
     assert not any(hasattr(c, "rank") for _, c, _, _ in cfg.model_spec.model.traverse(Module.Config, recurse=True))
 
 
-@pytest.mark.parametrize("target", ["megatron", "flagscale", "deepspeed", "torchtitan"])
+@pytest.mark.parametrize("target", ["megatron", "flagscale", "deepspeed", "torchtitan", "fsdp"])
 def test_searched_job_plans_export_exactly(catalog, target):
     """A plan the search finds for the engine with each job kind and offload it runs is exported as it is."""
     from planner.types import JobKind, Training
@@ -473,6 +473,100 @@ def test_torchtitan_deepseek_v3_maps_to_its_registry_flavor(catalog, tmp_path, m
     assert torchtitan.flavor(replace(plan, model=replace(model, dense_layers=0))) is None
     cfg = _load_torchtitan(tmp_path, monkeypatch, torchtitan.python_config(plan), "hetplan_tt_dsv3")
     assert (cfg.model_spec.name, cfg.model_spec.flavor) == ("deepseek_v3", "671B")
+
+
+# --- PyTorch FSDP through Accelerate: its own launcher's parsing and FSDP plugin --------------------------------
+
+def _accelerate_plugin(path: str, gpu_ids: str, monkeypatch):
+    """What `accelerate launch --config_file path` hands the training processes: the launcher's own argument
+    merge (_validate_launch_command) and environment (prepare_multi_gpu_env), then the
+    FullyShardedDataParallelPlugin built from that environment, as Accelerator() builds it."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from accelerate.utils.launch import prepare_multi_gpu_env
+    import accelerate.utils.dataclasses as acc_dataclasses
+    import torch
+    args = launch_command_parser().parse_args(["--config_file", path, "--machine_rank", "0", "--gpu_ids", gpu_ids,
+                                               "--main_process_ip", "host-0", "train.py"])
+    args, _, _ = _validate_launch_command(args)
+    for key, value in prepare_multi_gpu_env(args).items():
+        monkeypatch.setenv(key, value)
+    # sync_module_states asks for the current CUDA device (dataclasses.py lines 1998-2018); none on this CPU
+    monkeypatch.setattr(acc_dataclasses, "is_cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return args, FullyShardedDataParallelPlugin()
+
+
+def test_fsdp_config_loads_with_accelerates_own_classes(catalog, tmp_path, monkeypatch):
+    pytest.importorskip("accelerate", reason="accelerate is not installed (requirements-dev.txt installs it)")
+    from accelerate.commands.config.config_args import ClusterConfig
+    from accelerate.commands.launch import launch_command_parser
+    from planner.types import Offload, Recompute
+    known = {a.dest for a in launch_command_parser()._actions}
+    plans = [*_engine_plans(catalog, "fsdp"), _searched(catalog, "fsdp", offload=Offload.OPTIMIZER_PARAMS)]
+    strategies = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
+    for k, (cluster, plan) in enumerate(plans):
+        result = export_result(plan, cluster, "fsdp")
+        assert result.reasons == () and result.exported_plan == plan
+        path = tmp_path / f"fsdp{k}.yaml"
+        path.write_text(result.files["accelerate_fsdp.yaml"])
+        cfg = ClusterConfig.from_yaml_file(str(path))           # refuses unknown keys
+        assert cfg.distributed_type.value == "FSDP" and cfg.num_processes == plan.num_gpus
+        assert set(cfg.fsdp_config) <= known                    # each key is a --fsdp_* launch argument
+        gpus = ",".join(str(g) for g in range(plan.num_gpus // cfg.num_machines))
+        args, plugin = _accelerate_plugin(str(path), gpus, monkeypatch)
+        assert int(args.num_processes) == plan.num_gpus
+        assert plugin.sharding_strategy.name == strategies[plan.zero_stage]
+        assert plugin.backward_prefetch.name == "BACKWARD_PRE" and plugin.forward_prefetch and plugin.limit_all_gathers
+        assert plugin.activation_checkpointing == (plan.recompute == Recompute.FULL)
+        assert plugin.cpu_offload.offload_params == (plan.offload == Offload.OPTIMIZER_PARAMS)
+    assert any(p.offload == Offload.OPTIMIZER_PARAMS for _, p in plans)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
+def test_fsdp_launch_starts_each_host_with_its_machine_rank(catalog, tmp_path):
+    cluster = load_cluster_file(EXAMPLES / "a100-v100-16.yaml", catalog)
+    plan = search(cluster, _job(catalog, "a100-v100-16", "fsdp"), baselines=False,
+                  options=SearchOptions(time_limit_s=2)).plans[0].plan
+    files = export_result(plan, cluster, "fsdp").files
+    folder, bin_dir = tmp_path / "run", tmp_path / "bin"
+    folder.mkdir()
+    bin_dir.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (bin_dir / "accelerate").write_text(STUB)
+    (bin_dir / "accelerate").chmod(0o755)
+    hosts = sorted({f"{r.pool}-{n}" for st in plan.stages for r in st.replicas
+                    for n in range(cluster.pool(r.pool).nodes)})
+    seen = []
+    for host in hosts:
+        log = tmp_path / f"{host}.log"
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOST": host, "STUB_LOG": str(log),
+               "TRAIN_SCRIPT": "train.py"}
+        subprocess.run(["bash", str(folder / "launch.sh"), "--lr", "1"], env=env, check=True)
+        if log.exists():
+            words = log.read_text().split(" ARGS=")[1].split()
+            seen.append((int(words[words.index("--machine_rank") + 1]), words[words.index("--gpu_ids") + 1]))
+            assert words[-3:] == ["train.py", "--lr", "1"]
+    assert sorted(r for r, _ in seen) == list(range(len(seen)))
+    assert sum(len(g.split(",")) for _, g in seen) == plan.num_gpus
+
+
+# --- the default plan (the best of the real engines): a real engine's plan, exported exactly, fitting -------
+
+@pytest.mark.parametrize("cluster_name", ["single-node-8", "a100-v100-16", "lab-mix", "consumer-mix"])
+def test_the_default_plan_is_a_real_engines_and_exports_exactly(catalog, cluster_name):
+    from planner.engines import REAL
+    cluster = load_cluster_file(EXAMPLES / f"{cluster_name}.yaml", catalog)
+    result = search(cluster, _job(catalog, cluster_name, "hetplan"), options=SearchOptions(time_limit_s=5),
+                    engines=REAL)
+    best = result.plans[0]
+    assert best.plan.engine in REAL and set(result.by_engine) == set(REAL)
+    assert all(b is None or b.plan.engine == best.plan.engine for b in result.baselines.values())
+    target = get(best.plan.engine).exports[0]
+    exported = export_result(best.plan, cluster, target)
+    assert exported.reasons == () and exported.exported_plan == best.plan, exported.reasons
+    assert evaluate(cluster, best.plan).fits
 
 
 # --- torchtitan: the model's architecture, the batch and the paths, as torchtitan 0.3.0 loads them -------------

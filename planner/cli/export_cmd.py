@@ -5,9 +5,12 @@ import os
 import sys
 from pathlib import Path
 
+from catalog.formats import plan_to_json
 from planner.cli.common import add_cluster_and_plan, add_time_limit, load_cluster_and_plan
 from planner.cli.files import check_output_file, check_output_folder, refuse_an_input, write_files
-from planner.export import ENGINES, SEARCH_TIME_LIMIT_S
+from planner.cli.rl_cmd import RL_EXPORTS, export as export_rl_plan, read_rl_plan
+from planner.export import ENGINES, SEARCH_TIME_LIMIT_S, export_result, placed_files, possible_files
+from planner.types import InputError
 
 
 def register(sub) -> None:
@@ -19,7 +22,8 @@ def register(sub) -> None:
                                    "its planned GPU. A plan the engine cannot run is replaced by the engine's best "
                                    "plan from the search (closest-plan.json, with its predicted cost), or refused.")
     add_cluster_and_plan(p)
-    p.add_argument("--to", required=True, choices=ENGINES, help="engine (target) to write the files for")
+    p.add_argument("--to", required=True, choices=(*ENGINES, *RL_EXPORTS),
+                   help="engine (target) to write the files for; verl or openrlhf for an RL plan (docs/rl.md)")
     add_time_limit(p, SEARCH_TIME_LIMIT_S, "SECONDS",
                    "CPU seconds the search for the engine's own plan may take when it cannot run the plan "
                    f"(default {SEARCH_TIME_LIMIT_S:g})")
@@ -35,8 +39,12 @@ CLOSEST_PLAN = "closest-plan.json"
 
 
 def run(args) -> int:
-    from catalog.formats import plan_to_json
-    from planner.export import export_result, placed_files, possible_files
+    rl = read_rl_plan(args.plan)
+    if rl is not None or args.to in RL_EXPORTS:     # RL plans: planner.export.verl, planner.export.openrlhf
+        if rl is None:
+            raise InputError("--plan", f"--to {args.to} exports an RL plan; make one with `hetplan plan --job-kind "
+                                       f"grpo (or ppo) ... --out FILE`")
+        return export_rl_plan(args, rl)
     inputs = [*(getattr(args, "catalog", None) or []), args.cluster, args.plan]
     if args.out:       # before the search: every file the export may write, as write_files will check it
         folder = check_output_folder(args.out, "--out")

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from planner.export import deepspeed, flagscale, fsdp, megatron, torchrun, torchtitan
 from planner.export.common import SEARCH_TIME_LIMIT_S, ExportResult, engine_for, resolve, targets
 from planner.cost import evaluate
 from planner.types import Cluster, InputError, Plan
 
-ENGINES = tuple(targets())       # ("torchrun", "megatron", "deepspeed", "torchtitan", "flagscale")
+ENGINES = tuple(targets())       # ("torchrun", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp")
 
 
 def _writer(target: str):
-    from planner.export import deepspeed, flagscale, megatron, torchrun, torchtitan
     writers = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "torchrun": torchrun,
-               "flagscale": flagscale}
+               "flagscale": flagscale, "fsdp": fsdp}
     if target not in writers:
         raise InputError("--to", f"unknown engine {target!r}; choose one of {list(ENGINES)}")
     return writers[target]

@@ -252,6 +252,10 @@ def training_arguments(plan: Plan, tp: int) -> list[tuple]:
     """Batch, precision, recompute, sequence parallelism and data-parallel sharding."""
     args = [("--micro-batch-size", plan.micro_batch), ("--global-batch-size", plan.global_batch)]
     args += PRECISION_FLAGS[plan.precision.value]
+    if plan.precision.value == "fp8" and plan.zero_stage >= 1:
+        # the compute weight kept in FP8 in place of bf16 (arguments.py lines 2016-2018; it needs the
+        # distributed optimizer or Megatron-FSDP, lines 1095-1097), as planner.numerics counts FP8 weights
+        args += [("--fp8-param-gather",)]
     if plan.recompute == Recompute.FULL:
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", 1)]
@@ -259,6 +263,8 @@ def training_arguments(plan: Plan, tp: int) -> list[tuple]:
         args += [("--recompute-granularity", "selective")]
     if plan.sequence_parallel and tp > 1:
         args += [("--sequence-parallel",)]
+    if plan.tp_comm_overlap:         # the plan's tp-communication overlap (needs --sequence-parallel, arguments.py
+        args += [("--tp-comm-overlap",)]   # lines 1441-1442; Transformer Engine userbuffers, initialize.py line 164)
     if plan.zero_stage == 1:
         args += [("--use-distributed-optimizer",)]
     elif plan.zero_stage in FSDP_STRATEGY:
