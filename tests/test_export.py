@@ -847,19 +847,3 @@ def test_every_file_a_writer_writes_is_in_its_files(catalog, cluster):
             except ValueError:
                 continue
             assert set(files) <= set(possible_files(target)), (target, set(files) - set(possible_files(target)))
-
-
-def test_torchtitan_refuses_expert_parallelism_with_tensor_parallelism(catalog):
-    """torchtitan 0.3.0's ep groups are innermost over dp_shard x cp x tp (parallel_dims.py lines 279, 336-340), so
-    with tp 2 an ep group would be the two tp ranks of one replica, each holding whole experts: not the plan's
-    experts split over tp and sharded over replicas."""
-    from planner.export.torchtitan import limits
-    from planner.types import Plan, Precision, Recompute, Replica, Stage
-    model = catalog.model("qwen3-30b-a3b")
-
-    def plan(tp):
-        return Plan(model, 32, 4096, 1, Precision.BF16, (Stage(0, 48, tuple(Replica("h100", tp, 8) for _ in range(4))),),
-                    zero_stage=3, recompute=Recompute.FULL, sequence_parallel=tp > 1, engine="torchtitan",
-                    expert_parallel=2)
-    assert any("no expert tensor-parallel degree" in r for r in limits(plan(2), None))
-    assert limits(plan(1), None) == []

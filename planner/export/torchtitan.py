@@ -80,8 +80,8 @@ Mixture of experts and expert parallelism (plan.expert_parallel = ep):
   ["pp", "dp_replicate", "efsdp", "ep"] (parallel_dims.py lines 336-340) has ep innermost, so an ep
   group is ep consecutive ranks of a stage's dp_shard x cp x tp block: ep consecutive replicas when
   tp = cp = 1, as the plan shards them; with tp x cp > 1 0.3.0 (which has no expert tensor parallel
-  degree) would spread the experts over tp and cp ranks first and not tensor-split them, so `limits`
-  refuses it (the search then finds torchtitan's own plan). v0.2.2 has expert_tensor_parallel_degree, "etp = tp" or 1 (job_config.py lines
+  degree) spreads the experts over tp and cp ranks first and does not tensor-split them (the export
+  notes say so). v0.2.2 has expert_tensor_parallel_degree, "etp = tp" or 1 (job_config.py lines
   464-472): the TOML writes etp = tp, the plan's tensor-parallel experts. ep never comes from
   dp_replicate, so a ZeRO-0/1 plan (data_parallel_replicate_degree = dp) with ep > 1 is refused.
 Job kind and offload:
@@ -403,7 +403,7 @@ def context_notes(plan: Plan) -> list[str]:
 
 def expert_notes(plan: Plan) -> list[str]:
     """What torchtitan does with the plan's experts beyond expert_parallel_degree (module docstring)."""
-    m = plan.model
+    m, ep = plan.model, plan.expert_parallel
     if not m.is_moe:
         return []
     notes = []
@@ -411,6 +411,14 @@ def expert_notes(plan: Plan) -> list[str]:
         notes.append(f"mixture of experts: torchtitan has MoE models only in its own families ({MOE_FAMILIES} in "
                      f"0.3.0); {m.id} is none of them, so it needs a custom model built on torchtitan's MoE module "
                      f"(models/common/moe.py), else expert_parallel_degree has no effect")
+    tp, _ = uniform_tp_dp(plan)
+    if ep > 1 and tp * plan.context_parallel > 1:
+        notes.append(f"expert parallelism {ep} with tp x cp = {tp * plan.context_parallel}: torchtitan 0.3.0 forms "
+                     f"ep groups innermost over dp_shard x cp x tp (no expert tensor parallel degree), so experts "
+                     f"are sharded over tp and cp ranks first and not tensor-split: each GPU holds "
+                     f"{m.experts // ep} whole experts, not {m.experts // ep} split {tp} ways as planned ({tp}x the "
+                     f"planned expert weights per GPU: check memory, or plan with tp 1); the 0.2.2 TOML sets "
+                     f"expert_tensor_parallel_degree = tp, as planned")
     return notes
 
 
@@ -481,17 +489,10 @@ def limits(plan: Plan, cluster: Cluster) -> list[str]:
                    f"= efsdp x ep), never from dp_replicate, so a ZeRO-{plan.zero_stage} plan (replicated, "
                    f"data_parallel_shard_degree 1) cannot shard experts over {plan.expert_parallel} replicas; "
                    f"ZeRO-2 or 3 can")
-    tp, _ = uniform_tp_dp(plan)
-    if plan.expert_parallel > 1 and tp * plan.context_parallel > 1:
-        out.append(f"torchtitan 0.3.0 forms expert-parallel groups innermost over dp_shard x cp x tp "
-                   f"(distributed/parallel_dims.py lines 279 and 336-340: mesh pp, dp_replicate, efsdp, ep) and has "
-                   f"no expert tensor-parallel degree, so with tp x cp = {tp * plan.context_parallel} each GPU would "
-                   f"hold {plan.model.experts // plan.expert_parallel} whole experts, not the plan's "
-                   f"{plan.model.experts // plan.expert_parallel} split {tp} ways over replicas: its expert memory "
-                   f"and all-to-all differ; expert parallelism with tp 1 and cp 1 runs as planned")
     cp = plan.context_parallel
     if cp == 1:
         return out
+    tp, _ = uniform_tp_dp(plan)
     if plan.zero_stage == 0:
         out.append(f"torchtitan shards parameters, gradients and optimizer states over the context-parallel group "
                    f"(FSDP on dp_shard x cp) whenever cp > 1, so a ZeRO-0 plan with context_parallel {cp} cannot be "
