@@ -719,3 +719,52 @@ def test_deepspeed_launch_and_note_give_the_config_once(catalog):
         assert args.deepspeed_config == "ds_config.json"
         notes = " ".join(result.notes)
         assert "initialize(args=args" in notes and "config='ds_config.json'" not in notes
+
+
+RANK_STUB = """import json, os, sys
+keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "CUDA_VISIBLE_DEVICES", "HOST")
+with open(os.path.join(os.environ["STUB_OUT"], os.environ["RANK"] + ".json"), "w") as f:
+    json.dump({**{k: os.environ.get(k) for k in keys}, "argv": sys.argv[1:]}, f)
+"""
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
+def test_megatron_launch_with_real_torchrun_gives_each_gpu_its_planned_rank(catalog, tmp_path):
+    """launch.sh run on both hosts at once with PyTorch's own torchrun (static rendezvous over 127.0.0.1, CPU):
+    a stub in place of pretrain_gpt.py (it needs GPUs) records what each process gets. Every global rank
+    appears once, on the host and GPU (CUDA_VISIBLE_DEVICES[LOCAL_RANK]) the Megatron rank order gives it."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed beside this Python")
+    cluster = load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
+    plan = search(cluster, _job(catalog, "single-node-8", "megatron"), baselines=False,
+                  options=SearchOptions(time_limit_s=2)).plans[0].plan
+    from planner.export.megatron import megatron_ranks
+    files = export_result(plan, cluster, "megatron").files
+    folder, megatron, out = tmp_path / "run", tmp_path / "megatron", tmp_path / "out"
+    for d in (folder, megatron, out):
+        d.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (megatron / "pretrain_gpt.py").write_text(RANK_STUB)
+    import socket
+    with socket.socket() as s:                       # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    hosts = [line.split()[0] for line in files["hostfile"].splitlines()]
+    env = {**os.environ, "PATH": f"{torchrun.parent}:{os.environ['PATH']}", "MEGATRON_DIR": str(megatron),
+           "STUB_OUT": str(out), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(["bash", str(folder / "launch.sh"), "--mock-data"], env={**env, "HOST": h},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for h in hosts]
+    for p in procs:
+        output, _ = p.communicate(timeout=150)
+        assert p.returncode == 0, output[-2000:]
+    rows = {int(p.stem): json.loads(p.read_text()) for p in out.glob("*.json")}
+    assert sorted(rows) == list(range(plan.num_gpus))
+    expected = megatron_ranks(cluster, plan)
+    for rank, row in rows.items():
+        gpu = int(row["CUDA_VISIBLE_DEVICES"].split(",")[int(row["LOCAL_RANK"])])
+        assert (row["HOST"], gpu) == expected[rank], rank
+        assert int(row["WORLD_SIZE"]) == plan.num_gpus and row["argv"][-1] == "--mock-data"
+        assert row["argv"][row["argv"].index("--tensor-model-parallel-size") + 1] == str(plan.stages[0].replicas[0].tp)
