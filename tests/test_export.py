@@ -82,7 +82,8 @@ MEGATRON_CHOICES = {"--recompute-granularity": ["full", "selective"], "--recompu
 MEGATRON_SWITCHES = {"--group-query-attention", "--bf16", "--fp16", "--sequence-parallel", "--use-distributed-optimizer",
                      "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
                      "--overlap-grad-reduce", "--use-megatron-fsdp", "--finetune", "--optimizer-cpu-offload",
-                     "--use-precision-aware-optimizer", "--multi-latent-attention", "--use-rope-scaling"}
+                     "--use-precision-aware-optimizer", "--multi-latent-attention", "--use-rope-scaling",
+                     "--tp-comm-overlap"}   # ModelParallelConfig.tp_comm_overlap (model_parallel_config.py line 265)
 CHECKPOINT = "/ckpt/base"      # what launch.sh's CHECKPOINT holds in these tests
 
 
