@@ -29,17 +29,27 @@ gone (`hetplan replan` plans each cluster on its own; comparing the two policies
 """
 from __future__ import annotations
 
-from planner.types import Cluster, Estimate, Plan
+import math
+
+from planner.types import Cluster, Estimate, InputError, Plan
+
+# Below this share of time the expected figures leave float range (1e-200 x 1e-200 rounds to 0, and
+# 4.9e-324 turns $/token into inf): such a plan would in effect never run. 1e-100 keeps every expected
+# figure finite for any throughput, price and token count the inputs allow.
+MIN_JOINT_AVAILABILITY = 1e-100
 
 
 def availability(cluster: Cluster, gpus_by_pool: dict[str, int]) -> float:
-    """The share of time a plan on these pools runs: the product of the availabilities of its spot pools."""
-    share = 1.0
-    for name in gpus_by_pool:
-        pool = cluster.pool(name)
-        if pool.spot:
-            share *= pool.availability
-    return share
+    """The share of time a plan on these pools runs: the product of the availabilities of its spot pools,
+    summed in log space; an InputError naming the pools where it is below MIN_JOINT_AVAILABILITY."""
+    spot = [cluster.pool(name) for name in gpus_by_pool if cluster.pool(name).spot]
+    log10 = sum(math.log10(p.availability) for p in spot)
+    if log10 < math.log10(MIN_JOINT_AVAILABILITY):
+        names = ", ".join(f"{p.name} ({p.availability:.3g})" for p in spot)
+        raise InputError("availability", f"the spot pools {names} are held together 10^{log10:.0f} of the time, "
+                                          f"below {MIN_JOINT_AVAILABILITY:g}: a plan on them would in effect never "
+                                          f"run; raise their availability or leave them out of the cluster")
+    return math.prod(p.availability for p in spot)
 
 
 def _spot_price_per_hour(cluster: Cluster, gpus_by_pool: dict[str, int]) -> float:

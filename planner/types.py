@@ -999,6 +999,7 @@ class Plan:
         _require(len(self.stages) > 0, "stages", "a plan needs at least one stage")
         self._check_layers()
         self._check_samples()
+        self._check_tensor_parallel()
         passes = len(self.stages) * self.num_micro_batches * self.interleave
         if passes > MAX_SIMULATED_PASSES:
             raise TooManyPassesError(
@@ -1032,6 +1033,25 @@ class Plan:
             expected = s.layer_end
         _require(expected == self.model.layers, f"stages[{len(self.stages) - 1}].layers",
                  f"the last stage ends at layer {expected} but {self.model.id} has {self.model.layers} layers")
+
+    def _check_tensor_parallel(self) -> None:
+        """tp splits attention heads, key/value heads (or replicates them when tp is a multiple) and the MLP
+        evenly, as every engine's tensor parallelism does (Megatron-LM asserts it at start-up); the search's
+        candidates (planner.search.space) obey the same rule."""
+        m = self.model
+
+        def splits(t: int) -> list[str]:
+            bad = [f"{name} ({n})" for name, n in (("heads", m.heads), ("ffn", m.ffn)) if n % t]
+            return bad + ([f"kv_heads ({m.kv_heads}; nor is tp a multiple of it)"]
+                          if m.kv_heads % t and t % m.kv_heads else [])
+        for i, s in enumerate(self.stages):
+            for j, r in enumerate(s.replicas):
+                bad = splits(r.tp)
+                if bad:
+                    fine = [str(t) for t in range(1, min(m.heads, 64) + 1) if not splits(t)]
+                    _require(False, f"stages[{i}].replicas[{j}].tp",
+                             f"tp {r.tp} does not divide {m.id}'s {', '.join(bad)}; use a tp that does "
+                             f"({', '.join(fine)})")
 
     def _check_samples(self) -> None:
         for i, s in enumerate(self.stages):

@@ -104,7 +104,7 @@ def _launched(tmp_path, files: dict[str, str]) -> list[tuple[int, str, list[int]
     for host in hosts:
         log = tmp_path / f"{host}.log"
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOST": host, "STUB_LOG": str(log),
-               "MEGATRON_DIR": "/m", "FLAGSCALE_DIR": "/f", "TRAIN_SCRIPT": "train.py"}
+               "MEGATRON_DIR": "/m", "FLAGSCALE_DIR": "/f", "TRAIN_SCRIPT": "train.py", "MASTER_ADDR": "10.0.0.1"}
         subprocess.run(["bash", str(folder / "launch.sh"), "--data-path", "d"], env=env, check=True)
         for line in log.read_text().splitlines():
             cvd, args = line.split(" ARGS=")
@@ -663,3 +663,108 @@ def test_torchtitan_tokenizer_path_is_absolute_from_where_launch_sh_started(cata
     monkeypatch.setenv("HF_ASSETS_PATH", "/data/tokenizer")
     cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(_tt_plan(catalog, "llama-3-8b")), "hetplan_tt_assets2")
     assert cfg.hf_assets_path == "/data/tokenizer"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
+def test_master_addr_under_the_host_route_is_node_rank_0s_machine_or_asked_for(catalog, tmp_path):
+    """HOST=<placeholder> on each machine (the documented route): MASTER_ADDR was the placeholder name on every
+    agent. Now node rank 0's machine uses its own name, the others ask for MASTER_ADDR (exit 2, one line), a
+    resolvable first host in hostfile (renamed hosts) is used as it is, and a given MASTER_ADDR wins."""
+    from planner.export.common import host_name
+    cluster = load_cluster_file(EXAMPLES / "a100-v100-16.yaml", catalog)
+    plan = search(cluster, _job(catalog, "a100-v100-16", "megatron"), baselines=False,
+                  options=SearchOptions(time_limit_s=2)).plans[0].plan
+    files = export_result(plan, cluster, "megatron").files
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text('#!/usr/bin/env bash\necho "$*" >> "$STUB_LOG"\n')
+    (bin_dir / "torchrun").chmod(0o755)
+    hosts = [line.split()[0] for line in files["hostfile"].splitlines()]
+
+    def run(host, **env):
+        log = tmp_path / "log"
+        log.write_text("")
+        done = subprocess.run(["bash", str(tmp_path / "launch.sh")], capture_output=True, text=True,
+                              env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOST": host,
+                                   "STUB_LOG": str(log), "MEGATRON_DIR": "/m", **env})
+        words = log.read_text().split()
+        return done, (words[words.index("--master-addr") + 1] if "--master-addr" in words else None)
+    import socket
+    done, addr = run(hosts[0])
+    assert done.returncode == 0 and addr == socket.gethostname()
+    done, addr = run(hosts[-1])
+    assert done.returncode == 2 and addr is None and done.stderr.count("\n") == 1
+    assert f"MASTER_ADDR" in done.stderr and f"HOST={hosts[0]}" in done.stderr
+    done, addr = run(hosts[-1], MASTER_ADDR="10.1.2.3")
+    assert done.returncode == 0 and addr == "10.1.2.3"
+    (tmp_path / "hostfile").write_text(files["hostfile"].replace(hosts[0], "localhost", 1))
+    done, addr = run(hosts[-1])
+    assert done.returncode == 0 and addr == "localhost"
+    assert host_name("a100", 0) == "a100-0"
+
+
+def test_deepspeed_launch_and_note_give_the_config_once(catalog):
+    """launch.sh passes --deepspeed_config; the note must not also ask for initialize(config=...), which
+    DeepSpeed 0.19.8 refuses (deepspeed/__init__.py lines 529-531)."""
+    deepspeed = pytest.importorskip("deepspeed", reason="DeepSpeed is not installed")
+    import argparse
+    import shlex
+    for cluster, plan in _engine_plans(catalog, "deepspeed"):
+        result = export_result(plan, cluster, "deepspeed")
+        line = next(x for x in result.files["launch.sh"].splitlines() if x.strip().startswith('"$TRAIN_SCRIPT" '))
+        words = shlex.split(line.split('"$TRAIN_SCRIPT"', 1)[1].split('"${@:4}"')[0])
+        args = deepspeed.add_config_arguments(argparse.ArgumentParser()).parse_known_args(words)[0]
+        assert args.deepspeed_config == "ds_config.json"
+        notes = " ".join(result.notes)
+        assert "initialize(args=args" in notes and "config='ds_config.json'" not in notes
+
+
+RANK_STUB = """import json, os, sys
+keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "CUDA_VISIBLE_DEVICES", "HOST")
+with open(os.path.join(os.environ["STUB_OUT"], os.environ["RANK"] + ".json"), "w") as f:
+    json.dump({**{k: os.environ.get(k) for k in keys}, "argv": sys.argv[1:]}, f)
+"""
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
+def test_megatron_launch_with_real_torchrun_gives_each_gpu_its_planned_rank(catalog, tmp_path):
+    """launch.sh run on both hosts at once with PyTorch's own torchrun (static rendezvous over 127.0.0.1, CPU):
+    a stub in place of pretrain_gpt.py (it needs GPUs) records what each process gets. Every global rank
+    appears once, on the host and GPU (CUDA_VISIBLE_DEVICES[LOCAL_RANK]) the Megatron rank order gives it."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed beside this Python")
+    cluster = load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
+    plan = search(cluster, _job(catalog, "single-node-8", "megatron"), baselines=False,
+                  options=SearchOptions(time_limit_s=2)).plans[0].plan
+    from planner.export.megatron import megatron_ranks
+    files = export_result(plan, cluster, "megatron").files
+    folder, megatron, out = tmp_path / "run", tmp_path / "megatron", tmp_path / "out"
+    for d in (folder, megatron, out):
+        d.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (megatron / "pretrain_gpt.py").write_text(RANK_STUB)
+    import socket
+    with socket.socket() as s:                       # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    hosts = [line.split()[0] for line in files["hostfile"].splitlines()]
+    env = {**os.environ, "PATH": f"{torchrun.parent}:{os.environ['PATH']}", "MEGATRON_DIR": str(megatron),
+           "STUB_OUT": str(out), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(["bash", str(folder / "launch.sh"), "--mock-data"], env={**env, "HOST": h},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for h in hosts]
+    for p in procs:
+        output, _ = p.communicate(timeout=150)
+        assert p.returncode == 0, output[-2000:]
+    rows = {int(p.stem): json.loads(p.read_text()) for p in out.glob("*.json")}
+    assert sorted(rows) == list(range(plan.num_gpus))
+    expected = megatron_ranks(cluster, plan)
+    for rank, row in rows.items():
+        gpu = int(row["CUDA_VISIBLE_DEVICES"].split(",")[int(row["LOCAL_RANK"])])
+        assert (row["HOST"], gpu) == expected[rank], rank
+        assert int(row["WORLD_SIZE"]) == plan.num_gpus and row["argv"][-1] == "--mock-data"
+        assert row["argv"][row["argv"].index("--tensor-model-parallel-size") + 1] == str(plan.stages[0].replicas[0].tp)

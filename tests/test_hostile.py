@@ -763,3 +763,62 @@ def test_export_hung_up_during_the_renames_finishes_the_set(tmp_path, capsys, mo
     _fail_on_call(monkeypatch, "replace", 1, lambda: os.kill(os.getpid(), signal.SIGHUP))
     assert main(_export(out)) == 130
     assert sorted(p.name for p in out.iterdir()) == TORCHRUN_FILES
+
+
+# ----------------------------------------------------------------------------- issue 20: numbers out of range
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--cluster", CLUSTER, "--plan", PLAN, "--tokens", "1e308", "--json"],
+    ["plan", "--cluster", CLUSTER, "--model", "llama-2-7b", "--global-batch", "8", "--seq-len", "1024",
+     "--tokens", "1e308", "--json"],
+    ["replan", "--cluster", CLUSTER, "--plan", PLAN, "--tokens-remaining", "1e308", "--json"]])
+def test_a_token_count_beyond_the_limit_is_refused_up_front(argv, capsys):
+    """1e308 tokens made every duration inf: half a JSON object, then an internal error."""
+    line = refused(argv, "up to 1e+18", capsys)
+    assert argv[-3] in line
+    assert capsys.readouterr().out == ""
+
+
+def test_the_token_limit_gives_finite_json(capsys):
+    assert main(["evaluate", "--cluster", CLUSTER, "--plan", PLAN, "--tokens", "1e18", "--json"]) == 0
+    json.loads(capsys.readouterr().out)          # allow_nan=False in print_json: no inf, no NaN
+
+
+@pytest.mark.parametrize("availabilities", [(1e-200, 1e-200), (5e-324,)])
+def test_spot_pools_whose_joint_availability_underflows_are_refused(availabilities, tmp_path, capsys):
+    """Each valid alone; together (or at 4.9e-324) the product underflows and $/token divides by 0."""
+    import yaml
+    pools = [{"name": f"p{k}", "gpu": "a100-80gb-sxm", "nodes": 1, "gpus_per_node": 4, "inter_node_gbps": 100,
+              "spot": True, "availability": a} for k, a in enumerate(availabilities)]
+    cluster = tmp_path / "spot.yaml"
+    cluster.write_text(yaml.safe_dump({"name": "spot", "pools": pools}))
+    refused(["plan", "--cluster", str(cluster), "--model", "llama-2-7b", "--global-batch", "8", "--seq-len", "1024",
+             "--time-limit", "5", "--json"], "would in effect never run", capsys)
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("tp", [3, 5, 6, 7])
+@pytest.mark.parametrize("command", ["evaluate", "export", "run-local"])
+def test_a_tp_that_does_not_divide_the_heads_is_refused(tp, command, tmp_path, capsys):
+    """A 32-head model with tp 3: Megatron refuses it at start-up and run-local shrank the model to 3 heads."""
+    plan = {"format": "hetplan.plan/1", "model": "llama-2-7b", "global_batch": 8, "seq_len": 1024, "micro_batch": 1,
+            "precision": "bf16", "stages": [{"layers": [0, 32], "replicas": [{"pool": "a100", "tp": tp}]}]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    argv = {"evaluate": ["evaluate"], "export": ["export", "--to", "megatron"], "run-local": ["run-local"]}[command]
+    line = refused(argv + ["--cluster", CLUSTER, "--plan", str(path)], "stages[0].replicas[0].tp", capsys)
+    assert f"tp {tp} does not divide" in line and "heads (32)" in line
+
+
+def test_an_exact_export_that_does_not_fit_is_refused_with_its_figures_unless_forced(tmp_path, capsys):
+    """A hand-edited plan the engine runs but whose GPUs it overflows was written without a word."""
+    plan = {"format": "hetplan.plan/1", "model": "llama-2-13b", "global_batch": 8, "seq_len": 1024, "micro_batch": 1,
+            "precision": "bf16", "stages": [{"layers": [0, 40], "replicas": [{"pool": "a100", "tp": 1}]}]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    argv = ["export", "--cluster", CLUSTER, "--plan", str(path), "--to", "megatron", "--out", str(tmp_path / "out")]
+    line = refused(argv, "does not fit", capsys)
+    assert "GiB" in line and "--force" in line and not (tmp_path / "out").exists()
+    assert main(argv + ["--force"]) == 0
+    err = capsys.readouterr().err
+    assert "does not fit" in err and "(--force)" in err and (tmp_path / "out" / "megatron_args.sh").exists()

@@ -31,10 +31,17 @@ def add_time_limit(p, default: float, metavar: str, help: str) -> None:
                    metavar=metavar, help=help)
 
 
+# The most tokens a run may be asked to train: 1e18 is ~64,000 times Llama 3's 15.6e12 (Llama 3 Herd of Models,
+# section 3.1); far more (1e308) made every duration and cost overflow to inf, which JSON cannot carry.
+MAX_TOKENS = 1e18
+
+
 def check_tokens(option: str, tokens: float | None, example: str = "") -> None:
-    """A token count given (not None) must be positive and finite; `example` follows the message's noun."""
-    if tokens is not None and not (math.isfinite(tokens) and tokens > 0):
-        raise InputError(option, f"must be a positive, finite number of tokens{example}, got {tokens}")
+    """A token count given (not None) must be positive, finite and at most MAX_TOKENS; `example` follows the
+    message's noun."""
+    if tokens is not None and not (math.isfinite(tokens) and 0 < tokens <= MAX_TOKENS):
+        raise InputError(option, f"must be a positive number of tokens up to {MAX_TOKENS:.0e}{example}, "
+                                 f"got {tokens:g}")
 
 
 def load_cluster_and_plan(args):

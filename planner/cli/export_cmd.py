@@ -27,6 +27,9 @@ def register(sub) -> None:
     add_time_limit(p, SEARCH_TIME_LIMIT_S, "SECONDS",
                    "CPU seconds the search for the engine's own plan may take when it cannot run the plan "
                    f"(default {SEARCH_TIME_LIMIT_S:g})")
+    p.add_argument("--force", action="store_true",
+                   help="write a plan the engine runs even when it does not fit its GPUs by the cost model "
+                        "(default: refuse it, naming the stage and the memory it needs)")
     p.add_argument("--out", metavar="DIR",
                    help="folder to write the files to, all or none of them (default: print them)")
     p.set_defaults(run=run)
@@ -47,7 +50,7 @@ def run(args) -> int:
         folder = check_output_folder(args.out, "--out")
         _check_outputs(folder, [*possible_files(args.to), CLOSEST_PLAN], inputs)
     catalog, cluster, plan = load_cluster_and_plan(args)
-    result = export_result(plan, cluster, args.to, time_limit_s=args.time_limit)
+    result = export_result(plan, cluster, args.to, time_limit_s=args.time_limit, force=args.force)
     files = placed_files(result, Path(os.path.abspath(args.out))) if args.out else dict(result.files)
     if result.closest_plan is not None:
         files[CLOSEST_PLAN] = plan_to_json(result.closest_plan, catalog) + "\n"

@@ -6,7 +6,7 @@ import json
 import math
 
 from catalog.formats import load_cluster_file, plan_to_dict
-from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
+from planner.cli.common import catalog_from_args, check_tokens, finite_number, print_json, whole_number
 from planner.cli.files import check_output_file, refuse_an_input, write_file
 from planner.cli.rl_cmd import add_rl_arguments, check_flags as check_rl_flags, run_plan as run_rl_plan
 from planner.rl.workload import RL_KINDS
@@ -94,8 +94,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    if args.tokens is not None and not args.tokens > 0:
-        raise InputError("--tokens", f"must be a positive number of tokens, got {args.tokens}")
+    check_tokens("--tokens", args.tokens, " (e.g. 1e12)")
     if args.out:
         check_output_file(args.out, "--out")         # before the search, not after it
         refuse_an_input(args.out, "--out", [*args.catalog, args.cluster])

@@ -143,10 +143,19 @@ def export(plan: Plan, cluster: Cluster):
     files["launch.sh"] = launch.script(agents, ['"$TRAIN_SCRIPT"', "--deepspeed_config", "ds_config.json"],
                                        "DeepSpeed launch written by `hetplan export --to deepspeed`", {}, preamble)
     files["hostfile"] = launch.hostfile(agents)
-    notes = ["the training script builds its model with PlannedPipelineModule (pipeline_module.py) and calls "
-             "deepspeed.initialize(..., config='ds_config.json'); launch.sh starts it under torchrun"] \
-        if plan.num_stages > 1 else []
+    notes = [INITIALIZE_NOTE]
+    if plan.num_stages > 1:
+        notes.append("the training script builds its model with PlannedPipelineModule (pipeline_module.py)")
     return files, notes + job_notes(plan)
+
+
+# launch.sh passes --deepspeed_config ds_config.json to the training script; deepspeed.initialize reads it from
+# args and asserts when it is also given config= (deepspeed/__init__.py lines 529-531 in 0.19.8: "Not sure how
+# to proceed, we were given deepspeed configs in the deepspeed arguments and deepspeed.initialize() function call")
+INITIALIZE_NOTE = ("the training script parses its arguments with deepspeed.add_config_arguments(parser) and calls "
+                   "deepspeed.initialize(args=args, model=..., model_parameters=...) without config= (launch.sh "
+                   "passes --deepspeed_config ds_config.json, and DeepSpeed refuses a config given twice); "
+                   "launch.sh starts it under torchrun")
 
 
 def job_notes(plan: Plan) -> list[str]:

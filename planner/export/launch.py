@@ -54,6 +54,29 @@ def hostfile(agent_units: list[Unit], types: dict[str, str] | None = None) -> st
     return "".join(f"{h} slots={n}" + (f" type={types[h]}" if types else "") + "\n" for h, n in slots.items())
 
 
+def unknown_host(hosts: list[str]) -> str:
+    return (f'echo "launch.sh: HOST=$HOST is not a host of this plan ({" ".join(hosts)}); run on one of them, '
+            f'set HOST to its name, or rename the hosts in launch.sh and hostfile" >&2; exit 2')
+
+
+def master_addr_lines(first: str) -> list[str]:
+    """MASTER_ADDR, node rank 0's address: as given; else hostfile's first host where that name resolves (the
+    hosts were renamed to real ones); else, under the HOST= route (placeholder names kept), this machine's own
+    name on node rank 0's machine, and a refusal on the others, which cannot know it."""
+    return [
+        "resolves() { getent hosts \"$1\" >/dev/null 2>&1 || python3 -c 'import socket, sys; "
+        "socket.gethostbyname(sys.argv[1])' \"$1\" >/dev/null 2>&1; }",
+        f"FIRST_HOST=\"$(awk 'NF && $1 !~ /^#/ {{print $1; exit}}' hostfile 2>/dev/null || true)\"",
+        f'FIRST_HOST="${{FIRST_HOST:-{first}}}"     # node rank 0\'s host: hostfile\'s first line',
+        'if [ -z "${MASTER_ADDR:-}" ]; then',
+        '  if resolves "$FIRST_HOST"; then MASTER_ADDR="$FIRST_HOST"',
+        '  elif [ "$HOST" = "$FIRST_HOST" ]; then MASTER_ADDR="$(hostname)"   # HOST= route, on node rank 0',
+        f'  else echo "launch.sh: set MASTER_ADDR to the address of the machine that runs HOST=$FIRST_HOST (node '
+        f'rank 0): $FIRST_HOST, hostfile\'s first host, is not a name this machine resolves" >&2; exit 2',
+        '  fi',
+        'fi']
+
+
 def script(agent_units: list[Unit], command: list[str], title: str, env: dict[str, str], preamble: list[str],
            unset: tuple[str, ...] = (), unit_args=None) -> str:
     """launch.sh: run on every host; HOST (default: this machine's name) picks its agents.
@@ -65,13 +88,15 @@ def script(agent_units: list[Unit], command: list[str], title: str, env: dict[st
              f"# {title}: run this script on every host below (same arguments everywhere).",
              "# Each host starts its torchrun agents with fixed node ranks (static rendezvous), so every",
              "# global rank, and with it every pipeline stage, lands on the GPU the plan gives it.",
-             "# Hosts are named <pool>-<node>: rename them here and in hostfile, or set HOST=<name below>.",
+             "# Hosts are named <pool>-<node>: rename them here and in hostfile, or set HOST=<name below>",
+             "# (then MASTER_ADDR=<address of the machine with HOST=" + hosts[0] + "> on the others).",
              "set -euo pipefail",
              'export HETPLAN_CALLER_DIR="$PWD"   # where relative paths given to the run were meant from',
              'cd "$(dirname "$0")"',
              'HOST="${HOST:-$(hostname)}"',
              'SCRIPT_ARGS=("$@")   # passed on to every process',
-             f'MASTER_ADDR="${{MASTER_ADDR:-{hosts[0]}}}"     # the host of node rank 0',
+             f'case " {" ".join(hosts)} " in *" $HOST "*) ;; *) {unknown_host(hosts)} ;; esac',
+             *master_addr_lines(hosts[0]),
              f'MASTER_PORT="${{MASTER_PORT:-{PORT}}}"',
              *preamble,
              *[f"export {k}={shlex.quote(v)}" for k, v in env.items()],
@@ -88,9 +113,7 @@ def script(agent_units: list[Unit], command: list[str], title: str, env: dict[st
         calls = "; ".join(" ".join([f"start {u.node_rank} {','.join(map(str, u.gpus))} {len(u.gpus)}",
                                      *(unit_args(u) if unit_args else [])]) for u in mine)
         lines.append(f"  {host}) {calls} ;;")
-    known = " ".join(hosts)
-    lines += [f'  *) echo "launch.sh: HOST=$HOST is not a host of this plan ({known}); run on one of them, '
-              f'set HOST to its name, or rename the hosts in launch.sh and hostfile" >&2; exit 2 ;;',
+    lines += [f"  *) {unknown_host(hosts)} ;;",
               "esac",
               'for pid in $(jobs -p); do wait "$pid"; done',
               ""]

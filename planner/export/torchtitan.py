@@ -416,8 +416,9 @@ def expert_notes(plan: Plan) -> list[str]:
         notes.append(f"expert parallelism {ep} with tp x cp = {tp * plan.context_parallel}: torchtitan 0.3.0 forms "
                      f"ep groups innermost over dp_shard x cp x tp (no expert tensor parallel degree), so experts "
                      f"are sharded over tp and cp ranks first and not tensor-split: each GPU holds "
-                     f"{m.experts // ep} whole experts, not {m.experts // ep} split {tp} ways as planned; the 0.2.2 "
-                     f"TOML sets expert_tensor_parallel_degree = tp, as planned")
+                     f"{m.experts // ep} whole experts, not {m.experts // ep} split {tp} ways as planned ({tp}x the "
+                     f"planned expert weights per GPU: check memory, or plan with tp 1); the 0.2.2 TOML sets "
+                     f"expert_tensor_parallel_degree = tp, as planned")
     return notes
 
 
