@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from planner.cli.common import catalog_from_args, print_json
+from planner.engines import ENGINES
 from planner.flops import model_params
 from planner.types import GIB
 
@@ -52,7 +53,6 @@ def engine_row(e) -> dict:
 
 
 def run(args) -> int:
-    from planner.engines import ENGINES
     catalog = catalog_from_args(args)
     items = {"gpus": catalog.gpus, "models": catalog.models, "networks": catalog.networks,
              "engines": ENGINES}[args.kind]

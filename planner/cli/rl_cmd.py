@@ -98,7 +98,8 @@ def _comparison(result) -> dict:
 def run_plan(args, cluster, model, catalog) -> int:
     check_flags(args)
     job = job_from_args(args, model, catalog)
-    engine = "megatron" if args.engine == "hetplan" else args.engine   # hetplan's runtime is no RL trainer
+    # hetplan's runtime is no RL trainer; the best engine (the default) is megatron's for RL
+    engine = "megatron" if args.engine in ("hetplan", "auto") else args.engine
     if engine == "all":
         raise InputError("--engine", "RL jobs take one training engine (megatron by default)")
     result = search_rl(cluster, job, args.objective, args.step_deadline, engine, args.rollout_engine or "vllm",
