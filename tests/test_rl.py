@@ -284,3 +284,10 @@ def test_text_report_names_roles_phases_and_baseline():
     for says in ("best:", "rollout:", "actor:", "critic:", "reward:", "phases:", "critic training",
                  "baseline, colocated on h100 (the best GPU)"):
         assert says in r.stdout, says
+
+
+def test_export_never_writes_over_its_input(done, tmp_path):
+    plan = tmp_path / "launch.sh"
+    plan.write_text(done[1].read_text())
+    r = hetplan("export", "--cluster", CLUSTER, "--plan", str(plan), "--to", "verl", "--out", str(tmp_path))
+    assert r.returncode == 2 and "also an input" in r.stderr and json.loads(plan.read_text())["kind"] == "rl"

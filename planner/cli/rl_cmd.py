@@ -7,7 +7,7 @@ import json
 from catalog.files import read_mapping
 from catalog.formats import load_cluster_file
 from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
-from planner.cli.files import check_output_folder, write_file, write_files
+from planner.cli.files import check_output_folder, refuse_an_input, write_file, write_files
 from planner.export.openrlhf import openrlhf_files
 from planner.export.verl import verl_files
 from planner.rl.engines import ROLLOUT_ENGINES
@@ -175,6 +175,8 @@ def export(args, data) -> int:
     files = RL_EXPORTS[args.to](cluster, plan)
     if args.out:
         folder = check_output_folder(args.out, "--out")
+        for name in files:                      # never over an input file
+            refuse_an_input(folder / name, "--out", [*(getattr(args, "catalog", None) or []), args.cluster, args.plan])
         write_files({folder / name: text for name, text in files.items()}, "--out")
         for name in files:
             print(f"wrote {folder / name}")
