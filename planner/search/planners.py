@@ -310,6 +310,7 @@ def _first_plan(scorer: Scorer, bounds: Bounds, listed: list, keeper: _Keeper, s
     search with time to spare the plans it would have reached instead (4,096 GPUs at a 10 s limit:
     129,014 against 263,031 tokens/s)."""
     job = scorer.job
+    keeper.evaluate_incumbent = None     # past the limit: no cost-model run per new best (seconds each at 10^6 GPUs)
     for _, _, family, _ in listed:
         if keeper.c.kept:
             return
@@ -560,10 +561,11 @@ class HetplanPlanner:
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
         keeper.fixed_threshold = prove_below
-        if prove_below is None:
-            keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered)
-        considered.method = self.name
         limit = options.time_limit_s if time_limit_s is None else time_limit_s
+        if prove_below is None:
+            keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered,
+                                                             Clock(limit))
+        considered.method = self.name
         stop = ListingStop(limit)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
                                    engine=job.engine, cp=job.context_parallel, stop=stop)
@@ -571,11 +573,16 @@ class HetplanPlanner:
         return considered
 
 
-def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered: Considered):
+def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered: Considered,
+                         clock: Clock | None = None):
     """Evaluate a new best candidate with the cost model (planner.cost.evaluate, as search ranks);
-    the plan and estimate are kept in `considered.incumbents` for the ranking."""
+    the plan and estimate are kept in `considered.incumbents` for the ranking. Once `clock` has
+    spent the search's share, no more: an incumbent only tightens the threshold, and one evaluate
+    of a large plan takes seconds (10^6 micro-batches to simulate, 10^5 replicas to place)."""
 
     def evaluated(cand: Candidate) -> float:
+        if clock is not None and clock.expired(share=SEARCH_SHARE):
+            return math.inf
         plan = cand.to_plan(job)
         est = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
         key = estimate_key(objective, est, deadline_hours)
