@@ -61,6 +61,7 @@ class GpuEntry(Strict):
     memory_bw_gb_s: GBs
     link: str                             # nvlink2..nvlink5, pcie, xgmi
     link_gb_s_per_direction: GBs
+    nvlink_domain_gpus: Optional[Annotated[int, Field(gt=0, le=576)]] = None   # NVLink fabric across nodes (NVL72)
     pcie_gen: Annotated[int, Field(ge=1, le=7)]
     power_w: Annotated[float, Field(gt=0, le=MAX_POWER_W)]
     price_per_gpu_hour: Price             # USD
@@ -68,6 +69,11 @@ class GpuEntry(Strict):
     price_source: str = ""
     efficiency: Annotated[float, Field(ge=MIN_EFFICIENCY, le=1)] = 0.6
     efficiency_note: str = ""
+    fp8_efficiency: Optional[Annotated[float, Field(ge=MIN_EFFICIENCY, le=1)]] = None   # measured FP8 matmul / FP8 peak
+    fp8_efficiency_note: str = ""
+    # the GPU whose measured attention kernel rates (reference attention_kernels.csv) apply; absent: none measured
+    attention_kernels_of: Optional[Literal["a100-80gb-sxm", "h100-sxm"]] = None
+    attention_note: str = ""
     source: str = ""
 
 
@@ -112,6 +118,13 @@ class ModelEntry(Strict):
     kv_lora_rank: NonNegativeInt = 0
     qk_rope_head_dim: NonNegativeInt = 0
     v_head_dim: NonNegativeInt = 0
+    rope_theta: Annotated[float, Field(ge=1, le=1e12)] = 10000.0
+    rope_scaling: Optional[Literal["llama3", "yarn"]] = None
+    rope_scaling_factor: Annotated[float, Field(ge=1, le=1e6)] = 1.0
+    norm_eps: Annotated[float, Field(ge=1e-12, le=1)] = 1e-5
+    attention_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    hidden_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    init_std: Annotated[float, Field(ge=1e-6, le=10)] = 0.02
 
 
 class InlineModelEntry(ModelEntry):
@@ -244,6 +257,7 @@ class PlanEntry(Strict):
     zero_stage: ZeroStage = 0
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False
+    tp_comm_overlap: bool = False         # tp collectives pipelined with the GEMMs (engines that offer it)
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     interleave: PositiveInt = 1
     engine: Optional[str] = None          # planner.engines; absent: hetplan's runtime (the format's first meaning)
@@ -251,6 +265,7 @@ class PlanEntry(Strict):
     offload: Literal["none", "optimizer", "optimizer+params"] = "none"
     context_parallel: Annotated[int, Field(gt=0, le=MAX_CONTEXT_PARALLEL)] = 1
     expert_parallel: Annotated[int, Field(gt=0, le=MAX_EXPERT_PARALLEL)] = 1
+    attention: Literal["flash", "unfused"] = "flash"   # unfused: no FlashAttention (s^2 scores computed and kept)
     stages: Annotated[list[StageEntry], Field(min_length=1, max_length=MAX_STAGES)]
 
 

@@ -46,6 +46,7 @@ from typing import Iterator
 import pulp
 
 from planner.cost import evaluate
+from planner.engines import REAL, get as engine_profile
 from planner.search import SearchOptions, search
 from planner.types import Cluster, Estimate, FleetJob, InputError, Job, Objective, Plan
 
@@ -69,8 +70,13 @@ class FleetOptions:
     search_time_limit_s: float | None = 1.0   # CPU seconds of hetplan's search per candidate; None: complete
     solve_time_limit_s: float = 30.0       # CBC, per stage of the program
     workers: int = 1                       # processes that plan candidates; the plans do not depend on it
+    engines: tuple[str, ...] = REAL        # each candidate planned for the best of these engines (one: that one)
 
     def __post_init__(self):
+        if not (isinstance(self.engines, tuple) and self.engines):
+            raise InputError("engines", f"must name at least one engine, got {self.engines!r}")
+        for name in self.engines:
+            engine_profile(name, "engines")
         for name in ("max_pools_per_job", "max_candidates", "workers"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
@@ -235,12 +241,14 @@ def sub_cluster(cluster: Cluster, shares: tuple[Share, ...]) -> Cluster:
     return replace(cluster, pools=pools)
 
 
-def plan_on(key: tuple[Cluster, Job, float | None]) -> Plan | str:
-    """The best-throughput plan of hetplan's search on (sub-cluster, job, CPU seconds), or why there is none."""
-    sub, job, limit = key
+def plan_on(key: tuple[Cluster, Job, float | None, tuple[str, ...]]) -> Plan | str:
+    """The best-throughput plan of hetplan's search on (sub-cluster, job, CPU seconds, engines), or why
+    there is none: for the best of the engines, each with its share of the CPU seconds (planner.search)."""
+    sub, job, limit, engines = key
     try:
-        result = search(sub, job, Objective.THROUGHPUT, top_k=1, baselines=False,
-                        options=SearchOptions(time_limit_s=limit, baseline_time_limit_s=None))
+        result = search(sub, replace(job, engine=engines[0]), Objective.THROUGHPUT, top_k=1, baselines=False,
+                        options=SearchOptions(time_limit_s=limit, baseline_time_limit_s=None),
+                        engines=engines if len(engines) > 1 else None)
     except InputError as e:
         return e.message
     return result.plans[0].plan
@@ -248,7 +256,8 @@ def plan_on(key: tuple[Cluster, Job, float | None]) -> Plan | str:
 
 def _search_key(cluster: Cluster, job: FleetJob, shares: tuple[Share, ...], options: FleetOptions) -> tuple:
     """What a search depends on: not the job's name, tokens, deadline or weight."""
-    return sub_cluster(cluster, shares), Job(job.model, job.global_batch, job.seq_len), options.search_time_limit_s
+    return (sub_cluster(cluster, shares), Job(job.model, job.global_batch, job.seq_len), options.search_time_limit_s,
+            options.engines)
 
 
 PR_SET_PDEATHSIG = 1            # linux/prctl.h: the signal a process gets when its parent thread ends

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Literal, Mapping
 
 import numpy as np
 
@@ -125,6 +125,13 @@ class Recompute(str, Enum):
     FULL = "full"             # whole layer, keeping only its input
 
 
+class Attention(str, Enum):
+    """How the attention core runs (plan field `attention`)."""
+    FLASH = "flash"           # a fused kernel (FlashAttention, SDPA's flash backend): no s x s scores kept
+    UNFUSED = "unfused"       # Q K^T, softmax, dropout, x V as separate kernels: the a s^2 b scores kept
+    #                           (Korthikanti et al. 2022, eq. 2's 5as/h term), for engines and GPUs without it
+
+
 class Schedule(str, Enum):
     ONE_F_ONE_B = "1f1b"      # with interleave > 1: interleaved 1F1B (Narayanan et al. 2021)
     GPIPE = "gpipe"
@@ -160,6 +167,12 @@ class MlpKind(str, Enum):
 class NormKind(str, Enum):
     LAYERNORM = "layernorm"   # weight and bias
     RMSNORM = "rmsnorm"       # weight only
+
+
+# RoPE frequency scalings for long context: "llama3" (Llama 3.1: low/high frequency factors 1 and 4 over an
+# original 8,192 positions, Meta's llama-models apply_scaling), "yarn" (Peng et al. 2023; DeepSeek-V3)
+RopeScaling = Literal["llama3", "yarn", None]
+ROPE_SCALINGS = (None, "llama3", "yarn")
 
 
 class PositionKind(str, Enum):
@@ -212,9 +225,14 @@ class Gpu:
     source: str = ""
     peak_tf32_flops: float = 0.0      # dense TF32 tensor-core peak; 0: none (fp32 matmuls run at peak_fp32_flops)
     peak_fp8_flops: float = 0.0       # dense FP8 tensor-core peak; 0: no FP8
+    nvlink_domain_gpus: int = 0       # GPUs on one NVLink switch fabric across nodes (GB200 NVL72: 72); 0: a node
+    fp8_efficiency: float = 0.0       # best measured FP8 matmul / FP8 peak; 0: not measured (planner.compute's rule)
+    attention_kernels_of: str = ""    # the GPU whose measured attention kernel rates apply; "": none measured
 
     def __post_init__(self):
         f = f"gpus[{self.id}]"
+        _require(isinstance(self.nvlink_domain_gpus, int) and self.nvlink_domain_gpus >= 0,
+                 f"{f}.nvlink_domain_gpus", f"must be a whole number of GPUs, got {self.nvlink_domain_gpus!r}")
         for name in ("peak_tf32_flops", "peak_fp8_flops"):
             _nonnegative_number(getattr(self, name), f"{f}.{name}")
         for name in ("peak_flops", "peak_fp32_flops", "mem_bytes", "mem_bw_bytes_per_s",
@@ -223,6 +241,8 @@ class Gpu:
         _nonnegative_number(self.price_per_hour_usd, f"{f}.price_per_hour_usd")
         _require(isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1, f"{f}.efficiency",
                  f"must be a fraction in (0, 1], got {self.efficiency!r}")
+        _require(isinstance(self.fp8_efficiency, (int, float)) and 0 <= self.fp8_efficiency <= 1,
+                 f"{f}.fp8_efficiency", f"must be a fraction in [0, 1] (0: not measured), got {self.fp8_efficiency!r}")
 
 
 @dataclass(frozen=True)
@@ -691,9 +711,19 @@ class Model:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # what the weights mean beyond their shapes (each checkpoint's config.json; defaults: Hugging Face's
+    # LlamaConfig, i.e. RoFormer's base 10000, eps 1e-5, std 0.02, no dropout)
+    rope_theta: float = 10000.0       # RoPE base (Llama 3: 500000, Mixtral and Qwen: 1e6); unused without RoPE
+    rope_scaling: RopeScaling = None  # long-context frequency scaling (Llama 3.1: "llama3" x8, DeepSeek-V3: "yarn" x40)
+    rope_scaling_factor: float = 1.0
+    norm_eps: float = 1e-5            # epsilon of every LayerNorm / RMSNorm
+    attention_dropout: float = 0.0    # on the attention probabilities
+    hidden_dropout: float = 0.0       # on each block's output before the residual add
+    init_std: float = 0.02            # standard deviation of the weights' normal initialisation
 
     def __post_init__(self):
         f = f"models[{self.id}]"
+        self._check_numerics(f)
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k", "moe_every"):
             _positive_int(getattr(self, name), f"{f}.{name}")
         for name in ("moe_ffn", "shared_experts", "dense_layers", "attention_head_dim", "q_lora_rank",
@@ -718,6 +748,22 @@ class Model:
                             ("embed_proj_dim", 1_000_000)):
             _require(getattr(self, name) <= limit, f"{f}.{name}",
                      f"is implausibly large ({getattr(self, name)!r}); the limit is {limit:,}")
+
+    def _check_numerics(self, f: str) -> None:
+        for name, low, high in (("rope_theta", 1.0, 1e12), ("rope_scaling_factor", 1.0, 1e6), ("norm_eps", 1e-12, 1.0),
+                                ("init_std", 1e-6, 10.0)):
+            value = getattr(self, name)
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high,
+                     f"{f}.{name}", f"must be a number from {low:g} to {high:g}, got {value!r}")
+        for name in ("attention_dropout", "hidden_dropout"):
+            value = getattr(self, name)
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1,
+                     f"{f}.{name}", f"must be a probability from 0 up to (not including) 1, got {value!r}")
+        _require(self.rope_scaling in ROPE_SCALINGS, f"{f}.rope_scaling",
+                 f"must be one of {[s for s in ROPE_SCALINGS if s]} or absent, got {self.rope_scaling!r}")
+        _require((self.rope_scaling is None) == (self.rope_scaling_factor == 1.0), f"{f}.rope_scaling_factor",
+                 f"must be above 1 with rope_scaling and 1 without it, got {self.rope_scaling_factor!r} with "
+                 f"rope_scaling {self.rope_scaling!r}")
 
     @property
     def head_dim(self) -> int:
@@ -817,7 +863,7 @@ class FleetJob:
 
 # The engines a plan can name, in the order they are listed: each has its profile in planner.engines
 # (one module per engine; planner.engines checks at import that its registry holds these names).
-ENGINE_NAMES = ("hetplan", "megatron", "deepspeed", "torchtitan", "flagscale")
+ENGINE_NAMES = ("hetplan", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp", "megatron-deepspeed")
 
 
 def check_engine(name, field: str = "engine") -> None:
@@ -918,9 +964,13 @@ class Plan:
     offload: Offload = Offload.NONE   # model states in CPU memory (planner.training)
     context_parallel: int = 1         # each replica spans tp x context_parallel GPUs, the sequence split over cp
     expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
+    attention: Attention = Attention.FLASH   # the attention core's kernels (planner.compute, planner.memory)
+    tp_comm_overlap: bool = False     # tp collectives pipelined with the GEMMs beside them, where the engine offers it
 
     def __post_init__(self):
         check_engine(self.engine)
+        _require(isinstance(self.tp_comm_overlap, bool), "tp_comm_overlap",
+                 f"must be true or false, got {self.tp_comm_overlap!r}")
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
         _check_lora_rank(self.training, self.model)

@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks.rl_validation import table
 from catalog.formats import load_cluster_file
+from planner.flops import model_params
 from planner.rl.generation import decode_step_s, generation, kv_capacity_tokens
 from planner.rl.plan_file import rl_plan_from_dict, rl_plan_to_dict
 from planner.rl.roles import Shape
@@ -72,7 +73,7 @@ def test_generation_validation_within_tolerance():
 def test_decode_step_at_least_the_weight_read(catalog, cluster):
     m, pool = catalog.model("llama-3-8b"), cluster.pool("h100")
     one, _ = decode_step_s(m, pool, 1, 1, 1)
-    assert one >= 2 * m.num_params * 0.9 / pool.gpu.mem_bw_bytes_per_s
+    assert one >= 2 * model_params(m) * 0.9 / pool.gpu.mem_bw_bytes_per_s
     many, _ = decode_step_s(m, pool, 1, 256, 2048)
     assert many > one                       # each sequence's KV cache is read too
     assert decode_step_s(m, pool, 2, 64, 1024)[1] > 0 == decode_step_s(m, pool, 1, 64, 1024)[1]
@@ -228,3 +229,58 @@ def test_cost_objective_under_a_deadline(catalog, cluster, result):
     assert cheap.best.estimate.dollars_per_step == min(c.estimate.dollars_per_step for c in cheap.candidates)
     with pytest.raises(InputError, match="step deadline"):
         search_rl(cluster, job(catalog), "cost", steps[0] / 2, training_time_limit_s=1.0)
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d["roles"]["rollout"][0].update(tp="4"), "roles.rollout[0].tp"),
+    (lambda d: d["roles"]["rollout"][0].update(tp=3), "roles.rollout[0].tp"),
+    (lambda d: d["roles"]["rollout"][0].update(pool="nope"), "roles.rollout[0].pool"),
+    (lambda d: d["roles"]["rollout"][0].update(replicas=10**6), "uses 1000000 GPUs"),
+    (lambda d: d["rl"].update(prompts_per_step=-1), "rl.prompts_per_step"),
+    (lambda d: d["rl"].update(algorithm="dpo"), "rl.algorithm"),
+    (lambda d: d.update(shape="weird"), "shape"),
+    (lambda d: d["roles"].pop("actor"), "roles.actor"),
+])
+def test_bad_rl_plan_files_are_one_line_errors(done, tmp_path, edit, says):
+    data = json.loads(done[1].read_text())
+    edit(data)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    r = hetplan("evaluate", "--cluster", CLUSTER, "--plan", str(bad))
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_colocated_rollout_shares_memory_with_the_actors_states(catalog, cluster, result):
+    colocated = next(c for c in result.candidates if c.plan.shape == Shape.COLOCATED)
+    group, gen = colocated.estimate.generation[0]
+    alone = kv_capacity_tokens(catalog.model("llama-3-8b"), cluster.pool(group.pool), group.tp)
+    assert gen.kv_capacity_tokens < alone
+
+
+def test_export_openrlhf_flags_exist_in_its_cli(done, tmp_path):
+    data, _ = done
+    one_stage = [c for c in data["candidates"] if len(c["roles"]["actor"]["stages"]) == 1]
+    assert one_stage, "no placement with a one-stage actor to export"
+    plan = tmp_path / "one.json"
+    plan.write_text(json.dumps(one_stage[0]))
+    r = hetplan("export", "--cluster", CLUSTER, "--plan", str(plan), "--to", "openrlhf", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "o" / "launch.sh").read_text()
+    known = set(json.loads((ROOT / "tests" / "data" / "openrlhf_flags.json").read_text())["flags"])
+    written = {w for w in text.split() if w.startswith("--")}
+    assert "--vllm.num_engines" in written and written - known == set()
+    many = [c for c in data["candidates"] if len(c["roles"]["actor"]["stages"]) > 1]
+    if many:
+        plan.write_text(json.dumps(many[0]))
+        r = hetplan("export", "--cluster", CLUSTER, "--plan", str(plan), "--to", "openrlhf")
+        assert r.returncode == 2 and "one stage" in r.stderr
+
+
+def test_text_report_names_roles_phases_and_baseline():
+    r = hetplan("plan", "--cluster", CLUSTER, "--model", "llama-3-8b", "--job-kind", "ppo", "--prompts-per-step", "32",
+                "--samples-per-prompt", "4", "--prompt-len", "256", "--response-len", "512", "--async",
+                "--reward-model", "llama-2-7b")
+    assert r.returncode == 0, r.stderr
+    for says in ("best:", "rollout:", "actor:", "critic:", "reward:", "phases:", "critic training",
+                 "baseline, colocated on h100 (the best GPU)"):
+        assert says in r.stdout, says

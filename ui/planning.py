@@ -20,6 +20,7 @@ from catalog.formats import fleet_jobs_from_dict
 from catalog.loader import model_from_entry
 from catalog.schema import InlineModelEntry
 from planner.cost import evaluate
+from planner.engines import AUTO, REAL, RUNTIME
 from planner.types import Cluster, InputError, Job, JobKind, Model, Objective, Offload, Plan, Precision, Training
 from ui import phases
 from ui.state import AppState, context_parallel_degree, expert_parallel_degree
@@ -92,11 +93,18 @@ def build_job(state: AppState) -> Job:
     precision = None if state.precision == "auto" else Precision(state.precision)
     offload = Offload.NONE if state.offload == "auto" else Offload(state.offload)
     return Job(model=build_model(state.model), global_batch=state.global_batch, seq_len=state.seq_len,
-               precision=precision, tokens_to_train=state.tokens_to_train, engine=state.engine,
+               precision=precision, tokens_to_train=state.tokens_to_train,
+               engine=RUNTIME if state.engine == AUTO else state.engine,     # AUTO: `search_engines` says which
                tf32=state.tf32 if precision == Precision.FP32 else None,
                training=Training(JobKind(state.job_kind), state.lora_rank), offload=offload,
                context_parallel=context_parallel_degree(state.context_parallel) or 1,
                expert_parallel=expert_parallel_degree(state.expert_parallel) or 1)
+
+
+def search_engines(state: AppState) -> tuple[str, ...] | None:
+    """planner.search.search's `engines`: the real engines for AUTO (the best plan of any, tagged with its
+    engine); None for one engine chosen on Compose (the job's)."""
+    return REAL if state.engine == AUTO else None
 
 
 def offload_search(state: AppState) -> str:
@@ -187,7 +195,7 @@ def _search(job_key: str, top_k: int) -> Outcome:
                         deadline_hours=state.deadline_hours, top_k=top_k, method="hetplan",
                         options=search_options(SearchOptions, state.time_limit_s),
                         offload=offload_search(state), context_parallel=context_parallel_search(state),
-                        expert_parallel=expert_parallel_search(state))
+                        expert_parallel=expert_parallel_search(state), engines=search_engines(state))
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:

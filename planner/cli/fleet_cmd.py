@@ -8,6 +8,7 @@ import signal
 
 from catalog.formats import load_cluster_file, load_jobs_file, plan_to_dict
 from planner.cli.common import catalog_from_args, finite_number, print_json
+from planner.engines import AUTO, ENGINES, REAL
 from planner.fleet import FleetOptions, FleetResult, NodeSlice, Policy, plan_fleet
 from planner.report import estimate_to_dict, format_duration
 
@@ -35,6 +36,9 @@ def register(sub) -> None:
     p.add_argument("--workers", type=_workers, default=min(os.cpu_count() or 1, 8), metavar="N",
                    help="processes that plan the candidates (default: this machine's CPUs, at most 8); used "
                         "where there are enough searches to pay for starting them; the plans do not depend on it")
+    p.add_argument("--engine", choices=(AUTO, *ENGINES), default=AUTO, metavar="NAME",
+                   help=f"the engine every job's plan is for ({', '.join(ENGINES)}); {AUTO} (default): each "
+                        f"candidate planned for the best of {', '.join(REAL)}, sharing its --time-limit")
     p.add_argument("--json", action="store_true",
                    help='print one JSON object: {"policy", "allocations": [{"job", "gpus", "nodes", "placement", '
                         '"plan", "metrics", ...}], "idle", "solve_time_s", "plan_time_s", ...}')
@@ -47,7 +51,8 @@ def run(args) -> int:
     jobs = load_jobs_file(args.jobs, catalog)
     with ended_by_signals():
         result = plan_fleet(cluster, jobs, args.policy,
-                            FleetOptions(search_time_limit_s=args.time_limit, workers=args.workers))
+                            FleetOptions(search_time_limit_s=args.time_limit, workers=args.workers,
+                                         engines=REAL if args.engine == AUTO else (args.engine,)))
     if args.json:
         print_json(to_dict(result, catalog))
     else:
@@ -117,7 +122,8 @@ def to_text(result: FleetResult) -> str:
         hours = a.candidate.hours_to_finish(a.job.tokens)
         dollars = a.candidate.dollars_to_finish(a.job.tokens)
         finish = "" if hours is None else f", finishes in {format_duration(hours * 3600)} for ${dollars:,.0f}"
-        lines.append(f"  {a.job.name}: {gpus} GPUs ({where}); {a.estimate.tokens_per_s:,.0f} tokens/s "
+        lines.append(f"  {a.job.name}: {gpus} GPUs ({where}), {ENGINES[a.candidate.plan.engine].title}; "
+                     f"{a.estimate.tokens_per_s:,.0f} tokens/s "
                      f"({a.normalised_throughput:.0%} of its best){finish}")
     for name, why in result.unscheduled.items():
         lines.append(f"  {name}: not scheduled: {why}")

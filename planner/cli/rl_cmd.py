@@ -8,15 +8,17 @@ from catalog.files import read_mapping
 from catalog.formats import load_cluster_file
 from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
 from planner.cli.files import check_output_folder, write_file, write_files
+from planner.export.openrlhf import openrlhf_files
 from planner.export.verl import verl_files
 from planner.rl.engines import ROLLOUT_ENGINES
 from planner.rl.plan_file import is_rl_plan, rl_plan_from_dict, rl_plan_to_dict
 from planner.rl.report import estimate_text, estimate_to_dict
-from planner.rl.search import OBJECTIVES, TRAINING_TIME_LIMIT_S, search_rl
+from planner.rl.search import OBJECTIVES, search_rl
 from planner.rl.step import evaluate_rl
 from planner.rl.workload import RL_KINDS, Algorithm, Mode, RlJob
 from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, InputError
 
+RL_EXPORTS = {"verl": verl_files, "openrlhf": openrlhf_files}
 RL_FLAGS = ("prompts_per_step", "samples_per_prompt", "prompt_len", "response_len", "response_len_max",
             "ppo_epochs", "mini_batches", "reward_model", "step_deadline")
 
@@ -96,11 +98,12 @@ def _comparison(result) -> dict:
 def run_plan(args, cluster, model, catalog) -> int:
     check_flags(args)
     job = job_from_args(args, model, catalog)
-    engine = "megatron" if args.engine == "hetplan" else args.engine   # hetplan's runtime is no RL trainer
+    # hetplan's runtime is no RL trainer; the best engine (the default) is megatron's for RL
+    engine = "megatron" if args.engine in ("hetplan", "auto") else args.engine
     if engine == "all":
         raise InputError("--engine", "RL jobs take one training engine (megatron by default)")
     result = search_rl(cluster, job, args.objective, args.step_deadline, engine, args.rollout_engine or "vllm",
-                       min(args.time_limit, TRAINING_TIME_LIMIT_S))
+                       args.time_limit)
     best = result.best
     comparison = _comparison(result)
     plan_dict = rl_plan_to_dict(best.plan, catalog, estimate_to_dict(best.estimate)) | {"comparison": comparison}
@@ -130,7 +133,7 @@ def run_plan(args, cluster, model, catalog) -> int:
         lines += ["", f"baseline, colocated on {result.baseline_pool}: does not run there"]
     lines += ["", "other placements:"]
     for c in result.candidates[1:6]:
-        lines += estimate_text(c.plan, c.estimate)[:1]
+        lines += estimate_text(c.plan, c.estimate)[:2]     # the figures and where the rollout runs
     lines += [f"not run: {r}" for r in result.rejected]
     lines += [f"note: {n}" for n in best.estimate.notes]
     print("\n".join(lines))
@@ -161,15 +164,15 @@ def evaluate(args, data) -> int:
 
 
 def export(args, data) -> int:
-    if args.to != "verl":
-        raise InputError("--to", f"an RL plan exports to verl only, got {args.to}")
+    if args.to not in RL_EXPORTS:
+        raise InputError("--to", f"an RL plan exports to {' or '.join(RL_EXPORTS)}, got {args.to}")
     if args.out:
         check_output_folder(args.out, "--out")
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     plan = rl_plan_from_dict(data, catalog, args.plan)
     evaluate_rl(cluster, plan)                 # the plan runs on the cluster
-    files = verl_files(cluster, plan)
+    files = RL_EXPORTS[args.to](cluster, plan)
     if args.out:
         folder = check_output_folder(args.out, "--out")
         write_files({folder / name: text for name, text in files.items()}, "--out")

@@ -42,6 +42,9 @@ from planner.export.common import CHECKPOINT_VARIABLE, checkpoint_preamble, from
 from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, Offload, Plan, Precision, Recompute
 
+FILES = ("ds_config.json", "pipeline_parts.json", "pipeline_module.py", "launch.sh", "hostfile")   # every file `export`
+# may write
+
 CPU = {"device": "cpu", "pin_memory": True}     # pinned host memory: DeepSpeed's default, written out
 
 

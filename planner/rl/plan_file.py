@@ -103,13 +103,19 @@ def rl_plan_from_dict(data: Mapping, catalog, source: str = "plan") -> RlPlan:
     for i, g in enumerate(groups):
         g = _mapping(g, f"{source}: roles.rollout[{i}]")
         _unknown(g, {"pool", "tp", "replicas"}, f"{source}: roles.rollout[{i}]")
-        rollout.append(RolloutGroup(str(g.get("pool")), g.get("tp"), g.get("replicas")))
+        try:
+            rollout.append(RolloutGroup(str(g.get("pool")), g.get("tp"), g.get("replicas")))
+        except InputError as e:
+            raise InputError(f"{source}: roles.rollout[{i}].{e.field.rsplit('.', 1)[-1]}", e.message) from None
     actor = plan_from_dict(_mapping(roles.get("actor"), f"{source}: roles.actor"), catalog, f"{source}: roles.actor")
     shape = _enum(Shape, data.get("shape"), f"{source}: shape")
     engine = data.get("rollout_engine", "vllm")
     if engine not in ROLLOUT_ENGINES:
         raise InputError(f"{source}: rollout_engine", f"must be one of {sorted(ROLLOUT_ENGINES)}, got {engine!r}")
-    return RlPlan(job, shape, tuple(rollout), actor, engine)
+    try:
+        return RlPlan(job, shape, tuple(rollout), actor, engine)
+    except InputError as e:
+        raise InputError(f"{source}: {e.field}", e.message) from None
 
 
 def rl_plan_to_dict(plan: RlPlan, catalog=None, metrics: Mapping | None = None) -> dict[str, Any]:

@@ -16,17 +16,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from planner.cost import evaluate
 from planner.flops import model_params
 from planner.rl.engines import ROLLOUT_ENGINES
 from planner.rl.generation import generation
 from planner.rl.roles import RlPlan, RolloutGroup, Shape
-from planner.rl.step import RlEstimate, evaluate_rl
+from planner.rl.step import RlEstimate, evaluate_rl, training_states_per_gpu
 from planner.rl.workload import RlJob
 from planner.search import SearchOptions, search
 from planner.types import Cluster, InfeasibleError, InputError, Job, Objective, Plan, Pool
 
 OBJECTIVES = ("throughput", "cost")
-TRAINING_TIME_LIMIT_S = 2.0         # CPU seconds of each actor training search
+TRAINING_TIME_LIMIT_S = 20.0        # CPU seconds each actor training search may take (hetplan plan's default)
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,10 @@ def _actor_plan(cluster: Cluster, job: RlJob, pool: Pool, nodes: int, engine: st
     return cache[k]
 
 
-def rollout_group(cluster: Cluster, job: RlJob, pool: Pool, gpus: int, engine: str, resident: float = 0.0,
-                  share: float = 1.0) -> RolloutGroup:
-    """The fastest tensor-parallel degree for `gpus` GPUs of `pool` at `share` of the samples."""
+def rollout_group(cluster: Cluster, job: RlJob, pool: Pool, gpus: int, engine: str, sharded: float = 0.0,
+                  share: float = 1.0, per_gpu: float = 0.0) -> RolloutGroup:
+    """The fastest tensor-parallel degree for `gpus` GPUs of `pool` at `share` of the samples, with
+    `per_gpu` bytes resident on each GPU and `sharded` bytes split over each replica's GPUs."""
     best, best_s, why = None, math.inf, ""
     tp = 1
     while tp <= min(pool.gpus_per_node, gpus):
@@ -81,7 +83,7 @@ def rollout_group(cluster: Cluster, job: RlJob, pool: Pool, gpus: int, engine: s
         try:
             g = generation(job.model, pool, tp, max(1, math.ceil(job.samples_per_step * share / replicas)),
                            job.prompt_len, job.response_len, job.response_len_max, job.samples_per_prompt,
-                           ROLLOUT_ENGINES[engine], resident / tp)
+                           ROLLOUT_ENGINES[engine], per_gpu + sharded / tp)
             if g.time_s < best_s:
                 best, best_s = RolloutGroup(pool.name, tp, replicas), g.time_s
         except InputError as e:
@@ -99,8 +101,9 @@ def _candidates(cluster: Cluster, job: RlJob, engine: str, rollout_engine: str, 
         def colocated(pool=pool):
             actor = _actor_plan(cluster, job, pool, pool.nodes, engine, limit_s, cache)
             gpus = actor.gpus_by_pool()[pool.name]
-            return RlPlan(job, Shape.COLOCATED, (rollout_group(cluster, job, pool, gpus, rollout_engine),), actor,
-                          rollout_engine)
+            states = training_states_per_gpu(job, evaluate(cluster, actor)).get(pool.name, 0.0)
+            group = rollout_group(cluster, job, pool, gpus, rollout_engine, per_gpu=states)
+            return RlPlan(job, Shape.COLOCATED, (group,), actor, rollout_engine)
         yield f"colocated on {pool.name}", colocated
     for pool in cluster.pools:
         for nodes in sorted({pool.nodes, pool.nodes // 2} - {0}):

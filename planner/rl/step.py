@@ -36,6 +36,7 @@ from planner.flops import head_forward_flops, model_params
 from planner.rl.engines import ROLLOUT_ENGINES
 from planner.rl.generation import WEIGHT_BYTES, Generation, generation
 from planner.rl.roles import Role, RlPlan, RolloutGroup, Shape
+from planner.rl.workload import RlJob
 from planner.types import Cluster, Estimate, InputError, Model, Pool, Precision
 
 FORWARD_WEIGHT_SHARE = 0.5     # forward-only replicas: weights at most this share of a GPU's memory
@@ -154,15 +155,24 @@ def weight_sync_s(cluster: Cluster, plan: RlPlan) -> float:
     return gather + send
 
 
+def training_states_per_gpu(job: RlJob, actor: Estimate) -> dict[str, float]:
+    """The actor's (and PPO's critic's) weights, gradients and optimizer states per GPU of each pool,
+    which stay resident while a colocated rollout runs (verl's fsdp.yaml: param_offload and
+    optimizer_offload false)."""
+    out: dict[str, float] = {}
+    for r in actor.replicas:
+        m = r.memory
+        states = (m.weights_bytes + m.gradients_bytes + m.optimizer_bytes) * (2 if job.critic else 1)
+        out[r.pool] = max(out.get(r.pool, 0.0), states)
+    return out
+
+
 def _resident(cluster: Cluster, plan: RlPlan, actor: Estimate) -> dict[str, float]:
     """Bytes per GPU that stay in memory beside the rollout engine on each rollout pool."""
     job, out = plan.job, {}
-    if plan.shape == Shape.COLOCATED:      # the actor's (and critic's) states stay resident (verl fsdp defaults)
-        for r in actor.replicas:
-            m = r.memory
-            states = (m.weights_bytes + m.gradients_bytes + m.optimizer_bytes) * (2 if job.critic else 1)
-            out[r.pool] = max(out.get(r.pool, 0.0), states)
-    elif plan.shape == Shape.MIXED:        # the reference (and reward model) weights beside the rollout's
+    if plan.shape == Shape.COLOCATED:
+        return training_states_per_gpu(job, actor)
+    if plan.shape == Shape.MIXED:        # the reference (and reward model) weights beside the rollout's
         for g in plan.rollout:
             extra = (WEIGHT_BYTES * model_params(job.model) if job.reference else 0.0) + \
                     (WEIGHT_BYTES * model_params(job.reward_model) if job.reward_model else 0.0)
@@ -171,6 +181,17 @@ def _resident(cluster: Cluster, plan: RlPlan, actor: Estimate) -> dict[str, floa
 
 
 def check_gpus(cluster: Cluster, plan: RlPlan) -> None:
+    """Every rollout replica inside one node of a pool of the cluster, its degree dividing the
+    model's heads; no pool holding more of the plan's GPUs than it has."""
+    names = [p.name for p in cluster.pools]
+    for i, g in enumerate(plan.rollout):
+        if g.pool not in names:
+            raise InputError(f"roles.rollout[{i}].pool", f"unknown pool {g.pool!r}; the cluster has {names}")
+        pool = cluster.pool(g.pool)
+        if g.tp > pool.gpus_per_node or plan.job.model.heads % g.tp:
+            raise InputError(f"roles.rollout[{i}].tp", f"a rollout replica of tp {g.tp} must fit one node of "
+                                                       f"{pool.name} ({pool.gpus_per_node} GPUs) and divide "
+                                                       f"{plan.job.model.id}'s {plan.job.model.heads} heads")
     for name, n in plan.gpus_by_pool().items():
         pool = cluster.pool(name)
         if n > pool.num_gpus:

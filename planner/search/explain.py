@@ -27,6 +27,8 @@ def describe_plan(plan: Plan) -> str:
         knobs.append(f"interleave {plan.interleave}")
     if plan.sequence_parallel:
         knobs.append("SP")
+    if plan.tp_comm_overlap:
+        knobs.append("TP-comm overlap")
     if plan.expert_parallel > 1:
         knobs.append(f"EP {plan.expert_parallel}")
     if plan.context_parallel > 1:

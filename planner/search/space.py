@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 from planner.engines import Space as EngineSpace
 from planner.engines import get as engine_profile
-from planner.placement import fits_nodes
+from planner.placement import fits_nodes, tp_fits
 from planner.types import Job, Model, Offload, Pool, Recompute, SelectiveKind
 
 
@@ -103,14 +103,14 @@ INTERLEAVES = (1, 2)
 
 
 def tp_degrees(pool: Pool, model: Model, cp: int = 1, tensor_parallel: bool = True) -> list[int]:
-    """Tensor-parallel degrees a replica on `pool` may use: divisors of the node size that also
-    divide the attention heads, key/value heads (or are divided by them) and the MLP width. With
+    """Tensor-parallel degrees a replica on `pool` may use: divisors of the node size (or whole nodes
+    of an NVLink domain that spans nodes, placement.tp_fits) that also divide the attention heads, key/value heads (or are divided by them) and the MLP width. With
     context parallelism `cp`, the replica widths t x cp instead (a search with a context-parallel
     setting enumerates layouts of replicas that wide: planner.search.score.Scorer reads them back
     as tp = width / cp), those that pack into nodes (placement.fits_nodes) and fit the pool."""
     out = []
-    for t in range(1, pool.gpus_per_node + 1):
-        if pool.gpus_per_node % t or model.heads % t or model.ffn % t:
+    for t in range(1, max(pool.gpus_per_node, pool.gpu.nvlink_domain_gpus) + 1):
+        if not tp_fits(t, pool) or model.heads % t or model.ffn % t:
             continue
         if model.kv_heads % t and t % model.kv_heads:
             continue
@@ -241,7 +241,8 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
             for tps in _tp_choices(tp_options, one_tp):
                 if stop is not None and stop():
                     return
-                yield from chain_families(subset, tps, gpus, model.layers, max_micro_batches)
+                yield from chain_families(subset, tps, gpus, model.layers if space.pipeline_parallel else 1,
+                                          max_micro_batches)
                 if space.mixed_stages:
                     yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
 

@@ -28,7 +28,7 @@ def _search(cluster_file: str, model: str, kind: str, prompts: int, samples: int
     cluster = load_cluster_file(EXAMPLES / cluster_file, catalog)
     job = RlJob(catalog.model(model), Algorithm(kind), prompts, samples, prompt_len, response, max(longest, response),
                 mode=Mode(mode), reference=reference)
-    return search_rl(cluster, job, training_time_limit_s=1.0)
+    return search_rl(cluster, job)
 
 
 def _job_inputs() -> dict:
