@@ -286,10 +286,11 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
     """End a pool's workers now, mid-task: queued tasks cancelled, running ones killed. Python 3.11's
     executor has no public call for the second (3.14 adds terminate_workers), so its process table
     is read."""
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)       # first: no task goes to a worker being ended
+    for process in processes:
         if process.is_alive():
             process.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
 
 
 class _Searches:

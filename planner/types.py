@@ -535,9 +535,9 @@ class NetworkGraph:
             sa, bwa, lata, swa = ends[a]
             for b in names[i + 1:]:
                 sb, bwb, latb, swb = ends[b]
-                trunk = bw_matrix[np.ix_(sa, sb)]
+                trunk = bw_matrix[sa[:, None], sb]
                 bw = np.minimum(np.minimum(bwa[:, None], bwb[None, :]), trunk / min(nodes[a], nodes[b]))
-                latency = np.maximum(np.maximum(lata[:, None], latb[None, :]), latency_matrix[np.ix_(sa, sb)])
+                latency = np.maximum(np.maximum(lata[:, None], latb[None, :]), latency_matrix[sa[:, None], sb])
                 joined = trunk > 0
                 if not joined.any():
                     raise InputError("network.links", f"pools {a!r} and {b!r} have no path between them; "

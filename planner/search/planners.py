@@ -117,6 +117,18 @@ class Clock:
         return self.limit_s is not None and time.thread_time() - self.start >= self.limit_s * share
 
 
+class ListingStop:
+    """Asked by layout_families as it lists (space.layout_families' `stop`): true once the listing
+    has had its share of the time limit (as `_best_first` counts it); `hit` says it ended the list."""
+
+    def __init__(self, limit_s: float | None):
+        self.clock, self.hit = Clock(limit_s), False
+
+    def __call__(self) -> bool:
+        self.hit = self.hit or self.clock.expired(share=SEARCH_SHARE * LISTING_SHARE)
+        return self.hit
+
+
 class Planner(Protocol):
     name: str
 
@@ -248,7 +260,8 @@ Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], None]
 
 
 def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
-                scan: Scan, pools: tuple[Pool, ...], time_limit_s: float | None, even: bool = False) -> None:
+                scan: Scan, pools: tuple[Pool, ...], time_limit_s: float | None, even: bool = False,
+                listing: ListingStop | None = None) -> None:
     """Visit layouts in order of their lower bound (planner.search.bound) and stop at the first
     whose bound cannot beat the `rescore`-th best fast score found so far.
 
@@ -278,6 +291,8 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
         key = fast_key(objective, job, bounds.capacity_s(family), price, deadline)
         if key < math.inf:
             listed.append((key, len(listed), family, price))
+    if listing is not None and listing.hit and unlisted == math.inf:     # the listing ended itself at the limit
+        unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
     frontier = _Frontier(scorer, keeper, listed, max(64, SCREEN_CELLS // max(1, len(pools))))
     try:
         _visit(scorer, bounds, frontier, keeper, options, scan, clock, unlisted)
@@ -295,6 +310,7 @@ def _first_plan(scorer: Scorer, bounds: Bounds, listed: list, keeper: _Keeper, s
     search with time to spare the plans it would have reached instead (4,096 GPUs at a 10 s limit:
     129,014 against 263,031 tokens/s)."""
     job = scorer.job
+    keeper.evaluate_incumbent = None     # past the limit: no cost-model run per new best (seconds each at 10^6 GPUs)
     for _, _, family, _ in listed:
         if keeper.c.kept:
             return
@@ -545,21 +561,28 @@ class HetplanPlanner:
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
         keeper.fixed_threshold = prove_below
+        limit = options.time_limit_s if time_limit_s is None else time_limit_s
         if prove_below is None:
-            keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered)
+            keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered,
+                                                             Clock(limit))
         considered.method = self.name
+        stop = ListingStop(limit)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
-                                   engine=job.engine, cp=job.context_parallel)
-        _best_first(scorer, families, keeper, options, _scan_layout, pools,
-                    options.time_limit_s if time_limit_s is None else time_limit_s)
+                                   engine=job.engine, cp=job.context_parallel, stop=stop)
+        _best_first(scorer, families, keeper, options, _scan_layout, pools, limit, listing=stop)
         return considered
 
 
-def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered: Considered):
+def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered: Considered,
+                         clock: Clock | None = None):
     """Evaluate a new best candidate with the cost model (planner.cost.evaluate, as search ranks);
-    the plan and estimate are kept in `considered.incumbents` for the ranking."""
+    the plan and estimate are kept in `considered.incumbents` for the ranking. Once `clock` has
+    spent the search's share, no more: an incumbent only tightens the threshold, and one evaluate
+    of a large plan takes seconds (10^6 micro-batches to simulate, 10^5 replicas to place)."""
 
     def evaluated(cand: Candidate) -> float:
+        if clock is not None and clock.expired(share=SEARCH_SHARE):
+            return math.inf
         plan = cand.to_plan(job)
         est = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
         key = estimate_key(objective, est, deadline_hours)
@@ -598,9 +621,10 @@ class MegatronPlanner:
 
     def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
         pools, excluded = usable_pools(cluster, job)
+        stop = ListingStop(options.baseline_time_limit_s)
         single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,),
-                                 engine=job.engine, cp=job.context_parallel)
-        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools)
+                                 engine=job.engine, cp=job.context_parallel, stop=stop)
+        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools, stop)
 
 
 class UniformPlanner:
@@ -610,21 +634,24 @@ class UniformPlanner:
     def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
         pools, excluded = usable_pools(cluster, job)
         everything = tuple(pools)
+        stop = ListingStop(options.baseline_time_limit_s)
         every_pool_one_tp = layout_families(everything, job.model, job.global_batch, False,
                                             subset_sizes=(len(everything),), one_tp=True, engine=job.engine,
-                                            cp=job.context_parallel)
+                                            cp=job.context_parallel, stop=stop)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp,
-                               everything)
+                               everything, stop)
 
 
 def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
-                    families: Iterable[Family], pools: tuple[Pool, ...]) -> Considered:
+                    families: Iterable[Family], pools: tuple[Pool, ...],
+                    listing: ListingStop | None = None) -> Considered:
     """The baselines' plans are pruned by the same bounds (an even split or even shares is one of
     the splits and shares the bounds cover)."""
     scorer = Scorer(cluster, job, options.cost_options)
     considered = Considered(precision_excluded=excluded)
     keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
-    _best_first(scorer, families, keeper, options, _scan_uniform, pools, options.baseline_time_limit_s, even=True)
+    _best_first(scorer, families, keeper, options, _scan_uniform, pools, options.baseline_time_limit_s, even=True,
+                listing=listing)
     return considered
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from planner.engines import Space as EngineSpace
 from planner.engines import get as engine_profile
@@ -182,38 +182,53 @@ class Family:
 
 def chain_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
                    num_layers: int, max_lanes: int) -> Iterator[Family]:
-    """Every lane count d with q_k >= 1 stages per pool (all pool orders in one family)."""
-    widest = max(n // t for n, t in zip(gpus, tps))
-    for d in range(1, min(max_lanes, widest) + 1):
-        stages_per_pool = [n // (d * t) for n, t in zip(gpus, tps)]
-        if min(stages_per_pool) == 0 or sum(stages_per_pool) > num_layers:
-            continue
-        yield Family("chain", subset, tps, tuple(stages_per_pool), d)
+    """Every lane count d with q_k >= 1 stages per pool (all pool orders in one family): q_k =
+    floor(N_k / (d t_k)) falls as d grows, so the d with q_k >= 1 for every pool and sum q_k <=
+    layers form one range, found by bisection (a global batch of 10^7 allows 10^7 lane counts; only
+    the range is walked)."""
+    def stages_per_pool(d: int) -> list[int]:
+        return [n // (d * t) for n, t in zip(gpus, tps)]
+    most = min(max_lanes, min(n // t for n, t in zip(gpus, tps)))
+    fewest = _first_true(1, most + 1, lambda d: sum(stages_per_pool(d)) <= num_layers)
+    for d in range(fewest, most + 1):
+        yield Family("chain", subset, tps, tuple(stages_per_pool(d)), d)
+
+
+def _first_true(low: int, high: int, holds) -> int:
+    """The least x in [low, high) for which `holds` (false, then true as x grows), else high."""
+    while low < high:
+        mid = (low + high) // 2
+        if holds(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def mixed_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[int, ...],
                    num_layers: int, max_lanes: int) -> Iterator[Family]:
-    """p stages, each with r_k = floor(N_k / (p t_k)) >= 1 replicas of every pool of the subset."""
+    """p stages, each with r_k = floor(N_k / (p t_k)) >= 1 replicas of every pool of the subset;
+    the p with sum r_k <= max_lanes come from bisection, as in chain_families."""
     if len(subset) < 2:
         return
-    for p in range(1, num_layers + 1):
-        counts = [n // (p * t) for n, t in zip(gpus, tps)]
-        if min(counts) == 0:
-            break
-        if sum(counts) > max_lanes:
-            continue
-        yield Family("mixed", subset, tps, tuple(counts), p)
+    def counts(p: int) -> list[int]:
+        return [n // (p * t) for n, t in zip(gpus, tps)]
+    most = min(num_layers, min(n // t for n, t in zip(gpus, tps)))
+    for p in range(_first_true(1, most + 1, lambda p: sum(counts(p)) <= max_lanes), most + 1):
+        yield Family("mixed", subset, tps, tuple(counts(p)), p)
 
 
 def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
                     partial: bool, subset_sizes: Iterable[int] | None = None,
-                    one_tp: bool = False, engine: str = "hetplan", cp: int = 1) -> Iterator[Family]:
+                    one_tp: bool = False, engine: str = "hetplan", cp: int = 1,
+                    stop: Callable[[], bool] | None = None) -> Iterator[Family]:
     """Every family of layouts of the space over `cluster_pools` (already filtered for precision),
     lazily; `subset_sizes` keeps only subsets of those sizes and `one_tp` only families whose pools
     share one tensor-parallel degree (the baselines' spaces, generated without filtering).
     `engine`: only the layouts that engine can run (planner.engines.base.Space): one tp for all
     stages unless it takes one per stage, chains only unless its stages may mix pools, tp 1 only
-    without tensor parallelism."""
+    without tensor parallelism. `stop`: asked before each subset, GPU count and tp choice (most of
+    which yield no family on a large cluster: 64 pools have 2^64 subsets); true ends the listing."""
     space = engine_profile(engine).space
     one_tp = (one_tp or not (space.tp_per_stage or space.mixed_stages)
               or (space.tied_edges_same_tp and model.tied_embeddings))     # (a subset of that engine's space)
@@ -225,6 +240,8 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
         gpu_options = [scaled_gpu_counts(p, partial or not space.pipeline_parallel) for p in subset]
         for gpus in itertools.product(*gpu_options):
             for tps in _tp_choices(tp_options, one_tp):
+                if stop is not None and stop():
+                    return
                 yield from chain_families(subset, tps, gpus, model.layers if space.pipeline_parallel else 1,
                                           max_micro_batches)
                 if space.mixed_stages:
