@@ -9,7 +9,10 @@ import streamlit as st
 from ui import session, sidebar
 from ui.markup import md
 
-st.set_page_config(page_title="hetplan: plan training on mixed GPUs", page_icon=":material/hub:", layout="wide",
+# An emoji, not ":material/hub:": Streamlit fetches a Material page icon from fonts.gstatic.com (an emoji becomes
+# an inline SVG), and the app must not depend on a host beyond its own server (offline, behind a firewall).
+PAGE_ICON = "🧮"
+st.set_page_config(page_title="hetplan: plan training on mixed GPUs", page_icon=PAGE_ICON, layout="wide",
                    initial_sidebar_state="expanded")
 
 

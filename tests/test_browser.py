@@ -266,3 +266,57 @@ def test_compose_clicked_on_compose_then_an_engine_change_keeps_the_job(server):
                 assert page.get_by_label("cluster name").input_value() == "single-node-8"
         finally:
             browser.close()
+
+
+def _pick(page, label: str, option: str, attempts: int = 4) -> None:
+    """Open the select box named `label` (exactly), type the start of `option` (long lists draw only the
+    options in view) and click it; again, a few times, where a rerun closed the list under the click."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    for attempt in range(attempts):
+        try:
+            page.get_by_role("combobox", name=label, exact=True).click(timeout=15_000)
+            page.keyboard.type(option[:6])
+            page.get_by_role("option").filter(has_text=option).first.click(timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
+def _job_line(page) -> str:
+    return page.get_by_test_id("stSidebar").locator("p", has_text="objective").first.inner_text()
+
+
+def test_degree_labels_follow_the_model_and_nothing_leaves_localhost(server):
+    """Issue 20: the expert-parallel picker said "auto (dense model: none)" on Mixtral, and the browser,
+    which sends a select box's label as its value, then sent that text back as the degree; and every page
+    asked fonts.gstatic.com for its Material page icon."""
+    sync_playwright = _playwright()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            hosts = []
+            page.on("request", lambda request: hosts.append(request.url.split("/")[2]))
+            page.goto(_shared_link(server))
+            page.get_by_test_id("stSidebar").get_by_text("batch 64 × 2048 tokens", exact=False).wait_for()
+            _pick(page, "engine (what will run the plan)", "Megatron-LM")
+            page.get_by_test_id("stSidebar").get_by_text("Engine Megatron-LM", exact=False).wait_for()
+            _pick(page, "model", "Mixtral 8x7B")
+            page.get_by_test_id("stSidebar").get_by_text("Mixtral 8x7B", exact=False).wait_for()
+            page.get_by_text("auto tries 1, 2, 4, 8", exact=False).first.wait_for()
+            batch = page.get_by_label("global batch (sequences)")
+            batch.fill("32")
+            batch.press("Enter")
+            page.get_by_test_id("stSidebar").get_by_text("batch 32 × 2048", exact=False).wait_for()
+            page.wait_for_timeout(1000)
+            assert page.get_by_role("combobox", name="expert parallel (replicas per expert group)").input_value() \
+                == "auto"
+            job = _job_line(page)
+            assert "expert parallel auto (1, 2, 4, 8)" in job and "dense" not in job, job
+            _open_page(page, "Stages")
+            _open_page(page, "Compose")
+            assert set(hosts) == {server.split("/")[2]}, sorted(set(hosts))
+        finally:
+            browser.close()

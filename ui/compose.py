@@ -364,19 +364,44 @@ def context_parallel_picker(state, slot) -> None:
         options.append(state.context_parallel)
     degrees = context_degrees(state)
     slot.selectbox("context parallel (GPUs per sequence)", options, index=options.index(state.context_parallel),
-                   format_func=lambda v: _auto_label(degrees) if v == CONTEXT_PARALLEL_AUTO else v,
                    help=context_parallel_help(state, degrees),
                    **session.edits_state(session.WIDGET_PREFIX + "context_parallel",
-                                         lambda v: {"context_parallel": v}))
+                                         _one_of(options, "context_parallel")))
+    slot.caption(_degree_caption(state.context_parallel, _auto_label(degrees),
+                                 _plan_degree(state.plan, "context_parallel")))
+
+
+def _one_of(options: list[str], name: str):
+    """An `edits_state` change for a picker of `options`: a value that is none of them is left out. The
+    browser sends a select box's value as its label, and keeps the label it showed last: a label that
+    changed between runs ("auto (dense model: none)" before the model became Mixtral) would come back
+    as the value itself. The labels are fixed now; this keeps any such text out of the state."""
+    return lambda value: {name: value} if value in options else {}
+
+
+def _plan_degree(plan: dict | None, name: str) -> int | None:
+    """The plan on view's degree of `name` (plan file format), None without a plan or a readable one."""
+    degree = plan.get(name, 1) if isinstance(plan, dict) else None
+    return degree if isinstance(degree, int) and not isinstance(degree, bool) else None
+
+
+def _degree_caption(setting: str, auto_text: str, on_view: int | None) -> str:
+    """Under a degree picker: what auto does for this job (`auto_text`) where auto is chosen, and the
+    plan on view's degree, the figure the plan uses."""
+    parts = [auto_text] if setting in (CONTEXT_PARALLEL_AUTO, EXPERT_PARALLEL_AUTO) and auto_text else []
+    if on_view is not None:
+        parts.append(f"plan on view: {on_view}")
+    return "; ".join(parts)
 
 
 def _auto_label(degrees: list[int] | None) -> str:
-    """"auto (tries 1, 2, 4, 8)"; "auto (no split for this job)"; "auto" where the job does not build."""
+    """What auto does for this job, under the picker (the option itself reads "auto" whatever the job,
+    `_one_of`): "auto tries 1, 2, 4, 8"; "auto: no split for this job"; "" where the job does not build."""
     if not degrees:
-        return "auto"
+        return ""
     if degrees == [1]:
-        return "auto (no split for this job)"
-    return f"auto (tries {', '.join(map(str, degrees))})"
+        return "auto: no split for this job"
+    return f"auto tries {', '.join(map(str, degrees))}"
 
 
 def context_parallel_help(state, degrees: list[int] | None) -> str:
@@ -433,10 +458,11 @@ def expert_parallel_picker(state, slot) -> None:
     dense = _is_dense(state)
     slot.selectbox("expert parallel (replicas per expert group)", options,
                    index=options.index(state.expert_parallel),
-                   format_func=lambda v: _expert_auto_label(degrees, dense) if v == EXPERT_PARALLEL_AUTO else v,
                    help=expert_parallel_help(state, degrees, dense),
                    **session.edits_state(session.WIDGET_PREFIX + "expert_parallel",
-                                         lambda v: {"expert_parallel": v}))
+                                         _one_of(options, "expert_parallel")))
+    slot.caption(_degree_caption(state.expert_parallel, _expert_auto_label(degrees, dense),
+                                 _plan_degree(state.plan, "expert_parallel")))
 
 
 def _is_dense(state) -> bool:
@@ -447,14 +473,15 @@ def _is_dense(state) -> bool:
 
 
 def _expert_auto_label(degrees: list[int] | None, dense: bool) -> str:
-    """"auto (tries 1, 2, 4, 8)"; "auto (dense model: none)"; "auto (none for this job)"; "auto"."""
+    """What auto does for this job, under the picker: "auto tries 1, 2, 4, 8"; "auto: none, a dense
+    model"; "auto: none for this job"; "" where the job does not build."""
     if dense:
-        return "auto (dense model: none)"
+        return "auto: none, a dense model"
     if not degrees:
-        return "auto"
+        return ""
     if degrees == [1]:
-        return "auto (none for this job)"
-    return f"auto (tries {', '.join(map(str, degrees))})"
+        return "auto: none for this job"
+    return f"auto tries {', '.join(map(str, degrees))}"
 
 
 def expert_parallel_help(state, degrees: list[int] | None, dense: bool) -> str:
