@@ -40,8 +40,10 @@ pages = st.navigation({
               page("export", "Export", "download", "export")],
 })
 if st.session_state.get(sidebar.PLAN_REQUEST) and pages.url_path != plan_page.url_path:
-    st.switch_page(plan_page)
+    # with the state in the address bar: switch_page clears the query parameters otherwise, and a reload
+    # during the search would open the defaults
+    st.switch_page(plan_page, query_params=session.link_params())
 summary = st.sidebar.container()
 pages.run()
-session.sync_url()           # after the page, so that the link and sidebar show what its widgets just changed
+session.sync_url()           # when a Plan press, preset, upload or adopted plan asked for it (not per edit)
 sidebar.render(summary)

@@ -255,14 +255,14 @@ def test_compose_clicked_on_compose_then_an_engine_change_keeps_the_job(server):
             page.set_default_timeout(STEP_TIMEOUT_MS)
             page.goto(_shared_link(server))
             sidebar = page.get_by_test_id("stSidebar")
-            sidebar.get_by_text("batch 64 × 2048 tokens", exact=False).wait_for()
+            sidebar.get_by_text("batch 64 × 2,048 tokens", exact=False).wait_for()
             for engine in ("Megatron-LM", "hetplan runtime", "DeepSpeed"):
                 page.get_by_test_id("stSidebarNav").get_by_text("Compose", exact=True).click()
                 _choose(page, "engine (what will run the plan)", engine)
                 sidebar.get_by_text(f"Engine {engine}", exact=False).wait_for()
                 page.wait_for_timeout(1000)          # the reruns after the change have drawn the sidebar
                 job = sidebar.locator("p", has_text="objective").first.inner_text()
-                assert "batch 64 × 2048 tokens" in job and "search limit 20 CPU s" in job, job
+                assert "batch 64 × 2,048 tokens" in job and "search limit 20 CPU s" in job, job
                 assert page.get_by_label("cluster name").input_value() == "single-node-8"
         finally:
             browser.close()
@@ -300,7 +300,7 @@ def test_degree_labels_follow_the_model_and_nothing_leaves_localhost(server):
             hosts = []
             page.on("request", lambda request: hosts.append(request.url.split("/")[2]))
             page.goto(_shared_link(server))
-            page.get_by_test_id("stSidebar").get_by_text("batch 64 × 2048 tokens", exact=False).wait_for()
+            page.get_by_test_id("stSidebar").get_by_text("batch 64 × 2,048 tokens", exact=False).wait_for()
             _pick(page, "engine (what will run the plan)", "Megatron-LM")
             page.get_by_test_id("stSidebar").get_by_text("Engine Megatron-LM", exact=False).wait_for()
             _pick(page, "model", "Mixtral 8x7B")
@@ -309,7 +309,7 @@ def test_degree_labels_follow_the_model_and_nothing_leaves_localhost(server):
             batch = page.get_by_label("global batch (sequences)")
             batch.fill("32")
             batch.press("Enter")
-            page.get_by_test_id("stSidebar").get_by_text("batch 32 × 2048", exact=False).wait_for()
+            page.get_by_test_id("stSidebar").get_by_text("batch 32 × 2,048", exact=False).wait_for()
             page.wait_for_timeout(1000)
             assert page.get_by_role("combobox", name="expert parallel (replicas per expert group)").input_value() \
                 == "auto"

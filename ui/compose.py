@@ -21,7 +21,8 @@ from planner.types import GIB, MAX_LORA_RANK, InputError, Model, Precision
 from ui import session
 from ui.engines import engines_with_context_parallel, engines_with_expert_parallel, short_version
 from ui.markup import md
-from ui.planning import baseline_time_limit_s, build_model, catalog, context_degrees, expert_degrees
+from ui.planning import (baseline_time_limit_s, build_model, catalog, context_degrees, expert_degrees,
+                         pool_error_for_people)  # noqa: F401 - its home was here; tests import it
 from ui.state import (CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALLEL_AUTO, JOB_KIND_HELP,
                       JOB_KIND_LABELS, JOB_KINDS, MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP, OFFLOADS, PRECISION_HELP,
                       PRECISIONS, TF32_CHOICES)
@@ -76,29 +77,29 @@ def pools_editor(cluster: dict) -> dict:
             "name": st.column_config.TextColumn("pool name", help="unique; plans refer to pools by name; "
                                                                   "empty: the GPU type"),
             "gpu": st.column_config.SelectboxColumn("GPU type", options=sorted(catalog().gpus), required=True),
-            "nodes": st.column_config.NumberColumn("nodes", min_value=1, max_value=100_000, step=1, required=True,
-                                                   default=1),
-            "gpus_per_node": st.column_config.NumberColumn("GPUs / node", min_value=1, max_value=64, step=1,
-                                                           required=True, default=8),
+            # no min_value / max_value here: the table would clamp 0 nodes to 1 without a word; the cluster's
+            # checks refuse such a value below the table, naming the row and the field (pool_error_for_people)
+            "nodes": st.column_config.NumberColumn("nodes", step=1, required=True, default=1),
+            "gpus_per_node": st.column_config.NumberColumn("GPUs / node", step=1, required=True, default=8),
             "inter_node_gbps": st.column_config.NumberColumn(
-                "network Gb/s per node", min_value=1.0, help="one direction, e.g. 100 GbE, 200 IB HDR, 400 IB NDR"),
+                "network Gb/s per node", help="one direction, e.g. 100 GbE, 200 IB HDR, 400 IB NDR"),
             "price_per_gpu_hour": st.column_config.NumberColumn(
-                "$ / GPU-hour", min_value=0.0, format="$%.2f",
+                "$ / GPU-hour", format="$%.2f",
                 help="starts at the catalog's price; change it for your own (e.g. amortised or reserved) price; "
                      "for a spot pool, the spot price"),
             "spot": st.column_config.CheckboxColumn(
                 "spot", default=False,
                 help="preemptible GPUs the provider can reclaim: a plan on them waits while they are away"),
             "availability": st.column_config.NumberColumn(
-                "availability", min_value=0.01, max_value=1.0, step=0.01, format="%.2f",
+                "availability", step=0.01, format="%.2f",
                 help="spot pools only (ignored otherwise): the share of time the pool's GPUs are held, e.g. 0.9; "
                      "plans are ranked by their expected figures, waits counted"),
             "host_memory_gib": st.column_config.NumberColumn(
-                "CPU GiB / node", min_value=1.0, format="%.0f",
+                "CPU GiB / node", format="%.0f",
                 help="optional: each node's CPU memory, for offloaded optimizer states and weights "
                      "(empty: twice the node's GPU memory)"),
             "grid_gco2_per_kwh": st.column_config.NumberColumn(
-                "grid gCO2 / kWh", min_value=0.0, max_value=10_000.0, format="%.0f",
+                "grid gCO2 / kWh", format="%.0f",
                 help="optional: the carbon intensity of the power the pool draws, for the CO2 to train "
                      "(e.g. about 400 for a fossil-heavy grid, under 50 for hydro or nuclear)"),
         })
@@ -567,24 +568,3 @@ TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"
 
 def _baseline_share() -> float:
     return baseline_time_limit_s(DEFAULT_TIME_LIMIT_S) / DEFAULT_TIME_LIMIT_S
-
-
-COLUMN_TITLES = {"gpus_per_node": "GPUs / node", "inter_node_gbps": "network Gb/s per node",
-                 "price_per_gpu_hour": "$ / GPU-hour", "gpu": "GPU type", "name": "pool name", "spot": "spot",
-                 "availability": "availability"}
-
-
-def pool_error_for_people(message: str, cluster: dict) -> str:
-    """A cluster error in the words of the pool table: `pools[2].nodes` becomes
-    "pool table row 3 (h100-sxm), nodes"."""
-    pools = cluster.get("pools", [])
-
-    def row(m: re.Match) -> str:
-        i = int(m.group(1))
-        gpu = pools[i].get("gpu") if i < len(pools) and isinstance(pools[i], dict) else None
-        field = COLUMN_TITLES.get(m.group(2), m.group(2)) if m.group(2) else ""
-        return f"pool table row {i + 1}" + (f" ({gpu})" if gpu else "") + (f", {field}" if field else "")
-
-    if "at least 1 item" in message:
-        return "cluster: no pools; add a row to the pool table (GPU type, nodes, GPUs per node)"
-    return re.sub(r"pools\[(\d+)\](?:\.(\w+))?", row, message)

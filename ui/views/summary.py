@@ -17,6 +17,7 @@ from ui import charts, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
                         engines_with_expert_parallel, pinned, title)
 from ui.markup import md
+from ui.numbers import count, percent, whole
 from ui.planning import build_cluster, build_job, build_model, run_search
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
                         find, named_plans, plan_dict)
@@ -40,8 +41,13 @@ def run_planner() -> None:
             show_error(str(e), hint=_job_hint())
             return
         st.write(search_plan_text(cluster, job, state))
-        st.caption("The answer is kept: pressing Plan again with the same inputs, or coming back to them, is instant.")
-        outcome = _with_clock(lambda: run_search(state), status, "Searching plans…")
+        st.caption("The answer is kept: pressing Plan again with the same inputs, or coming back to them, is "
+                   "instant. Opening another page meanwhile does not stop the search: its answer waits here.")
+        session.sync_url(now=True)       # a reload during the search opens this job, not the defaults
+        flight = session.search_in_flight()
+        if flight is None or flight.job_key != state.job_key():
+            flight = session.start_search(state.job_key(), lambda: run_search(state))
+        outcome = _wait_with_clock(flight.thread, flight.box, status, "Searching plans…", flight.started_s)
         session.save_search_outcome(outcome)
         if outcome.error:      # the page shows the message once, below the status
             status.update(label="No plan", state="error", expanded=False)
@@ -50,6 +56,7 @@ def run_planner() -> None:
         st.write(f"Ranked {count(len(result.plans), 'plan')} ({count(result.candidates_evaluated, 'candidate')} "
                  "scored), then the baselines")
         session.update(plan=named_plans(result)[0].plan_dict if result.plans else None)
+        session.want_url()         # and its best plan, so that a reload shows it
         if getattr(result, "complete", True):
             status.update(label=f"Search complete: {count(len(result.plans), 'plan')}, the best proven best of the "
                                 "search space by the cost model", state="complete", expanded=False)
@@ -173,11 +180,6 @@ def cpu_seconds(s: float) -> str:
     return f"{s:g} CPU second" + ("" if s == 1 else "s")
 
 
-def count(n: int, noun: str) -> str:
-    """"1 plan", "2 plans", "1,024 candidates"."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
-
-
 def search_completeness(result) -> str:
     """One sentence when the search could not prove its answer best by the cost model: why (the
     limit that stopped it, or its verification budget), and how far from optimal it can be."""
@@ -240,12 +242,18 @@ def _with_clock(work, status, label: str, tick_s: float = 0.5):
 
     worker = threading.Thread(target=run, daemon=True, name="hetplan-search")
     add_script_run_ctx(worker, get_script_run_ctx())
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
     worker.start()
+    return _wait_with_clock(worker, box, status, label, t0, tick_s)
+
+
+def _wait_with_clock(worker: threading.Thread, box: dict, status, label: str, t0: float, tick_s: float = 0.5):
+    """Wait for `worker` (started at time.monotonic() `t0`) while the status label counts the seconds; its
+    value (`box`), or its error raised here."""
     while worker.is_alive():
         worker.join(tick_s)
         if worker.is_alive():
-            status.update(label=f"{label} {time.perf_counter() - t0:.0f} s", expanded=True)
+            status.update(label=f"{label} {time.monotonic() - t0:.0f} s", expanded=True)
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -365,6 +373,9 @@ def _why_no_alternatives() -> None:
 def render() -> None:
     st.title("Plan")
     requested = st.session_state.pop(PLAN_REQUEST, False)
+    flight = session.search_in_flight()
+    if flight is not None and flight.job_key == session.get().job_key():
+        requested = True             # back on this page while its search runs: wait for it here again
     if not requested and session.search_outcome() is None:
         _why_no_alternatives()
         requested = st.button("Run the planner", type="primary", icon=":material/rocket_launch:")
@@ -377,8 +388,11 @@ def render() -> None:
         show_error(outcome.error, outcome.kind, hint=hint)
     elif outcome is not None:
         result = outcome.result
-    # with no plan and no answer, the button above says it all; current_plan() would repeat it
-    cur = current_plan() if session.get().plan is not None or outcome is not None else None
+        if session.get().plan is None and result.plans:     # answered while the user was on another page
+            session.update(plan=named_plans(result)[0].plan_dict)
+    # with no plan and no answer, the button above says it all, and after a refusal the error does:
+    # current_plan()'s "No plan yet. Press Plan" would contradict it
+    cur = current_plan() if session.get().plan is not None or result is not None else None
     if cur is not None:
         _plan_on_view(cur, result)
     if result is not None:

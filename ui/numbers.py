@@ -1,0 +1,18 @@
+"""Numbers as the app writes them, one way on every page: whole numbers grouped by thousands with a comma
+("1,024"), a count with its noun in the right number ("1 pool", "2 pools"), shares as percentages."""
+from __future__ import annotations
+
+
+def whole(n: float) -> str:
+    """"8", "1,024", "98,304"."""
+    return f"{n:,.0f}"
+
+
+def count(n: float, noun: str, plural: str | None = None) -> str:
+    """"1 pool", "2 pools", "1,024 GPUs"; `plural` where adding an s is wrong."""
+    return f"{whole(n)} " + (noun if n == 1 else plural or noun + "s")
+
+
+def percent(fraction: float) -> str:
+    """"31%", "0.8%" (one decimal below 1%, so a small share does not read as 0%)."""
+    return f"{fraction:.0%}" if abs(fraction) >= 0.01 or fraction == 0 else f"{fraction:.1%}"
