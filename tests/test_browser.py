@@ -320,3 +320,52 @@ def test_degree_labels_follow_the_model_and_nothing_leaves_localhost(server):
             assert set(hosts) == {server.split("/")[2]}, sorted(set(hosts))
         finally:
             browser.close()
+
+
+def test_a_reload_during_a_search_keeps_the_job_and_leaving_keeps_the_answer(server):
+    """Issue 20: a reload while a search ran opened the defaults (Plan then planned the default job without
+    a word); leaving the page cancelled the search silently; Back stepped through every edit."""
+    sync_playwright = _playwright()
+    # a search of some seconds: 64 GPUs of three types, a 13 B model
+    state = AppState(global_batch=128, time_limit_s=6.0, tokens_to_train=None)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            sidebar = page.get_by_test_id("stSidebar")
+            page.goto(f"{server}/?v=1&s={encode(state)['s']}")
+            sidebar.get_by_text("batch 128 × 4,096", exact=False).wait_for()
+            page.wait_for_timeout(1000)
+            entries = page.evaluate("history.length")
+            for batch in ("256", "384", "96"):
+                field = page.get_by_label("global batch (sequences)")
+                field.fill(batch)
+                field.press("Enter")
+                sidebar.get_by_text(f"batch {batch} × 4,096", exact=False).wait_for()
+            page.wait_for_timeout(1000)
+            assert page.evaluate("history.length") == entries, "no history entry per edit"
+            sidebar.get_by_role("button", name="Plan", exact=True).click()
+            page.get_by_text("Searching plans…", exact=False).first.wait_for()
+            page.reload()
+            sidebar.get_by_text("batch 96 × 4,096", exact=False).wait_for()        # the job, not the defaults
+            assert "batch 512" not in _job_line(page)
+            # a search left for another page goes on, says so, and its answer waits on the Plan page (another
+            # job: the first search, which went on after the reload, may have answered this one already)
+            _open_page(page, "Compose")
+            field = page.get_by_label("global batch (sequences)")
+            field.fill("80")
+            field.press("Enter")
+            sidebar.get_by_text("batch 80 × 4,096", exact=False).wait_for()
+            sidebar.get_by_role("button", name="Plan", exact=True).click()
+            page.get_by_text("Searching plans…", exact=False).first.wait_for()
+            page.get_by_test_id("stSidebarNav").get_by_text("Cost", exact=True).click()
+            sidebar.get_by_text("A search is running", exact=False).wait_for()
+            page.get_by_test_id("stSidebarNav").get_by_text("Plan", exact=True).click()
+            page.get_by_role("heading", name="Plan on view", exact=False).first.wait_for(timeout=180_000)
+            assert page.get_by_text("Run the planner").count() == 0
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS_DIR() / "reload-during-search.png"), full_page=True)
+            raise
+        finally:
+            browser.close()

@@ -113,8 +113,18 @@ def url_holds_state() -> bool:
     return in_url.job_key() == get().job_key()
 
 
+def adopt_finished_search() -> None:
+    """Keep the answer of a search that ended while no page waited on it (`start_search`)."""
+    flight = st.session_state.get(IN_FLIGHT_KEY)
+    if isinstance(flight, SearchInFlight) and not flight.thread.is_alive():
+        del st.session_state[IN_FLIGHT_KEY]
+        if "value" in flight.box:
+            save_search_outcome(flight.box["value"], flight.job_key)
+
+
 def search_outcome() -> Outcome | None:
     """The planner's answer for the current inputs, if it was asked."""
+    adopt_finished_search()
     saved = st.session_state.get(RESULT_KEY)
     if saved and saved[0] == get().job_key():
         return saved[1]
@@ -123,6 +133,7 @@ def search_outcome() -> Outcome | None:
 
 def search_is_stale() -> bool:
     """The planner was asked, but for inputs that have changed since."""
+    adopt_finished_search()
     saved = st.session_state.get(RESULT_KEY)
     return bool(saved) and saved[0] != get().job_key()
 
@@ -152,14 +163,13 @@ def search_in_flight() -> SearchInFlight | None:
 
 
 def start_search(job_key: str, work: Callable[[], Outcome]) -> SearchInFlight:
-    """`work()` in a thread that shares this session's context (caches and session state work there)
-    and keeps its answer for `job_key` (`save_search_outcome`) whether or not a page still waits on it."""
+    """`work()` in a thread that shares this session's context (caches work there); its answer is kept for
+    `job_key` whether or not a page still waits on it (`adopt_finished_search`)."""
     box: dict = {}
 
-    def run() -> None:
-        try:
+    def run() -> None:      # no session state written here: from a thread whose page run has ended, Streamlit
+        try:                # stops the write (StopException); `adopt_finished_search` keeps the answer instead
             box["value"] = work()
-            save_search_outcome(box["value"], job_key)
         except BaseException as e:       # re-raised in the script thread that waits on it
             box["error"] = e
 
