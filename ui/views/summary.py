@@ -11,6 +11,7 @@ from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.training import model_states
 from planner.report import format_duration, spot_text
+from planner.search.bound import FILL_SLACK
 from planner.engines import AUTO
 from planner.types import GIB, InputError, JobKind, Offload, Precision
 from ui import charts, frames, session
@@ -198,6 +199,24 @@ def search_completeness(result) -> str:
 RAISE_BY = 4
 
 
+def gap_made_of(gap: float | None) -> str:
+    """What a gap is made of: the bounds' safety margin (planner.search.bound.FILL_SLACK), which no search
+    time removes, and the rest, which only scoring the plans of the lowest bounds can. "" without a gap."""
+    if not gap:
+        return ""
+    margin = 1 / (1 - FILL_SLACK) - 1
+    own = (1 + gap) * (1 - FILL_SLACK) - 1       # gap = best / (bound x (1 - FILL_SLACK)) - 1
+    text = (f"The gap compares #1 with lower bounds on the plans not scored, and those bounds are lowered by a "
+            f"{FILL_SLACK:.0%} safety margin (their pipeline fill is an estimate, kept below the cost model: "
+            f"benchmarks/fast_vs_evaluate.py), worth {margin:.1%} of gap by itself, which more time does not "
+            "remove.")
+    if own <= 0:
+        return text + " All of this gap can be that margin: #1 may well be the best plan already."
+    return (text + f" Without it the unscored plans' bounds are within {own:.1%} of #1: more time narrows that "
+                   "part only by scoring those plans, and bounds that are loose for this job (they leave out "
+                   "collective latencies, for one) keep it open however long the search runs.")
+
+
 def _search_again(limit_s: float) -> None:
     """Button callback: the same inputs with a higher search limit, planned at once."""
     session.update(time_limit_s=limit_s)
@@ -224,6 +243,7 @@ def search_verdict(result) -> None:
     if stopped == "time limit":
         text += (f" Its limit was {cpu_seconds(state.time_limit_s)}; the best plan found so far (#1) is shown, "
                  "and searching longer can only find a better one or prove this one best.")
+    text += " " + gap_made_of(getattr(result, "gap", None))
     st.warning(f"**Stopped early.** {text}", icon=":material/timer_off:")
     if stopped == "time limit" and higher > state.time_limit_s:
         st.button(f"Search again with {cpu_seconds(higher)}", icon=":material/update:", key="search_longer",
@@ -291,10 +311,13 @@ def _money(usd: float) -> str:
     return f"${usd:,.0f}"
 
 
-def _metrics(est, without_grid: list[str] | None = None) -> None:
+def _metrics(est, without_grid: list[str] | None = None, cur=None) -> None:
     c = st.columns(6)
-    c[0].metric("tokens / s", _si(est.tokens_per_s), help=f"{est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs")
-    c[1].metric("MFU", f"{est.mfu:.1%}", help="model FLOPs / (iteration time × peak FLOP/s of the GPUs used)")
+    c[0].metric("tokens / s", _si(est.tokens_per_s), help=f"{count(est.tokens_per_s, 'token')}/s on "
+                                                          f"{count(est.num_gpus, 'GPU')}")
+    fp8 = cur is not None and frames.mfu_caveat(cur.plan, cur.cluster, est)
+    c[1].metric("MFU (vs 16-bit peak)" if fp8 else "MFU", f"{est.mfu:.1%}",
+                help="model FLOPs / (iteration time × 16-bit peak FLOP/s of the GPUs used)")
     c[2].metric("iteration", f"{est.iteration_time_s:.2f} s")
     c[3].metric("$ / M tokens", f"${est.cost_per_million_tokens_usd:.3f}", help=f"${est.cost_per_hour_usd:,.0f}/h")
     tokens = session.get().tokens_to_train
@@ -413,7 +436,10 @@ def _plan_on_view(cur, result) -> None:
     _engine_line(cur)
     if not est.fits:
         st.error(f"**Does not fit in memory:** {md(est.oom)}", icon=":material/warning:")
-    _metrics(est, frames.pools_without_grid_intensity(cur.cluster, cur.plan))
+    _metrics(est, frames.pools_without_grid_intensity(cur.cluster, cur.plan), cur)
+    for caveat in (frames.mfu_caveat(cur.plan, cur.cluster, est), frames.batch_too_small(cur.plan, cur.cluster, est)):
+        if caveat:
+            st.warning(md(caveat), icon=":material/info:")
     if named is not None:
         baselines = {k: v for k, v in (getattr(result, "baselines", None) or {}).items() if v is not None}
         on_front = {name for name, _ in cheaper_front_plans(result, session.get().plan, est, cur.cluster)}

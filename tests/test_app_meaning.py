@@ -1,0 +1,54 @@
+"""Issue 20: figures that say what they mean: MFU of an fp8 plan against which peak, a batch far too small
+for the GPUs, what a search's gap is made of."""
+from __future__ import annotations
+
+import pytest
+
+from catalog import cluster_from_dict, load_catalog, plan_from_dict
+from planner.cost import evaluate
+from planner.search.bound import FILL_SLACK
+from tests.app_helpers import H100_2X8
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _scored(precision: str = "bf16", global_batch: int = 64, nodes: int = 2, seq_len: int = 2048):
+    catalog = load_catalog()
+    cluster = cluster_from_dict({**H100_2X8, "pools": [{**H100_2X8["pools"][0], "nodes": nodes}]}, catalog)
+    replicas = nodes * 8
+    plan = plan_from_dict({"model": "gpt3-1.3b", "global_batch": global_batch, "seq_len": seq_len, "micro_batch": 1,
+                           "precision": precision, "engine": "megatron", "zero_stage": 1, "recompute": "none",
+                           "stages": [{"layers": [0, 24], "replicas": [{"pool": "h100", "tp": 1}] * replicas}]},
+                          catalog)
+    return plan, cluster, evaluate(cluster, plan)
+
+
+def test_an_fp8_plan_says_its_mfu_is_against_the_16_bit_peak_and_gives_the_fp8_figure():
+    from ui.frames import mfu_caveat, mfu_peaks
+    plan, cluster, est = _scored("fp8")
+    peak16, peak8 = mfu_peaks(plan, cluster)
+    gpu = cluster.pools[0].gpu
+    assert (peak16, peak8) == (16 * gpu.peak_flops, 16 * gpu.peak_fp8_flops) and peak8 > peak16
+    text = mfu_caveat(plan, cluster, est)
+    assert "16-bit peak" in text and f"{est.mfu * peak16 / peak8:.1%}" in text
+    assert mfu_caveat(*_scored("bf16")) == ""
+
+
+def test_a_batch_far_too_small_for_the_gpus_is_said_with_the_reason():
+    from planner.compute import gemm_half_dim
+    from ui.frames import batch_too_small
+    plan, cluster, est = _scored(global_batch=128, nodes=16, seq_len=256)   # 128 x 256 tokens over 128 GPUs
+    assert 128 * 256 / 128 < gemm_half_dim(cluster.pools[0].gpu)           # H100 SXM: 295
+    text = batch_too_small(plan, cluster, est)
+    assert "far too small for 128 GPUs" in text and "256.0 tokens" in text and f"{est.mfu:.1%}" in text
+    assert batch_too_small(*_scored(global_batch=64, nodes=2)) == ""  # 8,192 tokens a GPU
+
+
+def test_a_gap_says_which_part_is_the_bounds_margin_that_time_does_not_remove():
+    from ui.views.summary import gap_made_of
+    margin = 1 / (1 - FILL_SLACK) - 1
+    text = gap_made_of(0.269)
+    assert f"{margin:.1%}" in text and "more time does not remove" in text
+    assert f"within {(1.269 * (1 - FILL_SLACK) - 1):.1%} of #1" in text
+    assert "may well be the best plan already" in gap_made_of(margin / 2)
+    assert gap_made_of(0.0) == gap_made_of(None) == ""
