@@ -52,3 +52,23 @@ def test_a_gap_says_which_part_is_the_bounds_margin_that_time_does_not_remove():
     assert f"within {(1.269 * (1 - FILL_SLACK) - 1):.1%} of #1" in text
     assert "may well be the best plan already" in gap_made_of(margin / 2)
     assert gap_made_of(0.0) == gap_made_of(None) == ""
+
+
+def test_a_fine_tuning_job_trains_epochs_over_a_dataset_not_pretrainings_tokens():
+    """Issue 20: QLoRA kept pretraining's 300 B tokens ("317 days")."""
+    from tests.app_helpers import new_app, ok, sidebar_text
+    from ui.state import FINETUNE_DATASET_TOKENS, PRETRAIN_TOKENS, AppState, encode
+    at = ok(new_app(encode(AppState(cluster=H100_2X8, model="llama-2-7b"))).run())
+    assert at.session_state["app_state"].tokens_to_train == PRETRAIN_TOKENS
+    at.selectbox(key="w.job_kind").select("qlora").run()
+    state = ok(at).session_state["app_state"]
+    assert state.tokens_to_train == 3 * FINETUNE_DATASET_TOKENS and state.epochs == 3
+    assert "300 M tokens (3 epochs)" in sidebar_text(at)
+    at.number_input(key="w.epochs").set_value(1.0).run()
+    assert ok(at).session_state["app_state"].tokens_to_train == FINETUNE_DATASET_TOKENS
+    at.number_input(key="w.dataset").set_value(250.0).run()
+    assert ok(at).session_state["app_state"].tokens_to_train == 250e6
+    at.selectbox(key="w.job_kind").select("lora").run()          # a count the user set stays
+    assert ok(at).session_state["app_state"].tokens_to_train == 250e6
+    at.selectbox(key="w.job_kind").select("pretrain").run()
+    assert ok(at).session_state["app_state"].tokens_to_train == 250e6

@@ -23,7 +23,8 @@ from ui.engines import engines_with_context_parallel, engines_with_expert_parall
 from ui.markup import md
 from ui.planning import (baseline_time_limit_s, build_model, catalog, context_degrees, expert_degrees,
                          pool_error_for_people)  # noqa: F401 - its home was here; tests import it
-from ui.state import (ENGINE_CHOICES, CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALLEL_AUTO, JOB_KIND_HELP,
+from ui.state import (ENGINE_CHOICES, CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALLEL_AUTO,
+                      FINETUNE_DATASET_TOKENS, JOB_KIND_HELP, MAX_EPOCHS, PRETRAIN_TOKENS,
                       JOB_KIND_LABELS, JOB_KINDS, MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP, OFFLOADS, PRECISION_HELP,
                       PRECISIONS, TF32_CHOICES)
 
@@ -344,7 +345,7 @@ def training_inputs(state) -> None:
     kind = state.job_kind if state.job_kind in JOB_KINDS else JOB_KINDS[0]
     c1.selectbox("job kind", JOB_KINDS, index=JOB_KINDS.index(kind), format_func=JOB_KIND_LABELS.get,
                  help="What is trained and what the GPUs store:\n\n" + _help_list(JOB_KIND_LABELS, JOB_KIND_HELP),
-                 **edits(p + "job_kind", lambda v: {"job_kind": v}))
+                 **edits(p + "job_kind", _job_kind))
     if kind in ADAPTER_KINDS:
         c2.number_input("LoRA rank", min_value=1, max_value=MAX_LORA_RANK, step=1, value=int(state.lora_rank),
                         help="the rank r of each adapter: r × (in + out) trained parameters per adapted matrix",
@@ -547,9 +548,12 @@ def job_inputs(state) -> JobInputs:
         tf32_picker(state.tf32, state.engine, c4)
     training_inputs(state)
     c4, c5, c6, c7 = st.columns(4)
-    c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0, value=(state.tokens_to_train or 0) / 1e9,
-                    help="0: leave out time and dollars to train",
-                    **edits(p + "tokens", lambda v: {"tokens_to_train": v * 1e9 if v else None}))
+    if state.job_kind == "pretrain":
+        c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0,
+                        value=(state.tokens_to_train or 0) / 1e9, help="0: leave out time and dollars to train",
+                        **edits(p + "tokens", lambda v: {"tokens_to_train": v * 1e9 if v else None}))
+    else:
+        finetune_tokens(state, c4)
     c5.selectbox("objective", OBJECTIVES, index=OBJECTIVES.index(state.objective),
                  help="throughput: fastest; cost: cheapest per token; deadline: cheapest that finishes in time; "
                       "energy: fewest kWh per token (GPU board power)",
@@ -569,6 +573,40 @@ def job_inputs(state) -> JobInputs:
 
 
 TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"
+
+
+def _job_kind(kind: str) -> dict:
+    """A fine-tuning job does not train pretraining's tokens: moving between them, a token count still at the
+    other's default takes this one's (epochs x a dataset for fine-tuning); one the user set stays."""
+    state = session.get()
+    finetune = FINETUNE_DATASET_TOKENS * state.epochs
+    if kind != "pretrain" and state.tokens_to_train == PRETRAIN_TOKENS:
+        return {"job_kind": kind, "tokens_to_train": finetune}
+    if kind == "pretrain" and state.job_kind != "pretrain" and state.tokens_to_train == finetune:
+        return {"job_kind": kind, "tokens_to_train": PRETRAIN_TOKENS}
+    return {"job_kind": kind}
+
+
+def _dataset_tokens(state) -> float:
+    return (state.tokens_to_train or 0.0) / state.epochs
+
+
+def finetune_tokens(state, slot) -> None:
+    """Fine-tuning's tokens to train as epochs over a dataset (millions of tokens), side by side in `slot`."""
+    left, right = slot.columns(2)
+    left.number_input("dataset (million tokens)", min_value=0.0, step=10.0, value=_dataset_tokens(state) / 1e6,
+                      help="the fine-tuning data's tokens (0: leave out time and dollars to train)",
+                      **session.edits_state(session.WIDGET_PREFIX + "dataset",
+                                            lambda v: {"tokens_to_train": v * 1e6 * session.get().epochs or None}))
+    right.number_input("epochs", min_value=0.1, max_value=MAX_EPOCHS, step=1.0, value=float(state.epochs),
+                       help="passes over the dataset (Hugging Face transformers' default: 3)",
+                       **session.edits_state(session.WIDGET_PREFIX + "epochs", _epochs))
+
+
+def _epochs(epochs: float) -> dict:
+    state = session.get()
+    tokens = _dataset_tokens(state) * epochs
+    return {"epochs": float(epochs), "tokens_to_train": tokens or None}
 
 
 def _baseline_share() -> float:

@@ -16,3 +16,11 @@ def count(n: float, noun: str, plural: str | None = None) -> str:
 def percent(fraction: float) -> str:
     """"31%", "0.8%" (one decimal below 1%, so a small share does not read as 0%)."""
     return f"{fraction:.0%}" if abs(fraction) >= 0.01 or fraction == 0 else f"{fraction:.1%}"
+
+
+def tokens(n: float) -> str:
+    """"300 B tokens", "300 M tokens", "1.5 B tokens" (three significant figures at most)."""
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:,.3g} {unit} tokens"
+    return count(n, "token")

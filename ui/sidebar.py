@@ -13,6 +13,7 @@ from ui.engines import pinned, plan_engine, title
 from ui.frames import training_text
 from ui.markup import md
 from ui.numbers import count, whole
+from ui.numbers import tokens as tokens_text
 from ui.planning import build_cluster, build_model, context_degrees, expert_degrees
 from ui.state import LEFT_OUT_OF_THE_LINK
 
@@ -107,7 +108,9 @@ def render(slot) -> None:
             st.markdown(f"**Model** {md(model.name)}{size}")
         except InputError:
             st.markdown("**Model** needs fixing (see Compose)")
-        tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
+        tokens = f", {tokens_text(state.tokens_to_train)}" if state.tokens_to_train else ""
+        if tokens and state.job_kind != "pretrain":
+            tokens += f" ({state.epochs:g} epochs)"
         st.markdown(f"**Job** {md(training_text(state.job_kind, state.lora_rank, state.offload))}"
                     f"{context_parallel_text(state)}{expert_parallel_text(state)}, batch "
                     f"{whole(state.global_batch)} × {whole(state.seq_len)} tokens, {precision_text(state)}"

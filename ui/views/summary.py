@@ -19,6 +19,7 @@ from ui.engines import (engines_that_offload, engines_that_run, engines_that_tra
                         engines_with_expert_parallel, pinned, title)
 from ui.markup import md
 from ui.numbers import count, percent, whole
+from ui.numbers import tokens as tokens_text
 from ui.planning import baseline_time_limit_s, build_cluster, build_job, build_model, run_search
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
                         find, named_plans, plan_dict)
@@ -321,7 +322,7 @@ def _metrics(est, without_grid: list[str] | None = None, cur=None) -> None:
     c[2].metric("iteration", f"{est.iteration_time_s:.2f} s")
     c[3].metric("$ / M tokens", f"${est.cost_per_million_tokens_usd:.3f}", help=f"${est.cost_per_hour_usd:,.0f}/h")
     tokens = session.get().tokens_to_train
-    run = f"{tokens / 1e9:,.0f} B tokens (set on Compose) at this throughput" if tokens else "set tokens to train on Compose"
+    run = f"{tokens_text(tokens)} (set on Compose) at this throughput" if tokens else "set tokens to train on Compose"
     c[4].metric("time to train", format_duration(est.train_time_s), help=run)
     dollars = est.train_cost_usd
     c[5].metric("$ to train", "-" if dollars is None else _money(dollars),
