@@ -72,3 +72,32 @@ def test_a_fine_tuning_job_trains_epochs_over_a_dataset_not_pretrainings_tokens(
     assert ok(at).session_state["app_state"].tokens_to_train == 250e6
     at.selectbox(key="w.job_kind").select("pretrain").run()
     assert ok(at).session_state["app_state"].tokens_to_train == 250e6
+
+
+# ----------------------------------------------------------------------------- one way of writing things
+
+def test_layer_ranges_read_the_same_on_every_page():
+    """Issue 20: end-exclusive on two pages ("ends before layer 16"), inclusive on a third ("layers 0–15")."""
+    import pandas as pd
+    from tests.app_helpers import example_plan
+    from ui import charts, frames
+    from ui.numbers import layer_range
+    from ui.views.whatif import _assemble
+    assert (layer_range(0, 16), layer_range(7, 8)) == ("layers 0–15", "layer 7")
+    plan, cluster, _ = _scored()
+    table = frames.replica_groups(plan, cluster)
+    assert list(table["layer_range"]) == ["layers 0–23"]
+    figure = charts.pipeline(table, plan.model.layers)
+    assert "layers 0–23" in figure.data[0].text and "layers 0–23" in figure.data[0].hovertemplate
+    # What-if edits each stage's last layer, included, and writes the plan file's end-exclusive pairs
+    data = example_plan()
+    stages = pd.DataFrame([{"stage": 0, "last_layer": 8}, {"stage": 1, "last_layer": 23}])
+    groups = pd.DataFrame([{"stage": s, "pool": "a100", "tp": 1, "replicas": 1, "samples": None} for s in (0, 1)])
+    assert [s["layers"] for s in _assemble(data, stages, groups, {})["stages"]] == [[0, 9], [9, 24]]
+
+
+def test_counts_are_pluralised_and_grouped_one_way():
+    from ui.numbers import count, tokens, whole
+    assert (count(1, "pool"), count(2, "pool"), count(98_304, "GPU")) == ("1 pool", "2 pools", "98,304 GPUs")
+    assert whole(1024) == "1,024"
+    assert (tokens(300e9), tokens(3e8), tokens(1.5e9)) == ("300 B tokens", "300 M tokens", "1.5 B tokens")

@@ -7,6 +7,8 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from ui.numbers import layer_range
+
 STAGE_COLOURS = qualitative.Plotly + qualitative.D3 + qualitative.Safe
 IDLE_COLOUR = "#d5d8e0"
 KIND_COLOURS = {"forward": "#4f46e5", "backward": "#f59e0b", "p2p": "#10b981"}
@@ -64,8 +66,7 @@ def pipeline(groups: pd.DataFrame, num_layers: int) -> go.Figure:
     labels = []
     for row in groups.itertuples():
         reps = f"{row.replicas} replica{'s' if row.replicas > 1 else ''}"
-        span = (f"layer {row.layer_start}" if row.layer_end - row.layer_start == 1
-                else f"layers {row.layer_start}–{row.layer_end - 1}")      # narrow bars hide their text
+        span = layer_range(row.layer_start, row.layer_end)      # narrow bars hide their text
         cp = int(getattr(row, "cp", 1))
         width = f"tp{row.tp}" if cp == 1 else f"tp{row.tp}×cp{cp} ({row.tp * cp} GPUs)"
         y = f"stage {row.stage} · {span} · {row.replicas}× {row.pool} {width} · {row.samples} samples each"
@@ -73,9 +74,9 @@ def pipeline(groups: pd.DataFrame, num_layers: int) -> go.Figure:
         fig.add_trace(go.Bar(
             y=[y], x=[row.layer_end - row.layer_start], base=[row.layer_start], orientation="h",
             marker=dict(color=stage_colour(row.stage)),
-            text=f"layers {row.layer_start}–{row.layer_end - 1}",
+            text=layer_range(row.layer_start, row.layer_end),
             textposition="inside", insidetextanchor="middle", showlegend=False,
-            hovertemplate=f"stage {row.stage}: layers [{row.layer_start}, {row.layer_end})<br>"
+            hovertemplate=f"stage {row.stage}: {layer_range(row.layer_start, row.layer_end)}<br>"
                           f"{reps} on {row.pool} ({row.gpu_type}), tp {row.tp}"
                           + ("" if cp == 1 else f" × cp {cp} = {row.tp * cp} GPUs each") + "<br>"
                           f"{row.samples} samples each, {row.share:.0%} of the batch<extra></extra>"))

@@ -9,6 +9,7 @@ from planner.compute import gemm_half_dim
 from planner.placement import place
 from planner.report import format_duration
 from planner.types import GIB, Cluster, Estimate, Plan
+from ui.numbers import layer_range
 from ui.state import JOB_KIND_LABELS
 
 
@@ -56,7 +57,7 @@ def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
     for i, s in enumerate(plan.stages):
         for j, r in enumerate(s.replicas):
             rows.append({"stage": i, "layer_start": s.layer_start, "layer_end": s.layer_end,
-                         "layers": s.num_layers, "replica": j, "pool": r.pool,
+                         "layer_range": layer_range(s.layer_start, s.layer_end), "layers": s.num_layers, "replica": j, "pool": r.pool,
                          "gpu_type": cluster.pool(r.pool).gpu.id, "tp": r.tp, "cp": plan.context_parallel,
                          "ep": plan.expert_parallel,
                          "gpus": plan.replica_gpus(r), "samples": r.samples,
@@ -67,7 +68,7 @@ def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
 def replica_groups(plan: Plan, cluster: Cluster) -> pd.DataFrame:
     """Identical replicas of a stage (same pool, tp and samples) as one row with a count."""
     df = stages(plan, cluster)
-    keys = ["stage", "layer_start", "layer_end", "layers", "pool", "gpu_type", "tp", "cp", "ep", "gpus", "samples"]
+    keys = ["stage", "layer_start", "layer_end", "layer_range", "layers", "pool", "gpu_type", "tp", "cp", "ep", "gpus", "samples"]
     out = df.groupby(keys, sort=False).agg(replicas=("replica", "size"), share=("share", "sum")).reset_index()
     return out
 

@@ -24,3 +24,9 @@ def tokens(n: float) -> str:
         if abs(n) >= size:
             return f"{n / size:,.3g} {unit} tokens"
     return count(n, "token")
+
+
+def layer_range(start: int, end: int) -> str:
+    """Layers [start, end) (the plan file's end-exclusive pair) as every page writes them: first and last,
+    both included, counted from 0: "layers 0–15", "layer 7"."""
+    return f"layer {start}" if end - start == 1 else f"layers {start}–{end - 1}"
