@@ -74,7 +74,7 @@ class Candidate:
                     tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
                     Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine,
                     job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload, cp,
-                    job.expert_parallel, overlap)
+                    job.expert_parallel, tp_comm_overlap=overlap)
 
 
 class Scorer:
