@@ -101,3 +101,28 @@ def test_counts_are_pluralised_and_grouped_one_way():
     assert (count(1, "pool"), count(2, "pool"), count(98_304, "GPU")) == ("1 pool", "2 pools", "98,304 GPUs")
     assert whole(1024) == "1,024"
     assert (tokens(300e9), tokens(3e8), tokens(1.5e9)) == ("300 B tokens", "300 M tokens", "1.5 B tokens")
+
+
+def test_a_share_link_opens_the_plan_page_the_sender_sees():
+    """Issue 20: the link opened the plan alone ("came from a link"), without the alternatives, the baselines
+    and the cheaper plans the sender saw."""
+    from tests.app_helpers import SMALL, new_app, ok, press_plan, shown, texts
+    at = ok(new_app(SMALL).run())
+    press_plan(at)
+    at.radio(key="plan_on_view").set_value("#2").run()          # the sender looks at another plan than #1
+    sender = ok(at).session_state["app_state"]
+    params = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    assert params.get("searched") == "1"
+    from ui.state import encode
+    link = {**encode(sender), "searched": "1"}
+    opened = ok(new_app(link).run())                                   # opened on Compose: nothing runs yet
+    opened.switch_page("ui/pages/summary.py").run()
+    said = texts(ok(opened))
+    assert opened.session_state["app_state"].plan == sender.plan       # the same plan on view, #2
+    assert any(shown(h.value) == "Plan on view: #2" for h in opened.subheader) and "came from a link" not in said
+    assert any(m.label.startswith("vs ") for m in opened.metric)      # the gains over the baselines
+    assert [(m.label, m.value) for m in opened.metric] == [(m.label, m.value) for m in at.metric]
+
+    def cheaper(app):
+        return [m.value for m in app.markdown if "Cheaper plans on the Pareto front" in m.value]
+    assert cheaper(opened) == cheaper(at)

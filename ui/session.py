@@ -29,11 +29,18 @@ RESULT_KEY = "search_outcome"      # (job_key, Outcome)
 WIDGET_PREFIX = "w."
 
 
+SEARCHED_PARAM = "searched"          # a link's "searched=1": the sender had run the planner on its job
+SEARCH_ON_OPEN = "search_on_open"
+
+
 def get() -> AppState:
     if STATE_KEY not in st.session_state:
-        state, warnings = url_state.decode(st.query_params.to_dict())
+        params = st.query_params.to_dict()
+        state, warnings = url_state.decode(params)
         st.session_state[STATE_KEY] = state
         st.session_state["url_warnings"] = warnings
+        if params.get(SEARCHED_PARAM) == "1" and not warnings:
+            st.session_state[SEARCH_ON_OPEN] = True     # the Plan page runs it: the same page as the sender's
     return st.session_state[STATE_KEY]
 
 
@@ -84,9 +91,15 @@ URL_WANTED = "url_wanted"
 
 
 def link_params() -> dict[str, str]:
-    """The query parameters of a link to the state (as large as fits, `url_state.encode_for_link`)."""
+    """The query parameters of a link to the state (as large as fits, `url_state.encode_for_link`), with
+    `searched=1` where the planner has answered for its job: whoever opens the link sees the Plan page as the
+    sender does, the alternatives, baselines and cheaper plans included (its search runs there, or is
+    answered from the server's cache)."""
     params, left_out = url_state.encode_for_link(get())
     st.session_state["url_too_long"] = left_out
+    outcome = search_outcome()
+    if params and outcome is not None and not outcome.error:
+        params[SEARCHED_PARAM] = "1"
     return params
 
 

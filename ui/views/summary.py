@@ -57,7 +57,9 @@ def run_planner() -> None:
         result = outcome.result
         st.write(f"Ranked {count(len(result.plans), 'plan')} ({count(result.candidates_evaluated, 'candidate')} "
                  "scored), then the baselines")
-        session.update(plan=named_plans(result)[0].plan_dict if result.plans else None)
+        named = named_plans(result)
+        kept = find(named, state.plan)         # a plan picked before, or opened from a link, stays on view
+        session.update(plan=kept.plan_dict if kept else named[0].plan_dict if result.plans else None)
         session.want_url()         # and its best plan, so that a reload shows it
         if getattr(result, "complete", True):
             status.update(label=f"Search complete: {count(len(result.plans), 'plan')}, the best proven best of the "
@@ -397,7 +399,7 @@ def _why_no_alternatives() -> None:
 
 def render() -> None:
     st.title("Plan")
-    requested = st.session_state.pop(PLAN_REQUEST, False)
+    requested = st.session_state.pop(PLAN_REQUEST, False) or st.session_state.pop(session.SEARCH_ON_OPEN, False)
     flight = session.search_in_flight()
     if flight is not None and flight.job_key == session.get().job_key():
         requested = True             # back on this page while its search runs: wait for it here again
