@@ -126,3 +126,14 @@ def test_a_share_link_opens_the_plan_page_the_sender_sees():
     def cheaper(app):
         return [m.value for m in app.markdown if "Cheaper plans on the Pareto front" in m.value]
     assert cheaper(opened) == cheaper(at)
+
+
+def test_a_legend_of_24_stages_does_not_cover_the_title():
+    import pandas as pd
+    from ui import charts
+    def grid(stages):
+        return pd.DataFrame([{"pool": "h100", "gpu_type": "h100-sxm", "node": n, "gpu": g, "stage": n, "replica": 0}
+                             for n in range(stages) for g in range(8)])
+    assert charts.cluster_grid(grid(4)).layout.legend.orientation == "h"        # a row above the plot
+    legend = charts.cluster_grid(grid(24)).layout.legend
+    assert legend.orientation == "v" and legend.x > 1                           # a column right of the plot

@@ -25,10 +25,17 @@ def stage_colour(stage) -> str:
     return STAGE_COLOURS[int(stage) % len(STAGE_COLOURS)]
 
 
+MAX_TOP_LEGEND_ENTRIES = 8     # a row of them fits beside the title on a wide page; more wrap over it
+
+
 def _layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
+    """Title, size and theme; the legend in a row above the plot, or where it has more entries than fit
+    beside the title (24 stages), in a column at the right, where it cannot cover the title."""
+    entries = len({t.legendgroup or t.name for t in fig.data if t.showlegend is not False and t.name})
+    legend = (dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1)
+              if entries <= MAX_TOP_LEGEND_ENTRIES else dict(orientation="v", yanchor="top", y=1.0, x=1.02))
     fig.update_layout(title=dict(text=title, x=0, font=dict(size=15)), height=height, font=FONT,
-                      template="plotly_white", margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1), **kw)
+                      template="plotly_white", margin=dict(l=10, r=10, t=50, b=10), legend=legend, **kw)
     return fig
 
 
