@@ -369,3 +369,33 @@ def test_a_reload_during_a_search_keeps_the_job_and_leaving_keeps_the_answer(ser
             raise
         finally:
             browser.close()
+
+
+CAPTIONS_CLEAR_JS = """() => [...document.querySelectorAll('p.caption')].map(p => {
+    const plot = p.previousElementSibling.querySelector('.plotly-graph-div') || p.previousElementSibling;
+    const a = plot.getBoundingClientRect(), b = p.getBoundingClientRect();
+    return {below: b.top >= a.bottom - 1, fits: p.scrollWidth <= p.clientWidth + 1, height: b.height};
+})"""
+
+
+def test_the_html_report_shows_every_caption_whole():
+    """Issue 20: captions clipped in the HTML report (pulled up under the chart above by a negative margin)."""
+    from catalog import cluster_from_dict, load_catalog, plan_from_dict
+    from planner.cost import evaluate
+    from tests.app_helpers import example_plan
+    from ui.report import to_html
+    sync_playwright = _playwright()
+    catalog = load_catalog()
+    cluster = cluster_from_dict(presets()["single-node-8"], catalog)
+    plan = plan_from_dict(example_plan(), catalog)
+    report = to_html(cluster, plan, evaluate(cluster, plan))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 1000})
+            page.set_content(report, wait_until="load")
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
+            captions = page.evaluate(CAPTIONS_CLEAR_JS)
+            assert captions and all(c["below"] and c["fits"] and c["height"] > 0 for c in captions), captions
+        finally:
+            browser.close()

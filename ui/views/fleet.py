@@ -221,7 +221,10 @@ def _result(result: FleetResult, cluster: Cluster) -> None:
                f"{result.solve_time_s:.2f} s after {result.plan_time_s:.1f} s planning candidates "
                f"({result.searches} searches).")
     if result.allocations:
-        st.dataframe(allocation_table(result, cluster), hide_index=True)
+        # the page's width, the long columns wrapping in place of a table wider than the page
+        st.dataframe(allocation_table(result, cluster), hide_index=True, width="stretch", column_config={
+            "where": st.column_config.TextColumn("where", width="medium"),
+            "plan": st.column_config.TextColumn("plan", width="large")})
         caption("One row per job that runs: the GPUs it holds in each pool, where (whole nodes, or a half, a "
                 "quarter ... of one node's GPUs, which it shares with other jobs; nodes and GPUs numbered from 0 "
                 "within each pool), the tokens/s its plan "
