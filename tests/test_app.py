@@ -46,14 +46,15 @@ def _url_state(at):
 def test_edits_change_the_state_and_plan_puts_them_in_the_url():
     """Issue 20: the URL is written on Plan (and on a preset, upload or adopted plan), not per edit: Streamlit
     pushes a history entry for each write, and the Back button stepped through every edit."""
-    at = _ok(new_app().run())
+    at = _ok(new_app(SMALL).run())
+    opened = dict(at.query_params)
     at.text_input(key="w.cluster_name").input("my-lab").run()
-    at.number_input(key="w.batch").set_value(256).run()
+    at.number_input(key="w.batch").set_value(32).run()
     at.selectbox(key="w.objective").select("cost").run()
     _ok(at)
     state = at.session_state["app_state"]
-    assert (state.cluster["name"], state.global_batch, state.objective) == ("my-lab", 256, "cost")
-    assert not dict(at.query_params), "no URL write (history entry) per edit"
+    assert (state.cluster["name"], state.global_batch, state.objective) == ("my-lab", 32, "cost")
+    assert dict(at.query_params) == opened, "no URL write (history entry) per edit"
     assert "The address bar holds the job as last planned" in " ".join(c.value for c in at.sidebar.caption)
     at.sidebar.button(key="sidebar_plan").click().run()
     reopened, warnings = _url_state(_ok(at))
