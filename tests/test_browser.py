@@ -127,14 +127,16 @@ def _first_metric(page) -> str:
 
 
 def _reopen_the_link(browser, url: str, tokens_per_s: str) -> None:
-    """The Export page's link, pasted into a fresh page (no session), brings back the same plan."""
+    """The Export page's link, pasted into a fresh page (no session), brings back the same plan and page."""
     fresh = browser.new_page(viewport={"width": 1440, "height": 1000})
     try:
         fresh.set_default_timeout(STEP_TIMEOUT_MS)
         fresh.goto(url.replace("/export?", "/plan?"))
         fresh.get_by_role("heading", name="Plan on view").wait_for()
         assert _first_metric(fresh) == tokens_per_s
-        fresh.get_by_text("came from a link").wait_for()
+        # the link carries searched=1: the page the sender saw, baselines included (issue 20)
+        fresh.get_by_text("vs Megatron-style baseline", exact=False).first.wait_for()
+        assert fresh.get_by_text("came from a link").count() == 0
     finally:
         fresh.close()
 
