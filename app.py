@@ -39,7 +39,7 @@ pages = st.navigation({
               page("fleet", "Fleet", "groups", "fleet"),
               page("rl", "RL", "model_training", "rl"),
               page("export", "Export", "download", "export")],
-})
+}, expanded=True)           # every page listed: past 10, Streamlit hides the rest behind "View more" by default
 if st.session_state.get(sidebar.PLAN_REQUEST) and pages.url_path != plan_page.url_path:
     # with the state in the address bar: switch_page clears the query parameters otherwise, and a reload
     # during the search would open the defaults
