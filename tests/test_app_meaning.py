@@ -137,3 +137,30 @@ def test_a_legend_of_24_stages_does_not_cover_the_title():
     assert charts.cluster_grid(grid(4)).layout.legend.orientation == "h"        # a row above the plot
     legend = charts.cluster_grid(grid(24)).layout.legend
     assert legend.orientation == "v" and legend.x > 1                           # a column right of the plot
+
+
+def test_compose_refuses_bad_pool_values_in_words_and_names_no_unrelated_preset():
+    """Issue 20: 0 nodes, 65 GPUs per node and a price of -3 were clamped silently; an empty table spoke the
+    validator's words; the preset box showed the first preset after an upload."""
+    from tests.app_helpers import new_app, ok, texts
+    from ui.state import AppState, encode
+    pool = H100_2X8["pools"][0]
+    for bad, says in (({"nodes": 0}, "pool table row 1 (h100-sxm), nodes: must be a positive number, got 0"),
+                      ({"gpus_per_node": 65}, "GPUs / node: must be at most 64, got 65"),
+                      ({"price_per_gpu_hour": -3}, "$ / GPU-hour: must be zero or more, got -3")):
+        at = ok(new_app(encode(AppState(cluster={**H100_2X8, "pools": [{**pool, **bad}]}))).run())
+        assert says in texts(at) and not at.success
+    at = ok(new_app(encode(AppState(cluster={"name": "empty", "pools": []}))).run())
+    said = texts(at)
+    assert "no pools; add a row to the pool table" in said and "List should have" not in said
+    at = ok(new_app(encode(AppState(cluster=H100_2X8))).run())       # a cluster that is no preset
+    assert at.selectbox(key="w.preset").value is None
+
+
+def test_an_fp8_refusal_is_not_followed_by_no_plan_yet():
+    from tests.app_helpers import new_app, ok, press_plan, texts
+    from ui.state import AppState, encode, presets
+    at = ok(new_app(encode(AppState(cluster=presets()["single-node-8"], model="gpt3-1.3b", global_batch=64,
+                                    seq_len=2048, precision="fp8", engine="deepspeed"))).run())
+    press_plan(at)
+    assert at.error and "No plan yet" not in texts(at)
