@@ -9,7 +9,10 @@ import streamlit as st
 from ui import session, sidebar
 from ui.markup import md
 
-st.set_page_config(page_title="hetplan: plan training on mixed GPUs", page_icon=":material/hub:", layout="wide",
+# An emoji, not ":material/hub:": Streamlit fetches a Material page icon from fonts.gstatic.com (an emoji becomes
+# an inline SVG), and the app must not depend on a host beyond its own server (offline, behind a firewall).
+PAGE_ICON = "🧮"
+st.set_page_config(page_title="hetplan: plan training on mixed GPUs", page_icon=PAGE_ICON, layout="wide",
                    initial_sidebar_state="expanded")
 
 
@@ -36,10 +39,12 @@ pages = st.navigation({
               page("fleet", "Fleet", "groups", "fleet"),
               page("rl", "RL", "model_training", "rl"),
               page("export", "Export", "download", "export")],
-})
+}, expanded=True)           # every page listed: past 10, Streamlit hides the rest behind "View more" by default
 if st.session_state.get(sidebar.PLAN_REQUEST) and pages.url_path != plan_page.url_path:
-    st.switch_page(plan_page)
+    # with the state in the address bar: switch_page clears the query parameters otherwise, and a reload
+    # during the search would open the defaults
+    st.switch_page(plan_page, query_params=session.link_params())
 summary = st.sidebar.container()
 pages.run()
-session.sync_url()           # after the page, so that the link and sidebar show what its widgets just changed
+session.sync_url()           # when a Plan press, preset, upload or adopted plan asked for it (not per edit)
 sidebar.render(summary)

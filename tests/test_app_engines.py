@@ -77,11 +77,11 @@ def test_the_picker_lists_every_engine_and_plans_for_the_one_chosen():
     ok(at)
     assert at.session_state["app_state"].engine == "megatron"
     assert "Engine** Megatron-LM · NVIDIA/Megatron-LM@" in shown("\n".join(m.value for m in at.sidebar.markdown))
-    # the address bar carries it: a fresh session opened on the link plans for Megatron-LM
-    params = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
-    assert decode(params)[0].engine == "megatron"
     at.sidebar.button(key="sidebar_plan").click().run()
     ok(at)
+    # the address bar carries it once planned: a fresh session opened on the link plans for Megatron-LM
+    params = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    assert decode(params)[0].engine == "megatron"
     state = at.session_state["app_state"]
     assert state.plan.get("engine") == "megatron"
     assert "For **Megatron-LM · NVIDIA/Megatron-LM@" in texts(at)

@@ -98,3 +98,30 @@ def test_switching_the_policy_solves_again_without_searching_again(monkeypatch):
     at.selectbox(key="w.fleet.policy").select_index(1)
     at = _allocate(ok(at.run()))
     assert len(calls) == searched and len(at.dataframe) == 2
+
+
+def test_the_repositorys_example_jobs_files_load_into_the_table():
+    """Issue 20: Fleet could not load examples/fleet/*.yaml."""
+    from catalog.files import parse_yaml
+    from ui.views.fleet import fleet_examples, table_from_jobs_file
+    examples = fleet_examples()
+    assert {"small-jobs.yaml", "three-jobs.yaml", "five-jobs.yaml", "ten-jobs.yaml"} <= set(examples)
+    for name, path in examples.items():          # each file, read back through the table, is the same jobs file
+        raw = parse_yaml(path.read_text(), name)
+        again = jobs_file(table_from_jobs_file(raw, name))["jobs"]
+        assert [j["name"] for j in again] == [j["name"] for j in raw["jobs"]]
+        assert [j.get("tokens") for j in again] == [j.get("tokens") for j in raw["jobs"]]
+    at = _fleet_page(state=AppState(cluster=presets()["single-node-8"]))
+    at.selectbox(key="w.fleet.example").select("small-jobs.yaml").run()
+    next(b for b in at.button if b.label == "Load jobs").click()
+    ok(at.run())
+    assert list(at.session_state[JOBS_KEY]["name"]) == ["chat-7b", "base-2.7b", "small-1b", "tiny-350m"]
+
+
+def test_a_jobs_file_with_an_inline_model_is_refused_by_name():
+    from planner.types import InputError
+    from ui.views.fleet import table_from_jobs_file
+    data = {"jobs": [{"name": "x", "model": {"id": "m", "layers": 2, "hidden": 64, "heads": 2, "ffn": 128,
+                                             "vocab": 100}, "global_batch": 8, "seq_len": 128}]}
+    with pytest.raises(InputError, match=r"jobs\[0\]\.model"):
+        table_from_jobs_file(data, "mine.yaml")

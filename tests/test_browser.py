@@ -127,14 +127,16 @@ def _first_metric(page) -> str:
 
 
 def _reopen_the_link(browser, url: str, tokens_per_s: str) -> None:
-    """The Export page's link, pasted into a fresh page (no session), brings back the same plan."""
+    """The Export page's link, pasted into a fresh page (no session), brings back the same plan and page."""
     fresh = browser.new_page(viewport={"width": 1440, "height": 1000})
     try:
         fresh.set_default_timeout(STEP_TIMEOUT_MS)
         fresh.goto(url.replace("/export?", "/plan?"))
         fresh.get_by_role("heading", name="Plan on view").wait_for()
         assert _first_metric(fresh) == tokens_per_s
-        fresh.get_by_text("came from a link").wait_for()
+        # the link carries searched=1: the page the sender saw, baselines included (issue 20)
+        fresh.get_by_text("vs Megatron-style baseline", exact=False).first.wait_for()
+        assert fresh.get_by_text("came from a link").count() == 0
     finally:
         fresh.close()
 
@@ -255,14 +257,147 @@ def test_compose_clicked_on_compose_then_an_engine_change_keeps_the_job(server):
             page.set_default_timeout(STEP_TIMEOUT_MS)
             page.goto(_shared_link(server))
             sidebar = page.get_by_test_id("stSidebar")
-            sidebar.get_by_text("batch 64 × 2048 tokens", exact=False).wait_for()
+            sidebar.get_by_text("batch 64 × 2,048 tokens", exact=False).wait_for()
             for engine in ("Megatron-LM", "hetplan runtime", "DeepSpeed"):
                 page.get_by_test_id("stSidebarNav").get_by_text("Compose", exact=True).click()
                 _choose(page, "engine (what will run the plan)", engine)
                 sidebar.get_by_text(f"Engine {engine}", exact=False).wait_for()
                 page.wait_for_timeout(1000)          # the reruns after the change have drawn the sidebar
                 job = sidebar.locator("p", has_text="objective").first.inner_text()
-                assert "batch 64 × 2048 tokens" in job and "search limit 20 CPU s" in job, job
+                assert "batch 64 × 2,048 tokens" in job and "search limit 20 CPU s" in job, job
                 assert page.get_by_label("cluster name").input_value() == "single-node-8"
+        finally:
+            browser.close()
+
+
+def _pick(page, label: str, option: str, attempts: int = 4) -> None:
+    """Open the select box named `label` (exactly), type the start of `option` (long lists draw only the
+    options in view) and click it; again, a few times, where a rerun closed the list under the click."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    for attempt in range(attempts):
+        try:
+            page.get_by_role("combobox", name=label, exact=True).click(timeout=15_000)
+            page.keyboard.type(option[:6])
+            page.get_by_role("option").filter(has_text=option).first.click(timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
+def _job_line(page) -> str:
+    return page.get_by_test_id("stSidebar").locator("p", has_text="objective").first.inner_text()
+
+
+def test_degree_labels_follow_the_model_and_nothing_leaves_localhost(server):
+    """Issue 20: the expert-parallel picker said "auto (dense model: none)" on Mixtral, and the browser,
+    which sends a select box's label as its value, then sent that text back as the degree; and every page
+    asked fonts.gstatic.com for its Material page icon."""
+    sync_playwright = _playwright()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            hosts = []
+            page.on("request", lambda request: hosts.append(request.url.split("/")[2]))
+            page.goto(_shared_link(server))
+            page.get_by_test_id("stSidebar").get_by_text("batch 64 × 2,048 tokens", exact=False).wait_for()
+            _pick(page, "engine (what will run the plan)", "Megatron-LM")
+            page.get_by_test_id("stSidebar").get_by_text("Engine Megatron-LM", exact=False).wait_for()
+            _pick(page, "model", "Mixtral 8x7B")
+            page.get_by_test_id("stSidebar").get_by_text("Mixtral 8x7B", exact=False).wait_for()
+            page.get_by_text("auto tries 1, 2, 4, 8", exact=False).first.wait_for()
+            batch = page.get_by_label("global batch (sequences)")
+            batch.fill("32")
+            batch.press("Enter")
+            page.get_by_test_id("stSidebar").get_by_text("batch 32 × 2,048", exact=False).wait_for()
+            page.wait_for_timeout(1000)
+            assert page.get_by_role("combobox", name="expert parallel (replicas per expert group)").input_value() \
+                == "auto"
+            job = _job_line(page)
+            assert "expert parallel auto (1, 2, 4, 8)" in job and "dense" not in job, job
+            _open_page(page, "Stages")
+            _open_page(page, "Compose")
+            assert set(hosts) == {server.split("/")[2]}, sorted(set(hosts))
+        finally:
+            browser.close()
+
+
+def test_a_reload_during_a_search_keeps_the_job_and_leaving_keeps_the_answer(server):
+    """Issue 20: a reload while a search ran opened the defaults (Plan then planned the default job without
+    a word); leaving the page cancelled the search silently; Back stepped through every edit."""
+    sync_playwright = _playwright()
+    # a search of some seconds: 64 GPUs of three types, a 13 B model
+    state = AppState(global_batch=128, time_limit_s=6.0, tokens_to_train=None)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            sidebar = page.get_by_test_id("stSidebar")
+            page.goto(f"{server}/?v=1&s={encode(state)['s']}")
+            sidebar.get_by_text("batch 128 × 4,096", exact=False).wait_for()
+            page.wait_for_timeout(1000)
+            entries = page.evaluate("history.length")
+            for batch in ("256", "384", "96"):
+                field = page.get_by_label("global batch (sequences)")
+                field.fill(batch)
+                field.press("Enter")
+                sidebar.get_by_text(f"batch {batch} × 4,096", exact=False).wait_for()
+            page.wait_for_timeout(1000)
+            assert page.evaluate("history.length") == entries, "no history entry per edit"
+            sidebar.get_by_role("button", name="Plan", exact=True).click()
+            page.get_by_text("Searching plans…", exact=False).first.wait_for()
+            page.reload()
+            sidebar.get_by_text("batch 96 × 4,096", exact=False).wait_for()        # the job, not the defaults
+            assert "batch 512" not in _job_line(page)
+            # a search left for another page goes on, says so, and its answer waits on the Plan page (another
+            # job: the first search, which went on after the reload, may have answered this one already)
+            _open_page(page, "Compose")
+            field = page.get_by_label("global batch (sequences)")
+            field.fill("80")
+            field.press("Enter")
+            sidebar.get_by_text("batch 80 × 4,096", exact=False).wait_for()
+            sidebar.get_by_role("button", name="Plan", exact=True).click()
+            page.get_by_text("Searching plans…", exact=False).first.wait_for()
+            page.get_by_test_id("stSidebarNav").get_by_text("Cost", exact=True).click()
+            sidebar.get_by_text("A search is running", exact=False).wait_for()
+            page.get_by_test_id("stSidebarNav").get_by_text("Plan", exact=True).click()
+            page.get_by_role("heading", name="Plan on view", exact=False).first.wait_for(timeout=180_000)
+            assert page.get_by_text("Run the planner").count() == 0
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS_DIR() / "reload-during-search.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+CAPTIONS_CLEAR_JS = """() => [...document.querySelectorAll('p.caption')].map(p => {
+    const plot = p.previousElementSibling.querySelector('.plotly-graph-div') || p.previousElementSibling;
+    const a = plot.getBoundingClientRect(), b = p.getBoundingClientRect();
+    return {below: b.top >= a.bottom - 1, fits: p.scrollWidth <= p.clientWidth + 1, height: b.height};
+})"""
+
+
+def test_the_html_report_shows_every_caption_whole():
+    """Issue 20: captions clipped in the HTML report (pulled up under the chart above by a negative margin)."""
+    from catalog import cluster_from_dict, load_catalog, plan_from_dict
+    from planner.cost import evaluate
+    from tests.app_helpers import example_plan
+    from ui.report import to_html
+    sync_playwright = _playwright()
+    catalog = load_catalog()
+    cluster = cluster_from_dict(presets()["single-node-8"], catalog)
+    plan = plan_from_dict(example_plan(), catalog)
+    report = to_html(cluster, plan, evaluate(cluster, plan))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 1000})
+            page.set_content(report, wait_until="load")
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
+            captions = page.evaluate(CAPTIONS_CLEAR_JS)
+            assert captions and all(c["below"] and c["fits"] and c["height"] > 0 for c in captions), captions
         finally:
             browser.close()

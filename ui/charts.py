@@ -7,6 +7,8 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from ui.numbers import layer_range
+
 STAGE_COLOURS = qualitative.Plotly + qualitative.D3 + qualitative.Safe
 IDLE_COLOUR = "#d5d8e0"
 KIND_COLOURS = {"forward": "#4f46e5", "backward": "#f59e0b", "p2p": "#10b981"}
@@ -23,10 +25,17 @@ def stage_colour(stage) -> str:
     return STAGE_COLOURS[int(stage) % len(STAGE_COLOURS)]
 
 
+MAX_TOP_LEGEND_ENTRIES = 8     # a row of them fits beside the title on a wide page; more wrap over it
+
+
 def _layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
+    """Title, size and theme; the legend in a row above the plot, or where it has more entries than fit
+    beside the title (24 stages), in a column at the right, where it cannot cover the title."""
+    entries = len({t.legendgroup or t.name for t in fig.data if t.showlegend is not False and t.name})
+    legend = (dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1)
+              if entries <= MAX_TOP_LEGEND_ENTRIES else dict(orientation="v", yanchor="top", y=1.0, x=1.02))
     fig.update_layout(title=dict(text=title, x=0, font=dict(size=15)), height=height, font=FONT,
-                      template="plotly_white", margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1), **kw)
+                      template="plotly_white", margin=dict(l=10, r=10, t=50, b=10), legend=legend, **kw)
     return fig
 
 
@@ -64,8 +73,7 @@ def pipeline(groups: pd.DataFrame, num_layers: int) -> go.Figure:
     labels = []
     for row in groups.itertuples():
         reps = f"{row.replicas} replica{'s' if row.replicas > 1 else ''}"
-        span = (f"layer {row.layer_start}" if row.layer_end - row.layer_start == 1
-                else f"layers {row.layer_start}–{row.layer_end - 1}")      # narrow bars hide their text
+        span = layer_range(row.layer_start, row.layer_end)      # narrow bars hide their text
         cp = int(getattr(row, "cp", 1))
         width = f"tp{row.tp}" if cp == 1 else f"tp{row.tp}×cp{cp} ({row.tp * cp} GPUs)"
         y = f"stage {row.stage} · {span} · {row.replicas}× {row.pool} {width} · {row.samples} samples each"
@@ -73,9 +81,9 @@ def pipeline(groups: pd.DataFrame, num_layers: int) -> go.Figure:
         fig.add_trace(go.Bar(
             y=[y], x=[row.layer_end - row.layer_start], base=[row.layer_start], orientation="h",
             marker=dict(color=stage_colour(row.stage)),
-            text=f"layers {row.layer_start}–{row.layer_end - 1}",
+            text=layer_range(row.layer_start, row.layer_end),
             textposition="inside", insidetextanchor="middle", showlegend=False,
-            hovertemplate=f"stage {row.stage}: layers [{row.layer_start}, {row.layer_end})<br>"
+            hovertemplate=f"stage {row.stage}: {layer_range(row.layer_start, row.layer_end)}<br>"
                           f"{reps} on {row.pool} ({row.gpu_type}), tp {row.tp}"
                           + ("" if cp == 1 else f" × cp {cp} = {row.tp * cp} GPUs each") + "<br>"
                           f"{row.samples} samples each, {row.share:.0%} of the batch<extra></extra>"))

@@ -21,8 +21,10 @@ from planner.types import GIB, MAX_LORA_RANK, InputError, Model, Precision
 from ui import session
 from ui.engines import engines_with_context_parallel, engines_with_expert_parallel, short_version
 from ui.markup import md
-from ui.planning import baseline_time_limit_s, build_model, catalog, context_degrees, expert_degrees
-from ui.state import (ENGINE_CHOICES, CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALLEL_AUTO, JOB_KIND_HELP,
+from ui.planning import (baseline_time_limit_s, build_model, catalog, context_degrees, expert_degrees,
+                         pool_error_for_people)  # noqa: F401 - its home was here; tests import it
+from ui.state import (ENGINE_CHOICES, CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALLEL_AUTO,
+                      FINETUNE_DATASET_TOKENS, JOB_KIND_HELP, MAX_EPOCHS, PRETRAIN_TOKENS,
                       JOB_KIND_LABELS, JOB_KINDS, MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP, OFFLOADS, PRECISION_HELP,
                       PRECISIONS, TF32_CHOICES)
 
@@ -76,29 +78,29 @@ def pools_editor(cluster: dict) -> dict:
             "name": st.column_config.TextColumn("pool name", help="unique; plans refer to pools by name; "
                                                                   "empty: the GPU type"),
             "gpu": st.column_config.SelectboxColumn("GPU type", options=sorted(catalog().gpus), required=True),
-            "nodes": st.column_config.NumberColumn("nodes", min_value=1, max_value=100_000, step=1, required=True,
-                                                   default=1),
-            "gpus_per_node": st.column_config.NumberColumn("GPUs / node", min_value=1, max_value=64, step=1,
-                                                           required=True, default=8),
+            # no min_value / max_value here: the table would clamp 0 nodes to 1 without a word; the cluster's
+            # checks refuse such a value below the table, naming the row and the field (pool_error_for_people)
+            "nodes": st.column_config.NumberColumn("nodes", step=1, required=True, default=1),
+            "gpus_per_node": st.column_config.NumberColumn("GPUs / node", step=1, required=True, default=8),
             "inter_node_gbps": st.column_config.NumberColumn(
-                "network Gb/s per node", min_value=1.0, help="one direction, e.g. 100 GbE, 200 IB HDR, 400 IB NDR"),
+                "network Gb/s per node", help="one direction, e.g. 100 GbE, 200 IB HDR, 400 IB NDR"),
             "price_per_gpu_hour": st.column_config.NumberColumn(
-                "$ / GPU-hour", min_value=0.0, format="$%.2f",
+                "$ / GPU-hour", format="$%.2f",
                 help="starts at the catalog's price; change it for your own (e.g. amortised or reserved) price; "
                      "for a spot pool, the spot price"),
             "spot": st.column_config.CheckboxColumn(
                 "spot", default=False,
                 help="preemptible GPUs the provider can reclaim: a plan on them waits while they are away"),
             "availability": st.column_config.NumberColumn(
-                "availability", min_value=0.01, max_value=1.0, step=0.01, format="%.2f",
+                "availability", step=0.01, format="%.2f",
                 help="spot pools only (ignored otherwise): the share of time the pool's GPUs are held, e.g. 0.9; "
                      "plans are ranked by their expected figures, waits counted"),
             "host_memory_gib": st.column_config.NumberColumn(
-                "CPU GiB / node", min_value=1.0, format="%.0f",
+                "CPU GiB / node", format="%.0f",
                 help="optional: each node's CPU memory, for offloaded optimizer states and weights "
                      "(empty: twice the node's GPU memory)"),
             "grid_gco2_per_kwh": st.column_config.NumberColumn(
-                "grid gCO2 / kWh", min_value=0.0, max_value=10_000.0, format="%.0f",
+                "grid gCO2 / kWh", format="%.0f",
                 help="optional: the carbon intensity of the power the pool draws, for the CO2 to train "
                      "(e.g. about 400 for a fossil-heavy grid, under 50 for hydro or nuclear)"),
         })
@@ -343,7 +345,7 @@ def training_inputs(state) -> None:
     kind = state.job_kind if state.job_kind in JOB_KINDS else JOB_KINDS[0]
     c1.selectbox("job kind", JOB_KINDS, index=JOB_KINDS.index(kind), format_func=JOB_KIND_LABELS.get,
                  help="What is trained and what the GPUs store:\n\n" + _help_list(JOB_KIND_LABELS, JOB_KIND_HELP),
-                 **edits(p + "job_kind", lambda v: {"job_kind": v}))
+                 **edits(p + "job_kind", _job_kind))
     if kind in ADAPTER_KINDS:
         c2.number_input("LoRA rank", min_value=1, max_value=MAX_LORA_RANK, step=1, value=int(state.lora_rank),
                         help="the rank r of each adapter: r × (in + out) trained parameters per adapted matrix",
@@ -368,19 +370,44 @@ def context_parallel_picker(state, slot) -> None:
         options.append(state.context_parallel)
     degrees = context_degrees(state)
     slot.selectbox("context parallel (GPUs per sequence)", options, index=options.index(state.context_parallel),
-                   format_func=lambda v: _auto_label(degrees) if v == CONTEXT_PARALLEL_AUTO else v,
                    help=context_parallel_help(state, degrees),
                    **session.edits_state(session.WIDGET_PREFIX + "context_parallel",
-                                         lambda v: {"context_parallel": v}))
+                                         _one_of(options, "context_parallel")))
+    slot.caption(_degree_caption(state.context_parallel, _auto_label(degrees),
+                                 _plan_degree(state.plan, "context_parallel")))
+
+
+def _one_of(options: list[str], name: str):
+    """An `edits_state` change for a picker of `options`: a value that is none of them is left out. The
+    browser sends a select box's value as its label, and keeps the label it showed last: a label that
+    changed between runs ("auto (dense model: none)" before the model became Mixtral) would come back
+    as the value itself. The labels are fixed now; this keeps any such text out of the state."""
+    return lambda value: {name: value} if value in options else {}
+
+
+def _plan_degree(plan: dict | None, name: str) -> int | None:
+    """The plan on view's degree of `name` (plan file format), None without a plan or a readable one."""
+    degree = plan.get(name, 1) if isinstance(plan, dict) else None
+    return degree if isinstance(degree, int) and not isinstance(degree, bool) else None
+
+
+def _degree_caption(setting: str, auto_text: str, on_view: int | None) -> str:
+    """Under a degree picker: what auto does for this job (`auto_text`) where auto is chosen, and the
+    plan on view's degree, the figure the plan uses."""
+    parts = [auto_text] if setting in (CONTEXT_PARALLEL_AUTO, EXPERT_PARALLEL_AUTO) and auto_text else []
+    if on_view is not None:
+        parts.append(f"plan on view: {on_view}")
+    return "; ".join(parts)
 
 
 def _auto_label(degrees: list[int] | None) -> str:
-    """"auto (tries 1, 2, 4, 8)"; "auto (no split for this job)"; "auto" where the job does not build."""
+    """What auto does for this job, under the picker (the option itself reads "auto" whatever the job,
+    `_one_of`): "auto tries 1, 2, 4, 8"; "auto: no split for this job"; "" where the job does not build."""
     if not degrees:
-        return "auto"
+        return ""
     if degrees == [1]:
-        return "auto (no split for this job)"
-    return f"auto (tries {', '.join(map(str, degrees))})"
+        return "auto: no split for this job"
+    return f"auto tries {', '.join(map(str, degrees))}"
 
 
 def context_parallel_help(state, degrees: list[int] | None) -> str:
@@ -438,10 +465,11 @@ def expert_parallel_picker(state, slot) -> None:
     dense = _is_dense(state)
     slot.selectbox("expert parallel (replicas per expert group)", options,
                    index=options.index(state.expert_parallel),
-                   format_func=lambda v: _expert_auto_label(degrees, dense) if v == EXPERT_PARALLEL_AUTO else v,
                    help=expert_parallel_help(state, degrees, dense),
                    **session.edits_state(session.WIDGET_PREFIX + "expert_parallel",
-                                         lambda v: {"expert_parallel": v}))
+                                         _one_of(options, "expert_parallel")))
+    slot.caption(_degree_caption(state.expert_parallel, _expert_auto_label(degrees, dense),
+                                 _plan_degree(state.plan, "expert_parallel")))
 
 
 def _is_dense(state) -> bool:
@@ -452,14 +480,15 @@ def _is_dense(state) -> bool:
 
 
 def _expert_auto_label(degrees: list[int] | None, dense: bool) -> str:
-    """"auto (tries 1, 2, 4, 8)"; "auto (dense model: none)"; "auto (none for this job)"; "auto"."""
+    """What auto does for this job, under the picker: "auto tries 1, 2, 4, 8"; "auto: none, a dense
+    model"; "auto: none for this job"; "" where the job does not build."""
     if dense:
-        return "auto (dense model: none)"
+        return "auto: none, a dense model"
     if not degrees:
-        return "auto"
+        return ""
     if degrees == [1]:
-        return "auto (none for this job)"
-    return f"auto (tries {', '.join(map(str, degrees))})"
+        return "auto: none for this job"
+    return f"auto tries {', '.join(map(str, degrees))}"
 
 
 def expert_parallel_help(state, degrees: list[int] | None, dense: bool) -> str:
@@ -519,9 +548,12 @@ def job_inputs(state) -> JobInputs:
         tf32_picker(state.tf32, state.engine, c4)
     training_inputs(state)
     c4, c5, c6, c7 = st.columns(4)
-    c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0, value=(state.tokens_to_train or 0) / 1e9,
-                    help="0: leave out time and dollars to train",
-                    **edits(p + "tokens", lambda v: {"tokens_to_train": v * 1e9 if v else None}))
+    if state.job_kind == "pretrain":
+        c4.number_input("tokens to train (billions)", min_value=0.0, step=10.0,
+                        value=(state.tokens_to_train or 0) / 1e9, help="0: leave out time and dollars to train",
+                        **edits(p + "tokens", lambda v: {"tokens_to_train": v * 1e9 if v else None}))
+    else:
+        finetune_tokens(state, c4)
     c5.selectbox("objective", OBJECTIVES, index=OBJECTIVES.index(state.objective),
                  help="throughput: fastest; cost: cheapest per token; deadline: cheapest that finishes in time; "
                       "energy: fewest kWh per token (GPU board power)",
@@ -543,26 +575,39 @@ def job_inputs(state) -> JobInputs:
 TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"
 
 
+def _job_kind(kind: str) -> dict:
+    """A fine-tuning job does not train pretraining's tokens: moving between them, a token count still at the
+    other's default takes this one's (epochs x a dataset for fine-tuning); one the user set stays."""
+    state = session.get()
+    finetune = FINETUNE_DATASET_TOKENS * state.epochs
+    if kind != "pretrain" and state.tokens_to_train == PRETRAIN_TOKENS:
+        return {"job_kind": kind, "tokens_to_train": finetune}
+    if kind == "pretrain" and state.job_kind != "pretrain" and state.tokens_to_train == finetune:
+        return {"job_kind": kind, "tokens_to_train": PRETRAIN_TOKENS}
+    return {"job_kind": kind}
+
+
+def _dataset_tokens(state) -> float:
+    return (state.tokens_to_train or 0.0) / state.epochs
+
+
+def finetune_tokens(state, slot) -> None:
+    """Fine-tuning's tokens to train as epochs over a dataset (millions of tokens), side by side in `slot`."""
+    left, right = slot.columns(2)
+    left.number_input("dataset (million tokens)", min_value=0.0, step=10.0, value=_dataset_tokens(state) / 1e6,
+                      help="the fine-tuning data's tokens (0: leave out time and dollars to train)",
+                      **session.edits_state(session.WIDGET_PREFIX + "dataset",
+                                            lambda v: {"tokens_to_train": v * 1e6 * session.get().epochs or None}))
+    right.number_input("epochs", min_value=0.1, max_value=MAX_EPOCHS, step=1.0, value=float(state.epochs),
+                       help="passes over the dataset (Hugging Face transformers' default: 3)",
+                       **session.edits_state(session.WIDGET_PREFIX + "epochs", _epochs))
+
+
+def _epochs(epochs: float) -> dict:
+    state = session.get()
+    tokens = _dataset_tokens(state) * epochs
+    return {"epochs": float(epochs), "tokens_to_train": tokens or None}
+
+
 def _baseline_share() -> float:
     return baseline_time_limit_s(DEFAULT_TIME_LIMIT_S) / DEFAULT_TIME_LIMIT_S
-
-
-COLUMN_TITLES = {"gpus_per_node": "GPUs / node", "inter_node_gbps": "network Gb/s per node",
-                 "price_per_gpu_hour": "$ / GPU-hour", "gpu": "GPU type", "name": "pool name", "spot": "spot",
-                 "availability": "availability"}
-
-
-def pool_error_for_people(message: str, cluster: dict) -> str:
-    """A cluster error in the words of the pool table: `pools[2].nodes` becomes
-    "pool table row 3 (h100-sxm), nodes"."""
-    pools = cluster.get("pools", [])
-
-    def row(m: re.Match) -> str:
-        i = int(m.group(1))
-        gpu = pools[i].get("gpu") if i < len(pools) and isinstance(pools[i], dict) else None
-        field = COLUMN_TITLES.get(m.group(2), m.group(2)) if m.group(2) else ""
-        return f"pool table row {i + 1}" + (f" ({gpu})" if gpu else "") + (f", {field}" if field else "")
-
-    if "at least 1 item" in message:
-        return "cluster: no pools; add a row to the pool table (GPU type, nodes, GPUs per node)"
-    return re.sub(r"pools\[(\d+)\](?:\.(\w+))?", row, message)

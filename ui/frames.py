@@ -5,9 +5,11 @@ import math
 
 import pandas as pd
 
+from planner.compute import gemm_half_dim
 from planner.placement import place
 from planner.report import format_duration
 from planner.types import GIB, Cluster, Estimate, Plan
+from ui.numbers import layer_range
 from ui.state import JOB_KIND_LABELS
 
 
@@ -55,7 +57,7 @@ def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
     for i, s in enumerate(plan.stages):
         for j, r in enumerate(s.replicas):
             rows.append({"stage": i, "layer_start": s.layer_start, "layer_end": s.layer_end,
-                         "layers": s.num_layers, "replica": j, "pool": r.pool,
+                         "layer_range": layer_range(s.layer_start, s.layer_end), "layers": s.num_layers, "replica": j, "pool": r.pool,
                          "gpu_type": cluster.pool(r.pool).gpu.id, "tp": r.tp, "cp": plan.context_parallel,
                          "ep": plan.expert_parallel,
                          "gpus": plan.replica_gpus(r), "samples": r.samples,
@@ -66,7 +68,7 @@ def stages(plan: Plan, cluster: Cluster) -> pd.DataFrame:
 def replica_groups(plan: Plan, cluster: Cluster) -> pd.DataFrame:
     """Identical replicas of a stage (same pool, tp and samples) as one row with a count."""
     df = stages(plan, cluster)
-    keys = ["stage", "layer_start", "layer_end", "layers", "pool", "gpu_type", "tp", "cp", "ep", "gpus", "samples"]
+    keys = ["stage", "layer_start", "layer_end", "layer_range", "layers", "pool", "gpu_type", "tp", "cp", "ep", "gpus", "samples"]
     out = df.groupby(keys, sort=False).agg(replicas=("replica", "size"), share=("share", "sum")).reset_index()
     return out
 
@@ -293,3 +295,38 @@ def network_paths(cluster: Cluster) -> pd.DataFrame:
                 rows.append({"between": f"{a.name} ↔ {b.name}", "Gb/s per node": path.bw_bytes_per_s * 8 / 1e9,
                              "latency µs": path.latency_s * 1e6, "path": " → ".join(path.hops)})
     return pd.DataFrame(rows, columns=["between", "Gb/s per node", "latency µs", "path"])
+
+
+def mfu_peaks(plan: Plan, cluster: Cluster) -> tuple[float, float]:
+    """The 16-bit peak FLOP/s of the GPUs a plan uses (MFU's denominator, planner.cost), and their peak at
+    the plan's precision: FP8 where the plan trains in fp8 and the GPU has it, the 16-bit peak elsewhere."""
+    fp8 = plan.precision.value == "fp8"
+    peak16 = peak_own = 0.0
+    for name, n in plan.gpus_by_pool().items():
+        gpu = cluster.pool(name).gpu
+        peak16 += n * gpu.peak_flops
+        peak_own += n * (gpu.peak_fp8_flops if fp8 and gpu.peak_fp8_flops > 0 else gpu.peak_flops)
+    return peak16, peak_own
+
+
+def mfu_caveat(plan: Plan, cluster: Cluster, est: Estimate) -> str:
+    """For an fp8 plan, MFU against the FP8 peak beside the figure against the 16-bit peak; "" otherwise."""
+    peak16, peak_own = mfu_peaks(plan, cluster)
+    if peak_own == peak16:
+        return ""
+    return (f"MFU {est.mfu:.1%} is against the GPUs' 16-bit peak, as MFU is usually quoted; against their FP8 "
+            f"peak, at which this fp8 plan runs its linear layers, it is {est.mfu * peak16 / peak_own:.1%}.")
+
+
+def batch_too_small(plan: Plan, cluster: Cluster, est: Estimate) -> str:
+    """One sentence where the batch is far too small for the GPUs: fewer tokens per GPU per iteration than the
+    matmul size at which a GPU reaches half its best rate (planner.compute.gemm_half_dim, its ops:byte ratio),
+    so no plan on this many GPUs can keep them busy; "" otherwise."""
+    tokens_per_gpu = plan.global_batch * plan.seq_len / est.num_gpus
+    half = max(gemm_half_dim(cluster.pool(name).gpu) for name in plan.gpus_by_pool())
+    if tokens_per_gpu >= half:
+        return ""
+    return (f"The batch is far too small for {est.num_gpus:,} GPUs: {plan.global_batch:,} sequences of "
+            f"{plan.seq_len:,} tokens give each GPU {tokens_per_gpu:,.1f} tokens an iteration, fewer than the "
+            f"{half:,.0f} at which its matmuls reach half their best rate, hence the MFU of {est.mfu:.1%}. "
+            "Raise the global batch, or plan for fewer GPUs.")

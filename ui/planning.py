@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -72,7 +73,36 @@ def export_targets() -> tuple[str, ...]:
 # ----------------------------------------------------------------------------- state -> types
 
 def build_cluster(state: AppState) -> Cluster:
-    return cluster_from_dict(state.cluster, catalog(), source="cluster")
+    """The cluster of the state; an error names the pool table's row and column, in plain words."""
+    try:
+        return cluster_from_dict(state.cluster, catalog(), source="cluster")
+    except InputError as e:
+        raise InputError("", pool_error_for_people(str(e), state.cluster)) from None
+
+
+COLUMN_TITLES = {"gpus_per_node": "GPUs / node", "inter_node_gbps": "network Gb/s per node",
+                 "price_per_gpu_hour": "$ / GPU-hour", "gpu": "GPU type", "name": "pool name", "spot": "spot",
+                 "availability": "availability", "host_memory_gib": "CPU GiB / node",
+                 "grid_gco2_per_kwh": "grid gCO2 / kWh"}
+NO_POOLS = "cluster: no pools; add a row to the pool table (GPU type, nodes, GPUs per node)"
+
+
+def pool_error_for_people(message: str, cluster: dict) -> str:
+    """A cluster error in the words of the pool table: `pools[2].nodes` becomes
+    "pool table row 3 (h100-sxm), nodes"; an empty table, what to add (not the validator's "List should
+    have at least 1 item")."""
+    pools = cluster.get("pools") if isinstance(cluster, dict) else None
+    pools = pools if isinstance(pools, list) else []
+
+    def row(m: re.Match) -> str:
+        i = int(m.group(1))
+        gpu = pools[i].get("gpu") if i < len(pools) and isinstance(pools[i], dict) else None
+        field = COLUMN_TITLES.get(m.group(2), m.group(2)) if m.group(2) else ""
+        return f"pool table row {i + 1}" + (f" ({gpu})" if gpu else "") + (f", {field}" if field else "")
+
+    if not pools and re.search(r"\bpools\b", message):
+        return NO_POOLS
+    return re.sub(r"pools\[(\d+)\](?:\.(\w+))?", row, message)
 
 
 def build_model(model: str | dict) -> Model:

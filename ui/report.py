@@ -23,7 +23,10 @@ STYLE = """
 body{font-family:Inter,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;color:#1f2430}
 h1{color:#4f46e5}table{border-collapse:collapse;margin:1em 0;font-size:14px}
 td,th{border:1px solid #d5d8e0;padding:4px 8px;text-align:right}th{background:#f4f5fb}
-.caption{color:#5b6170;font-size:13px;margin-top:-0.5em}
+.caption{color:#5b6170;font-size:13px;margin:0.25em 0 1.5em;position:relative;z-index:1;max-width:100%;
+overflow-wrap:anywhere}
+.plotly-graph-div{max-width:100%}
+
 """
 
 
@@ -86,6 +89,11 @@ def timeline_figure(events: pd.DataFrame, gpipe: bool, pipeline_s: float) -> tup
             "and backward passes); white gaps are pipeline bubbles." + shown)
 
 
+def stage_table(plan: Plan, cluster: Cluster) -> pd.DataFrame:
+    """The Stages table as the Stages page shows it: layer ranges written once, inclusive (ui.numbers)."""
+    return frames.replica_groups(plan, cluster).drop(columns=["layer_start", "layer_end"])
+
+
 def to_html(cluster: Cluster, plan: Plan, est: Estimate, compared: pd.DataFrame | None = None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>hetplan report: {html.escape(cluster.name)}"
              f"</title><style>{STYLE}</style></head><body>",
@@ -94,7 +102,7 @@ def to_html(cluster: Cluster, plan: Plan, est: Estimate, compared: pd.DataFrame 
                                  for k, v in summary_rows(cluster, plan, est)) + "</table>"]
     if compared is not None and not compared.empty:
         parts += ["<h2>Plans compared</h2>", compared.to_html(index=False, border=0)]
-    parts += ["<h2>Stages</h2>", frames.replica_groups(plan, cluster).to_html(index=False, border=0)]
+    parts += ["<h2>Stages</h2>", stage_table(plan, cluster).to_html(index=False, border=0)]
     for k, (fig, text) in enumerate(figures(cluster, plan, est)):
         # plotly.js embedded once, before the first figure: the report works offline (no CDN)
         parts.append(fig.to_html(full_html=False, include_plotlyjs=k == 0))
@@ -118,7 +126,7 @@ def to_markdown(cluster: Cluster, plan: Plan, est: Estimate, compared: pd.DataFr
                                                                  columns=["", "value"])), ""]
     if compared is not None and not compared.empty:
         lines += ["## Plans compared", "", _md_table(compared), ""]
-    lines += ["## Stages", "", _md_table(frames.replica_groups(plan, cluster).round(3)), "",
+    lines += ["## Stages", "", _md_table(stage_table(plan, cluster).round(3)), "",
               "## Memory per GPU (GiB)", "", _md_table(frames.memory(est).round(2)), "",
               "## Iteration time by term (s)", "", _md_table(frames.breakdown(est).round(4)), ""]
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import streamlit as st
 
@@ -11,6 +12,8 @@ from ui import session
 from ui.engines import pinned, plan_engine, title
 from ui.frames import training_text
 from ui.markup import md
+from ui.numbers import count, whole
+from ui.numbers import tokens as tokens_text
 from ui.planning import build_cluster, build_model, context_degrees, expert_degrees
 from ui.state import LEFT_OUT_OF_THE_LINK
 
@@ -74,6 +77,19 @@ def expert_parallel_text(state) -> str:
     return "" if degrees == [1] else f", expert parallel auto ({', '.join(map(str, degrees))})"
 
 
+def _search_in_background() -> None:
+    """While a search runs that no page waits on (the user opened another page): say so, and where its
+    answer will be."""
+    flight = session.search_in_flight()
+    if flight is None:
+        return
+    same = flight.job_key == session.get().job_key()
+    st.info(f"**A search is running** ({time.monotonic() - flight.started_s:.0f} s so far) for "
+            + ("these inputs" if same else "the inputs as they were when Plan was pressed")
+            + ". Leaving its page does not stop it: its answer is kept and shown on the **Plan** page"
+            + ("." if same else " once the inputs are those again."), icon=":material/hourglass_top:")
+
+
 def render(slot) -> None:
     """The summary and the Plan button, drawn into `slot` (a sidebar container)."""
     state = session.get()
@@ -82,8 +98,8 @@ def render(slot) -> None:
         st.caption("Hybrid-parallel training plans for mixed GPU clusters")
         try:
             cluster = build_cluster(state)
-            pools = ", ".join(f"{p.num_gpus}× {md(p.gpu.id)}" for p in cluster.pools)
-            st.markdown(f"**Cluster** {md(cluster.name)}: {cluster.num_gpus} GPUs ({pools})")
+            pools = ", ".join(f"{whole(p.num_gpus)}× {md(p.gpu.id)}" for p in cluster.pools)
+            st.markdown(f"**Cluster** {md(cluster.name)}: {count(cluster.num_gpus, 'GPU')} ({pools})")
         except InputError:
             st.markdown("**Cluster** needs fixing (see Compose)")
         try:
@@ -92,10 +108,12 @@ def render(slot) -> None:
             st.markdown(f"**Model** {md(model.name)}{size}")
         except InputError:
             st.markdown("**Model** needs fixing (see Compose)")
-        tokens = f", {state.tokens_to_train / 1e9:,.0f} B tokens" if state.tokens_to_train else ""
+        tokens = f", {tokens_text(state.tokens_to_train)}" if state.tokens_to_train else ""
+        if tokens and state.job_kind != "pretrain":
+            tokens += f" ({state.epochs:g} epochs)"
         st.markdown(f"**Job** {md(training_text(state.job_kind, state.lora_rank, state.offload))}"
                     f"{context_parallel_text(state)}{expert_parallel_text(state)}, batch "
-                    f"{state.global_batch} × {state.seq_len} tokens, {precision_text(state)}"
+                    f"{whole(state.global_batch)} × {whole(state.seq_len)} tokens, {precision_text(state)}"
                     f"{tokens}; objective {state.objective}; search limit {state.time_limit_s:g} CPU s")
         st.markdown(engine_text(state))
         on_view = plan_training(state.plan)
@@ -106,3 +124,7 @@ def render(slot) -> None:
         left_out = st.session_state.get("url_too_long")
         if left_out:
             st.caption(LEFT_OUT_OF_THE_LINK[left_out])
+        elif not session.url_holds_state():
+            st.caption("The address bar holds the job as last planned or loaded; Plan puts these inputs in it "
+                       "(the link on the Export page always has them).")
+        _search_in_background()

@@ -37,6 +37,12 @@ MAX_PARAM_CHARS = 12_000            # browsers and proxies keep URLs of ~16 kB; 
 MAX_JSON_BYTES = 200_000            # decompressed; guards against zip bombs
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_PRESET = "h100-a100-v100-64"
+PRETRAIN_TOKENS = 300e9             # AppState's default: a pretraining run (GPT-3's 300 B tokens)
+# A fine-tuning job's default: FINETUNE_EPOCHS passes (Hugging Face transformers' TrainingArguments
+# num_train_epochs default, 3.0) over a dataset of FINETUNE_DATASET_TOKENS, each the user's to change.
+FINETUNE_EPOCHS = 3.0
+FINETUNE_DATASET_TOKENS = 100e6
+MAX_EPOCHS = 1_000.0
 OBJECTIVES = ("throughput", "cost", "deadline", "energy")
 DEFAULT_TIME_LIMIT_S = 20.0         # planner.search.SearchOptions().time_limit_s; a test holds them equal
 MAX_TIME_LIMIT_S = 600.0            # one session cannot keep the server's CPU for longer than this a search
@@ -127,7 +133,7 @@ class AppState:
     global_batch: int = 512
     seq_len: int = 4096
     precision: str = "auto"
-    tokens_to_train: float | None = 300e9
+    tokens_to_train: float | None = PRETRAIN_TOKENS
     objective: str = "throughput"
     deadline_hours: float | None = None
     time_limit_s: float = DEFAULT_TIME_LIMIT_S      # CPU seconds of the search (SearchOptions.time_limit_s)
@@ -143,6 +149,9 @@ class AppState:
     # "auto" (the search tries each degree the engine runs for a mixture-of-experts model) or a fixed
     # degree as text ("1", "4"); a link without it: auto
     expert_parallel: str = EXPERT_PARALLEL_AUTO
+    # fine-tuning (full, LoRA, QLoRA): passes over the dataset; tokens_to_train is then epochs x the dataset's
+    # tokens, which Compose asks for (a link without it: FINETUNE_EPOCHS)
+    epochs: float = FINETUNE_EPOCHS
 
     def job_key(self) -> str:
         """What the planner's answer depends on, as one JSON string (a cache key)."""
@@ -181,6 +190,9 @@ def _checked(state: AppState) -> AppState:
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0
                               or not math.isfinite(v)):
             problems.append(f"{name} must be a positive finite number or empty, got {_short(v)}")
+    v = state.epochs
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or not 0 < v <= MAX_EPOCHS:
+        problems.append(f"epochs must be a number above 0 and at most {MAX_EPOCHS:,.0f}, got {_short(v)}")
     v = state.time_limit_s
     if (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)
             or not 1 <= v <= MAX_TIME_LIMIT_S):

@@ -45,8 +45,9 @@ def render() -> None:
         with col:
             st.markdown(f"**{md(n.name)}**: {md(frames.plan_shape(n.scored.plan))}")
             groups = frames.replica_groups(n.scored.plan, _cluster())
-            st.dataframe(groups[["stage", "layers", "pool", "tp", "replicas", "samples"]], hide_index=True,
-                         width="stretch", column_config={
+            st.dataframe(groups[["stage", "layer_range", "layers", "pool", "tp", "replicas", "samples"]],
+                         hide_index=True, width="stretch", column_config={
+                             "layer_range": st.column_config.TextColumn("layer range"),
                              "tp": st.column_config.NumberColumn("tensor-parallel"),
                              "samples": st.column_config.NumberColumn("samples each")})
 

@@ -12,6 +12,7 @@ from ui import compose, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
                         engines_with_expert_parallel)
 from ui.markup import file_stem, md
+from ui.numbers import count, whole
 from ui.planning import build_cluster, build_model, catalog
 from ui.sidebar import request_plan
 from ui.state import ENGINE_CHOICES, JOB_KIND_LABELS, context_parallel_degree, expert_parallel_degree, presets
@@ -21,17 +22,30 @@ from ui.views.common import show_error
 def _preset_row() -> None:
     table = presets()
     c1, c2, c3 = st.columns([3, 1, 3], vertical_alignment="bottom")
-    current = session.get().cluster.get("name")
     choice = c1.selectbox("start from a preset cluster", list(table), key=session.fresh_key("preset"),
-                          index=list(table).index(current) if current in table else 0,
-                          format_func=lambda k: f"{k} ({_gpus(table[k])} GPUs)")
-    if c2.button("Load preset", width="stretch"):
+                          index=preset_index(session.get().cluster, table),
+                          placeholder="the cluster below is no preset (uploaded or edited)",
+                          format_func=lambda k: f"{k} ({count(_gpus(table[k]), 'GPU')})")
+    if c2.button("Load preset", width="stretch", disabled=choice is None):
         session.replace_all(replace(session.get(), cluster=table[choice], plan=None))
         st.rerun()
     upload = c3.file_uploader("or upload a cluster YAML", type=["yaml", "yml"], key="cluster_upload")
     if upload is not None and st.session_state.get("cluster_upload_done") != upload.file_id:
         st.session_state["cluster_upload_done"] = upload.file_id
+        st.session_state.pop(UPLOAD_ERROR, None)
         _load_upload(upload)
+    if upload is None:
+        st.session_state.pop(UPLOAD_ERROR, None)
+
+
+UPLOAD_ERROR = "cluster_upload_error"
+
+
+def preset_index(cluster: dict, table: dict) -> int | None:
+    """The preset box's choice: the preset the cluster is, unchanged; None (the box says so) for an upload or
+    an edited preset, not the first preset, which would name a cluster other than the one below."""
+    name = cluster.get("name")
+    return list(table).index(name) if name in table and table[name] == cluster else None
 
 
 def _gpus(cluster: dict) -> int:
@@ -54,8 +68,8 @@ def parse_cluster_upload(name: str, content: bytes) -> dict:
 def _load_upload(upload) -> None:
     try:
         data = parse_cluster_upload(upload.name, upload.getvalue())
-    except InputError as e:
-        show_error(str(e))
+    except InputError as e:       # said where the cluster is checked, in place of the success box
+        st.session_state[UPLOAD_ERROR] = str(e)
         return
     session.replace_all(replace(session.get(), cluster=data, plan=None))
     st.rerun()
@@ -75,10 +89,16 @@ def _cluster_section() -> None:
     try:
         built = build_cluster(session.get())
     except InputError as e:
-        show_error(compose.pool_error_for_people(str(e), session.get().cluster))
+        show_error(str(e))
         return
-    counts = " + ".join(f"{p.num_gpus} × {md(p.gpu.id)}" for p in built.pools)
-    st.success(f"**{built.num_gpus} GPUs** in {len(built.pools)} pools: {counts}", icon=":material/check_circle:")
+    counts = " + ".join(f"{whole(p.num_gpus)} × {md(p.gpu.id)}" for p in built.pools)
+    upload_error = st.session_state.get(UPLOAD_ERROR)
+    if upload_error:              # not beside a green box: the cluster below is the one from before the upload
+        show_error(f"{upload_error}. The upload was not loaded: the cluster below is still the previous one "
+                   f"({count(built.num_gpus, 'GPU')} in {count(len(built.pools), 'pool')}).")
+    else:
+        st.success(f"**{count(built.num_gpus, 'GPU')}** in {count(len(built.pools), 'pool')}: {counts}",
+                   icon=":material/check_circle:")
     with st.expander("GPU key figures (from the catalog)", expanded=True):
         st.dataframe(compose.gpu_figures([p.gpu.id for p in built.pools]), hide_index=True, width="stretch")
     if built.network is not None and len(built.pools) > 1:

@@ -31,8 +31,8 @@ def share_link() -> str | None:
         return None
     if base.rstrip("/").endswith("/export"):          # whoever opens it wants the plan, not this page
         base = base.rstrip("/")[: -len("export")] + "plan"
-    params, left_out = url_state.encode_for_link(session.get())
-    return None if left_out == "everything" else f"{base}?{urlencode(params)}"
+    params = session.link_params()
+    return f"{base}?{urlencode(params)}" if params else None
 
 
 def _compared():

@@ -6,16 +6,20 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from catalog.files import parse_yaml
+from catalog.formats import fleet_jobs_from_dict
 from planner.fleet import FleetResult, Policy
 from planner.search.explain import describe_plan
 from planner.types import Cluster, InputError
 from ui import charts, session
 from ui.markup import md
 from ui.planning import build_cluster, catalog, fleet_on
+from ui.state import EXAMPLES_DIR
 from ui.views.common import caption, outcome_on_button, show_error
 
 JOBS_KEY = "fleet_jobs"                  # the jobs table (a DataFrame); session only, not in the link
@@ -62,6 +66,61 @@ def _keep_edits(widget_key: str) -> None:
     widget's state when a run leaves its page, the session state's table stays."""
     st.session_state[JOBS_KEY] = with_edits(st.session_state[JOBS_KEY], st.session_state[widget_key])
     st.session_state[EDITOR_VERSION_KEY] = st.session_state.get(EDITOR_VERSION_KEY, 0) + 1
+
+
+FLEET_EXAMPLES = EXAMPLES_DIR / "fleet"
+
+
+def fleet_examples() -> dict[str, Path]:
+    """The repository's example jobs files (examples/fleet/*.yaml), by file name."""
+    return {path.name: path for path in sorted(FLEET_EXAMPLES.glob("*.yaml"))}
+
+
+def table_from_jobs_file(data: object, source: str) -> pd.DataFrame:
+    """A jobs file (catalog.formats.fleet_jobs_from_dict's format) as the jobs table; raises InputError naming
+    the job and field where the file is not a jobs file, or holds what the table cannot show (an inline
+    model: the table picks catalog models)."""
+    fleet_jobs_from_dict(data, catalog(), source=source)         # the file's own checks, its own words
+    rows = []
+    for i, job in enumerate(data["jobs"]):
+        if not isinstance(job["model"], str):
+            raise InputError(f"{source}: jobs[{i}].model", "is an inline model; the jobs table takes catalog "
+                                                            "models only (plan this file with `hetplan fleet`)")
+        tokens = job.get("tokens")
+        rows.append({"name": job["name"], "model": job["model"], "global_batch": job["global_batch"],
+                     "seq_len": job["seq_len"], "tokens_b": None if tokens is None else tokens / 1e9,
+                     "deadline_hours": job.get("deadline_hours"), "weight": job.get("weight", 1.0)})
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table.astype({"tokens_b": float, "deadline_hours": float, "weight": float})
+
+
+def _replace_table(table: pd.DataFrame) -> None:
+    st.session_state[JOBS_KEY] = table
+    st.session_state[EDITOR_VERSION_KEY] = st.session_state.get(EDITOR_VERSION_KEY, 0) + 1
+
+
+def _load_row() -> None:
+    """Start the jobs table from an example jobs file of the repository, or an uploaded one."""
+    examples = fleet_examples()
+    c1, c2, c3 = st.columns([3, 1, 3], vertical_alignment="bottom")
+    choice = c1.selectbox("start from an example jobs file", list(examples), index=None, key="w.fleet.example",
+                          placeholder="examples/fleet/…", format_func=lambda name: f"examples/fleet/{name}")
+    if c2.button("Load jobs", width="stretch", disabled=choice is None, key="fleet.load"):
+        path = examples[choice]
+        try:
+            _replace_table(table_from_jobs_file(parse_yaml(path.read_text(), path.name), path.name))
+        except InputError as e:
+            show_error(rows_named(str(e)))
+    upload = c3.file_uploader("or upload a jobs YAML", type=["yaml", "yml"], key="fleet_upload")
+    if upload is not None and st.session_state.get("fleet_upload_done") != upload.file_id:
+        st.session_state["fleet_upload_done"] = upload.file_id
+        try:
+            text = upload.getvalue().decode("utf-8")
+            _replace_table(table_from_jobs_file(parse_yaml(text, upload.name), upload.name))
+        except UnicodeDecodeError:
+            show_error(f"{upload.name}: not a UTF-8 text file (expected a jobs YAML)")
+        except InputError as e:
+            show_error(f"{rows_named(str(e))}. The upload was not loaded: the table below is unchanged.")
 
 
 def _jobs_table() -> pd.DataFrame:
@@ -162,7 +221,10 @@ def _result(result: FleetResult, cluster: Cluster) -> None:
                f"{result.solve_time_s:.2f} s after {result.plan_time_s:.1f} s planning candidates "
                f"({result.searches} searches).")
     if result.allocations:
-        st.dataframe(allocation_table(result, cluster), hide_index=True)
+        # the page's width, the long columns wrapping in place of a table wider than the page
+        st.dataframe(allocation_table(result, cluster), hide_index=True, width="stretch", column_config={
+            "where": st.column_config.TextColumn("where", width="medium"),
+            "plan": st.column_config.TextColumn("plan", width="large")})
         caption("One row per job that runs: the GPUs it holds in each pool, where (whole nodes, or a half, a "
                 "quarter ... of one node's GPUs, which it shares with other jobs; nodes and GPUs numbered from 0 "
                 "within each pool), the tokens/s its plan "
@@ -194,6 +256,7 @@ def render() -> None:
     except InputError as e:
         show_error(str(e))
         return
+    _load_row()
     table = _jobs_table()
     policy, seconds = _options()
     try:

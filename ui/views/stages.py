@@ -33,9 +33,9 @@ def render() -> None:
             "degree (times the context-parallel degree, where the sequence is split over GPUs) and the samples "
             "each processes per iteration. Faster GPUs should take more layers or more "
             "samples.")
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        "layer_start": st.column_config.NumberColumn("first layer", help="0-based"),
-        "layer_end": st.column_config.NumberColumn("ends before layer"),
+    st.dataframe(table.drop(columns=["layer_start", "layer_end"]), hide_index=True, width="stretch", column_config={
+        "layer_range": st.column_config.TextColumn("layer range", help="first and last layer, both included, "
+                                                                       "counted from 0"),
         "layers": st.column_config.NumberColumn("layers"),
         "gpu_type": st.column_config.TextColumn("GPU type"),
         "tp": st.column_config.NumberColumn("tensor-parallel", help="GPUs splitting each layer"),

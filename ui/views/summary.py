@@ -11,12 +11,15 @@ from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.training import model_states
 from planner.report import format_duration, spot_text
+from planner.search.bound import FILL_SLACK
 from planner.engines import AUTO
 from planner.types import GIB, InputError, JobKind, Offload, Precision
 from ui import charts, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
                         engines_with_expert_parallel, pinned, title)
 from ui.markup import md
+from ui.numbers import count, percent, whole
+from ui.numbers import tokens as tokens_text
 from ui.planning import baseline_time_limit_s, build_cluster, build_job, build_model, run_search
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
                         find, named_plans, plan_dict)
@@ -40,8 +43,13 @@ def run_planner() -> None:
             show_error(str(e), hint=_job_hint())
             return
         st.write(search_plan_text(cluster, job, state))
-        st.caption("The answer is kept: pressing Plan again with the same inputs, or coming back to them, is instant.")
-        outcome = _with_clock(lambda: run_search(state), status, "Searching plans…")
+        st.caption("The answer is kept: pressing Plan again with the same inputs, or coming back to them, is "
+                   "instant. Opening another page meanwhile does not stop the search: its answer waits here.")
+        session.sync_url(now=True)       # a reload during the search opens this job, not the defaults
+        flight = session.search_in_flight()
+        if flight is None or flight.job_key != state.job_key():
+            flight = session.start_search(state.job_key(), lambda: run_search(state))
+        outcome = _wait_with_clock(flight.thread, flight.box, status, "Searching plans…", flight.started_s)
         session.save_search_outcome(outcome)
         if outcome.error:      # the page shows the message once, below the status
             status.update(label="No plan", state="error", expanded=False)
@@ -49,7 +57,10 @@ def run_planner() -> None:
         result = outcome.result
         st.write(f"Ranked {count(len(result.plans), 'plan')} ({count(result.candidates_evaluated, 'candidate')} "
                  "scored), then the baselines")
-        session.update(plan=named_plans(result)[0].plan_dict if result.plans else None)
+        named = named_plans(result)
+        kept = find(named, state.plan)         # a plan picked before, or opened from a link, stays on view
+        session.update(plan=kept.plan_dict if kept else named[0].plan_dict if result.plans else None)
+        session.want_url()         # and its best plan, so that a reload shows it
         if getattr(result, "complete", True):
             status.update(label=f"Search complete: {count(len(result.plans), 'plan')}, the best proven best of the "
                                 "search space by the cost model", state="complete", expanded=False)
@@ -174,11 +185,6 @@ def cpu_seconds(s: float) -> str:
     return f"{s:g} CPU second" + ("" if s == 1 else "s")
 
 
-def count(n: int, noun: str) -> str:
-    """"1 plan", "2 plans", "1,024 candidates"."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
-
-
 def search_completeness(result) -> str:
     """One sentence when the search could not prove its answer best by the cost model: why (the
     limit that stopped it, or its verification budget), and how far from optimal it can be."""
@@ -194,6 +200,24 @@ def search_completeness(result) -> str:
 
 
 RAISE_BY = 4
+
+
+def gap_made_of(gap: float | None) -> str:
+    """What a gap is made of: the bounds' safety margin (planner.search.bound.FILL_SLACK), which no search
+    time removes, and the rest, which only scoring the plans of the lowest bounds can. "" without a gap."""
+    if not gap:
+        return ""
+    margin = 1 / (1 - FILL_SLACK) - 1
+    own = (1 + gap) * (1 - FILL_SLACK) - 1       # gap = best / (bound x (1 - FILL_SLACK)) - 1
+    text = (f"The gap compares #1 with lower bounds on the plans not scored, and those bounds are lowered by a "
+            f"{FILL_SLACK:.0%} safety margin (their pipeline fill is an estimate, kept below the cost model: "
+            f"benchmarks/fast_vs_evaluate.py), worth {margin:.1%} of gap by itself, which more time does not "
+            "remove.")
+    if own <= 0:
+        return text + " All of this gap can be that margin: #1 may well be the best plan already."
+    return (text + f" Without it the unscored plans' bounds are within {own:.1%} of #1: more time narrows that "
+                   "part only by scoring those plans, and bounds that are loose for this job (they leave out "
+                   "collective latencies, for one) keep it open however long the search runs.")
 
 
 def _search_again(limit_s: float) -> None:
@@ -222,6 +246,7 @@ def search_verdict(result) -> None:
     if stopped == "time limit":
         text += (f" Its limit was {cpu_seconds(state.time_limit_s)}; the best plan found so far (#1) is shown, "
                  "and searching longer can only find a better one or prove this one best.")
+    text += " " + gap_made_of(getattr(result, "gap", None))
     st.warning(f"**Stopped early.** {text}", icon=":material/timer_off:")
     if stopped == "time limit" and higher > state.time_limit_s:
         st.button(f"Search again with {cpu_seconds(higher)}", icon=":material/update:", key="search_longer",
@@ -241,12 +266,18 @@ def _with_clock(work, status, label: str, tick_s: float = 0.5):
 
     worker = threading.Thread(target=run, daemon=True, name="hetplan-search")
     add_script_run_ctx(worker, get_script_run_ctx())
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
     worker.start()
+    return _wait_with_clock(worker, box, status, label, t0, tick_s)
+
+
+def _wait_with_clock(worker: threading.Thread, box: dict, status, label: str, t0: float, tick_s: float = 0.5):
+    """Wait for `worker` (started at time.monotonic() `t0`) while the status label counts the seconds; its
+    value (`box`), or its error raised here."""
     while worker.is_alive():
         worker.join(tick_s)
         if worker.is_alive():
-            status.update(label=f"{label} {time.perf_counter() - t0:.0f} s", expanded=True)
+            status.update(label=f"{label} {time.monotonic() - t0:.0f} s", expanded=True)
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -283,14 +314,17 @@ def _money(usd: float) -> str:
     return f"${usd:,.0f}"
 
 
-def _metrics(est, without_grid: list[str] | None = None) -> None:
+def _metrics(est, without_grid: list[str] | None = None, cur=None) -> None:
     c = st.columns(6)
-    c[0].metric("tokens / s", _si(est.tokens_per_s), help=f"{est.tokens_per_s:,.0f} tokens/s on {est.num_gpus} GPUs")
-    c[1].metric("MFU", f"{est.mfu:.1%}", help="model FLOPs / (iteration time × peak FLOP/s of the GPUs used)")
+    c[0].metric("tokens / s", _si(est.tokens_per_s), help=f"{count(est.tokens_per_s, 'token')}/s on "
+                                                          f"{count(est.num_gpus, 'GPU')}")
+    fp8 = cur is not None and frames.mfu_caveat(cur.plan, cur.cluster, est)
+    c[1].metric("MFU (vs 16-bit peak)" if fp8 else "MFU", f"{est.mfu:.1%}",
+                help="model FLOPs / (iteration time × 16-bit peak FLOP/s of the GPUs used)")
     c[2].metric("iteration", f"{est.iteration_time_s:.2f} s")
     c[3].metric("$ / M tokens", f"${est.cost_per_million_tokens_usd:.3f}", help=f"${est.cost_per_hour_usd:,.0f}/h")
     tokens = session.get().tokens_to_train
-    run = f"{tokens / 1e9:,.0f} B tokens (set on Compose) at this throughput" if tokens else "set tokens to train on Compose"
+    run = f"{tokens_text(tokens)} (set on Compose) at this throughput" if tokens else "set tokens to train on Compose"
     c[4].metric("time to train", format_duration(est.train_time_s), help=run)
     dollars = est.train_cost_usd
     c[5].metric("$ to train", "-" if dollars is None else _money(dollars),
@@ -365,7 +399,10 @@ def _why_no_alternatives() -> None:
 
 def render() -> None:
     st.title("Plan")
-    requested = st.session_state.pop(PLAN_REQUEST, False)
+    requested = st.session_state.pop(PLAN_REQUEST, False) or st.session_state.pop(session.SEARCH_ON_OPEN, False)
+    flight = session.search_in_flight()
+    if flight is not None and flight.job_key == session.get().job_key():
+        requested = True             # back on this page while its search runs: wait for it here again
     if not requested and session.search_outcome() is None:
         _why_no_alternatives()
         requested = st.button("Run the planner", type="primary", icon=":material/rocket_launch:")
@@ -378,8 +415,11 @@ def render() -> None:
         show_error(outcome.error, outcome.kind, hint=hint)
     elif outcome is not None:
         result = outcome.result
-    # with no plan and no answer, the button above says it all; current_plan() would repeat it
-    cur = current_plan() if session.get().plan is not None or outcome is not None else None
+        if session.get().plan is None and result.plans:     # answered while the user was on another page
+            session.update(plan=named_plans(result)[0].plan_dict)
+    # with no plan and no answer, the button above says it all, and after a refusal the error does:
+    # current_plan()'s "No plan yet. Press Plan" would contradict it
+    cur = current_plan() if session.get().plan is not None or result is not None else None
     if cur is not None:
         _plan_on_view(cur, result)
     if result is not None:
@@ -399,7 +439,10 @@ def _plan_on_view(cur, result) -> None:
     _engine_line(cur)
     if not est.fits:
         st.error(f"**Does not fit in memory:** {md(est.oom)}", icon=":material/warning:")
-    _metrics(est, frames.pools_without_grid_intensity(cur.cluster, cur.plan))
+    _metrics(est, frames.pools_without_grid_intensity(cur.cluster, cur.plan), cur)
+    for caveat in (frames.mfu_caveat(cur.plan, cur.cluster, est), frames.batch_too_small(cur.plan, cur.cluster, est)):
+        if caveat:
+            st.warning(md(caveat), icon=":material/info:")
     if named is not None:
         baselines = {k: v for k, v in (getattr(result, "baselines", None) or {}).items() if v is not None}
         on_front = {name for name, _ in cheaper_front_plans(result, session.get().plan, est, cur.cluster)}

@@ -101,15 +101,17 @@ def _replica_groups(plan: dict) -> pd.DataFrame:
 
 def _editors(plan: dict) -> dict:
     digest = hashlib.sha1(json.dumps(plan, sort_keys=True).encode()).hexdigest()[:10]
-    stages = pd.DataFrame([{"stage": i, "layer_end": s["layers"][1]} for i, s in enumerate(plan["stages"])])
+    # the last layer of each stage, included (as layer ranges read on every page); the plan file's end is one more
+    stages = pd.DataFrame([{"stage": i, "last_layer": s["layers"][1] - 1} for i, s in enumerate(plan["stages"])])
     pools = [p.get("name") or p["gpu"] for p in session.get().cluster["pools"]]
     c1, c2 = st.columns([1, 3])
     with c1:
-        st.markdown("**Stages**: each starts where the last ends")
+        st.markdown("**Stages**: each starts after the last one's last layer")
         st_ed = st.data_editor(stages, key=f"w.whatif.stages.{digest}", hide_index=True, num_rows="fixed",
                                disabled=["stage"], width="stretch",
-                               column_config={"layer_end": st.column_config.NumberColumn(
-                                   "ends before layer", min_value=1, step=1, required=True)})
+                               column_config={"last_layer": st.column_config.NumberColumn(
+                                   "last layer", step=1, required=True,
+                                   help="the stage's last layer, included, counted from 0")})
     with c2:
         st.markdown("**Replicas** of each stage: add or delete rows; empty samples share the rest evenly")
         rep_ed = st.data_editor(
@@ -145,7 +147,8 @@ def _assemble(plan: dict, stages: pd.DataFrame, groups: pd.DataFrame, options: d
     out = {**plan, **options, "stages": []}
     start = 0
     for row in stages.itertuples():
-        end = _int(row.layer_end) or start + 1
+        last = _int(row.last_layer)
+        end = start + 1 if last is None else last + 1
         reps = []
         for g in groups[groups["stage"] == row.stage].itertuples():
             rep = {"pool": g.pool, "tp": _int(g.tp) or 1}
