@@ -95,6 +95,16 @@ class Bounds:
         self._caps: dict = {}
         self._run: dict = {}
 
+    def sharing(self, even: bool) -> "Bounds":
+        """Bounds of the same scorer for `even` splits or not, sharing this one's caches (per stage
+        rates, memory caps, transfers: none depends on the split), so that the baselines and a
+        proof pass do not recompute what the search already has."""
+        if even == self.even:
+            return self
+        other = Bounds(self.scorer, even)
+        other._rates, other._caps, other._run = self._rates, self._caps, self._run
+        return other
+
     def capacity_s(self, family: Family) -> float:
         """The capacity bound of every layout of `family`."""
         s = self.scorer

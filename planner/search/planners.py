@@ -120,10 +120,18 @@ class Planner(Protocol):
     name: str
 
     def consider(self, cluster: Cluster, job: Job, objective: Objective, deadline_hours: float | None,
-                 options: SearchOptions) -> Considered: ...
+                 options: SearchOptions, bounds: Bounds | None = None) -> Considered:
+        """`bounds`: the scorer and bounds of this (cluster, job, options) to reuse (their caches), as
+        the search shares them between its own planner, its proof pass and the baselines."""
 
 
 # ----------------------------------------------------------------------------- shared pieces
+
+def shared_bounds(cluster: Cluster, job: Job, options: SearchOptions) -> Bounds:
+    """A scorer and its bounds for one (cluster, job, options); the planners given the same one
+    share what it caches (pass times, shares, links, memory caps, per stage rates)."""
+    return Bounds(Scorer(cluster, job, options.cost_options))
+
 
 def usable_pools(cluster: Cluster, job: Job) -> tuple[tuple[Pool, ...], dict[str, str]]:
     """The pools that can train the job's precision under its engine, and why the others cannot."""
@@ -247,7 +255,7 @@ def _partial(objective: Objective, options: SearchOptions) -> bool:
 Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], None]
 
 
-def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
+def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
                 scan: Scan, pools: tuple[Pool, ...], time_limit_s: float | None, even: bool = False) -> None:
     """Visit layouts in order of their lower bound (planner.search.bound) and stop at the first
     whose bound cannot beat the `rescore`-th best fast score found so far.
@@ -265,10 +273,11 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
     budget, and the CPU-time `time_limit_s` (Clock), checked per family listed, per pool order bounded
     and per layout scanned. Listing the families may use at most LISTING_SHARE of the loop's time;
     the families not listed are then bounded by `_whole_cluster_key` (every GPU at its best rate)."""
+    scorer = shared.scorer
     c, job, objective, deadline = keeper.c, scorer.job, keeper.objective, keeper.deadline_hours
     clock = Clock(None if time_limit_s is None else time_limit_s * SEARCH_SHARE)
     c.time_limit_s = time_limit_s
-    bounds = Bounds(scorer, even)      # even: the baselines' even layer splits
+    bounds = shared.sharing(even)      # even: the baselines' even layer splits
     unlisted, listed = math.inf, []
     for family in families:
         if clock.expired(share=LISTING_SHARE):
@@ -535,12 +544,12 @@ def _promising(keyed: dict, keeper: _Keeper, layout: Layout, scorer: Scorer) -> 
 class HetplanPlanner:
     name = "hetplan"
 
-    def consider(self, cluster, job, objective, deadline_hours, options, prove_below: float | None = None,
-                 time_limit_s: float | None = None) -> Considered:
+    def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None,
+                 prove_below: float | None = None, time_limit_s: float | None = None) -> Considered:
         """`prove_below`: a proof pass instead: visit everything whose bound is below this fast key
         and keep nothing; every candidate scored goes to `dropped` with its bound, for search's
         verification with the cost model."""
-        scorer = Scorer(cluster, job, options.cost_options)
+        bounds = bounds or shared_bounds(cluster, job, options)
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
@@ -550,7 +559,7 @@ class HetplanPlanner:
         considered.method = self.name
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
                                    engine=job.engine, cp=job.context_parallel)
-        _best_first(scorer, families, keeper, options, _scan_layout, pools,
+        _best_first(bounds, families, keeper, options, _scan_layout, pools,
                     options.time_limit_s if time_limit_s is None else time_limit_s)
         return considered
 
@@ -598,35 +607,35 @@ class MegatronPlanner:
     """(a) The best uniform plan on a single GPU type."""
     name = "megatron"
 
-    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+    def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
         pools, excluded = usable_pools(cluster, job)
         single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,),
                                  engine=job.engine, cp=job.context_parallel)
-        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools)
+        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools, bounds)
 
 
 class UniformPlanner:
     """(b) All GPUs, one tp, layers and samples split evenly as if the GPUs were alike."""
     name = "uniform"
 
-    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+    def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
         pools, excluded = usable_pools(cluster, job)
         everything = tuple(pools)
         every_pool_one_tp = layout_families(everything, job.model, job.global_batch, False,
                                             subset_sizes=(len(everything),), one_tp=True, engine=job.engine,
                                             cp=job.context_parallel)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp,
-                               everything)
+                               everything, bounds)
 
 
 def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
-                    families: Iterable[Family], pools: tuple[Pool, ...]) -> Considered:
+                    families: Iterable[Family], pools: tuple[Pool, ...], bounds: Bounds | None = None) -> Considered:
     """The baselines' plans are pruned by the same bounds (an even split or even shares is one of
     the splits and shares the bounds cover)."""
-    scorer = Scorer(cluster, job, options.cost_options)
     considered = Considered(precision_excluded=excluded)
     keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
-    _best_first(scorer, families, keeper, options, _scan_uniform, pools, options.baseline_time_limit_s, even=True)
+    _best_first(bounds or shared_bounds(cluster, job, options), families, keeper, options, _scan_uniform, pools,
+                options.baseline_time_limit_s, even=True)
     return considered
 
 
@@ -646,13 +655,13 @@ class ExhaustivePlanner:
     """(c) Every candidate of the space scored by planner.cost.evaluate; small clusters only."""
     name = "exhaustive"
 
-    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+    def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
         from planner.cost import evaluate
         from planner.search.objective import estimate_key
         if cluster.num_gpus > options.exhaustive_max_gpus:
             raise InputError("method", f"exhaustive search is for clusters of at most {options.exhaustive_max_gpus} "
                                        f"GPUs; this one has {cluster.num_gpus}")
-        scorer = Scorer(cluster, job, options.cost_options)
+        scorer = (bounds or shared_bounds(cluster, job, options)).scorer
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded, exact=True)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)

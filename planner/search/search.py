@@ -10,7 +10,8 @@ from planner.search.explain import (describe_plan, explain_ranking, idle_reasons
                                     deadline_message)
 from planner.search.objective import (check_objective, estimate_key, estimate_key_of_fast, fast_key_of_estimate,
                                       gain)
-from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions
+from planner.search.bound import Bounds
+from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions, shared_bounds
 from planner.search.score import Candidate
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
@@ -252,7 +253,8 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
         raise InputError("top_k", f"must be a positive whole number, got {top_k!r}")
     start = time.perf_counter()
     clock = Clock(options.time_limit_s)
-    considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options)
+    shared = shared_bounds(cluster, job, options)    # one scorer's caches for the search, its proof and baselines
+    considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options, shared)
     if considered.exact:       # the exhaustive planner is bounded by exhaustive_max_gpus, not by the clock
         clock = None
     if not considered.kept and considered.stopped_by == TIME_LIMIT:
@@ -262,9 +264,9 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock)
     if not ranked:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
-    ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock)
+    ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock, shared)
     search_time = time.perf_counter() - start
-    base, base_notes, base_status = (_baselines(cluster, job, objective, deadline_hours, options) if baselines
+    base, base_notes, base_status = (_baselines(cluster, job, objective, deadline_hours, options, shared) if baselines
                                      else ({}, (), {}))
     ranked, adopted = _adopt_baselines(objective, deadline_hours, ranked, base)
     if adopted:
@@ -289,7 +291,7 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
 
 
 def _verify(cluster, job, objective, deadline_hours, considered: Considered, options, ranked,
-            clock: Clock | None) -> tuple[list, float]:
+            clock: Clock | None, shared: Bounds | None = None) -> tuple[list, float]:
     """Make the answer checkable by the cost model itself. Every setting the search skipped or
     scored without re-scoring has a lower bound that also bounds planner.cost.evaluate
     (planner.search.bound, Candidate.floor_s; tests/test_one_cost_model.py). When what the search
@@ -311,7 +313,7 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
     if (estimate_key_of_fast(objective, job, floor) < best * (1 - 1e-9) and considered.stopped_by is None
             and considered.method == "hetplan" and (clock is None or not clock.expired())):
         left = None if clock is None or clock.limit_s is None else max(1e-3, clock.limit_s - clock.elapsed())
-        proof = PLANNERS["hetplan"].consider(cluster, job, objective, deadline_hours, options,
+        proof = PLANNERS["hetplan"].consider(cluster, job, objective, deadline_hours, options, shared,
                                              prove_below=fast_key_of_estimate(objective, job, best), time_limit_s=left)
         if proof.stopped_by is None:
             floor, dropped, dropped_floor = proof.pruned_floor, proof.dropped, proof.dropped_floor
@@ -464,13 +466,13 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
                  for plan, _ in front)
 
 
-def _baselines(cluster, job, objective, deadline_hours, options):
+def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds | None = None):
     """Each baseline's best plan (None when none fits), and notes on baselines a limit cut short."""
     out: dict[str, ScoredPlan | None] = {}
     notes, status = [], {}
     for name in BASELINES:
         clock = Clock(options.baseline_time_limit_s)
-        considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options)
+        considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options, shared)
         best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock)
         out[name] = (ScoredPlan(best[0], _full(cluster, job, best[0], options), {},
                                 f"{name} baseline: {describe_plan(best[0])}") if best else None)
