@@ -98,6 +98,7 @@ class Considered:
     verified: int = 0                      # scored candidates search re-scored to prove the answer
     proof_pass: bool = False               # search ran a proof pass below the answer's key
     incumbents: list = field(default_factory=list)   # (plan, estimate) of new best candidates, evaluated
+    evaluated: dict = field(default_factory=dict)    # plan -> its planner.cost.evaluate(detail=False) estimate
     method: str = ""                       # the planner that filled this in
 
 
@@ -164,7 +165,7 @@ def precision_for(job: Job, subset: tuple[Pool, ...]) -> Precision:
 
 
 def layout_price(scorer: Scorer, layout: Layout | Family) -> float:
-    return sum(n * scorer.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
+    return scorer.price_per_hour(layout)
 
 
 class _Keeper:
@@ -573,6 +574,7 @@ def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, consi
     def evaluated(cand: Candidate) -> float:
         plan = cand.to_plan(job)
         est = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
+        considered.evaluated[plan] = est
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
             considered.incumbents.append((plan, est))

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, replace
 from planner.cost import evaluate, stage_passes
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
-from planner.search.objective import (check_objective, estimate_key, estimate_key_of_fast, fast_key_of_estimate,
-                                      gain)
+from planner.search.objective import (check_objective, estimate_key, estimate_key_of_fast, fast_key,
+                                      fast_key_of_estimate, gain)
 from planner.search.bound import Bounds
 from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions, shared_bounds
 from planner.search.score import Candidate
@@ -428,13 +428,15 @@ def _rank(cluster, job, objective, deadline_hours, considered: Considered, optio
           clock: Clock | None = None) -> list[tuple[Plan, Estimate]]:
     """Re-score the kept candidates with the cost model; best first, ties by the search's order.
     Past the `clock`'s limit, stops once one plan that fits is scored (by fast score, the best
-    candidates come first); `considered.rescored` says how many were."""
+    candidates come first); `considered.rescored` says how many were. A candidate the search
+    already evaluated as an incumbent (`considered.evaluated`) is not evaluated again."""
     scored = []
     for order, (_, _, cand, _) in enumerate(considered.kept):
         if scored and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
-        plan, est = _evaluate(cluster, job, cand, options)
+        plan = cand.to_plan(job)
+        est = considered.evaluated.get(plan) or _evaluate_plan(cluster, job, plan, options)
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
@@ -448,10 +450,12 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
     """Throughput/cost front over the re-scored plans, the baselines and the search's fast front,
     on the cost model's numbers (the fast front's points only while the `clock` has time)."""
     points = list(ranked)
+    known = {**considered.evaluated, **dict(ranked)}     # the same estimates, not computed again
     for cand in considered.front:
         if clock is not None and clock.expired():
             break
-        plan, est = _evaluate(cluster, job, cand, options)
+        plan = cand.to_plan(job)
+        est = known.get(plan) or _evaluate_plan(cluster, job, plan, options)
         if est.fits:
             points.append((plan, est))
     front = []
@@ -493,8 +497,8 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
         if best is not None and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
-        floor = _estimate_key_at(objective, job, _busiest_compute_s(cluster, job, cand, options) * (1 - 1e-12),
-                                 cand.price_per_hour_usd, deadline_hours)
+        floor = estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
+            cluster, job, cand, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
         if floor >= best_key:
             continue
         plan, est = _evaluate(cluster, job, cand, options)
@@ -503,17 +507,6 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
         if key < best_key:
             best, best_key = (plan, est), key
     return best
-
-
-def _estimate_key_at(objective: Objective, job: Job, iteration_s: float, price_per_hour: float,
-                     deadline_hours: float | None) -> float:
-    """objective.estimate_key of a plan with this iteration time and price."""
-    tokens_per_s = job.tokens_per_iteration / iteration_s
-    if objective == Objective.THROUGHPUT:
-        return 1.0 / tokens_per_s
-    if objective == Objective.DEADLINE and job.tokens_to_train / tokens_per_s > deadline_hours * 3600:
-        return math.inf
-    return price_per_hour / 3600 / tokens_per_s * 1e6
 
 
 def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
