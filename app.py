@@ -34,6 +34,7 @@ pages = st.navigation({
     "Tools": [page("whatif", "What-if", "science", "what-if"),
               page("replan", "Re-plan", "swap_horiz", "re-plan"),
               page("fleet", "Fleet", "groups", "fleet"),
+              page("rl", "RL", "model_training", "rl"),
               page("export", "Export", "download", "export")],
 })
 if st.session_state.get(sidebar.PLAN_REQUEST) and pages.url_path != plan_page.url_path:

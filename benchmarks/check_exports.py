@@ -9,7 +9,8 @@ megatron | tar -x -C DIR`) and, for the best Megatron plan on each example clust
 with `--engine megatron`, exported with `--to megatron`), calls Megatron's `parse_args` on the exported
 MEGATRON_ARGS (plus `--tokenizer-type NullTokenizer --vocab-size V --mock-data`, which the user adds)
 and `validate_args`, with WORLD_SIZE the number of ranks launch.sh starts and the environment launch.sh
-sets (CUDA_DEVICE_MAX_CONNECTIONS).
+sets (CUDA_DEVICE_MAX_CONNECTIONS), then compares the parsed model (RoPE base and scaling, norm epsilon,
+dropout, init std, tied embeddings, the vocabulary as Megatron pads it) with the catalog's.
 
 Stubbed, exactly: `typing.override` (Python 3.12's decorator, as the identity) when running on an older
 Python; `megatron.training.arguments.get_device_arch_version` (a CUDA query) returning 9 (Hopper);
@@ -75,12 +76,39 @@ def check(megatron_src: str, time_limit_s: float) -> int:
         try:
             args = margs.parse_args()
             margs.validate_args(args)
+            wrong = architecture_mismatches(args, model)
+            if wrong:
+                raise ValueError(f"the parsed model differs from the catalog's {model.id}: {'; '.join(wrong)}")
             print(f"{label}: {plan.num_gpus} ranks, {shape}: accepted by parse_args and validate_args "
-                  f"(dp {args.data_parallel_size})")
+                  f"(dp {args.data_parallel_size}); RoPE base {args.rotary_base}, norm eps {args.layernorm_epsilon}, "
+                  f"dropout {args.hidden_dropout}/{args.attention_dropout}, init std {args.init_method_std}, "
+                  f"vocabulary {model.vocab} padded to {padded_vocab(model.vocab, args)}: the catalog's")
         except (AssertionError, ValueError, SystemExit, RuntimeError) as e:
             failures += 1
             print(f"{label}: {plan.num_gpus} ranks, {shape}: REFUSED: {type(e).__name__}: {e}")
     return 1 if failures else 0
+
+
+def padded_vocab(vocab: int, args) -> int:
+    """Megatron's own padding of a tokenizer's vocabulary (megatron/core/tokenizers/utils/build_tokenizer.py)."""
+    from megatron.core.tokenizers.utils.build_tokenizer import vocab_size_with_padding
+    return vocab_size_with_padding(vocab, args, logging_enabled=False)
+
+
+def architecture_mismatches(args, model) -> list[str]:
+    """Each field of the catalog model that the parsed arguments state otherwise."""
+    expected = {"layernorm_epsilon": model.norm_eps, "hidden_dropout": model.hidden_dropout,
+                "attention_dropout": model.attention_dropout, "init_method_std": model.init_std,
+                "untie_embeddings_and_output_weights": not model.tied_embeddings,
+                "use_rope_scaling": model.rope_scaling == "llama3"}
+    if model.position.value == "rope":
+        expected["rotary_base"] = model.rope_theta
+    if model.rope_scaling == "llama3":
+        expected["rope_scaling_factor"] = model.rope_scaling_factor
+    out = [f"{k} {getattr(args, k)!r}, the catalog {v!r}" for k, v in expected.items() if getattr(args, k) != v]
+    if model.vocab % args.tensor_model_parallel_size == 0 and padded_vocab(model.vocab, args) != model.vocab:
+        out.append(f"vocabulary {model.vocab} padded to {padded_vocab(model.vocab, args)}")
+    return out
 
 
 def _cases(catalog, load_cluster_file):

@@ -44,6 +44,8 @@ class RunRow:
     predicted: float
     fits: bool
     estimate: Estimate | None = field(default=None, compare=False, repr=False)   # what predicted came from
+    precision: str = "bf16"   # the plan's precision (Precision value)
+    layer_kind: str = "dense"  # "dense" or "MoE": the model's layers
 
     @property
     def error(self) -> float:
@@ -368,12 +370,12 @@ def predict(row: dict, gpus: dict[str, Gpu], heads_by_hidden: dict[int, int], li
                  megatron_flops_with_recompute(m.layers, m.hidden, m.vocab, plan.seq_len, plan.global_batch))
         predicted = flops / est.iteration_time_s / plan.num_gpus / 1e12
     return RunRow(line, engine_group, plan.engine, label, case_of(row, plan), quantity, measured, predicted, est.fits,
-                  est)
+                  est, plan.precision.value, "MoE" if plan.model.is_moe else "dense")
 
 
 def fp8_rows(gpus: dict[str, Gpu]) -> tuple[list[RunRow], list[Unstated]]:
     """The FP8 runs without context parallelism the cost model can state (planner.numerics: FP8
-    linear-layer GEMMs at the GPU's FP8 peak times the bf16-measured efficiency, the rest 16-bit), and
+    linear-layer GEMMs at the GPU's FP8 peak times its measured FP8 matmul efficiency, the rest 16-bit), and
     the others with the reason: issue 11's first look at FP8, apart from issue 10's 16-bit engine
     groups (the FP8 runs with context parallelism are `context_parallel_rows`)."""
     runs = read_runs()
@@ -394,9 +396,9 @@ def fp8_section(rows: list[RunRow], unstated: list[Unstated]) -> list[str]:
     out = ["", "## FP8 runs (issue 11)", "",
            f"The FP8 rows of `{RUNS_FILE}` without context parallelism: {len(rows)} stated, {len(unstated)} not "
            "(reason below). FP8 is modelled as planner/numerics.py says: the linear layers' GEMMs at the GPU's "
-           "FP8 peak times the efficiency measured for bf16 GEMMs (measured_matmul.csv holds bf16 only: an "
-           "assumption), their inputs cast at memory bandwidth, the rest 16-bit. These rows measure that "
-           "assumption; no constant is fitted to them.", ""]
+           "FP8 peak times the GPU's measured FP8 matmul efficiency (measured_matmul.csv's fp8 rows; the "
+           "500 W H100 keeps h100-sxm's), their inputs cast at memory bandwidth, the rest 16-bit. No constant "
+           "is fitted to them.", ""]
     if rows:
         out += _summary_table("engine", by_key(rows, lambda r: ENGINE_TITLES[r.engine])) + [""]
         out += _rows_table(rows)

@@ -42,10 +42,10 @@ from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
-from planner.network import DEFAULT_LATENCY_S, Link, NetworkGraph, Storage, Switch
-from planner.placement import fits_nodes
-from planner.types import (GIB, PLAN_FORMAT, PRETRAIN, Cluster, InputError, JobKind, Model, Offload, Plan, Pool,
-                           Precision, Recompute, Replica, Schedule, Stage, Training)
+from planner.placement import fits_nodes, tp_fits
+from planner.types import (DEFAULT_LATENCY_S, GIB, PLAN_FORMAT, PRETRAIN, Attention, Cluster, FleetJob, InputError, JobKind, Link,
+                           Model, NetworkGraph, Offload, Plan, Pool, Precision, Recompute, Replica, Schedule, Stage,
+                           Storage, Switch, Training)
 
 GBIT = 1e9 / 8                            # bytes/s in one Gb/s
 SUPPORTED_PLAN_FORMATS = (PLAN_FORMAT,)
@@ -309,7 +309,9 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     sequence_parallel=entry.sequence_parallel, schedule=Schedule(entry.schedule),
                     interleave=entry.interleave, engine=engine.name, tf32=entry.tf32,
                     training=_training(entry.job), offload=Offload(entry.offload),
-                    context_parallel=entry.context_parallel, expert_parallel=entry.expert_parallel)
+                    context_parallel=entry.context_parallel, expert_parallel=entry.expert_parallel,
+                    attention=Attention(entry.attention),
+                    tp_comm_overlap=entry.tp_comm_overlap)
     except InputError as err:
         raise relocated(err, source) from None
     problems = engine.violations(plan)
@@ -360,6 +362,8 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         **({} if plan.offload == Offload.NONE else {"offload": plan.offload.value}),
         **({} if plan.context_parallel == 1 else {"context_parallel": plan.context_parallel}),
         **({} if plan.expert_parallel == 1 else {"expert_parallel": plan.expert_parallel}),
+        **({} if plan.attention == Attention.FLASH else {"attention": plan.attention.value}),
+        **({"tp_comm_overlap": True} if plan.tp_comm_overlap else {}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],
@@ -413,9 +417,8 @@ def load_plan_file(path: str | Path, catalog: Catalog) -> Plan:
 # ----------------------------------------------------------------------------- jobs file (hetplan fleet)
 
 def fleet_jobs_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "jobs") -> tuple:
-    """The jobs of a jobs file as planner.fleet.FleetJob; errors name `source` and the field
-    (e.g. ``jobs[1].global_batch``)."""
-    from planner.fleet import FleetJob
+    """The jobs of a jobs file as planner.types.FleetJob (which planner.fleet sizes); errors name
+    `source` and the field (e.g. ``jobs[1].global_batch``)."""
     entry = _validate(JobsFile, data, source)
     names = [j.name for j in entry.jobs]
     out = []
@@ -464,9 +467,12 @@ def check_plan_against_cluster(plan: Plan, cluster: Cluster) -> None:
             pool = pools.get(r.pool)
             if pool is None:
                 raise InputError(f"{at}.pool", f"unknown pool {r.pool!r}; the cluster has {list(pools)}")
-            if r.tp > pool.gpus_per_node or pool.gpus_per_node % r.tp:
+            if not tp_fits(r.tp, pool):
+                domain = pool.gpu.nvlink_domain_gpus
                 raise InputError(f"{at}.tp", f"tp {r.tp} must divide the {pool.gpus_per_node} GPUs per node "
-                                             f"of pool {pool.name!r} (tensor parallelism stays inside a node)")
+                                             f"of pool {pool.name!r} (tensor parallelism stays inside a node"
+                                             + (f" or fills whole nodes of its {domain}-GPU NVLink domain)"
+                                                if domain > pool.gpus_per_node else ")"))
             if not fits_nodes(plan.replica_gpus(r), pool.gpus_per_node):
                 raise InputError("context_parallel", f"a replica of tp {r.tp} x context_parallel "
                                                      f"{plan.context_parallel} = {plan.replica_gpus(r)} GPUs neither "

@@ -66,7 +66,8 @@ def gpu_from_entry(gpu_id: str, e: GpuEntry) -> Gpu:
                link_kind=e.link, link_bw_bytes_per_s=e.link_gb_s_per_direction * GB, pcie_gen=e.pcie_gen,
                power_w=e.power_w, price_per_hour_usd=e.price_per_gpu_hour, price_date=e.price_date,
                price_source=e.price_source, efficiency=e.efficiency, efficiency_note=e.efficiency_note,
-               source=e.source)
+               fp8_efficiency=e.fp8_efficiency or 0.0, attention_kernels_of=e.attention_kernels_of or "",
+               source=e.source, nvlink_domain_gpus=e.nvlink_domain_gpus or 0)
 
 
 def model_from_entry(model_id: str, e: ModelEntry) -> Model:

@@ -9,7 +9,9 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from planner.types import MAX_CONTEXT_PARALLEL, MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN
+from planner.types import (MAX_CONTEXT_PARALLEL, MAX_EXPERT_PARALLEL, MAX_FLEET_JOBS, MAX_GLOBAL_BATCH,  # noqa: F401
+                            MAX_GPUS_PER_NODE, MAX_GPUS_PER_POOL, MAX_LINKS, MAX_LORA_RANK, MAX_POOLS,
+                            MAX_PORTS_PER_LINK, MAX_SEQ_LEN, MAX_STAGES, MAX_SWITCHES)
 
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")]
 # Every whole number has a ceiling (most fields have their own, far lower, in planner.types):
@@ -59,6 +61,7 @@ class GpuEntry(Strict):
     memory_bw_gb_s: GBs
     link: str                             # nvlink2..nvlink5, pcie, xgmi
     link_gb_s_per_direction: GBs
+    nvlink_domain_gpus: Optional[Annotated[int, Field(gt=0, le=576)]] = None   # NVLink fabric across nodes (NVL72)
     pcie_gen: Annotated[int, Field(ge=1, le=7)]
     power_w: Annotated[float, Field(gt=0, le=MAX_POWER_W)]
     price_per_gpu_hour: Price             # USD
@@ -66,6 +69,11 @@ class GpuEntry(Strict):
     price_source: str = ""
     efficiency: Annotated[float, Field(ge=MIN_EFFICIENCY, le=1)] = 0.6
     efficiency_note: str = ""
+    fp8_efficiency: Optional[Annotated[float, Field(ge=MIN_EFFICIENCY, le=1)]] = None   # measured FP8 matmul / FP8 peak
+    fp8_efficiency_note: str = ""
+    # the GPU whose measured attention kernel rates (reference attention_kernels.csv) apply; absent: none measured
+    attention_kernels_of: Optional[Literal["a100-80gb-sxm", "h100-sxm"]] = None
+    attention_note: str = ""
     source: str = ""
 
 
@@ -110,6 +118,13 @@ class ModelEntry(Strict):
     kv_lora_rank: NonNegativeInt = 0
     qk_rope_head_dim: NonNegativeInt = 0
     v_head_dim: NonNegativeInt = 0
+    rope_theta: Annotated[float, Field(ge=1, le=1e12)] = 10000.0
+    rope_scaling: Optional[Literal["llama3", "yarn"]] = None
+    rope_scaling_factor: Annotated[float, Field(ge=1, le=1e6)] = 1.0
+    norm_eps: Annotated[float, Field(ge=1e-12, le=1)] = 1e-5
+    attention_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    hidden_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    init_std: Annotated[float, Field(ge=1e-6, le=10)] = 0.02
 
 
 class InlineModelEntry(ModelEntry):
@@ -138,9 +153,6 @@ class NetworksFile(Strict):
 
 # ----------------------------------------------------------------------------- cluster file
 
-MAX_POOLS = 64
-MAX_GPUS_PER_NODE = 64
-MAX_GPUS_PER_POOL = 100_000
 DEFAULT_INTER_NODE_GBPS = 100.0          # used when a single-node pool does not say (100 GbE / RoCE)
 
 
@@ -157,8 +169,6 @@ class PoolEntry(Strict):
     availability: Optional[Annotated[float, Field(gt=0, le=1)]] = None   # spot: share of time its GPUs are held
 
 
-MAX_SWITCHES = 1024
-MAX_LINKS = 16_384
 NetworkKind = Literal["infiniband", "roce", "ethernet"]
 
 
@@ -176,7 +186,7 @@ class LinkEntry(Strict):
     to: str
     gbps: Optional[Gbps] = None
     nic: Optional[str] = None             # an inter-node id of `hetplan catalog networks`
-    count: Annotated[int, Field(gt=0, le=64)] = 1
+    count: Annotated[int, Field(gt=0, le=MAX_PORTS_PER_LINK)] = 1
     latency_us: Optional[Annotated[float, Field(ge=0, le=MAX_LATENCY_US, allow_inf_nan=False)]] = None
     kind: Optional[NetworkKind] = None    # default: the nic's, else the switch's
 
@@ -247,19 +257,20 @@ class PlanEntry(Strict):
     zero_stage: ZeroStage = 0
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False
+    tp_comm_overlap: bool = False         # tp collectives pipelined with the GEMMs (engines that offer it)
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     interleave: PositiveInt = 1
     engine: Optional[str] = None          # planner.engines; absent: hetplan's runtime (the format's first meaning)
     job: Optional[JobEntry] = None        # absent: pretraining
     offload: Literal["none", "optimizer", "optimizer+params"] = "none"
     context_parallel: Annotated[int, Field(gt=0, le=MAX_CONTEXT_PARALLEL)] = 1
-    expert_parallel: Annotated[int, Field(gt=0, le=100_000)] = 1
-    stages: Annotated[list[StageEntry], Field(min_length=1, max_length=100_000)]
+    expert_parallel: Annotated[int, Field(gt=0, le=MAX_EXPERT_PARALLEL)] = 1
+    attention: Literal["flash", "unfused"] = "flash"   # unfused: no FlashAttention (s^2 scores computed and kept)
+    stages: Annotated[list[StageEntry], Field(min_length=1, max_length=MAX_STAGES)]
 
 
 # ----------------------------------------------------------------------------- jobs file (hetplan fleet)
 
-MAX_FLEET_JOBS = 100
 MAX_DEADLINE_HOURS = 1e6                  # over a century: longer is a typo
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from planner.compute import stage_pass_times
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN, PRETRAIN, Gpu,
-                           InputError, JobKind, Model, Recompute, Training)
+                           InputError, JobKind, MlpKind, Model, NormKind, PositionKind, Recompute, Training)
 
 MIN_EFFICIENCY = 0.01          # the catalog schema's lower bound
 
@@ -218,7 +218,6 @@ def _model_of(value) -> Model:
     """A model written into the measurement file (as `hetplan run-local` does for its small model)."""
     fields = {k: v for k, v in dict(value).items() if k in Model.__dataclass_fields__}
     fields.setdefault("name", fields.get("id", "measured"))
-    from planner.types import MlpKind, NormKind, PositionKind
     for key, enum in (("mlp", MlpKind), ("norm", NormKind), ("position", PositionKind)):
         if key in fields:
             # the runner writes "none" for a model without position parameters, as ALiBi has

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 
 from planner.comm import INTRA_NODE_LATENCY_S, all_reduce_s
 from planner.experts import expert_load
-from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token,
+from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token, layer_params,
                            layer_matmul_flops_per_token)
 from planner.numerics import FP8_CAST_BYTES, linear_peak_flops, numerics, other_peak_flops
 from planner.training import (DEQUANT_BYTES_PER_PARAM, adapter_params_per_layer, backward_projection_factor)
-from planner.types import PRETRAIN, Gpu, JobKind, MlpKind, Model, NormKind, PositionKind, Precision, Recompute, Training
+from planner.types import (PRETRAIN, Gpu, JobKind, Kernels, MlpKind, Model, NormKind, PositionKind, Precision,
+                           Recompute, SelectiveKind, Training)
 
 ACT_BYTES = 2  # 16-bit activations (planner.numerics: 4 in fp32), the least of any precision
 
@@ -35,19 +35,83 @@ def gemm_half_dim(gpu: Gpu) -> float:
     return gpu.peak_flops / gpu.mem_bw_bytes_per_s
 
 
-# The catalog's `efficiency` is each GPU's best measured large-GEMM rate (stas00/ml-engineering,
-# "maximum achievable matmul FLOPS"). The GEMMs of a training step (mixed shapes, transposed
-# operands in the backward pass, bias/activation epilogues) run a little below that ceiling.
-# One global factor for every GPU and row: 0.948, the value at which the A100 rows of both
-# validation data sets (Narayanan 2021 Table 1, Korthikanti 2022 Table 5; 18 rows) have the
-# smallest mean error (docs/validation.md; 0.944 with the roll-off's former fixed n0 = 128);
-# it puts A100 training GEMMs at 82% of peak.
-TRAINING_GEMM_DERATE = 0.948
+# The catalog's `efficiency` is each GPU's best measured large-GEMM rate over its peak (stas00/ml-engineering,
+# "maximum achievable matmul FLOPS", measured_matmul.csv), `fp8_efficiency` the same for FP8 GEMMs; the
+# roll-off above is the only further loss (no global factor: the former 0.948 was chosen for the A100 rows).
+# A GPU with FP8 tensor cores but no FP8 row takes its bf16 efficiency times the median FP8/bf16 ratio of the
+# eight parts measured in both (Gaudi 2 0.986, GH200 0.926, Gaudi 3 1.038, B200 0.983, B300 0.948, H200 0.914
+# against the H100 row the source says it shares, GB200 0.992, H100 0.883): 0.966. TF32 and plain fp32
+# GEMMs are not measured: they take the bf16 efficiency (an assumption, said in the plan's notes).
+UNMEASURED_FP8_OVER_BF16 = 0.966
 
-# Attention batched matmuls (Q K^T, scores V) run per head on head_dim-wide operands and reach
-# about half the rate of the projection GEMMs (Dao et al. 2022, FlashAttention, figure 1 and
+# Attention batched matmuls (Q K^T, scores V) without a fused kernel run per head on head_dim-wide operands
+# and reach about half the rate of the projection GEMMs (Dao et al. 2022, FlashAttention, figure 1 and
 # table 1: standard attention at 30-50% of A100 peak).
 ATTENTION_MATMUL_SLOWDOWN = 2.0
+
+# FlashAttention-2 forward + backward, causal, TFLOP/s counted as its benchmark counts them
+# (Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py `flops`: 4 s^2 a d b per forward, halved
+# for the causal mask, the backward 2.5x the forward), by head dim and sequence length 512, 1k, 2k, 4k, 8k,
+# 16k: reference attention_kernels.csv (flash-attention@0251105a README charts, hidden 2048, 16k tokens a
+# batch), with the GPU's best measured bf16 matmul TFLOP/s (measured_matmul.csv) each is a fraction of.
+ATTENTION_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
+FLASH_ATTENTION_2 = {
+    "a100-80gb-sxm": (271.2, {64: (88, 119, 140, 156, 165, 171), 128: (99, 133, 155, 173, 182, 189)}),
+    "h100-sxm": (794.5, {64: (141, 192, 232, 257, 273, 284), 128: (163, 221, 265, 294, 308, 328)}),
+}
+# A GPU without a measured attention kernel (catalog attention_kernels_of absent) takes A100's fractions.
+UNMEASURED_ATTENTION_GPU = "a100-80gb-sxm"
+# FlashAttention's backward does 2.5x its forward's FLOPs (it recomputes the scores; benchmark `flops`);
+# unfused attention's backward twice the forward, as every other matmul.
+FLASH_BACKWARD_OVER_FORWARD = 2.5
+
+
+def _interpolate(xs: tuple, ys: tuple, x: float) -> float:
+    """Piecewise linear in x, held at the ends."""
+    if x <= xs[0]:
+        return ys[0]
+    for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return ys[-1]
+
+
+def flash_attention_flops_per_s(gpu: Gpu, seq_len: float, head_dim: int) -> float:
+    """The rate of causal FlashAttention-2 forward + backward on `gpu`, in its benchmark's FLOPs: the
+    measured rate of the GPU named by gpu.attention_kernels_of (UNMEASURED_ATTENTION_GPU when none) as a
+    fraction of that GPU's measured matmul rate, times this GPU's measured matmul rate; sequence length
+    interpolated on log2, head dim linearly between 64 and 128 (held outside)."""
+    matmul_tflops, by_head_dim = FLASH_ATTENTION_2.get(gpu.attention_kernels_of, FLASH_ATTENTION_2[UNMEASURED_ATTENTION_GPU])
+    x = math.log2(max(seq_len, 1.0))
+    rate = {d: _interpolate(tuple(math.log2(n) for n in ATTENTION_SEQ_LENS), rates, x) for d, rates in by_head_dim.items()}
+    tflops = _interpolate((64, 128), (rate[64], rate[128]), head_dim)
+    return tflops / matmul_tflops * gpu.efficiency * gpu.peak_flops
+
+
+def speed_notes(gpus: list[Gpu], precision: Precision, tf32: bool, flash_attention: bool) -> tuple[str, ...]:
+    """What of the plan's GPU speeds no measurement backs, one note per GPU (and one for TF32)."""
+    notes = []
+    for gpu in gpus:
+        missing = []
+        if gpu.efficiency_note.startswith("estimate"):
+            missing.append(f"its matmul rate (efficiency {gpu.efficiency:.2f} is an estimate)")
+        if precision == Precision.FP8 and not gpu.fp8_efficiency:
+            missing.append(f"its FP8 matmul rate (bf16's x {UNMEASURED_FP8_OVER_BF16})")
+        if flash_attention and gpu.attention_kernels_of != gpu.id:
+            stand_in = gpu.attention_kernels_of or UNMEASURED_ATTENTION_GPU
+            missing.append(f"its attention kernels ({stand_in}'s FlashAttention-2 rates stand in)")
+        if missing:
+            notes.append(f"{gpu.id}: no measurement of " + ", ".join(missing))
+    if precision == Precision.FP32:
+        notes.append("fp32 matmuls " + ("on TF32 tensor cores" if tf32 else "at the plain fp32 rate")
+                     + " (the plan's tf32 or the engine's default) at the bf16-measured efficiency: "
+                       "no TF32 or fp32 matmul rate is measured")
+    return tuple(notes)
+
+
+def attention_backward_over_forward(flash_attention: bool) -> float:
+    return FLASH_BACKWARD_OVER_FORWARD if flash_attention else 2.0
+
 
 # Element-wise kernels stream at about 80% of HBM bandwidth (STREAM-like copy benchmarks on
 # A100/H100 reach 1.3-1.6 TB/s of 1.55-2.0, and 2.6-3.0 of 3.35 TB/s).
@@ -59,18 +123,6 @@ MEM_BW_EFFICIENCY = 0.8
 ELEMENTWISE_PASSES_HIDDEN = 14
 # Passes over an s*b*f tensor: activation function (read + write: 2; gated: read two, write one: 3)
 ELEMENTWISE_PASSES_FFN = {MlpKind.GELU: 2, MlpKind.RELU: 2, MlpKind.SWIGLU: 3}
-
-
-class Kernels(str, Enum):
-    """How an engine runs a layer's element-wise ops (planner.engines.base.Execution.kernels),
-    cheapest first."""
-    FUSED = "fused"                  # fused kernels: Megatron-LM's, or torch.compile's Inductor
-    EAGER = "eager"                  # eager PyTorch: one kernel per op, the norm one fused kernel
-    EAGER_UNFUSED_NORM = "eager-unfused-norm"   # eager, and RMSNorm as its composite ops too
-
-    @property
-    def cost_rank(self) -> int:
-        return list(Kernels).index(self)
 
 
 # Eager PyTorch, counted from torchtitan's Llama (torchtitan/models/llama3/model/model.py @v0.2.2;
@@ -109,14 +161,6 @@ def elementwise_elements_per_token(model: Model, kernels: Kernels = Kernels.FUSE
     return hidden, EAGER_FFN_PASSES[model.mlp] * f
 
 
-class SelectiveKind(str, Enum):
-    """What an engine's selective recomputation reruns (Execution.selective_recompute)."""
-    ATTENTION_CORE = "attention-core"   # Megatron-LM --recompute-granularity selective: the attention
-    #                                     core only (Korthikanti et al. 2022, section 4.2)
-    OP_SAC = "op-sac"                   # torchtitan selective_ac_option "op": every op but every other
-    #                                     matmul, SDPA and the tp reduce-scatters is recomputed
-
-
 def layer_matmul_flops_in_order(model: Model) -> list[float]:
     """Forward FLOPs per token of a layer's matmuls in the order torchtitan's Llama runs them
     (wq, wk, wv, wo; w1, w3, w2 or w1, w2); they sum to flops.layer_matmul_flops_per_token but
@@ -149,14 +193,21 @@ class PassTimes:
     cp_comm_s: float = 0.0    # per micro-batch, the context-parallel ring's exposed part, included above
 
 
-def gemm_efficiency(gpu: Gpu, smallest_dim: float) -> float:
-    return gpu.efficiency * TRAINING_GEMM_DERATE * smallest_dim / (smallest_dim + gemm_half_dim(gpu))
+def matmul_efficiency(gpu: Gpu, fp8: bool = False) -> float:
+    """The GPU's best measured matmul rate over its peak, for FP8 GEMMs or the others."""
+    if not fp8:
+        return gpu.efficiency
+    return gpu.fp8_efficiency or gpu.efficiency * UNMEASURED_FP8_OVER_BF16
 
 
-def _matmul_s(flops: float, gpu: Gpu, smallest_dim: float, peak_flops: float | None = None) -> float:
-    """At `peak_flops` (default: the 16-bit peak) times the GPU's measured matmul efficiency, the
-    same fraction for every precision (measured_matmul.csv measures bf16 only: an assumption)."""
-    return flops / ((gpu.peak_flops if peak_flops is None else peak_flops) * gemm_efficiency(gpu, smallest_dim))
+def gemm_efficiency(gpu: Gpu, smallest_dim: float, fp8: bool = False) -> float:
+    return matmul_efficiency(gpu, fp8) * smallest_dim / (smallest_dim + gemm_half_dim(gpu))
+
+
+def _matmul_s(flops: float, gpu: Gpu, smallest_dim: float, peak_flops: float | None = None, fp8: bool = False) -> float:
+    """At `peak_flops` (default: the 16-bit peak) times the GPU's measured matmul efficiency for FP8
+    GEMMs (`fp8`) or for the others (matmul_efficiency)."""
+    return flops / ((gpu.peak_flops if peak_flops is None else peak_flops) * gemm_efficiency(gpu, smallest_dim, fp8))
 
 
 def _memory_s(num_bytes: float, gpu: Gpu) -> float:
@@ -177,16 +228,20 @@ def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, 
     s, b, t = seq_len, micro_batch, tp
     tokens = s * b / cp
     act_bytes = numerics(precision).act_bytes
-    projections = _projections_s(model, gpu, tokens, t, linear_peak_flops(gpu, precision, tf32), expert_parallel)
+    projections = _projections_s(model, gpu, tokens, t, linear_peak_flops(gpu, precision, tf32), expert_parallel,
+                                 precision == Precision.FP8)
     attention_flops = tokens * layer_attention_flops_per_token(model, s) / t
-    attention = ATTENTION_MATMUL_SLOWDOWN * _matmul_s(attention_flops, gpu, min(s, model.head_dim * 8),
-                                                      other_peak_flops(gpu, precision, tf32))
     hidden_elements, ffn_elements = elementwise_elements_per_token(model, kernels)
     hidden_passes = hidden_elements * tokens / (t if sequence_parallel else 1)
     ffn_passes = ffn_elements * tokens / t
     if flash_attention:
-        attention /= ATTENTION_MATMUL_SLOWDOWN  # fused kernel runs near GEMM rate (Dao 2023, FA-2)
+        # the measured kernel rate counts the causal half of the score work (flash_attention_flops_per_s);
+        # fp32 jobs at the fp32 (or TF32) peak's share of the 16-bit one
+        scale = other_peak_flops(gpu, precision, tf32) / gpu.peak_flops
+        attention = attention_flops / 2 / (flash_attention_flops_per_s(gpu, s, model.head_dim) * scale)
     else:
+        attention = ATTENTION_MATMUL_SLOWDOWN * _matmul_s(attention_flops, gpu, min(s, model.head_dim * 8),
+                                                          other_peak_flops(gpu, precision, tf32))
         score_passes = ELEMENTWISE_PASSES_SCORES * model.heads * s * s * b / t / cp
         attention += _memory_s(act_bytes * score_passes, gpu)
     elementwise = _memory_s(act_bytes * (hidden_passes + ffn_passes), gpu)
@@ -195,7 +250,8 @@ def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, 
     return projections, attention, elementwise
 
 
-def _projections_s(model: Model, gpu: Gpu, tokens: float, tp: int, peak_flops: float, expert_parallel: int) -> float:
+def _projections_s(model: Model, gpu: Gpu, tokens: float, tp: int, peak_flops: float, expert_parallel: int,
+                   fp8: bool = False) -> float:
     """The layer's projection GEMMs. A mixture-of-experts layer's routed experts each multiply only
     the tokens routed to them, tokens x top_k / experts rows on average, or ep times that under
     expert parallelism (each GPU's experts take the tokens of ep replicas): fine-grained experts run
@@ -204,11 +260,11 @@ def _projections_s(model: Model, gpu: Gpu, tokens: float, tp: int, peak_flops: f
     t, h = tp, model.hidden
     flops = tokens * layer_matmul_flops_per_token(model) / t
     share = expert_matmul_share(model)
-    dense = _matmul_s(flops * (1 - share), gpu, min(tokens, h / t, model.ffn / t), peak_flops)
+    dense = _matmul_s(flops * (1 - share), gpu, min(tokens, h / t, model.ffn / t), peak_flops, fp8)
     if not share:
         return dense
     rows = tokens * model.top_k / model.experts * expert_parallel
-    experts = _matmul_s(flops * share, gpu, min(rows, h / t, (model.moe_ffn or model.ffn) / t), peak_flops)
+    experts = _matmul_s(flops * share, gpu, min(rows, h / t, (model.moe_ffn or model.ffn) / t), peak_flops, fp8)
     return dense + experts * expert_load(expert_parallel)
 
 
@@ -230,7 +286,6 @@ def adapter_pass_s(model: Model, gpu: Gpu, tokens: float, tp: int, training: Tra
     adapters = 2 * tokens * adapter_params_per_layer(model, training.lora_rank, active_only=True) / tp
     seconds = _matmul_s(adapters, gpu, min(tokens, training.lora_rank), other_peak_flops(gpu, precision, tf32))
     if training.kind == JobKind.QLORA:
-        from planner.flops import layer_params
         seconds += _memory_s(DEQUANT_BYTES_PER_PARAM * layer_params(model, active_only=True) / tp, gpu)
     return seconds
 
@@ -267,7 +322,8 @@ def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, se
     ring_fwd, ring_bwd = context_ring_s(model, seq_len, micro_batch, tp, cp, cp_bw, attn, precision)
     backward_proj = backward_projection_factor(training)
     layer_fwd = proj + attn + elem + extra + layer_overhead_s
-    layer_bwd = backward_proj * proj + 2 * (attn + elem + extra) + layer_overhead_s
+    layer_bwd = (backward_proj * proj + attention_backward_over_forward(flash_attention) * attn
+                 + 2 * (elem + extra) + layer_overhead_s)
     tp_fwd, tp_bwd = 2 * collective, 2 * collective
     if recompute == Recompute.FULL:
         layer_bwd += layer_fwd

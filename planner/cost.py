@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from planner.compute import PassTimes, stage_pass_times
+from planner.compute import PassTimes, speed_notes, stage_pass_times
 from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
@@ -24,13 +24,19 @@ from planner.schedule import simulate
 from planner.spot import spot_figures
 from planner.offload import HOST_ADAM_BYTES_PER_S_PER_NODE
 from planner.training import adapter_params
-from planner.types import GIB, Cluster, Estimate, Offload, Plan, Pool, ReplicaEstimate, Stage, TimeTerm
+from planner.types import GIB, Attention, Cluster, Estimate, Offload, Plan, Pool, ReplicaEstimate, Stage, TimeTerm
 
 
 @dataclass(frozen=True)
 class CostOptions:
     flash_attention: bool = True     # FlashAttention kernels (Dao et al. 2022); False for 2021-22 Megatron runs
     overlap_grad_reduce: bool = True  # gradient reduction overlapped with the last backward pass
+
+
+def flash_attention(plan: Plan, options: CostOptions) -> bool:
+    """Whether the plan's attention core is a fused FlashAttention kernel: the plan's `attention`, unless
+    the options turn it off for every plan (the 2021-22 Megatron validation runs)."""
+    return options.flash_attention and plan.attention == Attention.FLASH
 
 
 def plan_links(cluster: Cluster, plan: Plan) -> Links:
@@ -43,9 +49,9 @@ def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOpt
     """One micro-batch's passes through `stage` on a replica of `tp` GPUs (x the plan's context
     parallelism) of this pool, as the plan's engine executes them (planner.compute.stage_pass_times
     with the engine's execution values)."""
-    run, gpu, cp = engine_profile(plan.engine).execution, pool.gpu, plan.context_parallel
+    run, gpu, cp = engine_profile(plan.engine).execution_for(plan), pool.gpu, plan.context_parallel
     return stage_pass_times(plan.model, gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
-                            plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, options.flash_attention,
+                            plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, flash_attention(plan, options),
                             gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
                             run.kernels, run.selective_recompute, plan.training, cp, context_ring_bw(pool, tp, cp),
                             plan.expert_parallel, run.tp_comm_overlap)
@@ -57,7 +63,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     waiting into bubble and exposed transfers: the breakdown then counts both as bubble, and
     every other figure is identical. The search ranks with it and reports full estimates."""
     links = plan_links(cluster, plan)
-    run = engine_profile(plan.engine).execution     # how the plan's engine executes it
+    run = engine_profile(plan.engine).execution_for(plan)     # how the plan's engine executes it
     grad_bytes = run.grad_reduce_bytes(plan.precision)
     states = plan_states(plan)                  # bytes per parameter of the job kind and offload
     wire = states.weight_comm_bytes             # bytes per weight element ZeRO-3 gathers
@@ -103,7 +109,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             zero_exposed[(i, r)] = (f_exp + b_exp) * own
             if (rep.pool, rep.tp, rep.samples) not in memories:      # memory depends on these alone
                 memories[(rep.pool, rep.tp, rep.samples)] = replica_memory(plan, i, r, pool.gpu.mem_bytes,
-                                                                           options.flash_attention, run.framework_bytes,
+                                                                           flash_attention(plan, options), run.framework_bytes,
                                                                            run.selective_recompute,
                                                                            pool.host_mem_per_gpu_bytes)
             memory = memories[(rep.pool, rep.tp, rep.samples)]
@@ -184,6 +190,8 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     notes = _moe_notes(plan)
     notes += engine_profile(plan.engine).execution.notes_for(plan.recompute, plan.zero_stage)
     notes += job_notes(plan)
+    notes += speed_notes([cluster.pool(name).gpu for name in used], plan.precision,
+                         engine_profile(plan.engine).execution.tf32(plan.tf32), flash_attention(plan, options))
     power = power_w(cluster, plan)
     energy = dict(power_w=power, energy_per_million_tokens_kwh=energy_per_million_tokens_kwh(power, iteration, tokens),
                   train_energy_kwh=None if train_time is None else power * train_time / J_PER_KWH,

@@ -30,9 +30,13 @@ processes, each with its own clock); a limit does make plans depend on the CPU's
 """
 from __future__ import annotations
 
+import ctypes
 import enum
 import math
 import multiprocessing
+import os
+import signal
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -42,8 +46,9 @@ from typing import Iterator
 import pulp
 
 from planner.cost import evaluate
+from planner.engines import REAL, get as engine_profile
 from planner.search import SearchOptions, search
-from planner.types import Cluster, Estimate, InputError, Job, Model, Objective, Plan
+from planner.types import Cluster, Estimate, FleetJob, InputError, Job, Objective, Plan
 
 TIE_SLACK = 1e-6                # an earlier objective may lose this share of its optimum to a later one
 PARALLEL_AFTER_S = 2.0          # CPU seconds of searches in this process before more run in worker processes
@@ -58,27 +63,6 @@ class Policy(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class FleetJob:
-    name: str
-    model: Model
-    global_batch: int
-    seq_len: int
-    tokens: float | None = None           # tokens to train; needed for time and dollars to finish
-    deadline_hours: float | None = None   # min-cost: finish within this
-    weight: float = 1.0
-
-    def __post_init__(self):
-        self.job()                        # Job validates batch, sequence length and tokens
-        if not (isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and self.weight > 0):
-            raise InputError("weight", f"must be a positive number, got {self.weight!r}")
-        if self.deadline_hours is not None and not (math.isfinite(self.deadline_hours) and self.deadline_hours > 0):
-            raise InputError("deadline_hours", f"must be a positive number of hours, got {self.deadline_hours!r}")
-
-    def job(self) -> Job:
-        return Job(self.model, self.global_batch, self.seq_len, tokens_to_train=self.tokens)
-
-
-@dataclass(frozen=True)
 class FleetOptions:
     max_pools_per_job: int = 2
     max_halvings: int = 3                  # node counts: all, 1/2, 1/4, 1/8 of a pool; parts of a node: g/2 ... g/8
@@ -86,8 +70,13 @@ class FleetOptions:
     search_time_limit_s: float | None = 1.0   # CPU seconds of hetplan's search per candidate; None: complete
     solve_time_limit_s: float = 30.0       # CBC, per stage of the program
     workers: int = 1                       # processes that plan candidates; the plans do not depend on it
+    engines: tuple[str, ...] = REAL        # each candidate planned for the best of these engines (one: that one)
 
     def __post_init__(self):
+        if not (isinstance(self.engines, tuple) and self.engines):
+            raise InputError("engines", f"must name at least one engine, got {self.engines!r}")
+        for name in self.engines:
+            engine_profile(name, "engines")
         for name in ("max_pools_per_job", "max_candidates", "workers"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
@@ -252,12 +241,14 @@ def sub_cluster(cluster: Cluster, shares: tuple[Share, ...]) -> Cluster:
     return replace(cluster, pools=pools)
 
 
-def plan_on(key: tuple[Cluster, Job, float | None]) -> Plan | str:
-    """The best-throughput plan of hetplan's search on (sub-cluster, job, CPU seconds), or why there is none."""
-    sub, job, limit = key
+def plan_on(key: tuple[Cluster, Job, float | None, tuple[str, ...]]) -> Plan | str:
+    """The best-throughput plan of hetplan's search on (sub-cluster, job, CPU seconds, engines), or why
+    there is none: for the best of the engines, each with its share of the CPU seconds (planner.search)."""
+    sub, job, limit, engines = key
     try:
-        result = search(sub, job, Objective.THROUGHPUT, top_k=1, baselines=False,
-                        options=SearchOptions(time_limit_s=limit, baseline_time_limit_s=None))
+        result = search(sub, replace(job, engine=engines[0]), Objective.THROUGHPUT, top_k=1, baselines=False,
+                        options=SearchOptions(time_limit_s=limit, baseline_time_limit_s=None),
+                        engines=engines if len(engines) > 1 else None)
     except InputError as e:
         return e.message
     return result.plans[0].plan
@@ -265,7 +256,40 @@ def plan_on(key: tuple[Cluster, Job, float | None]) -> Plan | str:
 
 def _search_key(cluster: Cluster, job: FleetJob, shares: tuple[Share, ...], options: FleetOptions) -> tuple:
     """What a search depends on: not the job's name, tokens, deadline or weight."""
-    return sub_cluster(cluster, shares), Job(job.model, job.global_batch, job.seq_len), options.search_time_limit_s
+    return (sub_cluster(cluster, shares), Job(job.model, job.global_batch, job.seq_len), options.search_time_limit_s,
+            options.engines)
+
+
+PR_SET_PDEATHSIG = 1            # linux/prctl.h: the signal a process gets when its parent thread ends
+
+
+def end_with_parent(parent_pid: int) -> None:
+    """A worker process's initializer: it ends when its parent does, however the parent ends (a
+    signal, SIGKILL included, or a crash): on Linux, prctl(PR_SET_PDEATHSIG, SIGTERM) (man 2 prctl);
+    and if the parent is already gone, now. SIGINT is left to the parent (a Ctrl-C reaches the whole
+    process group), which ends its workers itself. multiprocessing's resource tracker ends once every
+    process holding its pipe has (Python 3.11 multiprocessing/resource_tracker.py: it reads until EOF)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """Spawned worker processes that end with this one (end_with_parent)."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=end_with_parent, initargs=(os.getpid(),))
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """End a pool's workers now, mid-task: queued tasks cancelled, running ones killed. Python 3.11's
+    executor has no public call for the second (3.14 adds terminate_workers), so its process table
+    is read."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 class _Searches:
@@ -282,7 +306,7 @@ class _Searches:
         for i, key in enumerate(keys):
             if (self.pool is None and self.workers > 1 and self.spent_s >= PARALLEL_AFTER_S
                     and len(keys) - i >= 2 * self.workers):
-                self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+                self.pool = worker_pool(self.workers)
             if self.pool is not None:
                 return out + list(self.pool.map(plan_on, keys[i:]))
             start = time.process_time()
@@ -290,9 +314,11 @@ class _Searches:
             self.spent_s += time.process_time() - start
         return out
 
-    def close(self) -> None:
+    def close(self, stop: bool = False) -> None:
+        """Wait for the workers to finish, or with `stop` (an exception or a signal is on its way
+        out) end them now."""
         if self.pool is not None:
-            self.pool.shutdown()
+            stop_pool(self.pool) if stop else self.pool.shutdown()
 
 
 def _candidate(cluster: Cluster, job: FleetJob, shares: tuple[Share, ...], plan: Plan) -> Candidate:
@@ -326,6 +352,9 @@ def fleet_candidates(cluster: Cluster, jobs: tuple[FleetJob, ...], options: Flee
                     cache[key, jobs[j].tokens] = _candidate(cluster, jobs[j], shares, cache[key])
                 found[j].append(cache[key, jobs[j].tokens])
         return found, why, searches
+    except BaseException:
+        runner.close(stop=True)
+        raise
     finally:
         runner.close()
 

@@ -5,7 +5,7 @@ g = kv_heads * head_dim (the key/value width, < h under grouped-query attention)
 """
 from __future__ import annotations
 
-from planner.types import MlpKind, Model, NormKind, PositionKind
+from planner.types import MlpKind, Model, NormKind, PositionKind, Training
 
 
 def _norm_params(model: Model) -> int:
@@ -173,10 +173,15 @@ def head_forward_flops(model: Model, tokens: float) -> float:
     return tokens * 2 * model.hidden * model.vocab
 
 
+def model_flops_factor(training: Training) -> float:
+    """Model FLOPs per iteration in forwards: 3 (forward, backward twice the forward), or 2 for
+    adapter jobs (forward and the input gradients; the adapters' own work is negligible)."""
+    return 2.0 if training.adapters else 3.0
+
+
 def model_flops_per_iteration(model: Model, seq_len: int, global_batch: int, training=None) -> float:
     """Model FLOPs (no recomputation): 3× the forward pass, backward being twice the forward; for
-    adapter jobs 2x (planner.training.model_flops_factor: no weight gradients for the frozen base)."""
-    from planner.training import model_flops_factor
+    adapter jobs 2x (model_flops_factor: no weight gradients for the frozen base)."""
     tokens = global_batch * seq_len
     forward = model.layers * layer_forward_flops(model, seq_len, tokens) + head_forward_flops(model, tokens)
     return (3 if training is None else model_flops_factor(training)) * forward

@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import math
 
-from planner.compute import SelectiveKind
+from planner.engines import get as engine_profile
+from planner.engines.base import FRAMEWORK_OVERHEAD_BYTES
 from planner.flops import param_shards, stage_params
 from planner.schedule import in_flight_micro_batches as schedule_in_flight
 from planner.numerics import numerics
 from planner.training import ModelStates, model_states
-from planner.types import GIB, MemoryBreakdown, MlpKind, Model, Plan, Precision, Recompute, Stage
+from planner.types import MemoryBreakdown, MlpKind, Model, Plan, Precision, Recompute, SelectiveKind, Stage
 
 WEIGHT_BYTES = 2
 MAIN_GRAD_BYTES = 4
 OPTIMIZER_BYTES = 12
-# CUDA context, NCCL buffers and allocator fragmentation: about 1-2 GiB in practice (PyTorch
-# CUDA context alone is ~0.5 GiB; NCCL reserves buffers per communicator). Assumed, not measured.
-# The smallest of any engine's (planner.engines: each profile's framework_bytes is at least this),
-# which the search's memory bounds use.
-FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 
 
 def state_bytes_per_param(zero_stage: int, replicas: int,
@@ -54,7 +50,6 @@ def _states(states: ModelStates | Precision | None) -> ModelStates:
 
 def plan_states(plan: Plan) -> ModelStates:
     """The plan's model state per parameter (planner.training), as its engine keeps it."""
-    from planner.engines import get as engine_profile      # the profiles import this module
     grad_bytes = engine_profile(plan.engine).execution.offload_grad_bytes
     return model_states(plan.precision, plan.training, plan.model, plan.offload, grad_bytes)
 

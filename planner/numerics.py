@@ -14,9 +14,15 @@
               matrices in FP8 at the GPU's FP8 peak; the attention core (FlashAttention), the
               embedding, the output head and the loss stay 16-bit. Each FP8 GEMM input is cast
               (read 16-bit, write 8-bit) in the forward and each gradient output in the backward:
-              FP8_CAST_BYTES per element, at memory bandwidth. Model states as bf16 plus an FP8
-              copy of the weights, row- and column-wise (Transformer Engine caches both for the
-              forward and the backward GEMM): 2 more bytes per parameter. Activations kept as in
+              FP8_CAST_BYTES per element, at memory bandwidth. Model states as bf16: 2 bytes of
+              weights per parameter, not 2 more on top. Megatron-LM's export writes
+              --fp8-param-gather ("Keep the compute param in fp8 (do not use any other intermediate
+              dtype)", megatron/training/arguments.py lines 2016-2018 at the pinned commit; NeMo's
+              FP8 recipes set it), so the GPU keeps the FP8 weight and its transpose (1 + 1 bytes)
+              in place of the bf16 one, the fp32 master in the optimizer states; torchao float8
+              (torchtitan) keeps bf16 weights and casts them layer by layer, a transient. Gradients
+              are reduced as the bf16 twin's (planner.engines.base.Execution.grad_reduce_bytes):
+              Megatron-LM's FP8 runs are --bf16 runs. Activations kept as in
               bf16 (torchao saves 16-bit inputs; Transformer Engine saves FP8 ones: we take the
               larger). MFU stays against the 16-bit peak, as the field reports it.
 """
@@ -32,7 +38,7 @@ FP8_CAST_BYTES = 3          # read 2 bytes, write 1
 @dataclass(frozen=True)
 class Numerics:
     act_bytes: int            # activations and the tensors tp and pipeline transfers move
-    weight_bytes: int         # weights in GPU memory (fp8: the 16-bit weight and its FP8 copies)
+    weight_bytes: int         # weights in GPU memory (fp8: the FP8 weight and its transpose)
     weight_comm_bytes: int    # weights as ZeRO/FSDP gathers them
     grad_bytes: int           # main gradients in memory
     optimizer_bytes: int      # master weights and Adam moments
@@ -43,7 +49,7 @@ NUMERICS = {
     Precision.BF16: Numerics(2, 2, 2, 4, 12, 2),
     Precision.FP16: Numerics(2, 2, 2, 4, 12, 2),
     Precision.FP32: Numerics(4, 4, 4, 4, 8, 4),
-    Precision.FP8: Numerics(2, 4, 2, 4, 12, 2),
+    Precision.FP8: Numerics(2, 2, 2, 4, 12, 2),
 }
 
 

@@ -45,9 +45,11 @@ def check_fits(cluster: Cluster, plan: Plan) -> None:
         for j, r in enumerate(stage.replicas):
             field = f"stages[{i}].replicas[{j}]"
             pool = _pool_or_error(cluster, r.pool, field)
-            if r.tp > pool.gpus_per_node or pool.gpus_per_node % r.tp:
+            if not tp_fits(r.tp, pool):
                 raise InputError(f"{field}.tp", f"tp {r.tp} must divide the {pool.gpus_per_node} GPUs per node "
-                                 f"of pool {pool.name!r} (a tensor-parallel group stays inside one node)")
+                                 f"of pool {pool.name!r} (a tensor-parallel group stays inside one node"
+                                 + (f", or fill whole nodes of its {pool.gpu.nvlink_domain_gpus}-GPU NVLink domain)"
+                                    if pool.gpu.nvlink_domain_gpus > pool.gpus_per_node else ")"))
             width = plan.replica_gpus(r)
             if not fits_nodes(width, pool.gpus_per_node):
                 raise InputError("context_parallel", f"a replica of tp {r.tp} x context_parallel "
@@ -67,6 +69,16 @@ def _pool_or_error(cluster: Cluster, name: str, field: str):
         return cluster.pool(name)
     except InputError as e:
         raise InputError(f"{field}.pool", e.message) from None
+
+
+def tp_fits(tp: int, pool: Pool) -> bool:
+    """Whether a tensor-parallel group of `tp` GPUs is all NVLink: it divides one node, or it fills
+    whole nodes of one NVLink domain that spans nodes (Gpu.nvlink_domain_gpus: a GB200 NVL72 rack is 18
+    trays of 4 GPUs on one NVLink switch fabric, so tp 8 spans two trays at NVLink speed)."""
+    domain = pool.gpu.nvlink_domain_gpus
+    if tp <= pool.gpus_per_node:
+        return pool.gpus_per_node % tp == 0
+    return domain >= tp and domain % tp == 0 and tp % pool.gpus_per_node == 0
 
 
 def fits_nodes(width: int, gpus_per_node: int) -> bool:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from catalog.formats import check_plan_against_cluster
 from planner.cost import CostOptions, evaluate
+from planner.engines import ENGINES, REAL, RUNTIME
 from planner.flops import model_params
 from planner.memory import plan_states
 from planner.report import format_duration
@@ -58,6 +60,13 @@ def job_of(plan: Plan, tokens_to_train: float | None) -> Job:
                plan.tf32, plan.training, plan.offload, plan.context_parallel, plan.expert_parallel)
 
 
+def default_engines(current: Plan) -> tuple[str, ...]:
+    """The engines a replan searches by default: a plan for a real engine stays on it (its checkpoint is
+    in that engine's format, and the job is launched by it); a plan for hetplan's runtime is planned
+    again for the best of the real engines (planner.engines.REAL), as `plan` does by default."""
+    return REAL if current.engine == RUNTIME else (current.engine,)
+
+
 def checkpoint_bytes(plan: Plan) -> float:
     """The model state a checkpoint holds: every parameter's weights, fp32 master copy and optimizer
     moments (gradients are not saved), as the plan's job kind keeps them."""
@@ -69,7 +78,7 @@ def checkpoint_bytes(plan: Plan) -> float:
 def _io_bw(cluster: Cluster, plan: Plan) -> float:
     """Bytes/s the plan's nodes move to or from storage together: each node's network, or, where
     the cluster's network names its storage, the bottleneck of the paths there
-    (planner.network.NetworkGraph.storage_bw)."""
+    (planner.types.NetworkGraph.storage_bw)."""
     nodes = {name: -(-gpus // cluster.pool(name).gpus_per_node) for name, gpus in plan.gpus_by_pool().items()}
     if cluster.network is not None and cluster.network.storage is not None:
         return cluster.network.storage_bw(nodes)
@@ -78,7 +87,7 @@ def _io_bw(cluster: Cluster, plan: Plan) -> float:
 
 def moves(old: Plan, new: Plan) -> tuple[str, ...]:
     """What changes between two plans, in words: GPUs per pool, stages and their layers, replicas."""
-    out = []
+    out = [] if old.engine == new.engine else [f"engine: {ENGINES[old.engine].title} -> {ENGINES[new.engine].title}"]
     before, after = old.gpus_by_pool(), new.gpus_by_pool()
     for name in sorted(set(before) | set(after)):
         if before.get(name, 0) != after.get(name, 0):
@@ -114,14 +123,18 @@ def _replicas(stage) -> str:
 
 def replan(new_cluster: Cluster, current: Plan, tokens_remaining: float | None = None,
            old_cluster: Cluster | None = None, objective: Objective = Objective.THROUGHPUT,
-           options: SearchOptions = SearchOptions()) -> Replan:
+           options: SearchOptions = SearchOptions(), engines: tuple[str, ...] | None = None) -> Replan:
     """The best plan for `current`'s job on `new_cluster` and whether switching to it pays off over
     `tokens_remaining` (None: the switch is costed, its payoff not judged). `old_cluster`: where the
-    current plan runs now (for the time to write its checkpoint; default: the new cluster)."""
+    current plan runs now (for the time to write its checkpoint; default: the new cluster).
+    `engines`: plan for the best of these engines (planner.search.search); default
+    `default_engines(current)`."""
     if tokens_remaining is not None and not tokens_remaining > 0:
         raise InputError("tokens_remaining", f"must be a positive number of tokens, got {tokens_remaining!r}")
     job = job_of(current, tokens_remaining)
-    best = search(new_cluster, job, objective, options=options, baselines=False).plans[0]
+    engines = default_engines(current) if engines is None else engines
+    best = search(new_cluster, job, objective, options=options, baselines=False,
+                  engines=engines if tuple(engines) != (current.engine,) else None).plans[0]
     now, why = _current_on(new_cluster, current, tokens_remaining)
     if now is not None and tokens_per_s(best.estimate) <= tokens_per_s(now) * (1 + 1e-9):
         best_plan, best_est = current, now          # the current plan is still the best: nothing to switch
@@ -133,7 +146,6 @@ def replan(new_cluster: Cluster, current: Plan, tokens_remaining: float | None =
 
 
 def _current_on(cluster: Cluster, plan: Plan, tokens: float | None) -> tuple[Estimate | None, str]:
-    from catalog.formats import check_plan_against_cluster
     try:
         check_plan_against_cluster(plan, cluster)
         est = evaluate(cluster, plan, tokens, CostOptions())

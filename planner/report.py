@@ -1,6 +1,7 @@
 """Estimates as plain data (the `--json` contract of `hetplan evaluate` and of plans' metrics)."""
 from __future__ import annotations
 
+from planner.engines import get as engine_profile
 from planner.types import GIB, Estimate
 
 
@@ -55,8 +56,13 @@ def format_duration(seconds: float | None) -> str:
     return f"{seconds:.3g} s"
 
 
+# Terms of Estimate.breakdown whose total the cost model does not compute: their `total_s` repeats the
+# exposed time (planner.cost builds them from the exposed part alone), so the text prints no total for them.
+EXPOSED_ONLY_TERMS = {"zero_comm": "the part of ZeRO's weight gathers and gradient scatters not hidden behind compute; "
+                                   "their full time is not reported"}
+
+
 def estimate_to_text(est: Estimate) -> str:
-    from planner.engines import get as engine_profile
     engine = engine_profile(est.engine)
     lines = [
         f"engine             {engine.title} ({engine.version})",
@@ -77,7 +83,9 @@ def estimate_to_text(est: Estimate) -> str:
     lines.append(f"bottleneck         {est.bottleneck}")
     lines += ["", "time per iteration       total s   exposed s"]
     for name, term in est.breakdown.items():
-        lines.append(f"  {name:22} {term.total_s:9.3f} {term.exposed_s:11.3f}")
+        total = "-" if name in EXPOSED_ONLY_TERMS else f"{term.total_s:.3f}"
+        lines.append(f"  {name:22} {total:>9} {term.exposed_s:11.3f}")
+    lines += [f"  ({name}: {why})" for name, why in EXPOSED_ONLY_TERMS.items() if name in est.breakdown]
     host = any(r.memory.host_bytes for r in est.replicas)      # offloaded states: a column of their own
     lines += ["", "stage replica pool            gpu             tp samples  fwd ms  bwd ms  memory GiB (of)"
               + ("  CPU GiB (of)" if host else "")]

@@ -221,7 +221,7 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
                 frames.append(sim.timeline.assign(replica=r, micro_batch=[owned[r][j] for j in sim.timeline.micro_batch]))
     table = None
     if timeline:
-        import pandas as pd
+        import pandas as pd   # lazy, as in _frame
         table = pd.concat(frames, ignore_index=True)
     return SimResult(max(max(row) for row in end_s), end_s, busy_s, last_bwd, table)
 
@@ -364,6 +364,8 @@ def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, t
 
 
 def _frame(rows):
+    # lazy: pandas costs about a second to import and only timelines (the app, --json) need it; the search
+    # simulates schedules by the thousand without one
     import pandas as pd
     return pd.DataFrame(rows, columns=["stage", "replica", "micro_batch", "chunk", "kind", "start", "end"])
 

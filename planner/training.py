@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.flops import model_flops_factor, model_params
 from planner.numerics import numerics
 from planner.types import JobKind, MlpKind, Model, Offload, Precision, Training, PRETRAIN
 
@@ -92,7 +93,7 @@ def trainable_share(model: Model, training: Training) -> float:
     """The share of the model's parameters a job trains."""
     if not training.adapters:
         return 1.0
-    return adapter_params(model, training.lora_rank) / model.num_params
+    return adapter_params(model, training.lora_rank) / model_params(model)
 
 
 def model_states(precision: Precision | None, training: Training = PRETRAIN, model: Model | None = None,
@@ -124,12 +125,6 @@ def backward_projection_factor(training: Training) -> float:
     """Backward GEMMs of the base projections per forward GEMM: 2 (input and weight gradients), or
     1 for a frozen base (input gradients only)."""
     return 1.0 if training.adapters else 2.0
-
-
-def model_flops_factor(training: Training) -> float:
-    """Model FLOPs per iteration in forwards: 3 (forward, backward twice the forward), or 2 for
-    adapter jobs (forward and the input gradients; the adapters' own work is negligible)."""
-    return 2.0 if training.adapters else 3.0
 
 
 def describe(training: Training) -> str:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal, Mapping
+
+import numpy as np
 
 if TYPE_CHECKING:
-    from planner.network import NetworkGraph, Path
+    import networkx as nx
 
 GIB = 1024**3
 GB = 1e9
@@ -70,12 +73,43 @@ def _spot_fields(spot, availability, f: str) -> None:
              f"applies to spot pools only (spot: true); an on-demand pool is always held, got {availability!r}")
 
 
-# Sizes beyond any real job, refused so that no input can make the planner run for minutes.
-MAX_GLOBAL_BATCH = 10_000_000             # sequences per iteration
+# ----------------------------------------------------------------------------- limits
+
+# The sizes of everything a link, an upload or a file can carry, in one table: each is refused past
+# its limit, with the limit named, before any work (the validators here and in catalog.schema read
+# these names; docs/reliability.md lists them and tests/test_limits.py holds the two in step). The
+# search and the cost model are bounded by these sizes: the largest inputs they admit answer within
+# a command's time limit.
+
+# a cluster
+MAX_POOLS = 64                            # pools per cluster
+MAX_GPUS_PER_NODE = 64
+MAX_GPUS_PER_POOL = 100_000               # nodes x GPUs per node; also nodes per pool
+MAX_SWITCHES = 1024                       # network.switches
+MAX_LINKS = 16_384                        # network.links (pool links and trunks)
+MAX_SWITCHES_PER_POOL = 16                # distinct switches one pool links to (a node's NIC rails)
+MAX_PORTS_PER_LINK = 64                   # a link's `count` of catalog NICs
+
+# a model
+MAX_LAYERS = 100_000
+MAX_HIDDEN = 1_000_000
+MAX_FFN = 100_000_000
+MAX_VOCAB = 100_000_000
+MAX_EXPERTS = 100_000
+
+# a job and a plan
+MAX_GLOBAL_BATCH = 10_000_000             # sequences per iteration; also a plan's micro-batch and a replica's samples
 MAX_SEQ_LEN = 10_000_000                  # tokens
+MAX_LORA_RANK = 4096                      # and at most the model's hidden size (a rank above it is no low-rank adapter)
+MAX_CONTEXT_PARALLEL = 1024
+MAX_EXPERT_PARALLEL = 100_000             # a plan's expert_parallel: at most a model's experts
+MAX_STAGES = 100_000                      # a plan file's stages
 # The schedule simulation handles every pass of every micro-batch on every stage (and virtual
 # stage); at about 10 us each, this many bounds one `evaluate` to seconds.
 MAX_SIMULATED_PASSES = 1_000_000          # stages x micro-batches x interleave
+
+# a fleet
+MAX_FLEET_JOBS = 100                      # jobs in a `hetplan fleet` jobs file
 
 
 class Precision(str, Enum):
@@ -89,6 +123,13 @@ class Recompute(str, Enum):
     NONE = "none"
     SELECTIVE = "selective"   # attention core only (Korthikanti et al. 2022, section 4.2)
     FULL = "full"             # whole layer, keeping only its input
+
+
+class Attention(str, Enum):
+    """How the attention core runs (plan field `attention`)."""
+    FLASH = "flash"           # a fused kernel (FlashAttention, SDPA's flash backend): no s x s scores kept
+    UNFUSED = "unfused"       # Q K^T, softmax, dropout, x V as separate kernels: the a s^2 b scores kept
+    #                           (Korthikanti et al. 2022, eq. 2's 5as/h term), for engines and GPUs without it
 
 
 class Schedule(str, Enum):
@@ -128,10 +169,36 @@ class NormKind(str, Enum):
     RMSNORM = "rmsnorm"       # weight only
 
 
+# RoPE frequency scalings for long context: "llama3" (Llama 3.1: low/high frequency factors 1 and 4 over an
+# original 8,192 positions, Meta's llama-models apply_scaling), "yarn" (Peng et al. 2023; DeepSeek-V3)
+RopeScaling = Literal["llama3", "yarn", None]
+ROPE_SCALINGS = (None, "llama3", "yarn")
+
+
 class PositionKind(str, Enum):
     LEARNED = "learned"
     ROPE = "rope"
     ALIBI = "alibi"
+
+
+class Kernels(str, Enum):
+    """How an engine runs a layer's element-wise ops (planner.engines.base.Execution.kernels),
+    cheapest first."""
+    FUSED = "fused"                  # fused kernels: Megatron-LM's, or torch.compile's Inductor
+    EAGER = "eager"                  # eager PyTorch: one kernel per op, the norm one fused kernel
+    EAGER_UNFUSED_NORM = "eager-unfused-norm"   # eager, and RMSNorm as its composite ops too
+
+    @property
+    def cost_rank(self) -> int:
+        return list(Kernels).index(self)
+
+
+class SelectiveKind(str, Enum):
+    """What an engine's selective recomputation reruns (Execution.selective_recompute)."""
+    ATTENTION_CORE = "attention-core"   # Megatron-LM --recompute-granularity selective: the attention
+    #                                     core only (Korthikanti et al. 2022, section 4.2)
+    OP_SAC = "op-sac"                   # torchtitan selective_ac_option "op": every op but every other
+    #                                     matmul, SDPA and the tp reduce-scatters is recomputed
 
 
 # ----------------------------------------------------------------------------- hardware
@@ -158,9 +225,14 @@ class Gpu:
     source: str = ""
     peak_tf32_flops: float = 0.0      # dense TF32 tensor-core peak; 0: none (fp32 matmuls run at peak_fp32_flops)
     peak_fp8_flops: float = 0.0       # dense FP8 tensor-core peak; 0: no FP8
+    nvlink_domain_gpus: int = 0       # GPUs on one NVLink switch fabric across nodes (GB200 NVL72: 72); 0: a node
+    fp8_efficiency: float = 0.0       # best measured FP8 matmul / FP8 peak; 0: not measured (planner.compute's rule)
+    attention_kernels_of: str = ""    # the GPU whose measured attention kernel rates apply; "": none measured
 
     def __post_init__(self):
         f = f"gpus[{self.id}]"
+        _require(isinstance(self.nvlink_domain_gpus, int) and self.nvlink_domain_gpus >= 0,
+                 f"{f}.nvlink_domain_gpus", f"must be a whole number of GPUs, got {self.nvlink_domain_gpus!r}")
         for name in ("peak_tf32_flops", "peak_fp8_flops"):
             _nonnegative_number(getattr(self, name), f"{f}.{name}")
         for name in ("peak_flops", "peak_fp32_flops", "mem_bytes", "mem_bw_bytes_per_s",
@@ -169,6 +241,8 @@ class Gpu:
         _nonnegative_number(self.price_per_hour_usd, f"{f}.price_per_hour_usd")
         _require(isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1, f"{f}.efficiency",
                  f"must be a fraction in (0, 1], got {self.efficiency!r}")
+        _require(isinstance(self.fp8_efficiency, (int, float)) and 0 <= self.fp8_efficiency <= 1,
+                 f"{f}.fp8_efficiency", f"must be a fraction in [0, 1] (0: not measured), got {self.fp8_efficiency!r}")
 
 
 @dataclass(frozen=True)
@@ -229,12 +303,327 @@ class Pool:
 HOST_MEMORY_PER_GPU_MEMORY = 2.0
 
 
+# ----------------------------------------------------------------------------- networks as graphs
+
+# A cluster's network as a graph: switches, the links that join nodes to them, and the trunks
+# between switches; bandwidth between any two pools is the bottleneck of their widest path.
+#
+# The graph (networkx) has a vertex per pool and per switch. A link with a pool at one end stands for
+# every node of the pool: each node has that link (its NICs) to the switch, so its bandwidth is per
+# node; parallel links from a pool to one switch add up (rails). A link between two switches is a trunk:
+# its bandwidth is shared by all the traffic that crosses it. Pools are leaves: traffic goes from a
+# node to its switch, over trunks, to the other node's switch; it never passes through a pool.
+#
+# Per-node bandwidth between a node of pool A and a node of pool B (`Network.between`):
+#
+#     bw(A, B) = max over paths s ~> t of  min( nic(A, s),  nic(B, t),  min over trunks e on the path of  bw(e) / m )
+#
+# with `m = min(nodes of A, nodes of B)`: a trunk between the two pools is shared by as many node
+# pairs as can talk across it at once, at most the smaller pool's nodes. That sharing is an assumption
+# (Holmes, Yang et al. 2023, plans pipelines across NIC kinds; it does not model trunk sharing);
+# traffic of other pools over the same trunk is not counted, and a pair's traffic takes one path (its
+# widest) even where a pool has links to several switches. Two nodes of one pool talk through their
+# switch at the sum of the pool's links (`nic`). The path's latency is the largest of its links' (the
+# path's slowest transport sets the alpha term: a message that crosses an Ethernet hop between two
+# InfiniBand islands goes over TCP sockets).
+#
+# The widest path between switches runs along a maximum spanning tree of the switch graph (a standard
+# property of bottleneck paths), so every pair is read off one tree.
+
+NETWORK_KINDS = ("infiniband", "roce", "ethernet")
+
+# Small-message latency by link kind when a link does not say, seconds: the catalog's figures for
+# InfiniBand HDR/NDR (3 us), RoCE v2 (5 us) and Ethernet with kernel TCP sockets (20 us at 25 GbE);
+# catalog/networks.yaml gives their sources. Order-of-magnitude alpha terms, not datasheet values.
+DEFAULT_LATENCY_S = {"infiniband": 3e-6, "roce": 5e-6, "ethernet": 20e-6}
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    kind: str                        # one of NETWORK_KINDS
+
+    def __post_init__(self):
+        if self.kind not in NETWORK_KINDS:
+            raise InputError(f"network.switches[{self.name}].kind",
+                             f"unknown kind {self.kind!r}; use one of {list(NETWORK_KINDS)}")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link between `a` and `b` (pool or switch names): per node when one end is a pool, the
+    trunk's total when both are switches."""
+    a: str
+    b: str
+    bw_bytes_per_s: float
+    latency_s: float
+    kind: str
+
+    def __post_init__(self):
+        at = f"network.links[{self.a}-{self.b}]"
+        if not (self.bw_bytes_per_s > 0 and math.isfinite(self.bw_bytes_per_s)):
+            raise InputError(f"{at}.gbps", f"must be a positive bandwidth, got {self.bw_bytes_per_s!r} bytes/s")
+        if not (self.latency_s >= 0 and math.isfinite(self.latency_s)):
+            raise InputError(f"{at}.latency_us", f"must be a latency >= 0, got {self.latency_s!r} s")
+        if self.kind not in NETWORK_KINDS:
+            raise InputError(f"{at}.kind", f"unknown kind {self.kind!r}; use one of {list(NETWORK_KINDS)}")
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where checkpoints are written and read: a switch, and the storage system's total bandwidth."""
+    switch: str
+    bw_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Path:
+    bw_bytes_per_s: float            # per node
+    latency_s: float
+    hops: tuple[str, ...]            # pool, switches..., pool
+
+
+@dataclass(frozen=True)
+class NetworkGraph:
+    switches: tuple[Switch, ...]
+    links: tuple[Link, ...]
+    storage: Storage | None = None
+
+    def __post_init__(self):
+        names = [s.name for s in self.switches]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise InputError("network.switches", f"switch names must be unique; repeated: {dup}")
+        known = set(names)
+        for link in self.links:
+            if link.a not in known and link.b not in known:
+                raise InputError(f"network.links[{link.a}-{link.b}]",
+                                 "joins no switch: every link has a switch at one end at least "
+                                 f"(switches: {sorted(known)})")
+        for pool, switches in self._links_by_pool.items():
+            if len(switches) > MAX_SWITCHES_PER_POOL:
+                raise InputError("network.links", f"pool {pool!r} links to {len(switches)} switches; at most "
+                                                  f"{MAX_SWITCHES_PER_POOL} (planner.types.MAX_SWITCHES_PER_POOL), "
+                                                  f"one per NIC rail: join the rails' switches instead")
+        if self.storage is not None and self.storage.switch not in known:
+            raise InputError("network.storage.switch",
+                             f"unknown switch {self.storage.switch!r}; the network has {sorted(known)}")
+
+    @cached_property
+    def switch_names(self) -> frozenset[str]:
+        return frozenset(s.name for s in self.switches)
+
+    @cached_property
+    def _links_by_pool(self) -> dict[str, dict[str, Link]]:
+        """Each pool's links by switch, parallel links to one switch added up (rails); one pass
+        over the links."""
+        switches = self.switch_names
+        out: dict[str, dict[str, Link]] = {}
+        for link in self.links:
+            if link.a in switches and link.b in switches:
+                continue
+            pool, switch = (link.b, link.a) if link.a in switches else (link.a, link.b)
+            mine = out.setdefault(pool, {})
+            was = mine.get(switch)
+            mine[switch] = link if was is None else Link(pool, switch, was.bw_bytes_per_s + link.bw_bytes_per_s,
+                                                         max(was.latency_s, link.latency_s), was.kind)
+        return out
+
+    def pool_links(self, pool: str) -> dict[str, Link]:
+        """The pool's links by switch, parallel links to one switch added up (rails)."""
+        return dict(self._links_by_pool.get(pool, {}))
+
+    def nic(self, pool: str) -> tuple[float, float]:
+        """(bytes/s, latency) of one node of `pool` to the network: all its links."""
+        links = self._links_by_pool.get(pool, {}).values()
+        if not links:
+            raise InputError("network.links", f"pool {pool!r} has no link; join it to a switch")
+        return sum(l.bw_bytes_per_s for l in links), max(l.latency_s for l in links)
+
+    def trunk_tree(self) -> nx.Graph:
+        """The switches joined by a maximum spanning tree of their trunks (parallel trunks added)."""
+        import networkx as nx   # lazy: a second of import time, needed only by clusters with a network section
+        g = nx.Graph()
+        g.add_nodes_from(self.switch_names)
+        for link in self.links:
+            if link.a in self.switch_names and link.b in self.switch_names:
+                if g.has_edge(link.a, link.b):
+                    e = g.edges[link.a, link.b]
+                    e["bw"] += link.bw_bytes_per_s
+                    e["latency"] = max(e["latency"], link.latency_s)
+                else:
+                    g.add_edge(link.a, link.b, bw=link.bw_bytes_per_s, latency=link.latency_s)
+        return nx.maximum_spanning_tree(g, weight="bw")
+
+    @cached_property
+    def _switch_index(self) -> dict[str, int]:
+        return {s.name: i for i, s in enumerate(self.switches)}
+
+    @cached_property
+    def _trunks(self) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
+        """Between every two switches, along the maximum spanning tree: (bottleneck bytes/s, 0 where
+        no trunks join them, inf from a switch to itself; largest latency; each switch's parent and
+        depth in the tree rooted at its component's first switch). Built once per network (every
+        subset of a cluster, e.g. each fleet candidate, shares it).
+
+        Adding the tree's edges widest first, two switches join exactly when the narrowest edge of
+        their tree path is added (Kruskal's order), so each merge of two components writes one block
+        of the matrix; likewise the latencies, smallest first. O(switches^2) work and memory (1,024
+        switches: two 8 MB matrices), however long the paths."""
+        index = self._switch_index
+        tree = self.trunk_tree()
+        edges = [(index[u], index[v], e["bw"], e["latency"]) for u, v, e in tree.edges(data=True)]
+        n = len(index)
+        bw = _join_in_order(n, [(i, j, b) for i, j, b, _ in sorted(edges, key=lambda e: -e[2])], empty=0.0)
+        np.fill_diagonal(bw, math.inf)
+        latency = _join_in_order(n, [(i, j, l) for i, j, _, l in sorted(edges, key=lambda e: e[3])], empty=0.0)
+        parent, depth = [-1] * n, [0] * n
+        neighbours: dict[int, list[int]] = {i: [] for i in range(n)}
+        for i, j, _, _ in edges:
+            neighbours[i].append(j)
+            neighbours[j].append(i)
+        seen = [False] * n
+        for root in range(n):
+            if seen[root]:
+                continue
+            seen[root], todo = True, [root]
+            while todo:
+                u = todo.pop()
+                for v in neighbours[u]:
+                    if not seen[v]:
+                        seen[v], parent[v], depth[v] = True, u, depth[u] + 1
+                        todo.append(v)
+        return bw, latency, parent, depth
+
+    def _trunk_hops(self, s: str, t: str) -> tuple[str, ...]:
+        """The switches on the tree path from `s` to `t` (both included): up from both to where
+        they meet."""
+        _, _, parent, depth = self._trunks
+        i, j = self._switch_index[s], self._switch_index[t]
+        up_i, up_j = [i], [j]
+        while i != j:
+            if depth[i] >= depth[j]:
+                i = parent[i]
+                up_i.append(i)
+            else:
+                j = parent[j]
+                up_j.append(j)
+        names = [sw.name for sw in self.switches]
+        return tuple(names[k] for k in up_i + up_j[-2::-1])
+
+    def paths(self, nodes: Mapping[str, int]) -> Mapping[tuple[str, str], Path]:
+        """The widest path between every two of the pools `nodes` names (pool -> its node count);
+        an InputError names two pools with no path between them. Links to other pools are ignored
+        (a cluster's subset keeps its network).
+
+        The widest (maximum bottleneck) path between two vertices of a graph runs along a maximum
+        spanning tree (T. C. Hu 1961, "The maximum capacity route problem", Operations Research
+        9(6):898-900; Cormen et al., Introduction to Algorithms, 3rd ed., problem 23-3), so each pair
+        reads one entry of `_trunks` per pair of the pools' switches: work bounded by pools^2 x
+        switches per pool^2, never a search over paths. A path's switches are listed when asked for."""
+        bw_matrix, latency_matrix, _, _ = self._trunks
+        index = self._switch_index
+        ends = {}
+        for p in nodes:
+            links = list(self._links_by_pool.get(p, {}).items())
+            ends[p] = (np.array([index[s] for s, _ in links], dtype=np.intp),
+                       np.array([l.bw_bytes_per_s for _, l in links]), np.array([l.latency_s for _, l in links]),
+                       [s for s, _ in links])
+        best: dict[tuple[str, str], tuple[float, float, str, str]] = {}
+        names = sorted(nodes)
+        for i, a in enumerate(names):
+            sa, bwa, lata, swa = ends[a]
+            for b in names[i + 1:]:
+                sb, bwb, latb, swb = ends[b]
+                trunk = bw_matrix[np.ix_(sa, sb)]
+                bw = np.minimum(np.minimum(bwa[:, None], bwb[None, :]), trunk / min(nodes[a], nodes[b]))
+                latency = np.maximum(np.maximum(lata[:, None], latb[None, :]), latency_matrix[np.ix_(sa, sb)])
+                joined = trunk > 0
+                if not joined.any():
+                    raise InputError("network.links", f"pools {a!r} and {b!r} have no path between them; "
+                                                      f"join their switches with a link")
+                widest = np.where(joined, bw, -1.0)
+                ties = widest == widest.max()
+                k = int(np.argmin(np.where(ties, latency, math.inf)))    # first of the least latency
+                x, y = divmod(k, len(sb))
+                best[(a, b)] = (float(bw[x, y]), float(latency[x, y]), swa[x], swb[y])
+        return _PathTable(self, best)
+
+    def storage_bw(self, pools: Mapping[str, int]) -> float | None:
+        """Bytes/s that `pools` (pool -> nodes writing) move to or from storage together: each pool's
+        nodes at their links, over the trunks to the storage switch, capped by the storage's own
+        bandwidth; None without a storage entry."""
+        if self.storage is None:
+            return None
+        to_storage = self._trunks[0][self._switch_index[self.storage.switch]]
+        total = 0.0
+        for pool, n in pools.items():
+            best = 0.0
+            for s, link in self._links_by_pool.get(pool, {}).items():
+                trunk_bw = to_storage[self._switch_index[s]]
+                if trunk_bw > 0:
+                    best = max(best, min(n * link.bw_bytes_per_s, trunk_bw))
+            if best == 0.0:
+                raise InputError("network.storage", f"pool {pool!r} has no path to the storage switch "
+                                                    f"{self.storage.switch!r}")
+            total += best
+        return min(total, self.storage.bw_bytes_per_s)
+
+
+def _join_in_order(n: int, edges: list[tuple[int, int, float]], empty: float) -> np.ndarray:
+    """An n x n matrix: for each two vertices, the value of the edge whose addition (in the order
+    given) first joins them; `empty` where none does. Components merge smaller into larger."""
+    out = np.full((n, n), empty)
+    component = list(range(n))
+    members = [[i] for i in range(n)]
+    for i, j, value in edges:
+        ci, cj = component[i], component[j]
+        if ci == cj:
+            continue
+        if len(members[ci]) < len(members[cj]):
+            ci, cj = cj, ci
+        out[np.ix_(members[ci], members[cj])] = value
+        out[np.ix_(members[cj], members[ci])] = value
+        for k in members[cj]:
+            component[k] = ci
+        members[ci] += members[cj]
+        members[cj] = []
+    return out
+
+
+class _PathTable(Mapping):
+    """`NetworkGraph.paths`' answer: each ordered pair of pools -> its Path, the switches on the way
+    listed on first use (2,016 pairs of pools over a chain of 1,024 switches would be 700,000 names)."""
+
+    def __init__(self, network: NetworkGraph, best: dict[tuple[str, str], tuple[float, float, str, str]]):
+        self._network, self._best, self._made = network, best, {}
+
+    def __getitem__(self, pair: tuple[str, str]) -> Path:
+        if pair not in self._made:
+            a, b = pair
+            if (a, b) in self._best:
+                bw, latency, s, t = self._best[(a, b)]
+                self._made[pair] = Path(bw, latency, (a, *self._network._trunk_hops(s, t), b))
+            else:
+                bw, latency, s, t = self._best[(b, a)]
+                self._made[pair] = Path(bw, latency, (a, *self._network._trunk_hops(t, s), b))
+        return self._made[pair]
+
+    def __iter__(self):
+        for a, b in self._best:
+            yield a, b
+            yield b, a
+
+    def __len__(self) -> int:
+        return 2 * len(self._best)
+
+
 @dataclass(frozen=True)
 class Cluster:
     name: str
     pools: tuple[Pool, ...]
     between_pools_bw_bytes_per_s: float | None = None  # per node; None: the smaller side
-    network: NetworkGraph | None = None   # the network as a graph (planner.network); None: the pools' short form
+    network: NetworkGraph | None = None   # the network as a graph (above); None: the pools' short form
     _paths: dict = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self):
@@ -322,9 +711,19 @@ class Model:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # what the weights mean beyond their shapes (each checkpoint's config.json; defaults: Hugging Face's
+    # LlamaConfig, i.e. RoFormer's base 10000, eps 1e-5, std 0.02, no dropout)
+    rope_theta: float = 10000.0       # RoPE base (Llama 3: 500000, Mixtral and Qwen: 1e6); unused without RoPE
+    rope_scaling: RopeScaling = None  # long-context frequency scaling (Llama 3.1: "llama3" x8, DeepSeek-V3: "yarn" x40)
+    rope_scaling_factor: float = 1.0
+    norm_eps: float = 1e-5            # epsilon of every LayerNorm / RMSNorm
+    attention_dropout: float = 0.0    # on the attention probabilities
+    hidden_dropout: float = 0.0       # on each block's output before the residual add
+    init_std: float = 0.02            # standard deviation of the weights' normal initialisation
 
     def __post_init__(self):
         f = f"models[{self.id}]"
+        self._check_numerics(f)
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k", "moe_every"):
             _positive_int(getattr(self, name), f"{f}.{name}")
         for name in ("moe_ffn", "shared_experts", "dense_layers", "attention_head_dim", "q_lora_rank",
@@ -344,11 +743,27 @@ class Model:
             value = getattr(self, name)
             _require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
                      f"{f}.{name}", f"must be a whole number, zero or more, got {value!r}")
-        for name, limit in (("layers", 100_000), ("hidden", 1_000_000), ("ffn", 100_000_000),
-                            ("vocab", 100_000_000), ("experts", 100_000), ("max_positions", 100_000_000),
+        for name, limit in (("layers", MAX_LAYERS), ("hidden", MAX_HIDDEN), ("ffn", MAX_FFN),
+                            ("vocab", MAX_VOCAB), ("experts", MAX_EXPERTS), ("max_positions", 100_000_000),
                             ("embed_proj_dim", 1_000_000)):
             _require(getattr(self, name) <= limit, f"{f}.{name}",
                      f"is implausibly large ({getattr(self, name)!r}); the limit is {limit:,}")
+
+    def _check_numerics(self, f: str) -> None:
+        for name, low, high in (("rope_theta", 1.0, 1e12), ("rope_scaling_factor", 1.0, 1e6), ("norm_eps", 1e-12, 1.0),
+                                ("init_std", 1e-6, 10.0)):
+            value = getattr(self, name)
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high,
+                     f"{f}.{name}", f"must be a number from {low:g} to {high:g}, got {value!r}")
+        for name in ("attention_dropout", "hidden_dropout"):
+            value = getattr(self, name)
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1,
+                     f"{f}.{name}", f"must be a probability from 0 up to (not including) 1, got {value!r}")
+        _require(self.rope_scaling in ROPE_SCALINGS, f"{f}.rope_scaling",
+                 f"must be one of {[s for s in ROPE_SCALINGS if s]} or absent, got {self.rope_scaling!r}")
+        _require((self.rope_scaling is None) == (self.rope_scaling_factor == 1.0), f"{f}.rope_scaling_factor",
+                 f"must be above 1 with rope_scaling and 1 without it, got {self.rope_scaling_factor!r} with "
+                 f"rope_scaling {self.rope_scaling!r}")
 
     @property
     def head_dim(self) -> int:
@@ -369,22 +784,8 @@ class Model:
     def is_moe(self) -> bool:
         return self.experts > 1
 
-    # parameter counts live in planner.flops; these are conveniences
-    @property
-    def num_params(self) -> int:
-        from planner.flops import model_params
-        return model_params(self)
-
-    @property
-    def num_active_params(self) -> int:
-        from planner.flops import model_params
-        return model_params(self, active_only=True)
-
 
 # ----------------------------------------------------------------------------- jobs and plans
-
-MAX_LORA_RANK = 4096
-
 
 @dataclass(frozen=True)
 class Training:
@@ -423,12 +824,13 @@ class Job:
     expert_parallel: int = 1
 
     def __post_init__(self):
-        _check_engine(self.engine)
+        check_engine(self.engine)
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
         _positive_int(self.global_batch, "global_batch")
         _positive_int(self.seq_len, "seq_len")
         _check_sizes(self.global_batch, self.seq_len)
+        _check_lora_rank(self.training, self.model)
         if self.tokens_to_train is not None:
             _positive_number(self.tokens_to_train, "tokens")
 
@@ -437,12 +839,37 @@ class Job:
         return self.global_batch * self.seq_len
 
 
-def _check_engine(name) -> None:
-    from planner.engines import get       # the profiles import these types
-    get(name)
+@dataclass(frozen=True)
+class FleetJob:
+    """One job of a fleet (planner.fleet, a jobs file): a Job to size, with its deadline and weight."""
+    name: str
+    model: Model
+    global_batch: int
+    seq_len: int
+    tokens: float | None = None           # tokens to train; needed for time and dollars to finish
+    deadline_hours: float | None = None   # min-cost: finish within this
+    weight: float = 1.0
+
+    def __post_init__(self):
+        self.job()                        # Job validates batch, sequence length and tokens
+        if not (isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and self.weight > 0):
+            raise InputError("weight", f"must be a positive number, got {self.weight!r}")
+        if self.deadline_hours is not None and not (math.isfinite(self.deadline_hours) and self.deadline_hours > 0):
+            raise InputError("deadline_hours", f"must be a positive number of hours, got {self.deadline_hours!r}")
+
+    def job(self) -> Job:
+        return Job(self.model, self.global_batch, self.seq_len, tokens_to_train=self.tokens)
 
 
-MAX_CONTEXT_PARALLEL = 1024
+# The engines a plan can name, in the order they are listed: each has its profile in planner.engines
+# (one module per engine; planner.engines checks at import that its registry holds these names).
+ENGINE_NAMES = ("hetplan", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp", "megatron-deepspeed")
+
+
+def check_engine(name, field: str = "engine") -> None:
+    """InputError naming `field` and the known engines unless `name` is one of ENGINE_NAMES."""
+    if not isinstance(name, str) or name not in ENGINE_NAMES:
+        raise InputError(field, f"unknown engine {name!r}; known: {', '.join(ENGINE_NAMES)}")
 
 
 def _check_context_parallel(context_parallel: int, seq_len: int) -> None:
@@ -462,6 +889,13 @@ def _check_expert_parallel(expert_parallel: int, model: Model) -> None:
     _require(model.experts % expert_parallel == 0, "expert_parallel",
              f"{model.experts} experts do not split evenly over {expert_parallel} GPUs; use a divisor of "
              f"{model.experts}")
+
+
+def _check_lora_rank(training: Training, model: Model) -> None:
+    _require(not training.adapters or training.lora_rank <= model.hidden, "job.lora_rank",
+             f"must be at most the model's hidden size ({model.hidden:,}), got "
+             f"{training.lora_rank:,}: an adapter of rank r on a hidden x hidden weight is low-rank only "
+             f"below the hidden size; use a smaller rank")
 
 
 def _check_sizes(global_batch: int, seq_len: int) -> None:
@@ -530,11 +964,16 @@ class Plan:
     offload: Offload = Offload.NONE   # model states in CPU memory (planner.training)
     context_parallel: int = 1         # each replica spans tp x context_parallel GPUs, the sequence split over cp
     expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
+    attention: Attention = Attention.FLASH   # the attention core's kernels (planner.compute, planner.memory)
+    tp_comm_overlap: bool = False     # tp collectives pipelined with the GEMMs beside them, where the engine offers it
 
     def __post_init__(self):
-        _check_engine(self.engine)
+        check_engine(self.engine)
+        _require(isinstance(self.tp_comm_overlap, bool), "tp_comm_overlap",
+                 f"must be true or false, got {self.tp_comm_overlap!r}")
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
+        _check_lora_rank(self.training, self.model)
         for i, st in enumerate(self.stages):
             _require(len(st.replicas) % self.expert_parallel == 0, f"stages[{i}].replicas",
                      f"{len(st.replicas)} data-parallel replicas do not form groups of expert_parallel "

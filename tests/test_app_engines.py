@@ -30,20 +30,20 @@ def test_engine_and_tf32_round_trip_through_the_link():
     assert decode(encode(state)) == (state, [])
 
 
-def test_a_link_without_an_engine_means_hetplan_runtime():
+def test_a_link_without_an_engine_means_the_best_engine():
     old = asdict(SMALL_STATE)
     del old["engine"], old["tf32"]                  # a link made before engines were in the state
     state, warnings = decode(_token(old))
-    assert warnings == [] and state == SMALL_STATE and state.engine == "hetplan" and state.tf32 is None
+    assert warnings == [] and state == SMALL_STATE and state.engine == "auto" and state.tf32 is None
 
 
 def test_an_unknown_engine_warns_and_keeps_the_rest_of_the_link():
     data = dict(asdict(SMALL_STATE), engine="megatron-99")
     state, warnings = decode(_token(data))
-    assert state == SMALL_STATE                     # cluster, model and job kept; the engine is hetplan's
-    assert len(warnings) == 1 and "megatron-99" in warnings[0] and "hetplan" in warnings[0]
+    assert state == SMALL_STATE                     # cluster, model and job kept; the engine: the best
+    assert len(warnings) == 1 and "megatron-99" in warnings[0] and "the best engine" in warnings[0]
     state, warnings = decode({**{k: v for k, v in SMALL.items()}, "engine": "nope"})
-    assert state.engine == "hetplan" and state.global_batch == 64 and "nope" in warnings[0]
+    assert state.engine == "auto" and state.global_batch == 64 and "nope" in warnings[0]
     assert decode({**SMALL, "engine": "torchtitan"})[0].engine == "torchtitan"
 
 
@@ -70,7 +70,8 @@ def test_the_picker_lists_every_engine_and_plans_for_the_one_chosen():
     from planner.engines import ENGINES
     at = _compose()
     picker = at.selectbox(key="w.engine")
-    assert picker.options == [e.title + (" (runs every plan)" if n == "hetplan" else "") for n, e in ENGINES.items()]
+    assert picker.options == ["the best engine (default)"] + [e.title + (" (runs every plan)" if n == "hetplan" else "")
+                                                               for n, e in ENGINES.items()]
     assert "Megatron-LM" in picker.help and "FlagScale" in picker.help
     picker.select("megatron").run()
     ok(at)
@@ -107,7 +108,7 @@ def test_precisions_offer_fp32_with_tf32_and_fp8():
 
 
 def test_fp8_under_the_hetplan_runtime_says_which_engines_run_it():
-    at = _compose()
+    at = _compose(replace(SMALL_STATE, engine="hetplan"))
     at.selectbox(key="w.precision").select("fp8").run()
     ok(at)
     warning = shown(next(w.value for w in at.warning if "fp8" in w.value))

@@ -67,7 +67,13 @@ VENDOR_BF16 = {"gb200": 2500, "b300": 2250, "gb300": 2500, "h20": 148, "l20": 11
 BF16_TOLERANCE = 0.01      # datasheets round ("2.5 PFLOPS"); the catalog takes NVIDIA's round 500 for 503.8
 
 # measured_matmul.csv (stas00/ml-engineering): best measured matmul / dense peak.
-MEASURED_EFFICIENCY = {"a100-80gb-sxm": 0.869, "h100-sxm": 0.803, "b200": 0.776, "mi300x": 0.511}
+# measured_matmul.csv (refreshed at stas00/ml-engineering@744d01e): best measured bf16 matmul / the catalog's peak
+MEASURED_EFFICIENCY = {"a100-80gb-sxm": 0.869, "h100-sxm": 0.803, "b200": 0.776, "mi300x": 0.511,
+                       "a100-80gb-pcie": 0.811, "gh200": 0.838, "h200-sxm": 0.803, "b300": 0.786, "gb200": 0.729,
+                       "mi325x": 0.600, "mi355x": 0.622, "gaudi3": 0.677}
+# ... and its fp8 rows over the catalog's FP8 peak
+MEASURED_FP8_EFFICIENCY = {"h100-sxm": 0.709, "h200-sxm": 0.734, "gh200": 0.776, "b200": 0.763, "b300": 0.745,
+                           "gb200": 0.723, "gaudi3": 0.703}
 
 NETWORK_IDS = ("nvlink2 nvlink3 nvlink4 nvlink5 pcie3 pcie4 pcie5 pcie6 xgmi ib-hdr ib-ndr eth-10g eth-25g "
                "eth-40g eth-50g roce-100g roce-200g roce-400g").split()
@@ -133,7 +139,8 @@ def test_new_gpu_loads_with_sources(catalog, gpu_id):
     g = catalog.gpus[gpu_id]
     assert g.source and g.price_source and g.efficiency_note
     assert g.price_source.startswith("estimate")          # prices.csv has no row for any of them
-    assert g.efficiency_note.startswith("estimate")       # nor measured_matmul.csv
+    # measured_matmul.csv has gb200, b300, mi325x, mi355x and gaudi3 since its refresh; the others are estimates
+    assert g.efficiency_note.startswith("measured_matmul.csv" if gpu_id in MEASURED_EFFICIENCY else "estimate")
     assert g.vendor == {"mi325x": "amd", "mi355x": "amd", "gaudi3": "intel"}.get(gpu_id, "nvidia")
 
 
@@ -170,6 +177,22 @@ def test_units_converted_to_si(catalog):
 @pytest.mark.parametrize("gpu_id,efficiency", MEASURED_EFFICIENCY.items())
 def test_efficiency_from_measured_matmul(catalog, gpu_id, efficiency):
     assert catalog.gpus[gpu_id].efficiency == efficiency
+
+
+@pytest.mark.parametrize("gpu_id,efficiency", MEASURED_FP8_EFFICIENCY.items())
+def test_fp8_efficiency_from_measured_matmul(catalog, gpu_id, efficiency):
+    assert catalog.gpus[gpu_id].fp8_efficiency == efficiency
+
+
+def test_unmeasured_fp8_and_attention_follow_one_rule(catalog):
+    # every FP8 GPU without an fp8 row: bf16 efficiency x 0.966 (planner.compute.UNMEASURED_FP8_OVER_BF16);
+    # every GPU names the measured attention kernels it takes, or says it has none
+    from planner.compute import UNMEASURED_FP8_OVER_BF16, matmul_efficiency
+    for gpu_id, g in catalog.gpus.items():
+        if g.peak_fp8_flops and gpu_id not in MEASURED_FP8_EFFICIENCY:
+            assert g.fp8_efficiency == 0
+            assert matmul_efficiency(g, fp8=True) == pytest.approx(g.efficiency * UNMEASURED_FP8_OVER_BF16)
+    assert {k for k, g in catalog.gpus.items() if g.attention_kernels_of == k} == {"a100-80gb-sxm", "h100-sxm"}
 
 
 def test_estimated_efficiency_not_above_best_measured(catalog):
@@ -349,8 +372,8 @@ MOE_PUBLISHED = {
 def test_moe_models_match_published_totals(model_id):
     model = load_catalog().model(model_id)
     total, active = MOE_PUBLISHED[model_id]
-    assert model.num_params / 1e9 == pytest.approx(total, rel=0.02)
-    assert model.num_active_params / 1e9 == pytest.approx(active, rel=0.02)
+    assert model_params(model) / 1e9 == pytest.approx(total, rel=0.02)
+    assert model_params(model, active_only=True) / 1e9 == pytest.approx(active, rel=0.02)
     assert model.is_moe and model.moe_layers > 0
 
 
@@ -361,4 +384,4 @@ def test_moe_layer_counts_and_latent_attention():
     assert catalog.model("llama-4-scout").moe_layers == 48
     assert catalog.model("deepseek-v3").is_mla and not catalog.model("mixtral-8x22b").is_mla
     # dense models are unchanged by the MoE fields: Llama 2 7B's 6.74B (Touvron et al. 2023)
-    assert catalog.model("llama-2-7b").num_params == pytest.approx(6.738e9, rel=1e-3)
+    assert model_params(catalog.model("llama-2-7b")) == pytest.approx(6.738e9, rel=1e-3)

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 CLUSTERS = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 BIG = {"big-4types-4096", "cloud-4types-1024"}
-TARGETS = ("megatron", "deepspeed", "torchtitan", "flagscale")
+TARGETS = ("megatron", "deepspeed", "torchtitan", "flagscale", "fsdp")
 
 
 def _job(catalog, cluster_name: str, engine: str) -> Job:
@@ -79,7 +79,7 @@ def test_every_alternative_an_export_offers_fits_by_evaluate(catalog, cluster_na
 def test_capability_matrix_in_the_docs_is_the_generated_one():
     doc = (ROOT / "docs" / "exports.md").read_text()
     assert markdown() in doc, "regenerate with `python -m planner.engines.matrix` and paste it into docs/exports.md"
-    assert set(ENGINES) == {"hetplan", "megatron", "deepspeed", "torchtitan", "flagscale"}
+    assert set(ENGINES) == {"hetplan", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp", "megatron-deepspeed"}
 
 
 # --- launch.sh: every rank on its planned GPU ---------------------------------------------------------------
@@ -322,7 +322,7 @@ def test_torchtitan_loads_lora_offload_and_finetune_configs(catalog, tmp_path, m
     assert not any(hasattr(c, "rank") for _, c, _, _ in cfg.model_spec.model.traverse(Module.Config, recurse=True))
 
 
-@pytest.mark.parametrize("target", ["megatron", "flagscale", "deepspeed", "torchtitan"])
+@pytest.mark.parametrize("target", ["megatron", "flagscale", "deepspeed", "torchtitan", "fsdp"])
 def test_searched_job_plans_export_exactly(catalog, target):
     """A plan the search finds for the engine with each job kind and offload it runs is exported as it is."""
     from planner.types import JobKind, Training
@@ -473,3 +473,193 @@ def test_torchtitan_deepseek_v3_maps_to_its_registry_flavor(catalog, tmp_path, m
     assert torchtitan.flavor(replace(plan, model=replace(model, dense_layers=0))) is None
     cfg = _load_torchtitan(tmp_path, monkeypatch, torchtitan.python_config(plan), "hetplan_tt_dsv3")
     assert (cfg.model_spec.name, cfg.model_spec.flavor) == ("deepseek_v3", "671B")
+
+
+# --- PyTorch FSDP through Accelerate: its own launcher's parsing and FSDP plugin --------------------------------
+
+def _accelerate_plugin(path: str, gpu_ids: str, monkeypatch):
+    """What `accelerate launch --config_file path` hands the training processes: the launcher's own argument
+    merge (_validate_launch_command) and environment (prepare_multi_gpu_env), then the
+    FullyShardedDataParallelPlugin built from that environment, as Accelerator() builds it."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from accelerate.utils.launch import prepare_multi_gpu_env
+    import accelerate.utils.dataclasses as acc_dataclasses
+    import torch
+    args = launch_command_parser().parse_args(["--config_file", path, "--machine_rank", "0", "--gpu_ids", gpu_ids,
+                                               "--main_process_ip", "host-0", "train.py"])
+    args, _, _ = _validate_launch_command(args)
+    for key, value in prepare_multi_gpu_env(args).items():
+        monkeypatch.setenv(key, value)
+    # sync_module_states asks for the current CUDA device (dataclasses.py lines 1998-2018); none on this CPU
+    monkeypatch.setattr(acc_dataclasses, "is_cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return args, FullyShardedDataParallelPlugin()
+
+
+def test_fsdp_config_loads_with_accelerates_own_classes(catalog, tmp_path, monkeypatch):
+    pytest.importorskip("accelerate", reason="accelerate is not installed (requirements-dev.txt installs it)")
+    from accelerate.commands.config.config_args import ClusterConfig
+    from accelerate.commands.launch import launch_command_parser
+    from planner.types import Offload, Recompute
+    known = {a.dest for a in launch_command_parser()._actions}
+    plans = [*_engine_plans(catalog, "fsdp"), _searched(catalog, "fsdp", offload=Offload.OPTIMIZER_PARAMS)]
+    strategies = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
+    for k, (cluster, plan) in enumerate(plans):
+        result = export_result(plan, cluster, "fsdp")
+        assert result.reasons == () and result.exported_plan == plan
+        path = tmp_path / f"fsdp{k}.yaml"
+        path.write_text(result.files["accelerate_fsdp.yaml"])
+        cfg = ClusterConfig.from_yaml_file(str(path))           # refuses unknown keys
+        assert cfg.distributed_type.value == "FSDP" and cfg.num_processes == plan.num_gpus
+        assert set(cfg.fsdp_config) <= known                    # each key is a --fsdp_* launch argument
+        gpus = ",".join(str(g) for g in range(plan.num_gpus // cfg.num_machines))
+        args, plugin = _accelerate_plugin(str(path), gpus, monkeypatch)
+        assert int(args.num_processes) == plan.num_gpus
+        assert plugin.sharding_strategy.name == strategies[plan.zero_stage]
+        assert plugin.backward_prefetch.name == "BACKWARD_PRE" and plugin.forward_prefetch and plugin.limit_all_gathers
+        assert plugin.activation_checkpointing == (plan.recompute == Recompute.FULL)
+        assert plugin.cpu_offload.offload_params == (plan.offload == Offload.OPTIMIZER_PARAMS)
+    assert any(p.offload == Offload.OPTIMIZER_PARAMS for _, p in plans)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
+def test_fsdp_launch_starts_each_host_with_its_machine_rank(catalog, tmp_path):
+    cluster = load_cluster_file(EXAMPLES / "a100-v100-16.yaml", catalog)
+    plan = search(cluster, _job(catalog, "a100-v100-16", "fsdp"), baselines=False,
+                  options=SearchOptions(time_limit_s=2)).plans[0].plan
+    files = export_result(plan, cluster, "fsdp").files
+    folder, bin_dir = tmp_path / "run", tmp_path / "bin"
+    folder.mkdir()
+    bin_dir.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (bin_dir / "accelerate").write_text(STUB)
+    (bin_dir / "accelerate").chmod(0o755)
+    hosts = sorted({f"{r.pool}-{n}" for st in plan.stages for r in st.replicas
+                    for n in range(cluster.pool(r.pool).nodes)})
+    seen = []
+    for host in hosts:
+        log = tmp_path / f"{host}.log"
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOST": host, "STUB_LOG": str(log),
+               "TRAIN_SCRIPT": "train.py"}
+        subprocess.run(["bash", str(folder / "launch.sh"), "--lr", "1"], env=env, check=True)
+        if log.exists():
+            words = log.read_text().split(" ARGS=")[1].split()
+            seen.append((int(words[words.index("--machine_rank") + 1]), words[words.index("--gpu_ids") + 1]))
+            assert words[-3:] == ["train.py", "--lr", "1"]
+    assert sorted(r for r, _ in seen) == list(range(len(seen)))
+    assert sum(len(g.split(",")) for _, g in seen) == plan.num_gpus
+
+
+# --- the default plan (the best of the real engines): a real engine's plan, exported exactly, fitting -------
+
+@pytest.mark.parametrize("cluster_name", ["single-node-8", "a100-v100-16", "lab-mix", "consumer-mix"])
+def test_the_default_plan_is_a_real_engines_and_exports_exactly(catalog, cluster_name):
+    from planner.engines import REAL
+    cluster = load_cluster_file(EXAMPLES / f"{cluster_name}.yaml", catalog)
+    result = search(cluster, _job(catalog, cluster_name, "hetplan"), options=SearchOptions(time_limit_s=5),
+                    engines=REAL)
+    best = result.plans[0]
+    assert best.plan.engine in REAL and set(result.by_engine) == set(REAL)
+    assert all(b is None or b.plan.engine == best.plan.engine for b in result.baselines.values())
+    target = get(best.plan.engine).exports[0]
+    exported = export_result(best.plan, cluster, target)
+    assert exported.reasons == () and exported.exported_plan == best.plan, exported.reasons
+    assert evaluate(cluster, best.plan).fits
+
+
+# --- torchtitan: the model's architecture, the batch and the paths, as torchtitan 0.3.0 loads them -------------
+
+def _tt_plan(catalog, model_id: str, stages: int = 1, micro_batch: int = 2, precision: str = "bf16"):
+    from planner.types import Plan, Precision, Recompute, Replica, Stage
+    model = catalog.model(model_id)
+    cut = [round(k * model.layers / stages) for k in range(stages + 1)]
+    return Plan(model, 64, 4096, micro_batch, Precision(precision),
+                tuple(Stage(a, b, (Replica("h100", 8, 32), Replica("h100", 8, 32))) for a, b in zip(cut, cut[1:])),
+                zero_stage=3, recompute=Recompute.FULL, sequence_parallel=True, engine="torchtitan")
+
+
+@pytest.mark.parametrize("model_id", ["llama-3-8b", "llama-3.1-405b", "qwen3-30b-a3b", "deepseek-v3"])
+def test_torchtitan_model_has_the_catalog_models_rope_and_norms(catalog, tmp_path, monkeypatch, model_id):
+    """Every RoPE and RMSNorm config of the model torchtitan builds has the catalog's base, scaling and epsilon:
+    torchtitan's llama3 8B flavor is Llama 3.1's (RoPE scaling "llama" x8), which Llama 3 8B does not have."""
+    _torchtitan_03()
+    from planner.export.torchtitan import python_config
+    from torchtitan.models.common.nn_modules import RMSNorm
+    from torchtitan.models.common.rope import RoPE
+    plan = _tt_plan(catalog, model_id)
+    model = plan.model
+    cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(plan), f"hetplan_tt_arch_{model_id.replace('.', '_')}")
+    ropes = [c for _, c, _, _ in cfg.model_spec.model.traverse(RoPE.Config, recurse=True)]
+    norms = [c for _, c, _, _ in cfg.model_spec.model.traverse(RMSNorm.Config, recurse=True)]
+    assert ropes and norms
+    scaling = {None: "none", "llama3": "llama", "yarn": "yarn"}[model.rope_scaling]
+    for rope in ropes:
+        assert (rope.theta, rope.scaling) == (model.rope_theta, scaling), (model_id, rope)
+        if scaling == "llama":
+            assert rope.scaling_factor == model.rope_scaling_factor
+        if scaling == "yarn":
+            assert rope.rope_factor == model.rope_scaling_factor
+    assert {n.eps for n in norms} == {model.norm_eps}
+    assert decoder_vocab(cfg) == model.vocab
+
+
+def decoder_vocab(cfg) -> int:
+    return cfg.model_spec.model.vocab_size
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_torchtitan_runs_the_plans_micro_batch_and_accumulation(catalog, tmp_path, monkeypatch, stages):
+    """torchtitan 0.3.0 (trainer.py lines 415-438, 568-573): without pipelining a rank's forward pass is
+    local_batch_size sequences, accumulated global / (local x dp) times; with it local_batch_size is split into
+    micro-batches of pipeline_parallel_microbatch_size. Either way a forward pass holds the plan's micro-batch
+    and a step the plan's global batch."""
+    _torchtitan_03()
+    from planner.export.torchtitan import python_config
+    plan = _tt_plan(catalog, "llama-3-8b", stages=stages)
+    cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(plan), f"hetplan_tt_batch_{stages}")
+    dp = len(plan.stages[0].replicas)
+    local, global_batch = cfg.training.local_batch_size, cfg.training.global_batch_size
+    assert global_batch == plan.global_batch and global_batch % (local * dp) == 0
+    accumulation = global_batch // (local * dp)
+    forward = cfg.parallelism.pipeline_parallel_microbatch_size if stages > 1 else local
+    microbatches = local // forward if stages > 1 else 1
+    assert forward == plan.micro_batch
+    assert accumulation * microbatches * forward * dp == plan.global_batch
+
+
+def test_torchtitan_fp8_keeps_the_output_projection_in_bf16(catalog, tmp_path, monkeypatch):
+    """torchtitan's own FP8 recipes filter lm_head (llama3_405b) and router.gate (deepseek_v3); 0.2.2's TOML
+    names the head `output`. torchtitan builds the 0.3 converter only with torchao installed."""
+    import tomllib
+    from planner.export.torchtitan import config, python_config
+    cases = (("llama-3-8b", ["lm_head"]), ("qwen3-30b-a3b", ["lm_head", "router.gate"]))
+    for model_id, expected in cases:
+        toml = tomllib.loads(to_toml_text(config(_tt_plan(catalog, model_id, precision="fp8"))))
+        assert toml["quantize"]["linear"]["float8"]["filter_fqns"] == ["output"] + expected[1:]
+    _torchtitan_03()
+    pytest.importorskip("torchao", reason="torchtitan's Float8LinearConverter needs torchao")
+    from torchtitan.components.quantization import Float8LinearConverter
+    for model_id, expected in cases:
+        cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(_tt_plan(catalog, model_id, precision="fp8")),
+                               f"hetplan_tt_fp8_{model_id[:4]}")
+        float8 = [c for c in cfg.model_spec.converters if isinstance(c, Float8LinearConverter.Config)]
+        assert len(float8) == 1 and float8[0].filter_fqns == expected
+
+
+def to_toml_text(sections) -> str:
+    from planner.export.torchtitan import to_toml
+    return to_toml(sections)
+
+
+def test_torchtitan_tokenizer_path_is_absolute_from_where_launch_sh_started(catalog, tmp_path, monkeypatch):
+    _torchtitan_03()
+    from planner.export.torchtitan import python_config
+    monkeypatch.setenv("HETPLAN_CALLER_DIR", "/home/me/torchtitan")
+    monkeypatch.delenv("HF_ASSETS_PATH", raising=False)
+    cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(_tt_plan(catalog, "llama-3-8b")), "hetplan_tt_assets")
+    assert cfg.hf_assets_path == "/home/me/torchtitan/assets/hf/Llama-3.1-8B"
+    monkeypatch.setenv("HF_ASSETS_PATH", "/data/tokenizer")
+    cfg = _load_torchtitan(tmp_path, monkeypatch, python_config(_tt_plan(catalog, "llama-3-8b")), "hetplan_tt_assets2")
+    assert cfg.hf_assets_path == "/data/tokenizer"

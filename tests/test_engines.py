@@ -29,7 +29,10 @@ from planner.types import InfeasibleError, InputError, Objective, Precision, Rec
 from tests.test_one_cost_model import PIPELINE_TOLERANCE, _random_case, assert_holds_against_exhaustive
 
 REAL_ENGINES = [name for name in ENGINES if name != DEFAULT]
-GRAHAM_TOLERANCE = 0.035   # seed 19's 8-stage gpt3-2.7b plan: every torchtitan pass 0.5% longer, 1F1B 3.0% sooner
+# seed 19's 8-stage gpt3-2.7b plan: every torchtitan pass 0.6-1.3% longer, 1F1B 4.5% sooner (2.868 s against
+# 3.004 s, bubble 0.856 s against 1.003 s) since attention runs at FlashAttention-2's measured rates (issue 19;
+# 3.0% sooner before)
+GRAHAM_TOLERANCE = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +96,7 @@ def test_bounds_floors_and_space_under_each_engine(catalog, engine, seed):
         # Longer passes can end a greedy list schedule sooner (Graham 1969's timing anomalies): the
         # 1F1B event simulation then finishes up to about 3% earlier when some stages slow down more
         # than others (seed 19: an 8-stage torchtitan plan, every pass 0.5% longer than under hetplan's
-        # runtime, 3.028 s against 3.123 s, its bubble 0.887 s against 0.993 s). What the
+        # runtime; GRAHAM_TOLERANCE has today's figures). What the
         # search needs, bounds below evaluate under the engine, is held exactly above.
         assert est.iteration_time_s >= own.iteration_time_s * (1 - GRAHAM_TOLERANCE)
         same_kind = (plan.recompute != Recompute.SELECTIVE or ENGINES[engine].execution.selective_recompute

@@ -52,7 +52,12 @@ MEGATRON_VALUED = {"--num-layers": int, "--hidden-size": int, "--ffn-hidden-size
                    "--moe-shared-expert-intermediate-size": int, "--moe-layer-freq": str,
                    "--moe-aux-loss-coeff": float, "--expert-model-parallel-size": int,
                    "--expert-tensor-parallel-size": int, "--q-lora-rank": int, "--kv-lora-rank": int,
-                   "--qk-head-dim": int, "--qk-pos-emb-head-dim": int, "--v-head-dim": int}
+                   "--qk-head-dim": int, "--qk-pos-emb-head-dim": int, "--v-head-dim": int,
+                   # TransformerConfig fields (transformer_config.py lines 188-203, 400; --norm-epsilon by its
+                   # argparse_meta), _add_network_size_args lines 2418-2441, _add_mla_args line 3558
+                   "--norm-epsilon": float, "--hidden-dropout": float, "--attention-dropout": float,
+                   "--init-method-std": float, "--rotary-base": int, "--rope-scaling-factor": float,
+                   "--rotary-scaling-factor": float, "--make-vocab-size-divisible-by": int}
 MEGATRON_CHOICES = {"--recompute-granularity": ["full", "selective"], "--recompute-method": ["uniform", "block"],
                     "--normalization": ["LayerNorm", "RMSNorm"],
                     "--position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"],
@@ -60,12 +65,13 @@ MEGATRON_CHOICES = {"--recompute-granularity": ["full", "selective"], "--recompu
                     # type=str, nargs="+", values from its help (lines 3221-3226); one value: every layer
                     "--cp-comm-type": ["p2p", "a2a", "allgather", "a2a+p2p"],
                     "--moe-token-dispatcher-type": ["allgather", "alltoall", "flex"],
+                    "--rope-type": ["rope", "yarn"],
                     "--moe-router-load-balancing-type": ["aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn",
                                                          "quantile_balancing", "none"]}
 MEGATRON_SWITCHES = {"--group-query-attention", "--bf16", "--fp16", "--sequence-parallel", "--use-distributed-optimizer",
                      "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
                      "--overlap-grad-reduce", "--use-megatron-fsdp", "--finetune", "--optimizer-cpu-offload",
-                     "--use-precision-aware-optimizer", "--multi-latent-attention"}
+                     "--use-precision-aware-optimizer", "--multi-latent-attention", "--use-rope-scaling"}
 CHECKPOINT = "/ckpt/base"      # what launch.sh's CHECKPOINT holds in these tests
 
 
@@ -679,3 +685,154 @@ def test_torchtitan_refuses_expert_parallelism_without_fsdp(catalog):
     assert plan.zero_stage >= 2 and limits(plan, cluster) == []
     replicated = replace(plan, zero_stage=0, offload=Offload.NONE)
     assert any("never from dp_replicate" in r for r in limits(replicated, cluster))
+
+
+# --- the model's architecture beyond its shapes reaches every engine's config ----------------------------------
+
+def _one_stage_plan(model, tp: int = 1, engine: str = "megatron"):
+    from planner.types import Plan, Precision, Replica, Stage
+    return Plan(model, 8, 4096, 1, Precision.BF16, (Stage(0, model.layers, (Replica("a100", tp, 8),)),),
+                engine=engine)
+
+
+def _megatron_padded_vocab(vocab: int, args) -> int:
+    """megatron/training/vocab_utils.py line 58 (d98e8a6): padded to divisible-by x tp."""
+    multiple = args.make_vocab_size_divisible_by * args.tensor_model_parallel_size
+    return -(-vocab // multiple) * multiple
+
+
+@pytest.mark.parametrize("tool", ["megatron", "flagscale"])
+def test_megatron_and_flagscale_state_every_architectural_field_of_every_catalog_model(catalog, tool):
+    """RoPE base and scaling, norm epsilon, dropout, init std, tied embeddings and the vocabulary (as Megatron
+    pads it) read back through Megatron's argument definitions equal the catalog's, for every catalog model:
+    Megatron's defaults (RoPE base 10000, dropout 0.1) are not Llama 3's (500000, 0)."""
+    from planner.export import flagscale, megatron
+    writer = megatron if tool == "megatron" else flagscale
+    for model in catalog.models.values():
+        for tp in (1, 2, 8):
+            if model.heads % tp or model.kv_heads % tp and model.kv_heads > tp:
+                continue
+            words = [w for a in writer.arguments(_one_stage_plan(model, tp)) for w in a]
+            args = _megatron_parser().parse_known_args(words)[0]     # FlagScale adds its --hetero-* flags
+            assert (args.norm_epsilon, args.hidden_dropout, args.attention_dropout, args.init_method_std) == \
+                (model.norm_eps, model.hidden_dropout, model.attention_dropout, model.init_std), model.id
+            assert args.untie_embeddings_and_output_weights == (not model.tied_embeddings)
+            if model.position.value == "rope":
+                assert args.rotary_base == model.rope_theta, model.id
+            assert args.use_rope_scaling == (model.rope_scaling == "llama3")
+            if model.rope_scaling == "llama3":
+                assert args.rope_scaling_factor == model.rope_scaling_factor
+            if model.rope_scaling == "yarn":
+                assert (args.rope_type, args.rotary_scaling_factor) == ("yarn", model.rope_scaling_factor)
+            if model.vocab % tp == 0:
+                assert _megatron_padded_vocab(model.vocab, args) == model.vocab, (model.id, tp)
+            else:
+                assert _megatron_padded_vocab(model.vocab, args) - model.vocab < tp, (model.id, tp)
+    llama3 = catalog.models["llama-3-8b"]
+    assert (llama3.rope_theta, llama3.hidden_dropout, llama3.attention_dropout) == (500000, 0, 0)
+    assert catalog.models["mixtral-8x7b"].rope_theta == 1e6 and catalog.models["llama-2-7b"].rope_theta == 10000
+
+
+# --- FlagScale: what its runner makes of the runner YAML, and what launch.sh exports -----------------------------
+
+def _flagscale_runner_args(yaml_text: str, env: dict[str, str], exp_dir: str) -> list[str]:
+    """The train_gpt.py words FlagScale's runner builds from the YAML, step by step as its code does (a second
+    reading, kept here on purpose; flagos-ai/FlagScale@16a2dd5 flagscale/runner/runner_train.py):
+    resolve `${oc.env:X}` (OmegaConf.to_container(resolve=True), line 36); _update_config_train (lines 97-146)
+    sets train.system.checkpoint.load to the experiment's checkpoints folder unless given there, and .save
+    likewise; _get_args_megatron (lines 30-48) merges system, model and data and flattens them with
+    flatten_dict_to_args (utils.py lines 271-290): `_` -> `-`, a dict's keys in place, a list after its flag,
+    true as a bare flag, ignoring log_dir, details_dir, scripts_dir and pids_dir."""
+    import re
+    import yaml
+    config = yaml.safe_load(re.sub(r"\$\{oc\.env:(\w+)\}", lambda m: env[m.group(1)], yaml_text))
+    system = config["train"]["system"]
+    checkpoint = system.setdefault("checkpoint", {})
+    checkpoint["save"] = os.path.abspath(checkpoint.get("save") or os.path.join(exp_dir, "checkpoints"))
+    checkpoint["load"] = os.path.abspath(checkpoint.get("load") or os.path.join(exp_dir, "checkpoints"))
+    merged = {**system, **(config["train"]["model"] or {}), **(config["train"]["data"] or {})}
+
+    def flatten(d):
+        out = []
+        for key, value in d.items():
+            if key in ("log_dir", "details_dir", "scripts_dir", "pids_dir"):
+                continue
+            key = key.replace("_", "-")
+            if isinstance(value, dict):
+                out += flatten(value)
+            elif isinstance(value, list):
+                out += [f"--{key}", *map(str, value)]
+            elif isinstance(value, bool):
+                out += [f"--{key}"] if value else []
+            else:
+                out += [f"--{key}", str(value)]
+        return out
+    return flatten(merged)
+
+
+def test_flagscale_runner_fine_tunes_from_the_checkpoint_not_an_empty_folder(catalog, cluster):
+    """Fine-tuning through FlagScale's runner: exactly one --load, the checkpoint (a flat `load` was followed
+    by the runner's own checkpoint.load, the empty experiment folder, which argparse kept: random weights)."""
+    for job in (FINETUNE, LORA):
+        plan = _uniform(catalog, recompute="none", job=job, engine="flagscale")
+        yaml_text = export_result(plan, cluster, "flagscale").files["flagscale_train.yaml"]
+        words = _flagscale_runner_args(yaml_text, {"CHECKPOINT": "/ckpt/base"}, "/exp")
+        assert words.count("--load") == 1 and words[words.index("--load") + 1] == "/ckpt/base", job
+        assert "--finetune" in words
+        parsed = _megatron_parser().parse_known_args(words)[0]
+        assert parsed.load == "/ckpt/base" and parsed.finetune
+    pretrain = export_result(_uniform(catalog, engine="flagscale"), cluster, "flagscale").files["flagscale_train.yaml"]
+    words = _flagscale_runner_args(pretrain, {}, "/exp")
+    assert words[words.index("--load") + 1] == "/exp/checkpoints" and "--finetune" not in words
+
+
+def test_flagscale_launch_sets_pythonpath_as_its_runner_does(catalog, cluster, tmp_path):
+    """FlagScale's runner exports its root and its Megatron-LM submodule (runner_train.py lines 253, 272)."""
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash to run launch.sh")
+    files = export_result(_uniform(catalog, engine="flagscale"), cluster, "flagscale").files
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "torchrun").write_text('#!/usr/bin/env bash\necho "PYTHONPATH=$PYTHONPATH" >> "$STUB_LOG"\n')
+    (stub / "torchrun").chmod(0o755)
+    host = files["hostfile"].split()[0]
+    log = tmp_path / "log"
+    subprocess.run(["bash", str(tmp_path / "launch.sh")], check=True,
+                   env={**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "HOST": host, "STUB_LOG": str(log),
+                        "FLAGSCALE_DIR": "/opt/FlagScale", "PYTHONPATH": "/mine"})
+    paths = {line.split("=", 1)[1] for line in log.read_text().splitlines()}
+    assert paths == {"/opt/FlagScale:/opt/FlagScale/third_party/Megatron-LM:/mine"}
+
+
+def test_flagscale_runner_yaml_names_the_hostfile_in_the_export_folder(tmp_path, capsys):
+    """FlagScale's runner opens `hostfile` from where run.py starts (runner_train.py line 407): the file
+    export --out writes names it by its absolute path."""
+    out = tmp_path / "rel" / "fs"
+    plan = str(EXAMPLES / "plans" / "single-node-8-small.json")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert main(["export", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--plan", plan, "--to",
+                     "flagscale", "--out", "rel/fs"]) == 0
+    finally:
+        os.chdir(cwd)
+    import yaml
+    config = yaml.safe_load((out / "flagscale_train.yaml").read_text())
+    assert config["experiment"]["runner"]["hostfile"] == str(out / "hostfile") and (out / "hostfile").is_file()
+
+
+def test_every_file_a_writer_writes_is_in_its_files(catalog, cluster):
+    """export --out checks each writer's FILES before the search: they must cover what it writes."""
+    from planner.export import ENGINES, possible_files
+    plan = load_plan_file(EXAMPLES / "plans" / "single-node-8-small.json", catalog)
+    for target in ENGINES:
+        if not possible_files(target):
+            continue
+        for p in (plan, _uniform(catalog, engine="flagscale"), _uniform(catalog, tp=1)):
+            try:
+                files = export_result(p, cluster, target, time_limit_s=2).files
+            except ValueError:
+                continue
+            assert set(files) <= set(possible_files(target)), (target, set(files) - set(possible_files(target)))

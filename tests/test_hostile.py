@@ -673,3 +673,93 @@ def test_plan_arguments_are_bounded(args, expect, capsys):
     """An unbounded search (--time-limit inf) or answer (--top 10^9) is a typo, refused at once."""
     refused(["plan", "--cluster", CLUSTER, "--model", "gpt3-1.3b", "--global-batch", "64", "--seq-len", "2048"]
             + args, expect, capsys)
+
+
+# ----------------------------------------------------------------------------- issue 20: outputs and inputs
+
+@pytest.mark.parametrize("input_name, option", [("closest-plan.json", "--plan"), ("hostfile", "--cluster")])
+def test_export_out_never_overwrites_its_own_inputs(input_name, option, tmp_path, capsys):
+    """A plan or cluster file inside --out under the name of a file the export writes is refused, before the
+    search, as plan, calibrate and run-local refuse an output that is an input."""
+    out = tmp_path / "out"
+    out.mkdir()
+    source = PLAN if option == "--plan" else CLUSTER
+    kept = out / input_name
+    kept.write_text(Path(source).read_text())
+    argv = ["export", "--cluster", CLUSTER, "--plan", PLAN, "--to", "megatron", "--out", str(out)]
+    argv[argv.index(option) + 1] = str(kept)
+    refused(argv, "is also an input", capsys)
+    assert kept.read_text() == Path(source).read_text() and sorted(p.name for p in out.iterdir()) == [input_name]
+
+
+def test_a_fifo_in_the_export_folder_is_refused_before_the_search(tmp_path, capsys, monkeypatch):
+    """Refused before anything runs (the docs say so), and stderr never says a file "is written" when none was."""
+    import planner.export as export_module
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "closest-plan.json")
+
+    def no_search(*a, **k):
+        raise AssertionError("the export ran before its output paths were checked")
+    monkeypatch.setattr(export_module, "export_result", no_search)
+    line = refused(["export", "--cluster", CLUSTER, "--plan", PLAN, "--to", "megatron", "--out", str(out)], "FIFO",
+                   capsys)
+    assert "closest-plan.json" in line
+
+
+def test_a_closest_plan_is_said_to_be_written_only_when_it_is(tmp_path, capsys):
+    hetplan_plan = ["export", "--cluster", str(EXAMPLES / "lab-mix.yaml"), "--plan",
+                    str(EXAMPLES / "plans" / "lab-mix-llama-2-70b.json"), "--to", "deepspeed", "--time-limit", "2"]
+    assert main(hetplan_plan) == 0
+    out, err = capsys.readouterr()
+    if "closest-plan.json" not in out:
+        pytest.skip("DeepSpeed runs this plan as it is")
+    assert "written beside" not in err and "printed with them as closest-plan.json" in err
+
+
+@pytest.mark.parametrize("command", ["plan", "calibrate", "export"])
+def test_a_dangling_link_at_an_output_path_is_refused_and_nothing_is_created(command, catalog, tmp_path, capsys):
+    target = tmp_path / "missing" / "deeper" / "file"
+    link = tmp_path / "link"
+    if command == "export":
+        (tmp_path / "out").mkdir()
+        link = tmp_path / "out" / "hostfile"
+    link.symlink_to(target)
+    argv = {"plan": ["plan", "--cluster", CLUSTER, "--model", "llama-2-7b", "--global-batch", "8",
+                     "--seq-len", "1024", "--out", str(link)],
+            "calibrate": ["calibrate", "--measurements", measurements_file(catalog, tmp_path), "--out", str(link)],
+            "export": ["export", "--cluster", CLUSTER, "--plan", PLAN, "--to", "torchrun", "--out",
+                       str(tmp_path / "out")]}[command]
+    line = refused(argv, "symbolic link", capsys)
+    assert "does not exist" in line and not (tmp_path / "missing").exists()
+    if command == "export":
+        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["hostfile"]
+
+
+def test_export_out_through_a_missing_folder_and_back_says_so(tmp_path, capsys):
+    line = refused(_export(tmp_path / "o" / ".." / "x"), "does not exist", capsys)
+    assert "a part of the path is a file" not in line and "`..`" in line
+    assert not (tmp_path / "o").exists() and not (tmp_path / "x").exists()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    line = refused(_export(tmp_path / "dangling"), "symbolic link", capsys)
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_export_hung_up_midway_writes_none(tmp_path, capsys, monkeypatch):
+    """SIGHUP (a closed terminal) is handled as SIGTERM: no temporaries, no mixed set."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in TORCHRUN_FILES:
+        (out / name).write_text(f"old {name}")
+    _fail_on_call(monkeypatch, "_write_temporary", 2, lambda: os.kill(os.getpid(), signal.SIGHUP))
+    previous = signal.getsignal(signal.SIGHUP)
+    assert main(_export(out)) == 130
+    assert {p.name: p.read_text() for p in out.iterdir()} == {n: f"old {n}" for n in TORCHRUN_FILES}
+    assert signal.getsignal(signal.SIGHUP) == previous
+
+
+def test_export_hung_up_during_the_renames_finishes_the_set(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    _fail_on_call(monkeypatch, "replace", 1, lambda: os.kill(os.getpid(), signal.SIGHUP))
+    assert main(_export(out)) == 130
+    assert sorted(p.name for p in out.iterdir()) == TORCHRUN_FILES

@@ -1,7 +1,11 @@
 """Figures the CLI prints: durations without floating-point noise (issue 12)."""
 from __future__ import annotations
 
-from planner.report import format_duration
+from pathlib import Path
+
+from catalog import load_catalog, load_cluster_file, load_plan_file
+from planner.cost import evaluate
+from planner.report import EXPOSED_ONLY_TERMS, estimate_to_text, format_duration
 
 
 def test_durations_read_as_durations():
@@ -10,3 +14,18 @@ def test_durations_read_as_durations():
     assert format_duration(0.0123) == "0.0123 s"
     assert format_duration(90) == "1.5 min"
     assert format_duration(None) == "-"
+
+
+
+def test_the_text_prints_no_total_for_a_term_whose_total_is_not_computed():
+    """evaluate's table: zero_comm's total_s repeats its exposed time (issue 21), so its total cell says
+    "-" and a line says why, rather than printing the exposed time under "total s"."""
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    catalog = load_catalog()
+    cluster = load_cluster_file(examples / "single-node-8.yaml", catalog)
+    est = evaluate(cluster, load_plan_file(examples / "plans" / "single-node-8-small.json", catalog))
+    rows = {line.split()[0]: line.split()[1:] for line in estimate_to_text(est).splitlines() if line.startswith("  ")}
+    assert rows["zero_comm"] == ["-", f"{est.breakdown['zero_comm'].exposed_s:.3f}"]
+    assert rows["data_parallel_comm"] == [f"{est.breakdown['data_parallel_comm'].total_s:.3f}",
+                                          f"{est.breakdown['data_parallel_comm'].exposed_s:.3f}"]
+    assert f"(zero_comm: {EXPOSED_ONLY_TERMS['zero_comm']})" in estimate_to_text(est)

@@ -11,6 +11,7 @@ import pytest
 from catalog import cluster_from_dict, load_catalog
 from catalog.formats import plan_from_dict, plan_to_dict
 from planner.cost import evaluate
+from planner.flops import model_params
 from planner.search import search
 from planner.training import NF4_BYTES_PER_PARAM, adapter_params, model_states, trainable_share
 from planner.types import (InfeasibleError, InputError, Job, JobKind, Model, Offload, Plan, Precision, Recompute,
@@ -57,7 +58,7 @@ def test_qlora_fits_65b_on_one_48gb_gpu_where_full_finetuning_needs_over_780gb(c
     assert full.total_bytes > 780e9
     assert qlora.total_bytes < 48e9
     # the 4-bit base alone: 65.3 B parameters x 4.127 bits
-    assert qlora.weights_bytes == pytest.approx(LLAMA_65B.num_params * NF4_BYTES_PER_PARAM, rel=0.02)
+    assert qlora.weights_bytes == pytest.approx(model_params(LLAMA_65B) * NF4_BYTES_PER_PARAM, rel=0.02)
 
 
 def test_lora_memory_on_an_8b_model_is_far_below_full_finetuning_and_qlora_below_lora(catalog):
@@ -72,10 +73,10 @@ def test_lora_memory_on_an_8b_model_is_far_below_full_finetuning_and_qlora_below
     full, lora, qlora = (mem[k].total_bytes for k in (JobKind.FULL_FINETUNE, JobKind.LORA, JobKind.QLORA))
     assert full > 5 * lora and lora > 2.5 * qlora
     states = lambda m: m.weights_bytes + m.gradients_bytes + m.optimizer_bytes     # noqa: E731
-    assert states(mem[JobKind.FULL_FINETUNE]) == pytest.approx(18 * model.num_params, rel=0.01)
+    assert states(mem[JobKind.FULL_FINETUNE]) == pytest.approx(18 * model_params(model), rel=0.01)
     adapters = adapter_params(model, 16)         # each with its full 18 bytes of mixed-precision Adam state
-    assert states(mem[JobKind.LORA]) == pytest.approx(2 * model.num_params + 18 * adapters, rel=1e-6)
-    assert states(mem[JobKind.QLORA]) == pytest.approx(NF4_BYTES_PER_PARAM * model.num_params + 18 * adapters, rel=1e-6)
+    assert states(mem[JobKind.LORA]) == pytest.approx(2 * model_params(model) + 18 * adapters, rel=1e-6)
+    assert states(mem[JobKind.QLORA]) == pytest.approx(NF4_BYTES_PER_PARAM * model_params(model) + 18 * adapters, rel=1e-6)
 
 
 def test_adapters_are_rank_times_the_sum_of_each_projections_sides(catalog):
@@ -109,8 +110,8 @@ def test_offload_moves_optimizer_states_to_the_host_and_costs_time(catalog):
     base = evaluate(cluster, plan)
     off = evaluate(cluster, replace(plan, offload=Offload.OPTIMIZER))
     m0, m1 = base.replicas[0].memory, off.replicas[0].memory
-    assert m1.optimizer_bytes == 0 and m1.host_bytes == pytest.approx(16 * model.num_params, rel=0.01)
-    assert m1.total_bytes < m0.total_bytes - 12 * model.num_params * 0.99
+    assert m1.optimizer_bytes == 0 and m1.host_bytes == pytest.approx(16 * model_params(model), rel=0.01)
+    assert m1.total_bytes < m0.total_bytes - 12 * model_params(model) * 0.99
     assert off.iteration_time_s > base.iteration_time_s
     params = replace(plan, zero_stage=3, offload=Offload.OPTIMIZER_PARAMS)
     assert evaluate(cluster, params).replicas[0].memory.weights_bytes == 0

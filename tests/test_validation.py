@@ -35,20 +35,27 @@ def test_every_reference_row_is_compared(rows):
     assert len(by(rows, "Korthikanti 2022 Figure 1")) == 16
 
 
-def test_megatron_weak_scaling_throughput_within_10_percent(rows):
-    # Narayanan et al. 2021 (SC21) Table 1: TFLOP/s per A100, 32 to 3,072 GPUs
+def test_megatron_weak_scaling_throughput_within_11_percent(rows):
+    # Narayanan et al. 2021 (SC21) Table 1: TFLOP/s per A100, 32 to 3,072 GPUs. Worst measured 10.8% (1T on
+    # 3,072 GPUs) since the GEMM factor 0.948 fitted to these rows went (issue 19); 8.6% with it
     errors = {r.case: r.error for r in by(rows, "Narayanan 2021")}
-    assert all(abs(e) <= 0.10 for e in errors.values()), errors
+    assert all(abs(e) <= 0.11 for e in errors.values()), errors
     assert statistics.median(abs(e) for e in errors.values()) <= 0.10
 
 
-def test_korthikanti_iteration_times_beat_calculon(rows):
-    # Korthikanti et al. 2022 Table 5; calculon (Isaev et al. SC23) reports 3.7% mean, 8.9% worst. Measured
-    # 3.0% mean, 9.2% worst (megatron-22b full, tp 8: its h / tp = 768 GEMMs slow under A100's n0 = 153);
-    # 2.9% and 7.7% with the former fixed n0 = 128: the mean beats calculon's, the worst no longer does
+def test_korthikanti_iteration_times_do_not_regress(rows):
+    # Korthikanti et al. 2022 Table 5. Measured 5.2% mean, 9.7% worst (turing-530b seqsel) with no fitted GEMM
+    # factor (issue 19); 3.0% and 9.2% with the factor 0.948 that was chosen for these rows
     errors = [abs(r.error) for r in by(rows, "Korthikanti 2022 Table 5")]
-    assert statistics.mean(errors) <= 0.037, errors
-    assert max(errors) <= 0.092 + 0.005, errors
+    assert statistics.mean(errors) <= 0.052 + 0.005, errors
+    assert max(errors) <= 0.097 + 0.005, errors
+
+
+@pytest.mark.xfail(strict=True, reason="calculon (Isaev et al. SC23) reports 3.7% mean, 8.9% worst on Korthikanti "
+                                       "Table 5; without a constant fitted to it the model has 5.2% and 9.7%")
+def test_korthikanti_iteration_times_beat_calculon(rows):
+    errors = [abs(r.error) for r in by(rows, "Korthikanti 2022 Table 5")]
+    assert statistics.mean(errors) <= 0.037 and max(errors) <= 0.089
 
 
 def test_korthikanti_memory(rows):
@@ -91,22 +98,23 @@ def test_every_public_run_is_stated_or_has_a_reason(public):
 
 def test_megatron_engine_group_within_10_percent(public):
     # 41 Megatron-LM rows (2020 V100/A100 lines 85-96, 2021 Selene lines 65-84, 2024 H100 lines 47-55):
-    # median abs. error measured 5.1%, signed +1.0% (6.6%, +0.5% before the GEMM roll-off took its n0 from
-    # the GPU and Megatron-Core 2024's --tp-comm-overlap / --overlap-param-gather were modelled)
+    # median abs. error measured 7.3%, signed +3.5% with GEMMs at the measured rates and no fitted factor,
+    # attention at FlashAttention-2's measured rates (issue 19); 5.1%, +1.0% with the fitted 0.948
     s = public_runs.targets(public[0])[0]["Megatron-LM"]
     assert s.rows == 41
     assert s.median_abs <= 0.10
-    assert s.median_abs <= 0.051 + MEASURED_TOLERANCE
-    assert abs(s.signed_median - 0.010) <= MEASURED_TOLERANCE
+    assert s.median_abs <= 0.073 + MEASURED_TOLERANCE
+    assert abs(s.signed_median - 0.035) <= MEASURED_TOLERANCE
 
 
 def test_torchtitan_engine_group_does_not_regress(public):
     # 17 torchtitan rows (A100 lines 34-43, H100 HBM2e 500 W lines 2-27 and 44): median abs. error
-    # measured 16.3% with eager kernels, op-level SAC and the GPU's own GEMM roll-off modelled (34.8%, then
-    # 18.1% before), all but the two async-TP rows (lines 21, 27) over-predicted
+    # measured 24.2% with the GEMMs at their measured rates without the fitted factor 0.948 and attention at
+    # FlashAttention-2's measured rates (issue 19; 16.3% before), all but the two async-TP rows (lines 21,
+    # 27) over-predicted
     s = public_runs.targets(public[0])[0]["torchtitan (FSDP2)"]
     assert s.rows == 17
-    assert s.median_abs <= 0.163 + MEASURED_TOLERANCE
+    assert s.median_abs <= 0.242 + MEASURED_TOLERANCE
 
 
 def test_torchtitan_rows_that_ran_fit(public):
@@ -122,23 +130,23 @@ def test_torchtitan_op_sac_costs_what_it_measured(public):
     assert abs(predicted - measured) <= 0.02, (measured, predicted)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 target not met: torchtitan median 16.3% (docs/validation.md)")
+@pytest.mark.xfail(strict=True, reason="issue 10 target not met: torchtitan median 24.2% (docs/validation.md)")
 def test_torchtitan_engine_group_within_10_percent(public):
     assert public_runs.targets(public[0])[0]["torchtitan (FSDP2)"].median_abs <= 0.10
 
 
 def test_gpu_types_do_not_regress(public):
-    # signed medians measured: A100 +4.4% (36 rows), H100 SXM 700 W +1.0% (9), H100 HBM2e 500 W +12.5% (9),
-    # V100 -16.5% (4)
-    measured = {"A100": 0.044, "H100 SXM 700 W": 0.010, "H100 HBM2e 500 W": 0.125, "V100": -0.165}
+    # signed medians measured: A100 +8.2% (36 rows), H100 SXM 700 W +3.5% (9), H100 HBM2e 500 W +14.7% (9),
+    # V100 -13.4% (4) (issue 19: measured GEMM and attention rates, no fitted factor)
+    measured = {"A100": 0.082, "H100 SXM 700 W": 0.035, "H100 HBM2e 500 W": 0.147, "V100": -0.134}
     gpu_types = public_runs.targets(public[0])[1]
     assert set(gpu_types) == set(measured)
     for gpu, signed in measured.items():
         assert abs(gpu_types[gpu].signed_median - signed) <= MEASURED_TOLERANCE, (gpu, gpu_types[gpu])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 target not met: GPU types' signed medians 28.9 points apart "
-                                       "(V100 -16.5% to H100 HBM2e 500 W +12.5%)")
+@pytest.mark.xfail(strict=True, reason="issue 10 target not met: GPU types' signed medians 28.1 points apart "
+                                       "(V100 -13.4% to H100 HBM2e 500 W +14.7%)")
 def test_gpu_types_signed_medians_within_10_points(public):
     assert public_runs.targets(public[0])[2] <= 0.10
 
@@ -198,8 +206,10 @@ def test_fp8_runs_stated_apart_with_their_error(catalog):
     assert {5, 16} <= {r.line for r in tt}
     assert not any("context parallelism" in u.reason for u in unstated)
     s = public_runs.summarise(tt)
-    assert abs(s.signed_median - 0.117) <= MEASURED_TOLERANCE
-    assert abs(mg[0].error + 0.133) <= MEASURED_TOLERANCE
+    # issue 19: FP8 GEMMs at the measured FP8 rates (H100 0.709 of the FP8 peak), attention at FlashAttention-2's
+    # measured rates: torchtitan +10.0%, line 59 -17.3%
+    assert abs(s.signed_median - 0.100) <= MEASURED_TOLERANCE
+    assert abs(mg[0].error + 0.173) <= MEASURED_TOLERANCE
     assert all(r.reason for r in unstated) and any("row-wise" in r.reason for r in unstated)
     assert all(r.fits for r in stated)
 
@@ -236,13 +246,14 @@ def test_context_parallel_runs_stated_with_their_error(context_parallel):
     mg = [r for r in stated if r.engine == "megatron"]
     assert [r.line for r in tt] == [6, 7, 8, 17, 18, 19] and [r.line for r in mg] == [58, 60]
     assert all(r.predicted > 0 and abs(r.error) < 1.0 for r in stated)
-    assert abs(public_runs.summarise(tt).signed_median - 0.416) <= MEASURED_TOLERANCE
-    assert public_runs.summarise(mg).median_abs <= 0.082 + MEASURED_TOLERANCE
+    # issue 19 (measured GEMM and attention rates): torchtitan +46.0%, Megatron-Core median 7.9%
+    assert abs(public_runs.summarise(tt).signed_median - 0.460) <= MEASURED_TOLERANCE
+    assert public_runs.summarise(mg).median_abs <= 0.079 + MEASURED_TOLERANCE
     assert [u.line for u in unstated] == [99] and "Meta" in unstated[0].reason
 
 
 @pytest.mark.xfail(strict=True, reason="issue 10's 10% target not met by torchtitan's context-parallel rows: "
-                                       "median 41.6% (docs/validation.md)")
+                                       "median 46.0% (docs/validation.md)")
 def test_context_parallel_torchtitan_within_10_percent(context_parallel):
     tt = [r for r in context_parallel[0] if r.engine == "torchtitan"]
     assert public_runs.summarise(tt).median_abs <= 0.10
@@ -285,3 +296,27 @@ def test_megatron_core_2024_rows_run_with_the_readmes_overlaps():
                for r in rows)
     from planner.engines import ENGINES
     assert not any(e.execution.tp_comm_overlap or e.execution.overlap_param_gather for e in ENGINES.values())
+
+
+# ----------------------------------------------------------------------------- the script itself (issue 19)
+
+def test_help_prints_help_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(validation, "ROOT", tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        validation.main(["--help"])
+    assert exit_.value.code == 0
+    assert "--write-docs" in capsys.readouterr().out
+    assert not (tmp_path / "docs").exists()
+
+
+def test_every_set_reports_signed_medians_per_gpu_type_precision_and_layer_kind(catalog):
+    sets = validation.every_set(catalog)
+    assert [name for name, _, _ in sets] == ["Narayanan 2021 Table 1", "Korthikanti 2022 Table 5",
+                                             "Korthikanti 2022 Figure 1", "public runs, 16-bit", "public runs, FP8",
+                                             "public runs, context parallel"]
+    speed = validation.speed_rows(sets)
+    # each measurement once: Narayanan's ten runs are public lines 65-74
+    assert len(speed) == 8 + 58 + 16 + 8
+    text = "\n".join(validation.discipline_section(sets))
+    assert "| GPU type | precision | layer kind |" in text and "| H100 SXM 700 W | fp8 | dense |" in text
+    assert "signed median" in text and "Targets (issue 19)" in text

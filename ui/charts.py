@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
+from plotly.subplots import make_subplots
 
 STAGE_COLOURS = qualitative.Plotly + qualitative.D3 + qualitative.Safe
 IDLE_COLOUR = "#d5d8e0"
@@ -313,7 +314,6 @@ def time_vs_dollars(plans: pd.DataFrame) -> go.Figure:
 
 def compare_bars(plans: pd.DataFrame) -> go.Figure:
     """Side-by-side bars of throughput and $/M tokens. Columns: plan, tokens_per_s, usd_per_m_tokens."""
-    from plotly.subplots import make_subplots
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens/s ↑", "$ per million tokens ↓"))
     colours = [STAGE_COLOURS[i % len(STAGE_COLOURS)] for i in range(len(plans))]
     fig.add_trace(go.Bar(x=plans["plan"], y=plans["tokens_per_s"], marker_color=colours, showlegend=False,

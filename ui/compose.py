@@ -15,14 +15,14 @@ import streamlit as st
 
 from catalog import cluster_from_dict
 from planner.engines import DEFAULT as DEFAULT_ENGINE
-from planner.engines import ENGINES
+from planner.engines import AUTO
 from planner.flops import model_params
 from planner.types import GIB, MAX_LORA_RANK, InputError, Model, Precision
 from ui import session
 from ui.engines import engines_with_context_parallel, engines_with_expert_parallel, short_version
 from ui.markup import md
 from ui.planning import baseline_time_limit_s, build_model, catalog, context_degrees, expert_degrees
-from ui.state import (CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALLEL_AUTO, JOB_KIND_HELP,
+from ui.state import (ENGINE_CHOICES, CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALLEL_AUTO, JOB_KIND_HELP,
                       JOB_KIND_LABELS, JOB_KINDS, MAX_TIME_LIMIT_S, OBJECTIVES, OFFLOAD_HELP, OFFLOADS, PRECISION_HELP,
                       PRECISIONS, TF32_CHOICES)
 
@@ -202,7 +202,7 @@ def cluster_options(cluster: dict) -> None:
 
 
 def model_label(model: Model) -> str:
-    return f"{model.name} · {model.num_params / 1e9:.1f} B parameters"
+    return f"{model.name} · {model_params(model) / 1e9:.1f} B parameters"
 
 
 CUSTOM_DEFAULTS = {"id": "custom", "name": "custom", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
@@ -268,7 +268,7 @@ class JobInputs:
     objective: str
     deadline_hours: float | None
     time_limit_s: float
-    engine: str = DEFAULT_ENGINE
+    engine: str = AUTO
     tf32: bool | None = None
     job_kind: str = "pretrain"
     lora_rank: int = 16
@@ -278,23 +278,27 @@ class JobInputs:
 
 
 def engine_label(name: str) -> str:
-    """"hetplan runtime (runs every plan)", "Megatron-LM"."""
-    return ENGINES[name].title + (" (runs every plan)" if name == DEFAULT_ENGINE else "")
+    """"the best engine (default)", "hetplan runtime (runs every plan)", "Megatron-LM"."""
+    return (ENGINE_CHOICES[name].title + (" (runs every plan)" if name == DEFAULT_ENGINE else "")
+            + (" (default)" if name == AUTO else ""))
 
 
 def engine_help() -> str:
     """Every engine and what it runs, as a Markdown list (the picker's help)."""
     return "The engine that will run the plan: the search plans only what it runs, and predicts each plan as it " \
-           "runs it.\n\n" + "\n".join(f"- **{md(e.title)}**: {md(e.summary)}" for e in ENGINES.values())
+           "runs it.\n\n" + "\n".join(f"- **{md(e.title)}**: {md(e.summary)}" for e in ENGINE_CHOICES.values())
 
 
 def engine_picker(current: str) -> str:
     """The engine the search plans for, with its version and what it runs under the picker."""
-    name = current if current in ENGINES else DEFAULT_ENGINE
-    st.selectbox("engine (what will run the plan)", list(ENGINES), index=list(ENGINES).index(name),
+    name = current if current in ENGINE_CHOICES else AUTO
+    st.selectbox("engine (what will run the plan)", list(ENGINE_CHOICES), index=list(ENGINE_CHOICES).index(name),
                  format_func=engine_label, help=engine_help(),
                  **session.edits_state(session.WIDGET_PREFIX + "engine", lambda v: {"engine": v}))
-    engine = ENGINES[name]
+    engine = ENGINE_CHOICES[name]
+    if name == AUTO:
+        st.caption(f"**{md(engine.title)}**: {md(engine.summary)}; the plan names its engine.")
+        return name
     st.caption(f"**{md(engine.title)}**, pinned at {md(short_version(engine.version))}: {md(engine.summary)}.")
     return name
 
@@ -312,13 +316,13 @@ TF32_LABELS = {None: "engine default", True: "on", False: "off"}
 
 def tf32_picker(current: bool | None, engine: str, slot) -> bool | None:
     """fp32 only: TF32 matmuls as the engine does by default, on, or off."""
-    default = "on" if ENGINES[engine].execution.tf32(None) else "off"
+    default = "on" if ENGINE_CHOICES[engine].execution.tf32(None) else "off"
     current = current if current in TF32_CHOICES else None
     slot.selectbox("TF32 matmuls (fp32)", TF32_CHOICES, index=TF32_CHOICES.index(current),
                    format_func=lambda v: TF32_LABELS[v],
                    help=f"fp32 matmuls on TF32 tensor cores (about 8× the fp32 rate on Ampere and later, "
                         f"10-bit mantissa) or in full fp32. Engine default: {default} under "
-                        f"{md(ENGINES[engine].title)}.",
+                        f"{md(ENGINE_CHOICES[engine].title)}.",
                    **session.edits_state(session.WIDGET_PREFIX + "tf32", lambda v: {"tf32": v}))
     return current
 
@@ -395,8 +399,8 @@ def context_parallel_help(state, degrees: list[int] | None) -> str:
         return text
     if degrees != [1]:
         return text + f"\n\nFor this job auto will try {', '.join(map(str, degrees))}."
-    if not ENGINES[state.engine].space.context_parallel:
-        why = f"{md(ENGINES[state.engine].title)} has no context parallelism"
+    if not ENGINE_CHOICES[state.engine].space.context_parallel:
+        why = f"{md(ENGINE_CHOICES[state.engine].title)} has no context parallelism"
     elif limits and state.seq_len < limits[0]:
         why = f"the sequence is shorter than {limits[0]:,} tokens"
     else:
@@ -406,6 +410,7 @@ def context_parallel_help(state, degrees: list[int] | None) -> str:
 
 def _cp_limits() -> tuple[int, int] | None:
     """The shortest sequence the search splits, and the fewest tokens it leaves a GPU (planner.search)."""
+    # imported here, not at the top: the app's seam to the search (ui.planning.search_api)
     try:
         from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU
     except ImportError:
@@ -474,8 +479,8 @@ def expert_parallel_help(state, degrees: list[int] | None, dense: bool) -> str:
         return text
     if degrees != [1]:
         return text + f"\n\nFor this job auto will try {', '.join(map(str, degrees))}."
-    if not ENGINES[state.engine].space.expert_parallel:
-        return text + f"\n\nFor this job auto will try 1 only: {md(ENGINES[state.engine].title)} has no " \
+    if not ENGINE_CHOICES[state.engine].space.expert_parallel:
+        return text + f"\n\nFor this job auto will try 1 only: {md(ENGINE_CHOICES[state.engine].title)} has no " \
                       "expert parallelism."
     return text + "\n\nFor this job auto will try 1 only."
 

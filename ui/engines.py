@@ -6,12 +6,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import pandas as pd
+
 from catalog import plan_from_dict, without_output_keys
 from planner.engines import DEFAULT as DEFAULT_ENGINE
-from planner.engines import ENGINES
+from planner.engines import AUTO, ENGINES, REAL
 from planner.types import InputError, JobKind, Offload, Plan, Precision
+from ui.frames import plan_shape
 from ui.markup import md
 from ui.planning import catalog
+from ui.state import ENGINE_CHOICES
 
 _COMMIT = re.compile(r"\b([0-9a-f]{10})[0-9a-f]{30}\b")
 
@@ -22,11 +26,13 @@ def short_version(version: str) -> str:
 
 
 def title(name: str) -> str:
-    return ENGINES[name].title if name in ENGINES else name
+    return ENGINE_CHOICES[name].title if name in ENGINE_CHOICES else name
 
 
 def pinned(name: str) -> str:
-    """"Megatron-LM · NVIDIA/Megatron-LM@d98e8a64dd", as Markdown."""
+    """"Megatron-LM · NVIDIA/Megatron-LM@d98e8a64dd", as Markdown; the best engine: the engines it picks from."""
+    if name == AUTO:
+        return f"{md(title(name))} of {md(', '.join(ENGINES[n].title for n in REAL))}"
     return f"{md(title(name))} · {md(short_version(ENGINES[name].version))}"
 
 
@@ -123,8 +129,6 @@ def engines_table(outcomes: dict, cluster_gpus: int):
     """One row per engine (`outcomes`: engine name -> ui.planning.Outcome of its search): its best
     plan's figures and their change against hetplan's runtime, which runs every plan, or why the
     engine has no plan. Plain text cells (the page renders them as text)."""
-    import pandas as pd
-    from ui.frames import plan_shape
     reference = outcomes.get(DEFAULT_ENGINE)
     ref = (reference.result.plans[0].estimate
            if reference is not None and not reference.error and reference.result.plans else None)

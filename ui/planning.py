@@ -16,10 +16,13 @@ from pydantic import ValidationError
 from catalog import (Catalog, check_plan_against_cluster, cluster_from_dict, load_catalog, plan_from_dict,
                      without_output_keys)
 from catalog.errors import from_validation_error
+from catalog.formats import fleet_jobs_from_dict
 from catalog.loader import model_from_entry
 from catalog.schema import InlineModelEntry
 from planner.cost import evaluate
+from planner.engines import AUTO, REAL, RUNTIME
 from planner.types import Cluster, InputError, Job, JobKind, Model, Objective, Offload, Plan, Precision, Training
+from ui import phases
 from ui.state import AppState, context_parallel_degree, expert_parallel_degree
 
 PLANNER_MISSING = ("The planner (planner.search) is not available in this installation yet. "
@@ -35,6 +38,10 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
+# The app's seam to the planner's features: planner.search (and the export, replan and fleet built on it)
+# are imported where they are used, not at the top, so that the app says so when they are absent
+# (PlannerUnavailable) and tests can stand a search in for them (tests/app_helpers.py puts
+# tests/fake_search.py in sys.modules["planner.search"]). Not a cycle: the import graph has none.
 def search_api():
     """planner.search's (search, SearchOptions), or raise PlannerUnavailable."""
     try:
@@ -86,11 +93,18 @@ def build_job(state: AppState) -> Job:
     precision = None if state.precision == "auto" else Precision(state.precision)
     offload = Offload.NONE if state.offload == "auto" else Offload(state.offload)
     return Job(model=build_model(state.model), global_batch=state.global_batch, seq_len=state.seq_len,
-               precision=precision, tokens_to_train=state.tokens_to_train, engine=state.engine,
+               precision=precision, tokens_to_train=state.tokens_to_train,
+               engine=RUNTIME if state.engine == AUTO else state.engine,     # AUTO: `search_engines` says which
                tf32=state.tf32 if precision == Precision.FP32 else None,
                training=Training(JobKind(state.job_kind), state.lora_rank), offload=offload,
                context_parallel=context_parallel_degree(state.context_parallel) or 1,
                expert_parallel=expert_parallel_degree(state.expert_parallel) or 1)
+
+
+def search_engines(state: AppState) -> tuple[str, ...] | None:
+    """planner.search.search's `engines`: the real engines for AUTO (the best plan of any, tagged with its
+    engine); None for one engine chosen on Compose (the job's)."""
+    return REAL if state.engine == AUTO else None
 
 
 def offload_search(state: AppState) -> str:
@@ -181,7 +195,7 @@ def _search(job_key: str, top_k: int) -> Outcome:
                         deadline_hours=state.deadline_hours, top_k=top_k, method="hetplan",
                         options=search_options(SearchOptions, state.time_limit_s),
                         offload=offload_search(state), context_parallel=context_parallel_search(state),
-                        expert_parallel=expert_parallel_search(state))
+                        expert_parallel=expert_parallel_search(state), engines=search_engines(state))
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:
@@ -251,7 +265,6 @@ class Simulated:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _simulate(cluster_json: str, plan_json: str) -> Outcome:
-    from ui import phases
     try:
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
@@ -336,7 +349,6 @@ def _fleet_searches(cluster_json: str, search_time_limit_s: float, code: int) ->
 def _fleet(cluster_json: str, jobs_json: str, policy: str, search_time_limit_s: float) -> Outcome:
     try:
         search_api()
-        from catalog.formats import fleet_jobs_from_dict
         from planner.fleet import FleetOptions, plan_fleet
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         jobs = fleet_jobs_from_dict(json.loads(jobs_json), catalog(), source="jobs table")

@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from planner.engines import ENGINES
+from planner.flops import model_params
 from planner.report import format_duration, spot_text
 from planner.types import Cluster, Estimate, Plan
 from ui import charts, frames, phases
@@ -37,7 +38,7 @@ def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str,
     spot = spot_text(est)       # a plan on spot pools: its expected figures
     return [
         ("cluster", f"{cluster.name}: " + ", ".join(f"{p.num_gpus} × {p.gpu.id}" for p in cluster.pools)),
-        ("model", f"{plan.model.name} ({plan.model.num_params / 1e9:.1f} B parameters)"),
+        ("model", f"{plan.model.name} ({model_params(plan.model) / 1e9:.1f} B parameters)"),
         ("job", f"{frames.plan_training_text(plan)}, global batch {plan.global_batch} × {plan.seq_len} tokens, "
                 f"{precision_text(plan)}, micro-batch {plan.micro_batch}"),
         ("engine", f"{engine_title(plan.engine)} · {short_version(ENGINES[plan.engine].version)}: the plan is "

@@ -5,6 +5,7 @@ import re
 
 import streamlit as st
 
+from planner.flops import model_params
 from planner.types import InputError
 from ui import session
 from ui.engines import pinned, plan_engine, title
@@ -87,7 +88,7 @@ def render(slot) -> None:
             st.markdown("**Cluster** needs fixing (see Compose)")
         try:
             model = build_model(state.model)
-            size = "" if re.search(r"\d(\.\d+)?\s*B\b", model.name) else f" ({model.num_params / 1e9:.1f} B)"
+            size = "" if re.search(r"\d(\.\d+)?\s*B\b", model.name) else f" ({model_params(model) / 1e9:.1f} B)"
             st.markdown(f"**Model** {md(model.name)}{size}")
         except InputError:
             st.markdown("**Model** needs fixing (see Compose)")

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from catalog.errors import from_validation_error
 from catalog.files import check_document_size
 from catalog.schema import InlineModelEntry
+from planner.engines import AUTO, best_of
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN, InputError, JobKind,
@@ -74,6 +75,9 @@ CONTEXT_PARALLEL_AUTO = "auto"
 EXPERT_PARALLEL_AUTO = "auto"
 MAX_EXPERT_PARALLEL = 100_000       # catalog.schema: a plan's expert_parallel, as many as a model's experts
 _DEGREE = re.compile(r"[1-9][0-9]{0,5}")     # ASCII digits, no sign, no leading zero, no spaces
+
+# What Compose offers: the best of the real engines (AUTO, the default: each plan tagged with its own) or one
+ENGINE_CHOICES = {AUTO: best_of(), **ENGINES}
 
 
 def _degree(setting: str, most: int) -> int | None:
@@ -128,7 +132,7 @@ class AppState:
     deadline_hours: float | None = None
     time_limit_s: float = DEFAULT_TIME_LIMIT_S      # CPU seconds of the search (SearchOptions.time_limit_s)
     plan: dict | None = None
-    engine: str = DEFAULT_ENGINE    # the engine the search plans for (planner.engines); a link without it: hetplan's
+    engine: str = AUTO              # the engine the search plans for (ENGINE_CHOICES); a link without it: the best
     tf32: bool | None = None        # fp32 only: TF32 matmuls on or off; None: the engine's default
     job_kind: str = JobKind.PRETRAIN.value   # planner.types.JobKind; a link without it: pretraining
     lora_rank: int = 16             # adapter rank, for lora and qlora
@@ -165,8 +169,8 @@ def _checked(state: AppState) -> AppState:
             problems.append(f"{name} must be a whole number from 1 to {most:,}, got {_short(v)}")
     if state.precision not in PRECISIONS:
         problems.append(f"precision must be one of {PRECISIONS}, got {_short(state.precision)}")
-    if not isinstance(state.engine, str) or state.engine not in ENGINES:
-        problems.append(f"engine must be one of {tuple(ENGINES)}, got {_short(state.engine)}")
+    if not isinstance(state.engine, str) or state.engine not in ENGINE_CHOICES:
+        problems.append(f"engine must be one of {tuple(ENGINE_CHOICES)}, got {_short(state.engine)}")
     if state.tf32 not in TF32_CHOICES or not isinstance(state.tf32, (bool, type(None))):
         problems.append(f"tf32 must be true, false or empty (the engine's default), got {_short(state.tf32)}")
     problems += _job_problems(state)
@@ -261,12 +265,12 @@ LEFT_OUT_OF_THE_LINK = {
 def _known_engine(data: dict) -> tuple[dict, list[str]]:
     """`data` without an engine this app does not know (a link from a newer or older hetplan), and
     the warning that says so; the rest of the link stays readable."""
-    engine = data.get("engine", DEFAULT_ENGINE)
-    if isinstance(engine, str) and engine in ENGINES:
+    engine = data.get("engine", AUTO)
+    if isinstance(engine, str) and engine in ENGINE_CHOICES:
         return data, []
     data = {k: v for k, v in data.items() if k != "engine"}
     return data, [f"the link names the engine {_short(engine)}, which this app does not know (known: "
-                  f"{', '.join(ENGINES)}); planning for the {ENGINES[DEFAULT_ENGINE].title} instead"]
+                  f"{', '.join(ENGINE_CHOICES)}); planning for {ENGINE_CHOICES[AUTO].title} instead"]
 
 
 def _from_token(token: str) -> tuple[AppState, list[str]]:

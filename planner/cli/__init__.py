@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, UsageError) as e:
         print(f"hetplan: error: {one_line(str(e))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:               # SIGINT; SIGTERM and SIGHUP where a command turns them into it
         print("hetplan: interrupted", file=sys.stderr)
-        return 130
+        return 128 + getattr(e, "signum", 2)
     except BrokenPipeError:
         return 0
     except Exception as e:  # a bug: say so in one line

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from planner.cli.common import catalog_from_args, print_json
+from planner.engines import ENGINES
+from planner.flops import model_params
 from planner.types import GIB
 
 
@@ -26,11 +28,11 @@ def gpu_row(g) -> dict:
 
 
 def model_row(m) -> dict:
-    row = {"id": m.id, "name": m.name, "num_params": m.num_params, "layers": m.layers, "hidden": m.hidden,
+    row = {"id": m.id, "name": m.name, "num_params": model_params(m), "layers": m.layers, "hidden": m.hidden,
            "heads": m.heads, "kv_heads": m.kv_heads, "ffn": m.ffn, "vocab": m.vocab, "mlp": m.mlp.value,
            "tied_embeddings": m.tied_embeddings, "experts": m.experts, "top_k": m.top_k, "source": m.source}
     if m.is_moe:
-        row["num_active_params"] = m.num_active_params
+        row["num_active_params"] = model_params(m, active_only=True)
     return row
 
 
@@ -51,7 +53,6 @@ def engine_row(e) -> dict:
 
 
 def run(args) -> int:
-    from planner.engines import ENGINES
     catalog = catalog_from_args(args)
     items = {"gpus": catalog.gpus, "models": catalog.models, "networks": catalog.networks,
              "engines": ENGINES}[args.kind]

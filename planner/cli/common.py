@@ -6,6 +6,8 @@ import json
 import math
 import sys
 
+from catalog import load_catalog
+from catalog.formats import check_plan_against_cluster, load_cluster_file, load_plan_file
 from planner.types import InputError
 
 MAX_SEARCH_TIME_LIMIT_S = 3600      # for subcommands that search as a step (export, replan)
@@ -14,7 +16,6 @@ PLAN_FILE_HELP = ("plan JSON (format hetplan.plan/1): a plan file, the file `pla
 
 
 def catalog_from_args(args):
-    from catalog import load_catalog
     return load_catalog(args.catalog)
 
 
@@ -38,7 +39,6 @@ def check_tokens(option: str, tokens: float | None, example: str = "") -> None:
 
 def load_cluster_and_plan(args):
     """(catalog, cluster, plan) from --catalog, --cluster and --plan, the plan checked against the cluster."""
-    from catalog.formats import check_plan_against_cluster, load_cluster_file, load_plan_file
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     plan = load_plan_file(args.plan, catalog)

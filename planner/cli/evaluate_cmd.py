@@ -1,8 +1,10 @@
 """hetplan evaluate --cluster FILE --plan FILE [--tokens T] [--json]"""
 from __future__ import annotations
 
+from planner.cli.rl_cmd import evaluate as evaluate_rl_plan, read_rl_plan
 from planner.cli.common import add_cluster_and_plan, check_tokens, load_cluster_and_plan, print_json
-from planner.cost import evaluate
+from planner.cost import CostOptions, evaluate
+from planner.network import crossing_to_dict, crossing_to_text, crossings
 from planner.report import estimate_to_dict, estimate_to_text
 
 
@@ -19,9 +21,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from planner.cost import CostOptions
-    from planner.network import crossing_to_dict, crossing_to_text, crossings
     check_tokens("--tokens", args.tokens, " (e.g. 1e12)")
+    rl = read_rl_plan(args.plan)
+    if rl is not None:                  # an RL plan (plan JSON with "kind": "rl"): planner.rl
+        return evaluate_rl_plan(args, rl)
     _, cluster, plan = load_cluster_and_plan(args)
     est = evaluate(cluster, plan, tokens_to_train=args.tokens,
                    options=CostOptions(flash_attention=not args.no_flash_attention))

@@ -1,11 +1,16 @@
 """hetplan export --plan FILE --cluster FILE --to torchrun|megatron|deepspeed|torchtitan|flagscale [--out DIR]"""
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
+from catalog.formats import plan_to_json
 from planner.cli.common import add_cluster_and_plan, add_time_limit, load_cluster_and_plan
-from planner.cli.files import check_output_folder, write_files
-from planner.export import ENGINES, SEARCH_TIME_LIMIT_S
+from planner.cli.files import check_output_file, check_output_folder, refuse_an_input, write_files
+from planner.cli.rl_cmd import RL_EXPORTS, export as export_rl_plan, read_rl_plan
+from planner.export import ENGINES, SEARCH_TIME_LIMIT_S, export_result, placed_files, possible_files
+from planner.types import InputError
 
 
 def register(sub) -> None:
@@ -17,7 +22,8 @@ def register(sub) -> None:
                                    "its planned GPU. A plan the engine cannot run is replaced by the engine's best "
                                    "plan from the search (closest-plan.json, with its predicted cost), or refused.")
     add_cluster_and_plan(p)
-    p.add_argument("--to", required=True, choices=ENGINES, help="engine (target) to write the files for")
+    p.add_argument("--to", required=True, choices=(*ENGINES, *RL_EXPORTS),
+                   help="engine (target) to write the files for; verl or openrlhf for an RL plan (docs/rl.md)")
     add_time_limit(p, SEARCH_TIME_LIMIT_S, "SECONDS",
                    "CPU seconds the search for the engine's own plan may take when it cannot run the plan "
                    f"(default {SEARCH_TIME_LIMIT_S:g})")
@@ -26,27 +32,45 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
+CLOSEST_PLAN = "closest-plan.json"
+
+
 def run(args) -> int:
-    from catalog.formats import plan_to_json
-    from planner.export import export_result
-    if args.out:
-        check_output_folder(args.out, "--out")
+    rl = read_rl_plan(args.plan)
+    if rl is not None or args.to in RL_EXPORTS:     # RL plans: planner.export.verl, planner.export.openrlhf
+        if rl is None:
+            raise InputError("--plan", f"--to {args.to} exports an RL plan; make one with `hetplan plan --job-kind "
+                                       f"grpo (or ppo) ... --out FILE`")
+        return export_rl_plan(args, rl)
+    inputs = [*(getattr(args, "catalog", None) or []), args.cluster, args.plan]
+    if args.out:       # before the search: every file the export may write, as write_files will check it
+        folder = check_output_folder(args.out, "--out")
+        _check_outputs(folder, [*possible_files(args.to), CLOSEST_PLAN], inputs)
     catalog, cluster, plan = load_cluster_and_plan(args)
     result = export_result(plan, cluster, args.to, time_limit_s=args.time_limit)
-    files = dict(result.files)
+    files = placed_files(result, Path(os.path.abspath(args.out))) if args.out else dict(result.files)
     if result.closest_plan is not None:
-        files["closest-plan.json"] = plan_to_json(result.closest_plan, catalog) + "\n"
+        files[CLOSEST_PLAN] = plan_to_json(result.closest_plan, catalog) + "\n"
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    if result.closest_plan is not None:        # the warnings above give its figures
-        print("the plan the files describe is written beside them as closest-plan.json", file=sys.stderr)
     if args.out:
-        folder = check_output_folder(args.out, "--out")
+        _check_outputs(folder, list(files), inputs)
         write_files({folder / name: text for name, text in files.items()}, "--out")
         for name in files:
             print(f"wrote {folder / name}")
+        if result.closest_plan is not None:        # the warnings above give its figures
+            print(f"the plan the files describe is written beside them as {CLOSEST_PLAN}", file=sys.stderr)
     else:
+        if result.closest_plan is not None:
+            print(f"the plan the files describe is printed with them as {CLOSEST_PLAN}", file=sys.stderr)
         for name, text in files.items():
             print(f"# ---- {name}")
             print(text.rstrip("\n"))
     return 0
+
+
+def _check_outputs(folder: Path, names: list[str], inputs: list) -> None:
+    """Each file of the set: a regular file or nothing (check_output_file), and none of the command's inputs."""
+    for name in names:
+        check_output_file(folder / name, "--out")
+        refuse_an_input(folder / name, "--out", inputs)

@@ -3,8 +3,9 @@ command's set of files complete or not at all.
 
 Every file is first written to a temporary file in its own folder; only when all are written are
 they renamed into place. A failure, SIGINT or SIGTERM before that removes the temporaries and leaves
-what was there before. Anything at a target path that is not a regular file (a device such as
-/dev/null, a FIFO, a socket, a folder, a link to one of these) is refused before anything is written:
+what was there before (SIGHUP, a closed terminal, too). Anything at a target path that is not a regular
+file (a device such as /dev/null, a FIFO, a socket, a folder, a link to one of these, a link to nothing)
+is refused before anything is written:
 replacing it by a regular file would break whatever uses it. Every refusal is an `InputError` that
 names the option and says what would fix it.
 """
@@ -45,15 +46,42 @@ def _kind(mode: int) -> str:
     return KIND_OF_FILE.get(stat.S_IFMT(mode), "not a regular file")
 
 
+def _dangling_link(path: Path, option: str) -> InputError:
+    return InputError(f"{option} {path}", f"is a symbolic link to {os.readlink(path)}, which does not exist; hetplan "
+                                          f"does not create a link's target: remove the link or give another path")
+
+
+def _missing_then_up(path: Path) -> Path | None:
+    """The first missing folder that `path` leaves again with `..` (e.g. `o` in o/../x), if any: such a path
+    names no folder until that one exists, and creating it would write somewhere else than the path reads."""
+    parts = path.parts
+    for k, part in enumerate(parts[:-1]):
+        prefix = Path(*parts[:k + 1])
+        if parts[k + 1] == ".." and part not in ("..", ".", "/") and not os.path.lexists(prefix):
+            return prefix
+    return None
+
+
+def _check_path_walk(path: Path, option: str) -> None:
+    missing = _missing_then_up(path)
+    if missing is not None:
+        raise InputError(f"{option} {path}", f"goes through {missing}, which does not exist, and back out of it "
+                                             f"with `..`; give the path without `..` ({os.path.normpath(path)}?)")
+
+
 def check_output_file(path: str | Path, option: str) -> Path:
     """The path to write `option`'s file to: `path` itself, or where the symbolic link `path`
-    points. Refuses anything there but a regular file or nothing."""
+    points. Refuses anything there but a regular file or nothing, and a link whose target is missing
+    (writing there would create folders the user never named)."""
     path = Path(path)
     try:
+        _check_path_walk(path, option)
         target = Path(os.path.realpath(path)) if path.is_symlink() else path
         info = os.stat(target)
     except FileNotFoundError:
-        return target if path.is_symlink() else path          # nothing there yet: fine
+        if path.is_symlink():
+            raise _dangling_link(path, option) from None
+        return path                                            # nothing there yet: fine
     except ValueError as e:                                    # a NUL byte in the name
         raise InputError(f"{option} {path!r}", f"not a usable file name ({e}); use another name") from None
     except OSError as e:
@@ -70,8 +98,11 @@ def check_output_folder(path: str | Path, option: str) -> Path:
     """A folder to write files into: an existing folder (or a link to one), or nothing yet."""
     path = Path(path)
     try:
+        _check_path_walk(path, option)
         info = os.stat(path)
     except FileNotFoundError:
+        if path.is_symlink():
+            raise _dangling_link(path, option) from None
         return path
     except ValueError as e:
         raise InputError(f"{option} {path!r}", f"not a usable folder name ({e}); use another name") from None
@@ -95,9 +126,10 @@ def _make_folders(folder: Path, option: str) -> list[Path]:
         for p in reversed(missing):
             p.mkdir()
             made.append(p)
-    except FileExistsError:
+    except FileExistsError as e:
         _remove_folders(made)
-        raise InputError(f"{option} {folder}", "a part of the path is a file, not a folder; fix the path") from None
+        raise InputError(f"{option} {folder}", f"{e.filename or 'a part of the path'} is there but is not a folder; "
+                                               f"fix the path") from None
     except OSError as e:
         _remove_folders(made)
         raise _problem(option, folder, e) from None
@@ -146,7 +178,8 @@ class _Interrupts:
     cleanup code runs; inside `deferred()` both wait until its end, so a commit is never cut short.
     (A signal mask would not do: another thread may take a signal sent to the process.)"""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    # SIGHUP too: a closed terminal must not leave temporaries or half a set (no SIGHUP on Windows)
+    SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
     def __init__(self):
         self._deferring = False

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 
+from catalog.formats import load_cluster_file, load_jobs_file, plan_to_dict
 from planner.cli.common import catalog_from_args, finite_number, print_json
+from planner.engines import AUTO, ENGINES, REAL
 from planner.fleet import FleetOptions, FleetResult, NodeSlice, Policy, plan_fleet
 from planner.report import estimate_to_dict, format_duration
 
@@ -32,6 +36,9 @@ def register(sub) -> None:
     p.add_argument("--workers", type=_workers, default=min(os.cpu_count() or 1, 8), metavar="N",
                    help="processes that plan the candidates (default: this machine's CPUs, at most 8); used "
                         "where there are enough searches to pay for starting them; the plans do not depend on it")
+    p.add_argument("--engine", choices=(AUTO, *ENGINES), default=AUTO, metavar="NAME",
+                   help=f"the engine every job's plan is for ({', '.join(ENGINES)}); {AUTO} (default): each "
+                        f"candidate planned for the best of {', '.join(REAL)}, sharing its --time-limit")
     p.add_argument("--json", action="store_true",
                    help='print one JSON object: {"policy", "allocations": [{"job", "gpus", "nodes", "placement", '
                         '"plan", "metrics", ...}], "idle", "solve_time_s", "plan_time_s", ...}')
@@ -39,17 +46,42 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from catalog.formats import load_cluster_file, load_jobs_file
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     jobs = load_jobs_file(args.jobs, catalog)
-    result = plan_fleet(cluster, jobs, args.policy,
-                        FleetOptions(search_time_limit_s=args.time_limit, workers=args.workers))
+    with ended_by_signals():
+        result = plan_fleet(cluster, jobs, args.policy,
+                            FleetOptions(search_time_limit_s=args.time_limit, workers=args.workers,
+                                         engines=REAL if args.engine == AUTO else (args.engine,)))
     if args.json:
         print_json(to_dict(result, catalog))
     else:
         print(to_text(result))
     return 0
+
+
+class Ended(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the main thread is, so that the worker processes are ended
+    on the way out (planner.fleet.fleet_candidates) and `hetplan` exits with 128 + the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def ended_by_signals():
+    """SIGTERM and SIGHUP end the command as SIGINT (KeyboardInterrupt) does: through the `finally`
+    blocks that stop the workers (they also end with their parent on their own; planner.fleet.
+    end_with_parent). The previous handlers come back afterwards."""
+    def raise_ended(signum, frame):
+        raise Ended(signum)
+    before = {s: signal.signal(s, raise_ended) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def _workers(text: str) -> int:
@@ -65,7 +97,6 @@ def placement_to_dict(s: NodeSlice) -> dict:
 def to_dict(result: FleetResult, catalog=None) -> dict:
     """`nodes`: pool -> nodes the job's GPUs lie on; `placement`: which nodes and GPUs, numbered from 0
     within each pool (part of a node: the node it shares and its GPUs there)."""
-    from catalog.formats import plan_to_dict
     allocations = []
     for a in result.allocations:
         tokens = a.job.tokens
@@ -91,7 +122,8 @@ def to_text(result: FleetResult) -> str:
         hours = a.candidate.hours_to_finish(a.job.tokens)
         dollars = a.candidate.dollars_to_finish(a.job.tokens)
         finish = "" if hours is None else f", finishes in {format_duration(hours * 3600)} for ${dollars:,.0f}"
-        lines.append(f"  {a.job.name}: {gpus} GPUs ({where}); {a.estimate.tokens_per_s:,.0f} tokens/s "
+        lines.append(f"  {a.job.name}: {gpus} GPUs ({where}), {ENGINES[a.candidate.plan.engine].title}; "
+                     f"{a.estimate.tokens_per_s:,.0f} tokens/s "
                      f"({a.normalised_throughput:.0%} of its best){finish}")
     for name, why in result.unscheduled.items():
         lines.append(f"  {name}: not scheduled: {why}")

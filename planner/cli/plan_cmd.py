@@ -5,12 +5,17 @@ import argparse
 import json
 import math
 
+from catalog.formats import load_cluster_file, plan_to_dict
 from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
 from planner.cli.files import check_output_file, refuse_an_input, write_file
-from planner.engines import DEFAULT as DEFAULT_ENGINE
-from planner.engines import ENGINES
+from planner.cli.rl_cmd import add_rl_arguments, check_flags as check_rl_flags, run_plan as run_rl_plan
+from planner.rl.workload import RL_KINDS
+from planner.engines import AUTO, ENGINES, REAL, RUNTIME
 from planner.report import estimate_to_dict, format_duration, spot_text
-from planner.search.planners import SearchOptions
+from planner.search import search
+from planner.search.explain import describe_plan
+from planner.search.objective import estimate_key
+from planner.search.planners import SEARCH_SHARE, SearchOptions
 from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU, MAX_SEARCHED_EXPERT_PARALLEL
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
                            Training)
@@ -26,16 +31,17 @@ def register(sub) -> None:
                                    "plan that is best for the objective; every plan is scored by the cost model.")
     p.add_argument("--cluster", required=True, metavar="FILE", help="cluster YAML")
     p.add_argument("--model", required=True, metavar="ID", help="catalog model id (see `hetplan catalog models`)")
-    p.add_argument("--global-batch", required=True, type=int, metavar="N", help="sequences per iteration")
-    p.add_argument("--seq-len", required=True, type=int, metavar="S", help="tokens per sequence")
+    p.add_argument("--global-batch", type=int, metavar="N", help="sequences per iteration (required but for RL kinds)")
+    p.add_argument("--seq-len", type=int, metavar="S", help="tokens per sequence (required but for RL kinds)")
     p.add_argument("--precision", choices=[x.value for x in Precision], default=None,
                    help="fp32, bf16, fp16 or fp8 (FP8 linear layers on GPUs that have FP8, under an engine that "
                         "runs it); default: bf16 where every GPU a plan uses supports it, else fp16")
     p.add_argument("--tf32", choices=("on", "off"), default=None,
                    help="fp32 only: TF32 tensor-core matmuls on or off (default: the engine's default, as PyTorch: off)")
-    p.add_argument("--job-kind", choices=[k.value for k in JobKind], default=JobKind.PRETRAIN.value,
+    p.add_argument("--job-kind", choices=[*[k.value for k in JobKind], *RL_KINDS], default=JobKind.PRETRAIN.value,
                    help="pretrain (default), full-finetune (every weight, from a checkpoint), lora (frozen 16-bit "
-                        "base, adapters trained) or qlora (frozen 4-bit NF4 base)")
+                        "base, adapters trained), qlora (frozen 4-bit NF4 base), or RL post-training: grpo, ppo "
+                        "(the RL options below; docs/rl.md)")
     p.add_argument("--lora-rank", type=whole_number(1, MAX_LORA_RANK), default=None, metavar="R",
                    help="adapter rank for --job-kind lora or qlora (default 16)")
     p.add_argument("--offload", choices=("auto", *[o.value for o in Offload]), default="auto",
@@ -58,28 +64,36 @@ def register(sub) -> None:
     p.add_argument("--tokens", type=float, default=None, metavar="T", help="tokens to train (e.g. 1e12)")
     p.add_argument("--top", type=whole_number(1, MAX_TOP), default=5, metavar="K",
                    help=f"how many plans to return (default 5, at most {MAX_TOP})")
-    p.add_argument("--engine", choices=(*ENGINES, "all"), default=DEFAULT_ENGINE, metavar="NAME",
+    p.add_argument("--engine", choices=(AUTO, *ENGINES, "all"), default=AUTO, metavar="NAME",
                    help=f"the engine that will run the plan: search only what it runs and predict it as it runs it "
-                        f"({', '.join(ENGINES)}; default {DEFAULT_ENGINE}, hetplan's own runtime, which runs every "
-                        f"plan). `all`: the best plan of each engine side by side")
+                        f"({', '.join(ENGINES)}). {AUTO} (default): the best plan over the engines people launch "
+                        f"({', '.join(REAL)}), each a search with an equal share of --time-limit, the plan tagged "
+                        f"with its engine; {RUNTIME}: hetplan's own runtime (`run-local`), which runs every plan; "
+                        f"`all`: the best plan of each engine side by side")
     p.add_argument("--baseline", choices=("megatron", "uniform", "exhaustive"), default=None,
                    help="run this planner instead of hetplan's search")
     p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
                    default=SearchOptions().time_limit_s, metavar="S",
-                   help=f"stop the search after S seconds of CPU time (other load on the machine does not count) "
-                        f"and report the best plan found with its optimality gap "
-                        f"(default {SearchOptions().time_limit_s:g}; each baseline gets "
-                        f"{SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of it, as in the app)".replace("%", "%%"))
+                   help=f"CPU seconds of hetplan's search, counted on the thread that searches (other load on the "
+                        f"machine does not count): {SEARCH_SHARE:.0%} for the best-first loop (all of it until a plan "
+                        f"is found), the rest for re-scoring with the cost model and verifying; then the best plan "
+                        f"found is reported with its optimality gap (default {SearchOptions().time_limit_s:g}). "
+                        f"Not within S: each baseline's own limit "
+                        f"({SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of S each, "
+                        f"megatron and uniform, as in the app), a limit of S per setting where offload, context or "
+                        f"expert parallelism auto tries several (and per engine with --engine all), the one plan "
+                        f"re-scored even past the limit, the final cost-model evaluations of the plans shown and "
+                        f"start-up, so a run takes more CPU time than S".replace("%", "%%"))
     p.add_argument("--json", action="store_true",
                    help="print one JSON object; `evaluate` and `export` read it, or any plan in it, as a plan file")
     p.add_argument("--out", metavar="FILE",
                    help="also write the best plan to FILE as a plan JSON (format hetplan.plan/1, the object "
                         "--json prints as plans[0]) for `evaluate`, `export` and `run-local`")
+    add_rl_arguments(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from catalog.formats import load_cluster_file
     if args.tokens is not None and not args.tokens > 0:
         raise InputError("--tokens", f"must be a positive number of tokens, got {args.tokens}")
     if args.out:
@@ -88,9 +102,12 @@ def run(args) -> int:
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     model = catalog.model(args.model, "--model")
+    check_rl_flags(args)
+    if args.job_kind in RL_KINDS:
+        return run_rl_plan(args, cluster, model, catalog)
     if args.engine == "all":
         return _run_all(args, cluster, model, catalog)
-    result = _search(args, cluster, model, args.engine)
+    result = _search(args, cluster, model, args.engine, REAL if args.engine == AUTO else None)
 
     if args.out:                                    # before printing, which a closed pipe may cut short
         best = json.dumps(_scored(result.plans[0], catalog), indent=1, allow_nan=False)
@@ -114,8 +131,8 @@ def _context_parallel(text: str):
         raise argparse.ArgumentTypeError(f"auto or a whole number: {e}") from None
 
 
-def _search(args, cluster, model, engine: str):
-    from planner.search import search
+def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None = None):
+    """The search for `engine`, or (`engines`) for the best of those engines."""
     if args.tf32 is not None and args.precision != "fp32":
         raise InputError("--tf32", "applies to --precision fp32 only")
     if args.lora_rank is not None and args.job_kind not in ("lora", "qlora"):
@@ -125,13 +142,13 @@ def _search(args, cluster, model, engine: str):
     cp = 1 if args.context_parallel == "auto" else args.context_parallel
     ep = 1 if args.expert_parallel == "auto" else args.expert_parallel
     job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
-              args.tokens, engine, None if args.tf32 is None else args.tf32 == "on", training, offload, cp, ep)
+              args.tokens, RUNTIME if engine == AUTO else engine, None if args.tf32 is None else args.tf32 == "on", training, offload, cp, ep)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
                       method=args.baseline or "hetplan", options=_options(args.time_limit),
                       offload="auto" if args.offload == "auto" else "fixed",
                       context_parallel="auto" if args.context_parallel == "auto" else "fixed",
-                      expert_parallel="auto" if args.expert_parallel == "auto" else "fixed")
+                      expert_parallel="auto" if args.expert_parallel == "auto" else "fixed", engines=engines)
     except TooManyPassesError as e:       # its advice names a plan file's field, which `plan` does not take
         raise InputError("--global-batch", f"{args.global_batch:,} sequences make plans with too many pipeline "
                                            f"passes to simulate ({e.message.split(';')[0]}); use a smaller "
@@ -172,24 +189,22 @@ def _run_all(args, cluster, model, catalog) -> int:
 
 
 def _key(result) -> float:
-    from planner.search.objective import estimate_key
     return estimate_key(result.objective, result.plans[0].estimate, None if result.objective != Objective.DEADLINE
                         else math.inf)
 
 
 def _engines_text(results, errors, best) -> str:
-    from planner.search.explain import describe_plan
-    ref = results.get(DEFAULT_ENGINE)
-    against = (f"against {ENGINES[DEFAULT_ENGINE].title}, which runs every plan it can train" if ref is not None else
-               f"{ENGINES[DEFAULT_ENGINE].title} has none to compare with")
+    ref = results.get(RUNTIME)
+    against = (f"against {ENGINES[RUNTIME].title}, which runs every plan it can train" if ref is not None else
+               f"{ENGINES[RUNTIME].title} has none to compare with")
     lines = [f"best plan of each engine ({next(iter(results.values())).objective.value}); {against}:"]
     for name, engine in ENGINES.items():
         if name not in results:
             lines.append(f"\n{engine.title:16s} no plan: {errors[name]}")
             continue
         r, e = results[name], results[name].plans[0].estimate
-        vs = (f", {e.tokens_per_s / ref.plans[0].estimate.tokens_per_s - 1:+.1%} throughput vs {ENGINES[DEFAULT_ENGINE].title}"
-              if ref is not None and name != DEFAULT_ENGINE else "")
+        vs = (f", {e.tokens_per_s / ref.plans[0].estimate.tokens_per_s - 1:+.1%} throughput vs {ENGINES[RUNTIME].title}"
+              if ref is not None and name != RUNTIME else "")
         proof = "complete" if r.complete else (f"gap {r.gap:.1%}" if r.gap is not None else "gap unknown")
         lines.append(f"\n{engine.title:16s} {e.tokens_per_s:12,.0f} tokens/s  ${e.cost_per_million_tokens_usd:.3f}/M  "
                      f"{e.num_gpus} GPUs  ({proof}{vs}){'  <- best' if name == best else ''}")
@@ -200,7 +215,6 @@ def _engines_text(results, errors, best) -> str:
 def _scored(sp, catalog) -> dict:
     """A plan as --json and --out write it: the plan file format with the keys it adds for people
     (catalog.schema.PLAN_OUTPUT_ONLY_KEYS), which a plan file may keep and loading ignores."""
-    from catalog.formats import plan_to_dict
     d = plan_to_dict(sp.plan, catalog, estimate_to_dict(sp.estimate))
     d["explanation"] = sp.explanation
     d["gain_over"] = dict(sp.gain_over)
@@ -209,7 +223,8 @@ def _scored(sp, catalog) -> dict:
 
 def _json(result, catalog) -> dict:
     return {
-        "objective": result.objective.value, "method": result.method,
+        "objective": result.objective.value, "method": result.method, "engine": result.plans[0].plan.engine,
+        **({"engines": {n: _engine_json(r) for n, r in result.by_engine.items()}} if result.by_engine else {}),
         "plans": [_scored(sp, catalog) for sp in result.plans],
         "pareto": [_scored(sp, catalog) for sp in result.pareto],
         "baselines": {k: (_scored(v, catalog) if v else None) for k, v in result.baselines.items()},
@@ -222,14 +237,27 @@ def _json(result, catalog) -> dict:
     }
 
 
+def _engine_json(r) -> dict:
+    """What one engine's search reached, when the best of several engines was planned."""
+    if isinstance(r, str):
+        return {"error": r}
+    e = r.plans[0].estimate
+    return {"tokens_per_s": e.tokens_per_s, "cost_per_million_tokens_usd": e.cost_per_million_tokens_usd,
+            "num_gpus": e.num_gpus, "complete": r.complete, "gap": r.gap}
+
+
 def _text(result) -> str:
-    from planner.search.explain import describe_plan
     lines = [f"{result.method} search for {result.objective.value}: {result.candidates_evaluated:,} candidates "
              f"in {result.search_time_s:.2f} s, "
              + ("complete" if result.complete else
                 (f"stopped by its {result.stopped_by}, " if result.stopped_by else "not proven best, ")
                 + (f"optimality gap {result.gap:.1%}" if result.gap is not None else "gap unknown")),
              f"guarantee: {result.guarantee}"]
+    if result.by_engine:
+        lines.append(f"engine: {ENGINES[result.plans[0].plan.engine].title}, the best of "
+                     + ", ".join(f"{ENGINES[n].title} ({r.plans[0].estimate.tokens_per_s:,.0f} tokens/s)"
+                                 if not isinstance(r, str) else f"{ENGINES[n].title} (no plan: {r})"
+                                 for n, r in result.by_engine.items()))
     for k, sp in enumerate(result.plans, 1):
         e = sp.estimate
         of_peak = " of the 16-bit peak" if sp.plan.precision == Precision.FP8 else ""
@@ -240,13 +268,16 @@ def _text(result) -> str:
                         if e.train_time_s is not None else ""))
         if spot_text(e):
             lines.append(f"    spot: {spot_text(e)}")
-        lines.append(f"    {describe_plan(sp.plan)}")
+        lines.append(f"    for {ENGINES[sp.plan.engine].title} (--engine {sp.plan.engine}): "
+                     f"{describe_plan(sp.plan)}")
         if sp.gain_over:
             lines.append("    gain over " + ", ".join(f"{name} {g:+.1%}" if g is not None else f"{name} n/a (free GPUs)"
                                                   for name, g in sp.gain_over.items()))
         lines.append(f"    {sp.explanation}")
+        if k == 1:                          # what the best plan's figures rest on (planner.cost notes)
+            lines += [f"    note: {n}" for n in e.notes]
     for name, b in result.baselines.items():
-        lines.append(f"\nbaseline {name}: " + (f"{b.estimate.tokens_per_s:,.0f} tokens/s, "
+        lines.append(f"\nbaseline {name} under {ENGINES[result.plans[0].plan.engine].title}: " + (f"{b.estimate.tokens_per_s:,.0f} tokens/s, "
                                                f"${b.estimate.cost_per_million_tokens_usd:.3f}/M tokens: "
                                                f"{describe_plan(b.plan)}" if b else "no plan fits"))
     for pool, why in result.idle.items():

@@ -1,8 +1,11 @@
 """hetplan replan --cluster NEW.yaml --plan CURRENT.json [--old-cluster OLD.yaml] [--tokens-remaining T] [--json]"""
 from __future__ import annotations
 
+from catalog.formats import load_cluster_file, load_plan_file, plan_to_dict
 from planner.cli.common import (PLAN_FILE_HELP, add_cluster_and_plan, add_time_limit, catalog_from_args, check_tokens,
                                  print_json)
+from planner.engines import AUTO, ENGINES, REAL, RUNTIME
+from planner.replan import replan
 from planner.report import estimate_to_dict
 from planner.search.explain import describe_plan
 from planner.search.planners import SearchOptions
@@ -20,7 +23,11 @@ def register(sub) -> None:
                         "(default: --cluster)")
     p.add_argument("--tokens-remaining", type=float, default=None, metavar="T",
                    help="tokens still to train, to judge whether the switch pays off (e.g. 5e11)")
-    add_time_limit(p, SearchOptions().time_limit_s, "S", "CPU seconds for the search")
+    p.add_argument("--engine", choices=(AUTO, *ENGINES), default=AUTO, metavar="NAME",
+                   help=f"the engine the new plan is for ({', '.join(ENGINES)}). {AUTO} (default): the current "
+                        f"plan's engine when it is one people launch ({', '.join(REAL)}); for a plan for "
+                        f"{RUNTIME}'s runtime, the best of those engines")
+    add_time_limit(p, SearchOptions().time_limit_s, "S", "CPU seconds for the search (shared by the engines searched)")
     p.add_argument("--json", action="store_true",
                    help='print one JSON object: {"plan", "metrics", "switch": {"seconds", "dollars", "moves"}, '
                         '"worth_switching", ...}')
@@ -28,15 +35,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from catalog.formats import load_cluster_file, load_plan_file, plan_to_dict
-    from planner.replan import replan
     check_tokens("--tokens-remaining", args.tokens_remaining)
     catalog = catalog_from_args(args)
     cluster = load_cluster_file(args.cluster, catalog)
     old = load_cluster_file(args.old_cluster, catalog) if args.old_cluster else None
     current = load_plan_file(args.plan, catalog)
     r = replan(cluster, current, args.tokens_remaining, old,
-               options=SearchOptions(time_limit_s=args.time_limit, baseline_time_limit_s=None))
+               options=SearchOptions(time_limit_s=args.time_limit, baseline_time_limit_s=None),
+               engines=None if args.engine == AUTO else (args.engine,))
     if args.json:
         print_json({"plan": plan_to_dict(r.plan, catalog), "metrics": estimate_to_dict(r.estimate),
                     "switch": {"seconds": r.switch.seconds, "dollars": r.switch.dollars, "moves": list(r.switch.moves),
@@ -50,7 +56,7 @@ def run(args) -> int:
     lines = [f"current plan: {now}",
              f"best plan:    {r.estimate.tokens_per_s:,.0f} tokens/s on {r.estimate.num_gpus} GPUs, "
              f"${r.estimate.cost_per_million_tokens_usd:.3f} per million tokens",
-             f"              {describe_plan(r.plan)}",
+             f"              for {ENGINES[r.plan.engine].title}: {describe_plan(r.plan)}",
              f"switch:       {r.switch.seconds:,.0f} s (${r.switch.dollars:,.2f}): checkpoint of "
              f"{r.switch.checkpoint_bytes / 2**30:,.0f} GiB saved and loaded, restart",
              *[f"  moves: {m}" for m in r.switch.moves],

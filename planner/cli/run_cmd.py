@@ -7,9 +7,14 @@ from dataclasses import replace
 
 import yaml
 
+from catalog.files import read_mapping
+from catalog.formats import load_cluster_file, load_plan_file
+from planner.calibrate import fit_efficiency, measurements_from_dict
 from planner.cli.common import (add_cluster_and_plan, catalog_from_args, finite_number, load_cluster_and_plan,
                                  whole_number)
 from planner.cli.files import check_output_file, refuse_an_input, write_file
+from planner.cost import evaluate
+from planner.runtime.measure import measurement_dict, stage_summary
 from planner.types import GB, GIB, InputError
 
 TFLOPS = 1e12
@@ -62,8 +67,8 @@ def run_local(args) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise InputError("run-local", "needs PyTorch: pip install torch (the CPU build is enough)") from None
+    # lazy: planner.runtime.launch imports torch (the optional 'run' extra), which only run-local needs
     from planner.runtime.launch import compare, run_local as launch, run_reference
-    from planner.runtime.measure import measurement_dict, stage_summary
     result = launch(cluster, plan, iterations=args.iterations, dtype=args.dtype, hidden=args.hidden,
                     seq_len=args.seq_len, vocab=args.vocab, timeout_s=args.timeout)
     cfg = result.cfg
@@ -101,8 +106,6 @@ def gpu_entry(gpu) -> dict:
 
 
 def calibrate(args) -> int:
-    from catalog.files import read_mapping
-    from planner.calibrate import fit_efficiency, measurements_from_dict
     catalog = catalog_from_args(args)
     if bool(args.cluster) != bool(args.plan):
         raise InputError("calibrate", "--cluster and --plan go together")
@@ -145,8 +148,6 @@ def calibrate(args) -> int:
 
 
 def _show_plan_before_after(args, catalog, calibrated) -> None:
-    from catalog.formats import load_cluster_file, load_plan_file
-    from planner.cost import evaluate
     cluster = load_cluster_file(args.cluster, catalog)
     plan = load_plan_file(args.plan, catalog)
     pools = tuple(replace(p, gpu=calibrated.get(p.gpu.id, p.gpu)) for p in cluster.pools)

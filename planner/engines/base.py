@@ -23,11 +23,16 @@ Every claim of a profile cites the engine's source at the pinned version (`sourc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from planner.compute import Kernels, SelectiveKind
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES
-from planner.types import JobKind, Offload, Plan, Precision, Recompute, Schedule
+from planner.numerics import numerics
+from planner.types import GIB, JobKind, Kernels, Offload, Plan, Precision, Recompute, Schedule, SelectiveKind
+
+# CUDA context, NCCL buffers and allocator fragmentation: about 1-2 GiB in practice (PyTorch
+# CUDA context alone is ~0.5 GiB; NCCL reserves buffers per communicator). Assumed, not measured.
+# The smallest of any engine's (planner.engines: each profile's framework_bytes is at least this),
+# which the search's memory bounds use.
+FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 
 ALL_RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 WHOLE_MODEL_JOBS = (JobKind.PRETRAIN, JobKind.FULL_FINETUNE)
@@ -56,6 +61,8 @@ class Space:
     adapters_with_recompute: bool = True   # LoRA together with activation recomputation
     adapters_with_moe: bool = True         # LoRA on mixture-of-experts models
     offloads: tuple[tuple[Offload, tuple[int, ...]], ...] = ()   # each offload it runs, with the ZeRO stages
+    pipeline_parallel: bool = True         # two or more pipeline stages at all
+    tp_comm_overlap: bool = False          # a plan may pipeline tp collectives with its GEMMs (Plan.tp_comm_overlap)
 
     def zero_allowed(self, zero_stage: int, num_stages: int) -> bool:
         return zero_stage in (self.zero_stages_pipelined if num_stages > 1 else self.zero_stages)
@@ -100,9 +107,11 @@ class Execution:
                 + ((self.zero_note,) if self.zero_note and zero_stage >= 2 else ()))
 
     def grad_reduce_bytes(self, precision: Precision | None) -> int:
-        """Bytes per gradient element on the wire in data-parallel reductions."""
-        from planner.numerics import numerics
-        return max(4 if precision in self.fp32_grad_reduce else 2, numerics(precision).grad_comm_bytes)
+        """Bytes per gradient element on the wire in data-parallel reductions. FP8 trains over bf16
+        weights and gradients (Megatron-LM's FP8 runs are --bf16 runs, arguments.py lines 1204-1216;
+        torchao float8 under bf16 FSDP2), so its gradients cross the wire as bf16's do."""
+        base = Precision.BF16 if precision == Precision.FP8 else precision
+        return max(4 if base in self.fp32_grad_reduce else 2, numerics(precision).grad_comm_bytes)
 
     def tf32(self, asked: bool | None) -> bool:
         return self.tf32_default if asked is None else asked
@@ -138,6 +147,10 @@ class Engine:
     sources: dict[str, str] = field(default_factory=dict)   # claim -> file and lines at `version`
     summary: str = ""
 
+    def execution_for(self, plan: Plan) -> Execution:
+        """How the engine executes `plan`: its execution with the switches the plan turns on."""
+        return replace(self.execution, tp_comm_overlap=True) if plan.tp_comm_overlap else self.execution
+
     def violations(self, plan: Plan) -> list[str]:
         """What in `plan` this engine cannot run, one plain sentence each (empty: it runs it)."""
         s, out, name = self.space, [], self.title
@@ -166,6 +179,12 @@ class Engine:
         layers = {st.num_layers for st in plan.stages}
         if len(layers) > 1 and not s.uneven_layers:
             out.append(f"{name} splits layers evenly over the stages; the plan holds {_join(sorted(layers))} layers per stage")
+        if plan.tp_comm_overlap and not s.tp_comm_overlap:
+            out.append(f"{name} has no tensor-parallel communication overlap")
+        elif plan.tp_comm_overlap and not plan.sequence_parallel:
+            out.append(f"{name} overlaps tensor-parallel communication only with sequence parallelism")
+        if plan.num_stages > 1 and not s.pipeline_parallel:
+            out.append(f"{name} has no pipeline parallelism; the plan has {plan.num_stages} stages")
         if plan.interleave > 1 and not s.interleave:
             out.append(f"{name} has no interleaved pipeline schedule; the plan uses interleave {plan.interleave}")
         if plan.schedule == Schedule.GPIPE and not s.gpipe:

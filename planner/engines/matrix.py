@@ -19,7 +19,8 @@ def _zero(stages: tuple[int, ...]) -> str:
 
 
 FEATURES = (
-    ("uneven layer split", lambda e: _flag(e.space.uneven_layers)),
+    ("pipeline stages", lambda e: _flag(e.space.pipeline_parallel)),
+    ("uneven layer split", lambda e: _flag(e.space.uneven_layers and e.space.pipeline_parallel)),
     ("tensor parallelism", lambda e: _flag(e.space.tensor_parallel)),
     ("tp per stage", lambda e: _flag(e.space.tp_per_stage or e.space.mixed_stages)),
     ("replicas per stage", lambda e: _flag(e.space.replicas_per_stage or e.space.mixed_stages)),
@@ -37,7 +38,7 @@ FEATURES = (
     ("LoRA limits", lambda e: ", ".join(x for x, ok in (("no recompute", e.space.adapters_with_recompute),
                                                          ("dense models", e.space.adapters_with_moe)) if not ok) or "-"),
     ("CPU offload (ZeRO stages)", lambda e: "; ".join(f"{o.value} ({_zero(z)})" for o, z in e.space.offloads) or NO),
-    ("export targets", lambda e: ", ".join(f"`{t}`" for t in e.exports)),
+    ("export targets", lambda e: ", ".join(f"`{t}`" for t in e.exports) or NO),
     ("version", lambda e: e.version.replace("|", "/")),
 )
 

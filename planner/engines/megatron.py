@@ -16,9 +16,10 @@ ENGINE = Engine(
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
                 precisions=(Precision.FP32, Precision.BF16, Precision.FP16, Precision.FP8),
                 offloads=((Offload.OPTIMIZER, (1,)),), context_parallel=True,
-                expert_parallel=True),
+                expert_parallel=True, tp_comm_overlap=True),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=1.0,
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB, offload_grad_bytes=4.0,
+                        tf32_default=True,    # the NGC PyTorch container's override (sources: tf32 default)
                         notes=("--overlap-grad-reduce is exported, so gradients are reduced in buckets during "
                                "the last backward pass",)),
     exports=("megatron",),

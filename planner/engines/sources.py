@@ -11,8 +11,14 @@ DEEPSPEED = "deepspeed 0.19.8 (PyPI; source read at deepspeedai/DeepSpeed@edaa72
 TORCHTITAN = ("torchtitan 0.3.0 (PyPI; TOML form: pytorch/torchtitan@v0.2.2 = "
               "73a0e6979dd10b6b1904098eb3c8f62c18ab87ce)")
 FLAGSCALE = "flagos-ai/FlagScale@16a2dd5b5c413452ec09ec7a1fe7dea4810c6889"
+MEGATRON_DEEPSPEED = "microsoft/Megatron-DeepSpeed@f4157bea69f3df8c6cb66f2ebcda66ba03d1288e (with deepspeed, as DEEPSPEED)"
+FSDP = ("accelerate 1.15.0 (PyPI; source read at huggingface/accelerate@16cb6eb80dd9aa8b4df1a63ef57863e455d53b83) "
+        "on torch 2.13.0 FSDP (PyPI)")
 
 MEGATRON_SOURCES: dict[str, str] = {
+    "tf32 default (fp32 plans)": "docs/get-started/install.md lines 100-112: run in the NGC PyTorch container, "
+                                 "whose image sets ENV TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (fp32 matmuls on TF32 "
+                                 "tensor cores; MONAI docs precision_accelerating.md quote the layer)",
     "one tp, pp and dp for every stage": "megatron/training/arguments.py validate_args lines 424-448: "
                                          "dp = world / (tp * pp * cp), world divisible by tp * pp * cp",
     "rank order (pp outermost)": "megatron/training/initialize.py line 395: order 'tp-cp-ep-dp-pp'; "
@@ -33,6 +39,10 @@ MEGATRON_SOURCES: dict[str, str] = {
                  "method (arguments.py lines 1425-1428)",
     "no GPipe": "pretrain_gpt.py runs megatron/core/pipeline_parallel/schedules.py 1F1B (line 2147) or interleaved "
                 "1F1B (line 1019) only",
+    "tp communication overlap": "--tp-comm-overlap (megatron/core/model_parallel_config.py line 265, "
+                                "tp_comm_overlap; Transformer Engine userbuffers); needs --sequence-parallel "
+                                "(megatron/training/arguments.py lines 1441-1442); a plan switches it "
+                                "(Plan.tp_comm_overlap), the export writes it",
     "overlapped gradient reduce": "--overlap-grad-reduce arguments.py line 3121; buckets during backward "
                                   "(megatron/core/distributed/distributed_data_parallel.py lines 133-137)",
     "optimizer offload": "--optimizer-cpu-offload, --optimizer-offload-fraction (arguments.py lines 2918-2927); needs "
@@ -56,6 +66,8 @@ MEGATRON_SOURCES: dict[str, str] = {
                "NeMo's LoRA adapter, which lives outside this repository",
 }
 DEEPSPEED_SOURCES: dict[str, str] = {
+    "tf32 default (fp32 plans)": "docker/Dockerfile line 1: FROM nvidia/cuda (not the NGC PyTorch image), and "
+                                 "deepspeed/ sets no allow_tf32: PyTorch's default, TF32 matmuls off",
     "one dp for every stage": "deepspeed/runtime/pipe/module.py PipelineModule.__init__ lines 141-181: "
                               "PipeDataParallelTopology(num_pp, num_dp), dp = world / num_stages without a topology",
     "rank order": "deepspeed/runtime/pipe/topology.py lines 232-248: axes ['pipe', 'data'], the last fastest",
@@ -81,6 +93,8 @@ DEEPSPEED_SOURCES: dict[str, str] = {
                              "ds_config key, and its quantised base is FP8-style, not NF4",
 }
 TORCHTITAN_SOURCES: dict[str, str] = {
+    "tf32 default (fp32 plans)": "torchtitan sets allow_tf32 only to turn it off (torchtitan/distributed/utils.py "
+                                 "line 379 @b5bcd76, batch-invariant mode): PyTorch's default, TF32 matmuls off",
     "config form (0.3)": "site-packages/torchtitan/config/manager.py ConfigManager.parse_args/_load_config: "
                          "--module M --config F, F() returns Trainer.Config (torchtitan/trainer.py lines 70-116)",
     "config form (0.2.2)": "torchtitan/config/job_config.py (v0.2.2) JobConfig, read from --job.config_file TOML "
@@ -117,6 +131,8 @@ TORCHTITAN_SOURCES: dict[str, str] = {
     "model flavors": "site-packages/torchtitan/models/llama3/__init__.py lines 236-365: 8B, 70B, 405B",
 }
 FLAGSCALE_SOURCES: dict[str, str] = {
+    "tf32 default (fp32 plans)": "docker/Dockerfile.cuda line 2: FROM nvcr.io/nvidia/cuda (not the NGC PyTorch "
+                                 "image), no allow_tf32 in flagscale/: PyTorch's default, TF32 matmuls off",
     "process meshes": "flagscale/train/arguments.py FSTrainArguments.pre_validate_args lines 81-215: "
                       "[tp, cp, ep, dp, pp] per mesh, tp and dp per mesh, pp summing to the pipeline size",
     "uneven layer split": "pre_validate_args lines 158-172: hetero_pipeline_layer_split, one count a stage",
@@ -134,4 +150,71 @@ FLAGSCALE_SOURCES: dict[str, str] = {
             "Engine layers only, no MoE, no recompute, --ckpt-format torch; no QLoRA",
     "launch": "flagscale/runner/utils.py parse_hostfile lines 69-109 (host slots=N type=T); "
               "flagscale/runner/runner_train.py lines 177 (rdzv_backend) and 435-441 (type -> current device type)",
+}
+FSDP_SOURCES: dict[str, str] = {
+    "sharding strategies": "site-packages/torch/distributed/fsdp/api.py ShardingStrategy lines 32-69: FULL_SHARD "
+                           "(parameters, gradients and optimizer states sharded: ZeRO-3), SHARD_GRAD_OP (gradients "
+                           "and optimizer states: ZeRO-2), NO_SHARD (replicated: ZeRO-0), HYBRID_SHARD (FULL_SHARD "
+                           "in a node, replicated across nodes: not a plan setting here); accelerate/utils/"
+                           "constants.py line 38 FSDP_SHARDING_STRATEGY names them; no optimizer-only sharding "
+                           "(ZeRO-1)",
+    "no pipeline, no tensor parallelism": "accelerate/accelerator.py prepare_model wraps the whole model in "
+                                          "FullyShardedDataParallel (lines 1940-1975): every rank holds the "
+                                          "whole layer stack, sharded over all ranks; Accelerate's TP and "
+                                          "context parallelism are a separate parallelism_config not written "
+                                          "here",
+    "even batch shares": "accelerate/data_loader.py: each process gets its own equal slice of every batch "
+                         "(BatchSamplerShard), so every rank takes micro_batch sequences a step",
+    "prefetch": "site-packages/torch/distributed/fsdp/api.py BackwardPrefetch lines 72-108 (BACKWARD_PRE: the "
+                "next all-gather issued before the current gradient computation, most overlap); "
+                "fully_sharded_data_parallel.py lines 345-356: forward_prefetch, limit_all_gathers (default "
+                "True, line 411); accelerate --fsdp_backward_prefetch, --fsdp_forward_prefetch "
+                "(commands/launch.py lines 559-577)",
+    "limit_all_gathers": "FullyShardedDataParallelPlugin.limit_all_gathers default True (accelerate/utils/"
+                         "dataclasses.py lines 1750-1757), passed to FSDP (accelerator.py line 1957); no launch "
+                         "flag",
+    "reduce dtype": "FullyShardedDataParallelPlugin.set_mixed_precision (accelerate/utils/dataclasses.py lines "
+                    "2092-2126): param_dtype and reduce_dtype both the training dtype, so bf16 gradients are "
+                    "reduce-scattered in 2 bytes",
+    "activation checkpointing": "--fsdp_activation_checkpointing (launch.py lines 600-605): whole wrapped "
+                                "transformer layers checkpointed (accelerator.py apply_activation_checkpointing); "
+                                "no selective kind",
+    "CPU offload": "--fsdp_offload_params 'offload parameters and gradients to CPU' (launch.py lines 521-526): "
+                   "torch CPUOffload(offload_params=True) (api.py line 230), the optimizer then steps on the CPU; "
+                   "with FULL_SHARD here",
+    "precisions": "mixed_precision no (fp32), fp16 (with ShardedGradScaler), bf16 (set_mixed_precision mapping, "
+                  "dataclasses.py lines 2094-2099); fp8 maps to bf16 autocast with a separate fp8 backend: not "
+                  "in this profile",
+    "LoRA / QLoRA": "PEFT adapters under FSDP need use_orig_params (launch.py lines 578-584: 'support for "
+                    "interspersed frozen and trainable parameters', default true); QLoRA needs "
+                    "bnb_4bit_quant_storage equal to the training dtype so FSDP can shard the 4-bit base "
+                    "(HF PEFT docs, 'Use PEFT QLoRA and FSDP')",
+    "auto wrap": "TRANSFORMER_BASED_WRAP wraps the model's _no_split_modules (its decoder layer) when no class "
+                 "is named (accelerate/utils/dataclasses.py lines 2085-2090): one FSDP unit a transformer layer",
+    "config file": "accelerate/commands/config/config_args.py ClusterConfig lines 179-232 (from_yaml_file "
+                   "refuses unknown keys, lines 143-154); fsdp_config keys become --fsdp_* launch arguments "
+                   "(launch.py lines 1258-1270)",
+}
+MEGATRON_DEEPSPEED_SOURCES: dict[str, str] = {
+    "TP + DeepSpeed pipeline": "pretrain_gpt.py lines 51-52: GPTModelPipe unless --no-pipeline-parallel; "
+                               "megatron/model/gpt_model.py GPTModelPipe (line 322), a DeepSpeed PipelineModule over "
+                               "PipeModelDataParallelTopology(num_pp, num_mp, num_dp) (lines 455-463): one tp, pp and dp "
+                               "for every stage, even batch shares",
+    "even layer split": "gpt_model.py line 463: partition_method='type:transformer' (DeepSpeed's PipelineModule "
+                        "splits the transformer layers evenly over the stages)",
+    "no pipeline": "--no-pipeline-parallel (megatron/arguments.py lines 954-955): GPTModel under the DeepSpeed "
+                   "engine, where ZeRO-2/3 run",
+    "ZeRO < 2 with a pipeline": "DeepSpeed's pipeline engine (deepspeed/runtime/pipe/engine.py lines 76-77, as the "
+                                "deepspeed profile cites)",
+    "recompute": "--recompute-granularity {full, selective} (megatron/arguments.py lines 830-836; selective: 'core "
+                 "attention part of the transformer layer is recomputed')",
+    "sequence parallel": "--sequence-parallel (megatron/arguments.py lines 972-973)",
+    "gradients reduced after the flush": "DeepSpeed's pipeline engine (deepspeed/runtime/pipe/schedule.py "
+                                         "TrainSchedule, as the deepspeed profile cites), in the training dtype",
+    "TF32 on": "no allow_tf32 anywhere in the repository (git grep at the pin); its README (lines 78-83) runs it in "
+               "NVIDIA's PyTorch container nvcr.io/nvidia/pytorch, whose environment sets "
+               "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (NVIDIA PyTorch container release notes; not in a snapshot "
+               "here), which torch reads to run fp32 matmuls on TF32 tensor cores (the variable is in torch "
+               "2.13.0's libtorch_cpu.so, ATen Context::allowTF32CuBLAS); fp32 runs measured above an A100's "
+               "19.5 TFLOP/s fp32 peak per layer (issue 19) agree",
 }

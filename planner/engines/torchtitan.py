@@ -28,10 +28,9 @@ selective_ac_option = "op", whose policy (torchtitan/distributed/activation_chec
 reduce-scatters' and recomputes everything else, so it reruns more than Megatron-LM's selective
 (wk, wo, w3 and every element-wise op) and keeps less (planner.memory.op_sac_saved_elements_per_token).
 """
-from planner.compute import Kernels, SelectiveKind
 from planner.engines.base import Engine, Execution, Space
 from planner.engines.sources import TORCHTITAN as VERSION, TORCHTITAN_SOURCES
-from planner.types import GIB, JobKind, Offload, Precision, Recompute
+from planner.types import GIB, JobKind, Kernels, Offload, Precision, Recompute, SelectiveKind
 
 ENGINE = Engine(
     name="torchtitan", title="torchtitan", version=VERSION,

@@ -9,16 +9,18 @@ there are warnings: what the app offers for download. Pure: nothing here writes 
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+from planner.export import deepspeed, flagscale, fsdp, megatron, torchrun, torchtitan
 from planner.export.common import SEARCH_TIME_LIMIT_S, ExportResult, engine_for, resolve, targets
 from planner.types import Cluster, InputError, Plan
 
-ENGINES = tuple(targets())       # ("torchrun", "megatron", "deepspeed", "torchtitan", "flagscale")
+ENGINES = tuple(targets())       # ("torchrun", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp")
 
 
 def _writer(target: str):
-    from planner.export import deepspeed, flagscale, megatron, torchrun, torchtitan
     writers = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "torchrun": torchrun,
-               "flagscale": flagscale}
+               "flagscale": flagscale, "fsdp": fsdp}
     if target not in writers:
         raise InputError("--to", f"unknown engine {target!r}; choose one of {list(ENGINES)}")
     return writers[target]
@@ -38,6 +40,19 @@ def export_result(plan: Plan, cluster: Cluster, engine: str, time_limit_s: float
         warnings += list(search_notes)
     return ExportResult(engine, files, tuple(warnings + notes), target, alternative, estimate, tuple(reasons),
                         profile.name, tuple(notes))
+
+
+def possible_files(target: str) -> tuple[str, ...]:
+    """Every file `target`'s writer may write (its FILES), whatever the plan: what `export --out` checks
+    before anything runs; empty for a writer that does not list them."""
+    return tuple(getattr(_writer(target), "FILES", ()))
+
+
+def placed_files(result: ExportResult, folder: Path) -> dict[str, str]:
+    """The result's files as written into `folder` (absolute): a writer whose files name their own folder
+    (`place(files, folder)`, e.g. FlagScale's runner YAML naming its hostfile) gets the path."""
+    place = getattr(_writer(result.engine), "place", None)
+    return place(dict(result.files), folder) if place else dict(result.files)
 
 
 def export_plan(plan: Plan, cluster: Cluster, engine: str) -> dict[str, str]:

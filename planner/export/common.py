@@ -27,7 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from planner.chunks import pipeline_order
 from planner.engines import ENGINES, Engine
+from planner.placement import place
+from planner.search import SearchOptions, search
 from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, JobKind, Plan
 
 SEARCH_TIME_LIMIT_S = 10.0   # CPU seconds the search for an alternative plan may take (export --time-limit)
@@ -119,7 +122,6 @@ def search_job(engine: Engine, plan: Plan) -> tuple[Job, list[str]]:
 def _search_keeping_cp(cluster: Cluster, job: Job, time_limit_s: float):
     """(the search's result, notes): with context parallelism, the job's degree first; where no plan of that
     degree fits, every degree the search tries (planner.search.search context_parallel="auto")."""
-    from planner.search import SearchOptions, search
     options = SearchOptions(time_limit_s=time_limit_s)
     if job.context_parallel == 1:
         return search(cluster, job, baselines=False, options=options), []
@@ -150,7 +152,6 @@ def checkpoint_preamble(what: str) -> list[str]:
 
 def layer_segments(plan: Plan) -> list[tuple[int, int, int, int]]:
     """(stage, chunk, first layer, end layer) in model order (planner.chunks convention)."""
-    from planner.chunks import pipeline_order
     return pipeline_order(plan)
 
 
@@ -173,7 +174,6 @@ def replica_gpus(cluster: Cluster, plan: Plan) -> dict[tuple[int, int], list[tup
     `place` puts replicas in order of falling width, so every such replica is placed before any
     narrower one and takes the first wholly free nodes of its pool, the ones after those the wider
     replicas before it took (placement._whole_nodes), i.e. consecutive nodes."""
-    from planner.placement import place
     placement = place(cluster, plan)
     out = {}
     for (i, r), slot in placement.slots.items():        # slot.tp is the replica's width, tp x cp

@@ -36,10 +36,14 @@ from __future__ import annotations
 
 import json
 
+from planner.engines.sources import DEEPSPEED
 from planner.export import launch
 from planner.export.common import CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, uniform_tp_dp
 from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, Offload, Plan, Precision, Recompute
+
+FILES = ("ds_config.json", "pipeline_parts.json", "pipeline_module.py", "launch.sh", "hostfile")   # every file `export`
+# may write
 
 CPU = {"device": "cpu", "pin_memory": True}     # pinned host memory: DeepSpeed's default, written out
 
@@ -123,7 +127,6 @@ def deepspeed_ranks(cluster: Cluster, plan: Plan) -> list[tuple[str, int]]:
 
 
 def export(plan: Plan, cluster: Cluster):
-    from planner.engines.sources import DEEPSPEED
     _, dp = uniform_tp_dp(plan)
     files = {"ds_config.json": json.dumps(ds_config(plan), indent=2) + "\n"}
     if plan.num_stages > 1:

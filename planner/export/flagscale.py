@@ -41,7 +41,15 @@ Read in flagos-ai/FlagScale at planner.engines.sources.FLAGSCALE:
   alpha / dim (flagscale/train/peft/utils.py line 246); PEFT is applied, the base frozen and the
   checkpoint hooks set in flagscale/train/train.py lines 1170-1183. Fine-tuning (full or LoRA) loads
   with Megatron-LM's --load and --finetune (8479eb35 arguments.py lines 2338 and 2363), as
-  planner.export.megatron writes them. The runner YAML gives --load as `${oc.env:CHECKPOINT}`: the
+  planner.export.megatron writes them. The runner YAML gives them under train.system.checkpoint: the
+  runner sets checkpoint.load itself, to the experiment folder's checkpoints, unless it is given there
+  (flagscale/runner/runner_train.py _update_config_train lines 121-146), and flatten_dict_to_args
+  (flagscale/runner/utils.py lines 271-290) writes a flat `load` and then the checkpoint section's, so a
+  flat `load` would be followed by a second --load, the empty folder, which argparse keeps (the last).
+  launch.sh exports PYTHONPATH as the runner does: FlagScale's root, then its Megatron-LM submodule
+  third_party/Megatron-LM (runner_train.py lines 253 and 272). The runner YAML's `hostfile` is opened from
+  where run.py starts, so `hetplan export --out` writes its absolute path (`place`).
+  The runner YAML gives --load as `${oc.env:CHECKPOINT}`: the
   runner resolves the config (OmegaConf.to_container(..., resolve=True), flagscale/runner/runner_train.py
   line 36). FlagScale has no optimizer offload of its own, and its profile none (planner.engines).
 """
@@ -53,10 +61,14 @@ from dataclasses import dataclass
 from planner.export import launch
 from planner.export.common import checkpoint_preamble, from_checkpoint
 from planner.export.megatron import (ShellWord, args_script, job_notes, model_arguments, model_warnings,
-                                     training_arguments)
+                                     training_arguments, vocab_arguments, vocab_note)
 from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, JobKind, Plan
 
+FILES = ("flagscale_args.sh", "launch.sh", "hostfile", "flagscale_train.yaml")   # every file `export` may write
+
+MEGATRON_SUBMODULE = "third_party/Megatron-LM"   # FlagScale's Megatron-LM (.gitmodules; pinned at 8479eb35)
+CHECKPOINT_KEYS = ("load", "finetune")            # written under train.system.checkpoint (runner_yaml)
 # LoRA on every linear layer of a transformer layer, as planner.training counts the adapters
 # (q/k/v, output projection, and the MLP's two matrices; a SwiGLU's gate and up share linear_fc1 in mcore).
 LORA_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
@@ -146,7 +158,8 @@ def arguments(plan: Plan) -> list[tuple[str, ...]]:
              ("--hetero-device-types", *[m.label for m in ms])]
     if plan.model.tied_embeddings and plan.zero_stage == 1 and ms[0].dp != ms[-1].dp:
         args += [("--use-partial-reduce-for-shared-embedding",)]
-    args += training_arguments(plan, max(m.tp for m in ms)) + lora_arguments(plan) + model_arguments(plan)[6:]
+    args += (training_arguments(plan, max(m.tp for m in ms)) + lora_arguments(plan) + model_arguments(plan)[6:]
+             + vocab_arguments(plan.model, tp0))
     return [tuple(x if isinstance(x, str) else str(x) for x in a) for a in args]
 
 
@@ -181,24 +194,40 @@ def runner_yaml(plan: Plan, agents: list[launch.Unit], labels_of_host: dict[str,
              "defaults:", "  - _self_",
              "experiment:", f"  exp_name: hetplan_{plan.model.id}", "  exp_dir: ./outputs_hetplan",
              "  task:", "    type: train", "    backend: megatron", "    entrypoint: flagscale/train/train_gpt.py",
-             "  runner:", "    backend: torchrun", "    hostfile: hostfile", "    rdzv_backend: static",
+             "  runner:", "    backend: torchrun", f"    hostfile: {HOSTFILE_LINE}", "    rdzv_backend: static",
              "  envs:", "    CUDA_DEVICE_MAX_CONNECTIONS: 1", "    node_specific:"]
     for host in labels_of_host:
         gpus = ",".join(str(g) for u in agents if u.host == host for g in u.gpus)
         lines += [f"      {host}:", f'        CUDA_VISIBLE_DEVICES: "{gpus}"']
     lines += ["action: run", "train:", "  system:"]
+    checkpoint = []
     for arg in arguments(plan):
         key = arg[0][2:].replace("-", "_")
-        lines.append(f"    {key}: {_yaml_value(key, arg[1:])}")
+        (checkpoint if key in CHECKPOINT_KEYS else lines).append(f"    {key}: {_yaml_value(key, arg[1:])}")
+    if checkpoint:      # the runner sets checkpoint.load itself (the experiment's folder) unless given there
+        lines += ["    checkpoint:", *["  " + line for line in checkpoint]]
     lines += ["  model: {}", "  data: {}", ""]
     return "\n".join(lines)
+
+
+HOSTFILE_LINE = "hostfile    # relative to where run.py starts: `hetplan export --out` writes this folder's path"
+
+
+def place(files: dict[str, str], folder) -> dict[str, str]:
+    """The files as written into `folder` (an absolute path): the runner YAML names the hostfile beside it,
+    since FlagScale's runner opens it from where run.py starts (runner_train.py line 407, utils.py
+    parse_hostfile: a missing file runs on this machine alone, with a warning)."""
+    if "flagscale_train.yaml" not in files:
+        return files
+    hostfile = json.dumps(str(folder / "hostfile"))
+    return {**files, "flagscale_train.yaml": files["flagscale_train.yaml"].replace(HOSTFILE_LINE, hostfile)}
 
 
 def export(plan: Plan, cluster: Cluster):
     ranks, labels = flagscale_ranks(cluster, plan)
     agents = launch.units(ranks, labels)
     label_of = {u.node_rank: labels[u.first_rank] for u in agents}
-    notes = model_warnings(plan) + job_notes(plan)
+    notes = model_warnings(plan) + vocab_note(plan.model, meshes(plan)[0].tp) + job_notes(plan)
     if plan.training.kind == JobKind.LORA:
         notes.append(f"LoRA: rank {plan.training.lora_rank}, alpha {lora_alpha(plan.training.lora_rank)} (scale 2, "
                      f"FlagScale's default alpha / dim), on {', '.join(LORA_TARGETS)}; FlagScale's PEFT needs "
@@ -209,6 +238,9 @@ def export(plan: Plan, cluster: Cluster):
                      f"mesh, of {', '.join(str(ms[0].dp * plan.micro_batch // m.dp) for m in ms)} sequences per "
                      f"replica (mesh by mesh): the same samples per replica as the plan, in other micro-batch sizes")
     preamble = ['FLAGSCALE_DIR="${FLAGSCALE_DIR:?set FLAGSCALE_DIR to your FlagScale checkout}"',
+                # what FlagScale's runner exports before it starts train_gpt.py (runner_train.py lines 253, 272):
+                # its root and the patched Megatron-LM of its submodule
+                f'export PYTHONPATH="$FLAGSCALE_DIR:$FLAGSCALE_DIR/{MEGATRON_SUBMODULE}${{PYTHONPATH:+:$PYTHONPATH}}"',
                 *(checkpoint_preamble("the checkpoint directory to fine-tune from (--load, torch format)")
                   if from_checkpoint(plan) else []),
                 "source ./flagscale_args.sh"]

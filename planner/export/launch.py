@@ -67,6 +67,7 @@ def script(agent_units: list[Unit], command: list[str], title: str, env: dict[st
              "# global rank, and with it every pipeline stage, lands on the GPU the plan gives it.",
              "# Hosts are named <pool>-<node>: rename them here and in hostfile, or set HOST=<name below>.",
              "set -euo pipefail",
+             'export HETPLAN_CALLER_DIR="$PWD"   # where relative paths given to the run were meant from',
              'cd "$(dirname "$0")"',
              'HOST="${HOST:-$(hostname)}"',
              'SCRIPT_ARGS=("$@")   # passed on to every process',

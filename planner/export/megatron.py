@@ -74,6 +74,16 @@ Expert parallelism (plan.expert_parallel = ep > 1): --expert-model-parallel-size
 Layout syntax from megatron/core/transformer/pipeline_parallel_layer_layout.py: E embedding,
 t decoder layer, L loss, `|` between stages, `x*N` repeats; part k is pp rank k mod p, virtual
 stage k // p; exactly one E first, one L last, and as many t as --num-layers.
+Architecture beyond the shapes (same commit), every value written out from the catalog model:
+  --norm-epsilon (TransformerConfig.layernorm_epsilon, transformer_config.py lines 201-203, default 1e-5),
+  --hidden-dropout and --attention-dropout (lines 188-191, default 0.1 each, where Llama, Mistral and Qwen
+  train with 0), --init-method-std (line 400, default 0.02), --rotary-base (arguments.py line 2418, type
+  int, default 10000, where Llama 3 uses 500000 and Mixtral 1e6), --use-rope-scaling and
+  --rope-scaling-factor (lines 2424-2427: Llama 3.x scaling), --rope-type yarn (line 2906) with
+  --rotary-scaling-factor (_add_mla_args line 3558) for YaRN; --make-vocab-size-divisible-by (line 2441,
+  default 128): Megatron pads the tokenizer's vocabulary to a multiple of it x tp
+  (megatron/training/vocab_utils.py line 58), so the export picks the divisor that pads the model's
+  vocabulary to itself (vocab_divisor). Tied embeddings: --untie-embeddings-and-output-weights when untied.
 Job kind and offload (same commit):
   full fine-tuning: --load DIR and --finetune, "Load model for finetuning. Do not load optimizer or rng
     state from checkpoint and set iteration to 0" (CheckpointConfig.load and .finetune,
@@ -95,6 +105,8 @@ from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, fro
                                    one_mesh_ranks, uniform_tp_dp)
 from planner.export import launch
 from planner.types import Cluster, MlpKind, Model, NormKind, Offload, Plan, PositionKind, Recompute
+
+FILES = ("megatron_args.sh", "launch.sh", "hostfile")   # every file `export` may write
 
 POSITION_TYPES = {PositionKind.LEARNED: "learned_absolute", PositionKind.ROPE: "rope"}
 FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}   # ZeRO stage -> --data-parallel-sharding-strategy
@@ -147,7 +159,46 @@ def model_arguments(plan: Plan) -> list[tuple]:
         args += [("--disable-bias-linear",)]
     elif m.qkv_bias and not (m.out_bias or m.mlp_bias):
         args += [("--disable-bias-linear",), ("--add-qkv-bias",)]
-    return args + moe_arguments(m)
+    return args + numeric_arguments(m) + moe_arguments(m)
+
+
+def numeric_arguments(m: Model) -> list[tuple]:
+    """What the weights mean beyond their shapes (module docstring, "Architecture"): each value written out,
+    since Megatron's defaults (dropout 0.1, RoPE base 10000) are not every model's."""
+    args = [("--norm-epsilon", _number(m.norm_eps)), ("--hidden-dropout", _number(m.hidden_dropout)),
+            ("--attention-dropout", _number(m.attention_dropout)), ("--init-method-std", _number(m.init_std))]
+    if m.position == PositionKind.ROPE:
+        args += [("--rotary-base", int(m.rope_theta))]
+        if m.rope_scaling == "llama3":
+            args += [("--use-rope-scaling",), ("--rope-scaling-factor", _number(m.rope_scaling_factor))]
+        elif m.rope_scaling == "yarn":
+            args += [("--rope-type", "yarn"), ("--rotary-scaling-factor", _number(m.rope_scaling_factor))]
+    return args
+
+
+def _number(x: float) -> str:
+    """A float as the shortest text that reads back as the same float (1e-05, 0.02, 0.0, 8.0)."""
+    return repr(float(x))
+
+
+def vocab_divisor(vocab: int, tp: int) -> int:
+    """--make-vocab-size-divisible-by: the largest power of two up to Megatron's default 128 whose multiple by
+    tp divides the vocabulary, so that Megatron pads a tokenizer of `vocab` entries to itself (padded size =
+    ceil(vocab / (divisor x tp)) x divisor x tp, megatron/training/vocab_utils.py line 58); 1 when tp does not
+    divide it (then the padding is the least Megatron can do)."""
+    for d in (128, 64, 32, 16, 8, 4, 2, 1):
+        if vocab % (d * tp) == 0:
+            return d
+    return 1
+
+
+def padded_vocab(vocab: int, tp: int) -> int:
+    multiple = vocab_divisor(vocab, tp) * tp
+    return -(-vocab // multiple) * multiple
+
+
+def vocab_arguments(m: Model, tp: int) -> list[tuple]:
+    return [("--make-vocab-size-divisible-by", vocab_divisor(m.vocab, tp))]
 
 
 def moe_layer_freq(model: Model) -> str:
@@ -201,6 +252,10 @@ def training_arguments(plan: Plan, tp: int) -> list[tuple]:
     """Batch, precision, recompute, sequence parallelism and data-parallel sharding."""
     args = [("--micro-batch-size", plan.micro_batch), ("--global-batch-size", plan.global_batch)]
     args += PRECISION_FLAGS[plan.precision.value]
+    if plan.precision.value == "fp8" and plan.zero_stage >= 1:
+        # the compute weight kept in FP8 in place of bf16 (arguments.py lines 2016-2018; it needs the
+        # distributed optimizer or Megatron-FSDP, lines 1095-1097), as planner.numerics counts FP8 weights
+        args += [("--fp8-param-gather",)]
     if plan.recompute == Recompute.FULL:
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", 1)]
@@ -208,6 +263,8 @@ def training_arguments(plan: Plan, tp: int) -> list[tuple]:
         args += [("--recompute-granularity", "selective")]
     if plan.sequence_parallel and tp > 1:
         args += [("--sequence-parallel",)]
+    if plan.tp_comm_overlap:         # the plan's tp-communication overlap (needs --sequence-parallel, arguments.py
+        args += [("--tp-comm-overlap",)]   # lines 1441-1442; Transformer Engine userbuffers, initialize.py line 164)
     if plan.zero_stage == 1:
         args += [("--use-distributed-optimizer",)]
     elif plan.zero_stage in FSDP_STRATEGY:
@@ -240,8 +297,18 @@ def arguments(plan: Plan) -> list[tuple[str, ...]]:
     args += expert_parallel_arguments(plan, tp)
     if plan.num_stages > 1:
         args += [("--pipeline-model-parallel-layout", layout_string(plan))]
-    args += training_arguments(plan, tp) + model_arguments(plan)[6:]
+    args += training_arguments(plan, tp) + model_arguments(plan)[6:] + vocab_arguments(plan.model, tp)
     return [tuple(x if isinstance(x, str) else str(x) for x in a) for a in args]
+
+
+def vocab_note(m: Model, tp: int) -> list[str]:
+    """Where Megatron must pad the vocabulary (tp does not divide it): the size it trains; none otherwise
+    (--make-vocab-size-divisible-by keeps a tokenizer of the model's vocabulary unpadded: vocab_divisor)."""
+    padded = padded_vocab(m.vocab, tp)
+    if padded == m.vocab:
+        return []
+    return [f"vocabulary: tp {tp} does not divide {m.id}'s {m.vocab:,} entries, so Megatron pads the tokenizer's "
+            f"vocabulary to {padded:,} (--make-vocab-size-divisible-by {vocab_divisor(m.vocab, tp)}; unused rows)"]
 
 
 def model_warnings(plan: Plan) -> list[str]:
@@ -251,6 +318,9 @@ def model_warnings(plan: Plan) -> list[str]:
         out.append(f"Megatron-LM's --position-embedding-type has no {m.position.value}; {m.id} needs a custom model")
     if m.mlp == MlpKind.RELU:
         out.append(f"Megatron-LM has no plain ReLU MLP (only gelu, --swiglu, --squared-relu); {m.id} needs a custom model")
+    if m.position == PositionKind.ROPE and m.rope_theta != int(m.rope_theta):
+        out.append(f"Megatron-LM's --rotary-base is a whole number; {m.id}'s RoPE base {m.rope_theta:g} is written as "
+                   f"{int(m.rope_theta)}")
     biased = (m.qkv_bias, m.out_bias, m.mlp_bias)
     if any(biased) and not all(biased) and biased != (True, False, False):
         out.append(f"Megatron-LM sets biases for all linear layers or, with --add-qkv-bias, for QKV only; "
@@ -314,8 +384,9 @@ def expert_notes(plan: Plan) -> list[str]:
              f"(--moe-layer-freq); aux-loss balancing at 1e-2 (Megatron's default coefficient is 0); add "
              f"--moe-grouped-gemm (Transformer Engine) for speed"]
     if m.is_mla:
-        notes.append("multi-head latent attention: Megatron's MLA takes rope_type yarn by default (--rope-type, "
-                     "--rotary-scaling-factor, --mscale are left at Megatron's defaults; set them to the checkpoint's)")
+        notes.append("multi-head latent attention: --rope-type and --rotary-scaling-factor are the model's; YaRN's "
+                     "--mscale, --mscale-all-dim and --yarn-original-max-position-embeddings are left at Megatron's "
+                     "defaults: set them to the checkpoint's")
     ep = plan.expert_parallel
     if ep > 1:
         tp, _ = uniform_tp_dp(plan)
@@ -328,7 +399,9 @@ def expert_notes(plan: Plan) -> list[str]:
 
 
 def export(plan: Plan, cluster: Cluster):
-    notes = model_warnings(plan) + job_notes(plan) + context_notes(plan) + expert_notes(plan)
+    tp, _ = uniform_tp_dp(plan)
+    notes = (model_warnings(plan) + vocab_note(plan.model, tp) + job_notes(plan) + context_notes(plan)
+             + expert_notes(plan))
     agents = launch.units(megatron_ranks(cluster, plan))
     env, unset = launch_env(plan)
     preamble = ['MEGATRON_DIR="${MEGATRON_DIR:?set MEGATRON_DIR to your Megatron-LM checkout}"',

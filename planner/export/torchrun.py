@@ -21,6 +21,8 @@ from planner.export.common import checkpoint_preamble, from_checkpoint
 from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, Plan
 
+FILES = ("launch.sh", "hostfile", "rank_map.json")     # every file `export` may write
+
 
 def export(plan: Plan, cluster: Cluster):
     layout = rank_layout(cluster, plan)

@@ -53,6 +53,15 @@ Context parallelism (plan.context_parallel = cp > 1):
   context_parallel_rotate_method, default "allgather" (job_config.py line 446): neither is the
   overlapped ring the cost model times (the export notes say so). Interleaved stages: stage_ids_this_rank "loop" style (pipeline_parallel.py lines
 567-568): model part k runs on pp rank k mod p, hetplan's round convention.
+Batch: local_batch_size is what a data-parallel rank takes per gradient-accumulation step (local_batch_size).
+Architecture: torchtitan's flavors fix RoPE and norms (0.3.0 llama3 8B/70B/405B are Llama 3.1's: theta
+500000, "llama" scaling x8, models/llama3/__init__.py lines 236-275), so hetplan_torchtitan.py sets every
+RoPE.Config (theta, scaling, scaling_factor / rope_factor; models/common/rope.py lines 94-106) and
+RMSNorm.Config (eps; models/common/nn_modules.py lines 134-141) of the model to the catalog's
+(set_architecture); torchtitan's models have no dropout and their own initialisation (architecture_notes).
+The tokenizer folder (hf_assets_path, trainer.py line 79: relative by default, "./assets/hf/<model>" in the
+llama3 configs) is made absolute against the folder launch.sh was started from, since launch.sh changes
+into its own folder (HF_ASSETS_PATH overrides it).
 Model flavors: torchtitan/models/llama3/__init__.py (_8b, _70b, _405b, lines 236-365) give the
 shapes in FLAVORS; another model has no torchtitan definition and needs a custom one.
 Mixture of experts and expert parallelism (plan.expert_parallel = ep):
@@ -102,15 +111,21 @@ from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, fro
                                    one_mesh_ranks, uniform_tp_dp)
 from planner.types import Cluster, JobKind, Offload, Plan, Recompute, Schedule
 
+FILES = ("hetplan_torchtitan.py", "torchtitan.toml", "launch.sh", "hostfile")   # every file `export` may write
+
 DENSE = (1, 1, 0, 0, 0, 1, 0, 0)    # experts, top_k, moe_ffn, shared, dense layers, moe_every, q/kv lora rank
 # model_shape -> (torchtitan model name, flavor, 0.3 config function, the flavor that function builds)
 FLAVORS = {(32, 4096, 32, 8, 14336, 128256, *DENSE): ("llama3", "8B", "llama3_8b", "8B"),
            (80, 8192, 64, 8, 28672, 128256, *DENSE): ("llama3", "70B", "llama3_70b", "70B"),
-           (126, 16384, 128, 8, 53248, 128256, *DENSE): ("llama3", "405B", "llama3_405b", "405B"),
+           (126, 16384, 128, 8, 53248, 128256, *DENSE): ("llama3", "405B", "llama3_70b", "70B"),
            (61, 7168, 128, 128, 18432, 129280, 256, 8, 2048, 1, 3, 1, 1536, 512):
                ("deepseek_v3", "671B", "deepseek_v3_671b", "671B"),
            (48, 2048, 32, 4, 768, 151936, 128, 8, 0, 0, 0, 1, 0, 0): ("qwen3", "30B-A3B", "qwen3_30b_a3b", "30B-A3B"),
            (94, 4096, 64, 4, 1536, 151936, 128, 8, 0, 0, 0, 1, 0, 0): ("qwen3", "235B-A22B", "qwen3_30b_a3b", "30B-A3B")}
+# The tokenizer folder of a flavor built from another flavor's config function (torchtitan's convention,
+# ./assets/hf/<Hugging Face repository name>). llama3_405b() is not used: it converts every linear to FP8
+# itself (config_registry.py lines 295-310, which needs torchao), so 405B starts from llama3_70b().
+ASSETS = {"405B": "./assets/hf/Llama-3.1-405B", "235B-A22B": "./assets/hf/Qwen3-235B-A22B"}
 MOE_FAMILIES = "deepseek_v3 (671B), qwen3 (30B-A3B, 235B-A22B), gpt_oss, kimi_k2_7, qwen3_5"
 HEAD = {"0.2": "output", "0.3": "lm_head"}     # the output projection's module name
 LORA_TARGETS = ["wqkv", "wo", "w1", "w2", "w3"]   # every linear of a llama3 layer (module docstring)
@@ -175,9 +190,25 @@ def parallelism(plan: Plan, version: str) -> dict:
     return out
 
 
-def training(plan: Plan, version: str) -> dict:
+def local_batch_size(plan: Plan) -> int:
+    """training.local_batch_size: what one data-parallel rank takes per gradient-accumulation step. torchtitan
+    0.3.0 (trainer.py lines 415-438, 568-573; v0.2.2 train.py lines 200-215 the same) accumulates
+    global / (local_batch_size x dp) steps and, with pipelining, splits each step into local_batch_size /
+    pipeline_parallel_microbatch_size micro-batches; without pipelining each step is one forward pass of
+    local_batch_size sequences. So a pipelined plan gives a rank its whole share (global / dp, split into the
+    plan's micro-batches), a single-stage plan its micro-batch (accumulated global / (micro x dp) times)."""
     _, dp = uniform_tp_dp(plan)
-    out = {"local_batch_size": plan.global_batch // dp, "global_batch_size": plan.global_batch,
+    return plan.global_batch // dp if plan.num_stages > 1 else plan.micro_batch
+
+
+def accumulation_steps(plan: Plan) -> int:
+    """torchtitan's gradient_accumulation_steps for the keys written (trainer.py lines 430-432)."""
+    _, dp = uniform_tp_dp(plan)
+    return plan.global_batch // (local_batch_size(plan) * dp)
+
+
+def training(plan: Plan, version: str) -> dict:
+    out = {"local_batch_size": local_batch_size(plan), "global_batch_size": plan.global_batch,
            "seq_len": plan.seq_len,
            "mixed_precision_param": "float32" if plan.precision.value == "fp32" else "bfloat16"}
     if version == "0.3" and plan.num_stages > 1:
@@ -195,12 +226,21 @@ def _fp8(plan: Plan) -> bool:
     return plan.precision.value == "fp8"
 
 
+def fp8_filter(plan: Plan, version: str) -> list[str]:
+    """Linears kept in bf16 under FP8: the output projection, as torchtitan's own recipes do (0.3.0
+    models/llama3/config_registry.py llama3_405b line 304: filter_fqns=["lm_head"]; deepseek_v3
+    config_registry.py line 259 adds "router.gate" for MoE); v0.2.2 [quantize.linear.float8] filter_fqns
+    (job_config.py lines 731-745, default none) names the head `output`."""
+    return [HEAD[version]] + (["router.gate"] if plan.model.is_moe else [])
+
+
 def config(plan: Plan) -> dict[str, dict]:
     """The torchtitan 0.2.2 TOML as sections."""
     name, flav, _, _ = flavor(plan) or ("llama3", f"CUSTOM: {plan.model.id}", "", "")
     mode = {Recompute.NONE: "none", Recompute.SELECTIVE: "selective", Recompute.FULL: "full"}[plan.recompute]
     return {"job": {"description": f"{plan.model.id}, written by hetplan export --to torchtitan (torchtitan 0.2.2)"},
             "model": {"name": name, "flavor": flav, **({"converters": ["float8"]} if _fp8(plan) else {})},
+            **({"quantize.linear.float8": {"filter_fqns": fp8_filter(plan, "0.2")}} if _fp8(plan) else {}),
             "training": training(plan, "0.2"),
             "parallelism": parallelism(plan, "0.2"),
             "activation_checkpoint": {"mode": mode, **({"selective_ac_option": "op"} if mode == "selective" else {})},
@@ -237,11 +277,36 @@ Run (from this folder, so that it is importable; launch.sh does this):
 
 TRAINING = {training}
 PARALLELISM = {parallelism}
+# {model}'s RoPE and norms as hetplan's catalog states them (the checkpoint's config.json); torchtitan's
+# flavor may differ (its llama3 8B/70B are Llama 3.1's, with "llama" RoPE scaling)
+ARCHITECTURE = {architecture}
+
+
+def set_architecture(model_config):
+    """Every RoPE and RMSNorm of the model as ARCHITECTURE says."""
+    for _, rope, _, _ in model_config.traverse(RoPE.Config, recurse=True):
+        rope.theta = ARCHITECTURE["rope_theta"]
+        rope.scaling = ARCHITECTURE["rope_scaling"]
+        if rope.scaling == "llama":
+            rope.scaling_factor = ARCHITECTURE["rope_scaling_factor"]
+        elif rope.scaling == "yarn":
+            rope.rope_factor = ARCHITECTURE["rope_scaling_factor"]
+    for _, norm, _, _ in model_config.traverse(RMSNorm.Config, recurse=True):
+        norm.eps = ARCHITECTURE["norm_eps"]
+
+
+def absolute_assets_path(path):
+    """The tokenizer folder (hf_assets_path): HF_ASSETS_PATH if set, a relative one taken from the folder
+    launch.sh was started in (HETPLAN_CALLER_DIR), not this folder, where launch.sh runs."""
+    path = os.environ.get("HF_ASSETS_PATH") or path
+    return os.path.normpath(os.path.join(os.environ.get("HETPLAN_CALLER_DIR", os.getcwd()), path))
 
 
 def hetplan_plan():
     config = {base}()
-{converters}    for key, value in TRAINING.items():
+{converters}    set_architecture(config.model_spec.model)
+    config.hf_assets_path = absolute_assets_path(config.hf_assets_path)
+    for key, value in TRAINING.items():
         setattr(config.training, key, value)
     config.parallelism = ParallelismConfig(**PARALLELISM)
     config.activation_checkpoint = {ac}
@@ -263,7 +328,10 @@ def python_config(plan: Plan) -> str:
     found = flavor(plan)
     base = found[2] if found else "CUSTOM_MODEL_CONFIG"
     ac = {Recompute.NONE: "None", Recompute.SELECTIVE: "SelectiveAC.Config()", Recompute.FULL: "FullAC.Config()"}
-    imports = ["from torchtitan.config import ParallelismConfig",
+    imports = ["import os", "",
+               "from torchtitan.config import ParallelismConfig",
+               "from torchtitan.models.common.nn_modules import RMSNorm",
+               "from torchtitan.models.common.rope import RoPE",
                "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC  # noqa: F401",
                f"from torchtitan.models.{found[0]}.config_registry import {base}" if found else
                f"# {plan.model.id} has no torchtitan model: define CUSTOM_MODEL_CONFIG() -> Trainer.Config for it\n"
@@ -271,28 +339,41 @@ def python_config(plan: Plan) -> str:
     converters = []
     if _fp8(plan):
         imports += ["from torchtitan.components.quantization import Float8LinearConverter"]
-        converters.append("Float8LinearConverter.Config()")
+        converters.append(f"Float8LinearConverter.Config(filter_fqns={fp8_filter(plan, '0.3')})")
     if plan.training.kind == JobKind.LORA:
         rank = plan.training.lora_rank
         imports += ["from torchtitan.components.lora import LoRAConverter"]
         converters.append(f"LoRAConverter.Config(rank={rank}, alpha={lora_alpha(rank)}, "
                           f"target_modules={LORA_TARGETS})")
     spec = ""
-    if found and (converters or found[1] != found[3]):
+    if found:     # the plan's converters and no others
         imports += [f"from torchtitan.models.{found[0]} import model_registry"]
-        listed = f', converters=[{", ".join(converters)}]' if converters else ""
-        spec = f'    config.model_spec = model_registry("{found[1]}"{listed})\n'
+        spec = f'    config.model_spec = model_registry("{found[1]}", converters=[{", ".join(converters)}])\n'
+        if found[1] in ASSETS:
+            spec += f'    config.hf_assets_path = "{ASSETS[found[1]]}"\n'
     elif converters:
         spec = f'    # {plan.model.id}: build its model_spec with converters=[{", ".join(converters)}]\n'
     checkpoint = ""
     if from_checkpoint(plan):
-        imports = ["import dataclasses", "import os", ""] + imports
+        imports = ["import dataclasses"] + imports
         checkpoint = CHECKPOINT_SOURCE.format(kind=plan.training.kind.value, var=CHECKPOINT_VARIABLE).lstrip("\n")
     toml_line = ("torchtitan 0.2.x has no LoRA: this job has no 0.2 config." if plan.training.kind == JobKind.LORA
                  else "For torchtitan 0.2.x use torchtitan.toml instead (--job.config_file torchtitan.toml).")
     return PY_CONFIG.format(model=plan.model.id, imports="\n".join(imports), base=base, ac=ac[plan.recompute],
                             converters=spec, checkpoint=checkpoint, toml_line=toml_line,
-                            training=_python(training(plan, "0.3")), parallelism=_python(parallelism(plan, "0.3")))
+                            training=_python(training(plan, "0.3")), parallelism=_python(parallelism(plan, "0.3")),
+                            architecture=_python(architecture(plan.model)))
+
+
+ROPE_SCALING = {None: "none", "llama3": "llama", "yarn": "yarn"}   # catalog -> torchtitan RoPE.Config.scaling
+
+
+def architecture(m) -> dict:
+    """What set_architecture writes into every RoPE.Config and RMSNorm.Config of the model (0.3.0
+    models/common/rope.py RoPE.Config: theta, scaling none|llama|yarn, scaling_factor (llama),
+    rope_factor (yarn); models/common/nn_modules.py RMSNorm.Config.eps)."""
+    return {"rope_theta": float(m.rope_theta), "rope_scaling": ROPE_SCALING[m.rope_scaling],
+            "rope_scaling_factor": float(m.rope_scaling_factor), "norm_eps": float(m.norm_eps)}
 
 
 def _python(values: dict) -> str:
@@ -340,6 +421,22 @@ def expert_notes(plan: Plan) -> list[str]:
     return notes
 
 
+def architecture_notes(plan: Plan) -> list[str]:
+    """What torchtitan's configs cannot state of the catalog model (module docstring, "Architecture")."""
+    m, notes = plan.model, []
+    if m.attention_dropout or m.hidden_dropout:
+        notes.append(f"{m.id} trains with dropout {m.hidden_dropout:g} (attention {m.attention_dropout:g}); torchtitan's "
+                     f"models have no dropout")
+    if m.init_std != 0.02:
+        notes.append(f"torchtitan initialises weights its own way (truncated normal, std 0.02, depth-scaled output "
+                     f"projections), not with {m.id}'s init std {m.init_std:g}; this matters only from scratch")
+    found = flavor(plan)
+    if found and found[0] == "llama3" and plan.training.kind != JobKind.LORA and m.rope_scaling != "llama3":
+        notes.append(f"torchtitan.toml (0.2.2) cannot set RoPE: its llama3 {found[1]} flavor is Llama 3.1's, with "
+                     f"\"llama\" RoPE scaling x8, which {m.id} does not have; hetplan_torchtitan.py (0.3.0) sets it")
+    return notes
+
+
 def job_notes(plan: Plan) -> list[str]:
     notes = []
     kind = plan.training.kind
@@ -365,7 +462,7 @@ def export(plan: Plan, cluster: Cluster):
     if flavor(plan) is None:
         notes.append(f"torchtitan has no model definition for {plan.model.id} (its llama3 flavors 8B, 70B, 405B "
                      f"do not match its shape); it needs a custom model with the same module names")
-    notes += job_notes(plan) + context_notes(plan) + expert_notes(plan)
+    notes += architecture_notes(plan) + job_notes(plan) + context_notes(plan) + expert_notes(plan)
     agents = launch.units(torchtitan_ranks(cluster, plan))
     preamble = ['export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"',
                 *(checkpoint_preamble("the checkpoint folder to fine-tune from (an absolute path)")

@@ -50,7 +50,8 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
 the stage's ring (placement.dp_link_ceiling); ZeRO-2/3's tau_g is max(forward, weight all-gather)
 + max(backward, all-gather + gradient reduce-scatter) per layer. The bound is per recompute setting
-and ZeRO stage, and gives up FILL_SLACK for (b3). Interleaved plans (v > 1) also need every
+and ZeRO stage, and all of it is lowered by FILL_SLACK (x (1 - FILL_SLACK), a margin for (b3), taken off the
+whole bound, not the fill alone). Interleaved plans (v > 1) also need every
 single-pool stage's even shares in whole groups of p.
 """
 from __future__ import annotations

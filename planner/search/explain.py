@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from planner import spot
+from planner.engines import ENGINES
 from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.report import format_duration
@@ -26,6 +27,8 @@ def describe_plan(plan: Plan) -> str:
         knobs.append(f"interleave {plan.interleave}")
     if plan.sequence_parallel:
         knobs.append("SP")
+    if plan.tp_comm_overlap:
+        knobs.append("TP-comm overlap")
     if plan.expert_parallel > 1:
         knobs.append(f"EP {plan.expert_parallel}")
     if plan.context_parallel > 1:
@@ -152,7 +155,6 @@ def infeasible_message(cluster: Cluster, job: Job) -> str:
 
 def _lighter_jobs(job: Job) -> str:
     """What else could fit: CPU offload under an engine that has it, or an adapter job."""
-    from planner.engines import ENGINES
     hints = []
     if not job.training.adapters:
         hints.append("--job-kind lora or qlora (frozen base weights: no gradients or optimizer states for them)")

@@ -35,11 +35,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
-from planner.cost import CostOptions
+from planner.cost import CostOptions, evaluate
+from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
 from planner.search.bound import Bounds
-from planner.search.objective import fast_key
+from planner.search.objective import estimate_key, fast_key, fast_key_of_estimate
 from planner.search.score import Candidate, Scorer
 from planner.search.screen import screen_s
 from planner.search.space import (zero_stages, searched_recomputes, Family, Knobs, Layout, allows, knob_settings,
@@ -138,7 +139,6 @@ def usable_pools(cluster: Cluster, job: Job) -> tuple[tuple[Pool, ...], dict[str
     """The pools that can train the job's precision under its engine, and why the others cannot."""
     engine = engine_profile(job.engine)
     if job.precision is not None and job.precision not in engine.space.precisions:
-        from planner.engines import ENGINES
         others = [e for e in ENGINES.values() if job.precision in e.space.precisions]
         raise InputError("precision", f"{engine.title} does not train in {job.precision.value}; it offers "
                                       f"{', '.join(p.value for p in engine.space.precisions)}"
@@ -568,8 +568,6 @@ class HetplanPlanner:
 def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered: Considered):
     """Evaluate a new best candidate with the cost model (planner.cost.evaluate, as search ranks);
     the plan and estimate are kept in `considered.incumbents` for the ranking."""
-    from planner.cost import evaluate
-    from planner.search.objective import estimate_key, fast_key_of_estimate
 
     def evaluated(cand: Candidate) -> float:
         plan = cand.to_plan(job)
@@ -658,8 +656,6 @@ class ExhaustivePlanner:
     name = "exhaustive"
 
     def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
-        from planner.cost import evaluate
-        from planner.search.objective import estimate_key
         if cluster.num_gpus > options.exhaustive_max_gpus:
             raise InputError("method", f"exhaustive search is for clusters of at most {options.exhaustive_max_gpus} "
                                        f"GPUs; this one has {cluster.num_gpus}")

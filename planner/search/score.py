@@ -63,6 +63,8 @@ class Candidate:
         """The plan; a group's `tp` is the replica's width, tp x the job's context parallelism."""
         stages, start, cp = [], 0, job.context_parallel
         sp = any(g.tp // cp > 1 for stage in self.layout.stages for g in stage)
+        # the engine's tp-communication overlap, where it offers it: never slower in the cost model, so chosen
+        overlap = sp and engine_profile(job.engine).space.tp_comm_overlap
         for groups, n_layers, shares in zip(self.layout.stages, self.layers, self.shares):
             pools = [g for g in groups for _ in range(g.count)]
             replicas = tuple(Replica(g.pool, g.tp // cp, n * self.knobs.micro_batch) for g, n in zip(pools, shares))
@@ -72,7 +74,7 @@ class Candidate:
                     tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
                     Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine,
                     job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload, cp,
-                    job.expert_parallel)
+                    job.expert_parallel, overlap)
 
 
 class Scorer:
@@ -123,10 +125,11 @@ class Scorer:
             job, cp, t = self.job.training, self.cp, tp // self.cp
             ring = context_ring_bw(pool, t, cp)
             ep = self.job.expert_parallel
+            overlap = self.run.tp_comm_overlap or (sp and self.engine.space.tp_comm_overlap)   # as to_plan sets it
             layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                     kernels, selective, job, cp, ring, ep, self.run.tp_comm_overlap)
+                                     kernels, selective, job, cp, ring, ep, overlap)
             head = stage_pass_times(m, pool.gpu, 0, True, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                    kernels, selective, job, cp, ring, ep, self.run.tp_comm_overlap)
+                                    kernels, selective, job, cp, ring, ep, overlap)
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 

@@ -44,6 +44,8 @@ class SearchResult:
     stopped_by: str | None = None        # "time limit" or "fast-score budget"; None when the search ran out
     guarantee: str = ""                  # what the answer is promised to be, in words
     baseline_status: dict[str, "BaselineStatus"] = field(default_factory=dict)   # how far each baseline's search got
+    by_engine: dict[str, "SearchResult | str"] = field(default_factory=dict)   # with `engines`: each engine's own
+    #                                     answer, or why it has none (the winner's is this result without it)
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,15 @@ CP_MIN_TOKENS_PER_GPU = 8192
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
            deadline_hours: float | None = None, top_k: int = 5, method: str = "hetplan",
            options: SearchOptions = SearchOptions(), baselines: bool = True,
-           offload: str = "auto", context_parallel: str = "auto", expert_parallel: str = "auto") -> SearchResult:
+           offload: str = "auto", context_parallel: str = "auto", expert_parallel: str = "auto",
+           engines: tuple[str, ...] | None = None) -> SearchResult:
     """Ranked plans (best first) for `objective`; metrics are exactly planner.cost.evaluate's.
     Raises InfeasibleError when nothing fits (or nothing meets the deadline).
+
+    `engines` (planner.engines.REAL for the default "best engine"): plan the job for each of these
+    engines instead of `job.engine`, each a search of its own with an equal share of the search's
+    time limit (its baselines keep theirs), and answer with the best by the objective: its plans, its baselines (searched under the
+    same engine, so gains compare like with like) and `by_engine`, what each engine reached.
 
     Settings that change what a replica is are each a search of their own over the same space,
     with the setting fixed; the best answer by the objective wins, and it is complete when every
@@ -85,11 +93,49 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     `offload`: "auto" searches `job` as it is (its offload, usually none) and, where GPU memory
       limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
       the engine runs. "fixed": `job.offload` only."""
-    _check_job_kind(job)
     settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
+    if engines:
+        return _search_engines(cluster, job, tuple(engines), objective, deadline_hours, top_k, method, options,
+                               baselines, settings)
+    _check_job_kind(job)
     if Objective(objective) == Objective.ENERGY:
         return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
     return _search_settings(cluster, job, objective, deadline_hours, top_k, method, options, baselines, **settings)
+
+
+def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objective, deadline_hours, top_k, method,
+                    options: SearchOptions, baselines, settings: dict) -> SearchResult:
+    """`search` for each engine of `names` (its docstring); an engine without a plan is a result too."""
+    for name in names:
+        engine_profile(name, "engines")
+    # the search's time shared; each baseline keeps its whole limit, so a gain is not over a baseline cut short
+    share = replace(options, time_limit_s=None if options.time_limit_s is None else options.time_limit_s / len(names))
+    results: dict[str, SearchResult] = {}
+    why: dict[str, InputError] = {}
+    for name in names:
+        try:
+            results[name] = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method,
+                                   share, baselines, **settings)
+        except InputError as err:           # infeasible or not run under this engine: say so, try the next
+            why[name] = err
+    if not results:
+        errors = list(why.values())
+        if all(type(e) is type(errors[0]) and e.field == errors[0].field for e in errors) \
+                and not isinstance(errors[0], InfeasibleError):
+            raise errors[0]
+        raise InfeasibleError("no engine has a plan: " + "; ".join(f"{ENGINES[n].title}: {e.message}"
+                                                                   for n, e in why.items()))
+    best = min(results, key=lambda n: estimate_key(objective, results[n].plans[0].estimate, deadline_hours))
+    said = ", ".join(f"{ENGINES[n].title} " + (f"{results[n].plans[0].estimate.tokens_per_s:,.0f} tokens/s"
+                                                if n in results else "none")
+                     for n in names)
+    note = (f"planned for the best of {len(names)} engines, each a search of its own with 1/{len(names)} of the "
+            f"time limit ({said}); the {ENGINES[best].title} plan is shown, baselines under the same engine")
+    by_engine = {n: results[n] if n in results else why[n].message for n in names}
+    return replace(results[best], notes=results[best].notes + (note,), by_engine=by_engine,
+                   complete=all(r.complete for r in results.values()) and not any(e.field == "time_limit"
+                                                                                  for e in why.values()),
+                   gap=_worst_gap(list(results.values())))
 
 
 def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_hours, top_k, method, options,

@@ -32,8 +32,8 @@ from typing import Iterable, Iterator, NamedTuple
 
 from planner.engines import Space as EngineSpace
 from planner.engines import get as engine_profile
-from planner.placement import fits_nodes
-from planner.types import Job, Model, Offload, Pool, Recompute
+from planner.placement import fits_nodes, tp_fits
+from planner.types import Job, Model, Offload, Pool, Recompute, SelectiveKind
 
 
 class Group(NamedTuple):
@@ -84,7 +84,6 @@ def searched_recomputes(flash_attention: bool, mixed: bool, engine: str = "hetpl
     that mix pools keep it: their shares follow the pass times, and other shares can come out
     ahead. An engine whose selective recomputation is another kind (torchtitan's op-level SAC)
     keeps it everywhere: it stores less than none."""
-    from planner.engines.base import SelectiveKind
     if engine_profile(engine).execution.selective_recompute != SelectiveKind.ATTENTION_CORE:
         return RECOMPUTES
     return (Recompute.NONE, Recompute.FULL) if flash_attention and not mixed else RECOMPUTES
@@ -104,14 +103,14 @@ INTERLEAVES = (1, 2)
 
 
 def tp_degrees(pool: Pool, model: Model, cp: int = 1, tensor_parallel: bool = True) -> list[int]:
-    """Tensor-parallel degrees a replica on `pool` may use: divisors of the node size that also
-    divide the attention heads, key/value heads (or are divided by them) and the MLP width. With
+    """Tensor-parallel degrees a replica on `pool` may use: divisors of the node size (or whole nodes
+    of an NVLink domain that spans nodes, placement.tp_fits) that also divide the attention heads, key/value heads (or are divided by them) and the MLP width. With
     context parallelism `cp`, the replica widths t x cp instead (a search with a context-parallel
     setting enumerates layouts of replicas that wide: planner.search.score.Scorer reads them back
     as tp = width / cp), those that pack into nodes (placement.fits_nodes) and fit the pool."""
     out = []
-    for t in range(1, pool.gpus_per_node + 1):
-        if pool.gpus_per_node % t or model.heads % t or model.ffn % t:
+    for t in range(1, max(pool.gpus_per_node, pool.gpu.nvlink_domain_gpus) + 1):
+        if not tp_fits(t, pool) or model.heads % t or model.ffn % t:
             continue
         if model.kv_heads % t and t % model.kv_heads:
             continue
@@ -225,7 +224,8 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
         gpu_options = [scaled_gpu_counts(p, partial) for p in subset]
         for gpus in itertools.product(*gpu_options):
             for tps in _tp_choices(tp_options, one_tp):
-                yield from chain_families(subset, tps, gpus, model.layers, max_micro_batches)
+                yield from chain_families(subset, tps, gpus, model.layers if space.pipeline_parallel else 1,
+                                          max_micro_batches)
                 if space.mixed_stages:
                     yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
 

@@ -9,6 +9,7 @@ from planner.types import Cluster, Estimate, InputError, Plan
 from ui import session
 from ui.markup import md
 from ui.planning import build_cluster, estimate_of
+from ui.results import cheaper_front_plans
 
 HINTS = {
     "infeasible": "Try more or larger-memory GPUs, a smaller global batch or sequence length, or a smaller model.",
@@ -94,7 +95,6 @@ def caption(text: str) -> None:
 
 def cheaper_front(result, cur: Current, than: str = "the plan on view") -> None:
     """One line per plan of the throughput/cost front that is cheaper per token than the plan on view."""
-    from ui.results import cheaper_front_plans
     lines = cheaper_front_plans(result, session.get().plan, cur.estimate, cur.cluster)
     if not lines:
         return

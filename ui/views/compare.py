@@ -6,6 +6,7 @@ import streamlit as st
 
 from ui import charts, frames, session
 from ui.markup import md
+from ui.planning import build_cluster
 from ui.results import find, named_plans
 from ui.views.common import caption, cheaper_front, current_plan
 
@@ -51,5 +52,4 @@ def render() -> None:
 
 
 def _cluster():
-    from ui.planning import build_cluster
     return build_cluster(session.get())

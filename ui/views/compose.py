@@ -7,7 +7,6 @@ import streamlit as st
 
 from catalog import cluster_from_dict, cluster_to_yaml
 from catalog.files import parse_yaml
-from planner.engines import ENGINES
 from planner.types import InputError, JobKind, Offload, Precision
 from ui import compose, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
@@ -15,7 +14,7 @@ from ui.engines import (engines_that_offload, engines_that_run, engines_that_tra
 from ui.markup import file_stem, md
 from ui.planning import build_cluster, build_model, catalog
 from ui.sidebar import request_plan
-from ui.state import JOB_KIND_LABELS, context_parallel_degree, expert_parallel_degree, presets
+from ui.state import ENGINE_CHOICES, JOB_KIND_LABELS, context_parallel_degree, expert_parallel_degree, presets
 from ui.views.common import show_error
 
 
@@ -141,7 +140,7 @@ def _fixed_degree(job, degree: int | None, engine_runs_it, feature: str, setting
     has no `feature` (`engine_runs_it(space)` false) and named the engines that run it (`runners()`)."""
     if degree is None or degree == 1:
         return None
-    engine = ENGINES[job.engine]
+    engine = ENGINE_CHOICES[job.engine]
     if not engine_runs_it(engine.space):
         titles = runners()
         st.warning(f"**{md(engine.title)} has no {feature}.** {md(' and '.join(titles))} "
@@ -167,7 +166,7 @@ def _context_parallel_notes(job) -> None:
 
 def _training_notes(job) -> None:
     """A job kind or a fixed offload the chosen engine does not run: say so, and which engines do."""
-    engine = ENGINES[job.engine]
+    engine = ENGINE_CHOICES[job.engine]
     kind = JobKind(job.job_kind)
     label = JOB_KIND_LABELS[job.job_kind]
     if kind not in engine.space.job_kinds:
@@ -189,7 +188,7 @@ def _precision_notes(job) -> None:
     """fp8 needs an engine that runs it and GPUs that have it: say so before the search does."""
     if job.precision != Precision.FP8.value:
         return
-    engine = ENGINES[job.engine]
+    engine = ENGINE_CHOICES[job.engine]
     if Precision.FP8 not in engine.space.precisions:
         runners = engines_that_train(Precision.FP8)
         st.warning(f"**{md(engine.title)} does not train in fp8.** {md(' and '.join(runners))} do: choose one as "

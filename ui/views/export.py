@@ -1,6 +1,7 @@
 """Export: the plan, the cluster, a report, launch files for training engines, and the link."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from urllib.parse import urlencode
 
@@ -108,7 +109,6 @@ def _adopt(plan: dict, engine: str) -> None:
 
 
 def _plan_key() -> str:
-    import json
     return json.dumps(session.get().plan, sort_keys=True)
 
 

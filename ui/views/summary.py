@@ -11,18 +11,18 @@ from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.training import model_states
 from planner.report import format_duration, spot_text
-from planner.engines import ENGINES
+from planner.engines import AUTO
 from planner.types import GIB, InputError, JobKind, Offload, Precision
 from ui import charts, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
                         engines_with_expert_parallel, pinned, title)
 from ui.markup import md
-from ui.planning import build_cluster, build_job, build_model, run_search
+from ui.planning import baseline_time_limit_s, build_cluster, build_job, build_model, run_search
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
                         find, named_plans, plan_dict)
 from ui.compose import TIME_LIMIT_WIDGET
 from ui.sidebar import PLAN_REQUEST, request_plan
-from ui.state import MAX_TIME_LIMIT_S
+from ui.state import ENGINE_CHOICES, MAX_TIME_LIMIT_S
 from ui.views.common import caption, cheaper_front, current_plan, show_error
 
 
@@ -63,10 +63,9 @@ def run_planner() -> None:
 
 def search_plan_text(cluster, job, state) -> str:
     """What the search is about to do and the most it may take, in CPU seconds (not a guess of the wait)."""
-    from ui.planning import baseline_time_limit_s
     pools = ", ".join(f"{p.num_gpus:,} {md(p.gpu.id)}" for p in cluster.pools)
     base_s = baseline_time_limit_s(state.time_limit_s)
-    return (f"Searching the plans {md(title(job.engine))} runs for {md(job.model.name)} on "
+    return (f"Searching the plans {md(title(state.engine))} runs for {md(job.model.name)} on "
             f"{cluster.num_gpus:,} GPUs in "
             f"{count(len(cluster.pools), 'pool')} ({pools}), objective {state.objective}: every pipeline layout over "
             "the pools, with its layer split, tensor and data parallelism, batch shares, micro-batch, ZeRO, "
@@ -79,7 +78,7 @@ def search_plan_text(cluster, job, state) -> str:
 def _precision_hint() -> str | None:
     """Where the engine chosen does not train in the precision chosen: which engines do (Compose)."""
     state = session.get()
-    if state.precision == "auto" or Precision(state.precision) in ENGINES[state.engine].space.precisions:
+    if state.precision == "auto" or Precision(state.precision) in ENGINE_CHOICES[state.engine].space.precisions:
         return None
     runners = engines_that_train(Precision(state.precision))
     return (f"{md(title(state.engine))} does not train in {md(state.precision)}: on **Compose**, choose "
@@ -91,7 +90,7 @@ def _job_hint() -> str | None:
     """Where the engine chosen does not run the job kind, the fixed offload or the fixed context or expert
     parallelism, or the model cannot take the fixed expert parallelism: what to change on Compose."""
     state = session.get()
-    space = ENGINES[state.engine].space
+    space = ENGINE_CHOICES[state.engine].space
     if JobKind(state.job_kind) not in space.job_kinds:
         runners = engines_that_run(JobKind(state.job_kind))
         return (f"{md(title(state.engine))} does not run {md(state.job_kind)} jobs: on **Compose**, choose "
@@ -112,7 +111,7 @@ def _expert_hint(state) -> str | None:
     to change on Compose."""
     if state.expert_parallel in ("auto", "1"):
         return None
-    if not ENGINES[state.engine].space.expert_parallel:
+    if not ENGINE_CHOICES[state.engine].space.expert_parallel:
         runners = engines_with_expert_parallel()
         return (f"{md(title(state.engine))} has no expert parallelism: on **Compose**, choose an engine that has "
                 f"it ({md(', '.join(runners))}) or expert parallel auto or 1.")
@@ -133,7 +132,9 @@ def _engine_line(cur) -> None:
     """Which engine the plan on view is for, pinned, and whether the planner searches for another."""
     planned_for = session.get().engine
     text = f"For **{pinned(cur.plan.engine)}**: predicted as that engine runs the plan."
-    if cur.plan.engine != planned_for:
+    if planned_for == AUTO:
+        text += f" {md(title(planned_for))} (Compose): the search picked this engine's plan as the best."
+    elif cur.plan.engine != planned_for:
         text += (f" The planner now searches for {md(title(planned_for))} (the engine on Compose); run it for "
                  f"plans that engine runs.")
     st.caption(text)

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
+from catalog import check_plan_against_cluster, cluster_from_dict, plan_from_dict, without_output_keys
 from catalog.files import parse_json
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
@@ -25,7 +26,6 @@ PLAN_OPTIONS = {"micro_batch": None, "zero_stage": [0, 1, 2, 3], "recompute": ["
 
 def adopt_plan(plan: dict, cluster: dict | None = None) -> None:
     """Make `plan` the one on view, with the job it was made for (and its cluster, if given)."""
-    from catalog import plan_from_dict, without_output_keys
     parsed = plan_from_dict(plan, catalog(), source="plan")
     changes = dict(plan={k: v for k, v in without_output_keys(plan).items() if k not in ("name", "notes")},
                    model=plan["model"], global_batch=parsed.global_batch, seq_len=parsed.seq_len,
@@ -58,7 +58,6 @@ def _degree_setting(plan_degree: int, current: str) -> str:
 
 def parse_plan_upload(name: str, content: bytes, cluster: dict) -> dict:
     """The plan (file format) in an uploaded JSON, checked against the cluster (file format)."""
-    from catalog import check_plan_against_cluster, cluster_from_dict, plan_from_dict
     data = parse_json(content.decode("utf-8", errors="replace"), name)
     if not isinstance(data, dict):
         raise InputError(name, "must hold one JSON object (a plan)")

@@ -1,0 +1,185 @@
+"""The RL job kinds (grpo, ppo) of `hetplan plan`, and RL plans in `evaluate` and `export --to verl`."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from catalog.files import read_mapping
+from catalog.formats import load_cluster_file
+from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
+from planner.cli.files import check_output_folder, write_file, write_files
+from planner.export.openrlhf import openrlhf_files
+from planner.export.verl import verl_files
+from planner.rl.engines import ROLLOUT_ENGINES
+from planner.rl.plan_file import is_rl_plan, rl_plan_from_dict, rl_plan_to_dict
+from planner.rl.report import estimate_text, estimate_to_dict
+from planner.rl.search import OBJECTIVES, search_rl
+from planner.rl.step import evaluate_rl
+from planner.rl.workload import RL_KINDS, Algorithm, Mode, RlJob
+from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, InputError
+
+RL_EXPORTS = {"verl": verl_files, "openrlhf": openrlhf_files}
+RL_FLAGS = ("prompts_per_step", "samples_per_prompt", "prompt_len", "response_len", "response_len_max",
+            "ppo_epochs", "mini_batches", "reward_model", "step_deadline")
+
+
+def add_rl_arguments(p) -> None:
+    g = p.add_argument_group("RL post-training (--job-kind grpo or ppo; docs/rl.md)")
+    g.add_argument("--prompts-per-step", type=whole_number(1, MAX_GLOBAL_BATCH), metavar="N", help="prompts per step")
+    g.add_argument("--samples-per-prompt", type=whole_number(1, 1024), metavar="G", help="responses per prompt (group)")
+    g.add_argument("--prompt-len", type=whole_number(1, MAX_SEQ_LEN), metavar="P", help="prompt tokens")
+    g.add_argument("--response-len", type=whole_number(1, MAX_SEQ_LEN), metavar="R", help="mean response tokens")
+    g.add_argument("--response-len-max", type=whole_number(1, MAX_SEQ_LEN), metavar="M",
+                   help="longest response tokens, which a synchronous rollout waits for (default: R)")
+    g.add_argument("--ppo-epochs", type=whole_number(1, 1000), metavar="E", help="passes over the samples (default 1)")
+    g.add_argument("--mini-batches", type=whole_number(1, MAX_GLOBAL_BATCH), metavar="K",
+                   help="optimizer steps per epoch (default 1)")
+    g.add_argument("--async", dest="rl_async", action="store_true",
+                   help="one-step off-policy: step k's generation overlaps step k-1's training")
+    g.add_argument("--reference", dest="reference", action=argparse.BooleanOptionalAction, default=None,
+                   help="a reference model for the KL term (default: on)")
+    g.add_argument("--reward-model", metavar="ID", help="catalog model scoring the samples (default: a rule-based "
+                                                        "reward, free)")
+    g.add_argument("--rollout-engine", choices=sorted(ROLLOUT_ENGINES), default=None, help="default vllm")
+    g.add_argument("--step-deadline", type=finite_number(0, 1e7, "seconds"), metavar="S",
+                   help="the longest step time a plan may take (with --objective cost: the cheapest step within it)")
+
+
+def check_flags(args) -> None:
+    """RL flags only with an RL job kind; the training flags only without one."""
+    rl = args.job_kind in RL_KINDS
+    if not rl:
+        given = [f for f in RL_FLAGS if getattr(args, f, None) is not None]
+        given += ["rl_async"] if args.rl_async else []
+        given += ["reference"] if args.reference is not None else []
+        given += ["rollout_engine"] if args.rollout_engine is not None else []
+        if given:
+            raise InputError("--" + given[0].replace("rl_", "").replace("_", "-"),
+                             f"applies to --job-kind {' or '.join(RL_KINDS)} only")
+        for flag in ("global_batch", "seq_len"):
+            if getattr(args, flag) is None:
+                raise InputError("--" + flag.replace("_", "-"), f"required for --job-kind {args.job_kind}")
+        return
+    for flag in ("global_batch", "seq_len"):
+        if getattr(args, flag) is not None:
+            raise InputError("--" + flag.replace("_", "-"),
+                             f"does not apply to --job-kind {args.job_kind}: the batch is --prompts-per-step x "
+                             f"--samples-per-prompt and the lengths --prompt-len and --response-len")
+    for flag in ("prompts_per_step", "samples_per_prompt", "prompt_len", "response_len"):
+        if getattr(args, flag) is None:
+            raise InputError("--" + flag.replace("_", "-"), f"required for --job-kind {args.job_kind}")
+    if args.objective not in OBJECTIVES:
+        raise InputError("--objective", f"RL jobs take {' or '.join(OBJECTIVES)}, got {args.objective}")
+
+
+def job_from_args(args, model, catalog) -> RlJob:
+    reward = catalog.model(args.reward_model, "--reward-model") if args.reward_model else None
+    try:
+        return RlJob(model, Algorithm(args.job_kind), args.prompts_per_step, args.samples_per_prompt, args.prompt_len,
+                     args.response_len, args.response_len_max or args.response_len, args.ppo_epochs or 1,
+                     args.mini_batches or 1, Mode.ASYNC if args.rl_async else Mode.SYNC,
+                     True if args.reference is None else args.reference, reward)
+    except InputError as e:
+        raise InputError("--" + e.field.replace("_", "-"), e.message) from None
+
+
+def _comparison(result) -> dict:
+    best, base = result.best.estimate, result.baseline
+    out = {"baseline": f"colocated on {result.baseline_pool} (the best GPU)"}
+    if base is None:
+        out.update(speedup=None, cost_ratio=None, note="the baseline does not run on that pool")
+    else:
+        out.update(speedup=base.estimate.step_time_s / best.step_time_s,
+                   cost_ratio=best.dollars_per_step / base.estimate.dollars_per_step if base.estimate.dollars_per_step
+                   else None)
+    return out
+
+
+def run_plan(args, cluster, model, catalog) -> int:
+    check_flags(args)
+    job = job_from_args(args, model, catalog)
+    # hetplan's runtime is no RL trainer; the best engine (the default) is megatron's for RL
+    engine = "megatron" if args.engine in ("hetplan", "auto") else args.engine
+    if engine == "all":
+        raise InputError("--engine", "RL jobs take one training engine (megatron by default)")
+    result = search_rl(cluster, job, args.objective, args.step_deadline, engine, args.rollout_engine or "vllm",
+                       args.time_limit)
+    best = result.best
+    comparison = _comparison(result)
+    plan_dict = rl_plan_to_dict(best.plan, catalog, estimate_to_dict(best.estimate)) | {"comparison": comparison}
+    if args.out:
+        write_file(args.out, json.dumps(plan_dict, indent=1, allow_nan=False) + "\n", "--out")
+    if args.json:
+        print_json({"kind": "rl", "objective": result.objective, "step_deadline_s": result.step_deadline_s,
+                    "plan": plan_dict, "comparison": comparison,
+                    "baseline": (rl_plan_to_dict(result.baseline.plan, catalog,
+                                                 estimate_to_dict(result.baseline.estimate))
+                                 if result.baseline else None),
+                    "candidates": [rl_plan_to_dict(c.plan, catalog, estimate_to_dict(c.estimate))
+                                   for c in result.candidates],
+                    "rejected": list(result.rejected)})
+        return 0
+    lines = [f"RL {job.algorithm.value} for {result.objective}: {job.prompts_per_step:,} prompts x "
+             f"{job.samples_per_prompt} samples, prompt {job.prompt_len:,}, response {job.response_len:,} "
+             f"(max {job.response_len_max:,}) tokens, {len(result.candidates)} placement(s) evaluated", "",
+             "best:"] + estimate_text(best.plan, best.estimate)
+    if result.baseline is not None:
+        b = result.baseline.estimate
+        lines += ["", f"baseline, colocated on {result.baseline_pool} (the best GPU): step {b.step_time_s:,.1f} s, "
+                      f"${b.dollars_per_step:,.2f} per step; best is {comparison['speedup']:.2f}x its samples/s"
+                      + (f" at {comparison['cost_ratio']:.2f}x its dollars per step"
+                         if comparison['cost_ratio'] else "")]
+    else:
+        lines += ["", f"baseline, colocated on {result.baseline_pool}: does not run there"]
+    lines += ["", "other placements:"]
+    for c in result.candidates[1:6]:
+        lines += estimate_text(c.plan, c.estimate)[:2]     # the figures and where the rollout runs
+    lines += [f"not run: {r}" for r in result.rejected]
+    lines += [f"note: {n}" for n in best.estimate.notes]
+    print("\n".join(lines))
+    if args.out:
+        print(f"wrote {args.out}")
+    return 0
+
+
+def read_rl_plan(path: str):
+    """The parsed JSON of a plan file when it is an RL plan (or RL `plan --json` output), else None."""
+    data, _ = read_mapping(path)
+    if is_rl_plan(data) or (isinstance(data.get("plan"), dict) and is_rl_plan(data["plan"])):
+        return data
+    return None
+
+
+def evaluate(args, data) -> int:
+    catalog = catalog_from_args(args)
+    cluster = load_cluster_file(args.cluster, catalog)
+    plan = rl_plan_from_dict(data, catalog, args.plan)
+    est = evaluate_rl(cluster, plan)
+    if args.json:
+        print_json(estimate_to_dict(est))
+    else:
+        print("\n".join(estimate_text(plan, est)))
+        print("\n".join(f"note: {n}" for n in est.notes))
+    return 0
+
+
+def export(args, data) -> int:
+    if args.to not in RL_EXPORTS:
+        raise InputError("--to", f"an RL plan exports to {' or '.join(RL_EXPORTS)}, got {args.to}")
+    if args.out:
+        check_output_folder(args.out, "--out")
+    catalog = catalog_from_args(args)
+    cluster = load_cluster_file(args.cluster, catalog)
+    plan = rl_plan_from_dict(data, catalog, args.plan)
+    evaluate_rl(cluster, plan)                 # the plan runs on the cluster
+    files = RL_EXPORTS[args.to](cluster, plan)
+    if args.out:
+        folder = check_output_folder(args.out, "--out")
+        write_files({folder / name: text for name, text in files.items()}, "--out")
+        for name in files:
+            print(f"wrote {folder / name}")
+    else:
+        for name, text in files.items():
+            print(f"# ---- {name}")
+            print(text.rstrip("\n"))
+    return 0

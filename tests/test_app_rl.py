@@ -1,0 +1,40 @@
+"""Issue 23: the RL page shows the best placement's step timeline by role, where roles sit, the baseline."""
+from __future__ import annotations
+
+import pytest
+
+from tests.app_helpers import new_app, ok
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+PAGE = "ui/pages/rl.py"
+
+
+def _rl_page(**values):
+    at = ok(new_app().run())
+    at.switch_page(PAGE)
+    ok(at.run(timeout=120))
+    for key, value in values.items():
+        at.number_input(key=key).set_value(value)
+    return ok(at.run(timeout=120))
+
+
+def test_rl_page_shows_timeline_roles_and_baseline():
+    at = _rl_page(**{"w.rl.prompts": 64})
+    text = " ".join(m.value for m in at.markdown)
+    assert "Colocated on h100 (the best GPU)" in text
+    assert [m.label for m in at.metric] == ["Step time", "Samples / s", "Tokens / s", "Dollars / step"]
+    assert any("rollout:" in c.value for c in at.code)
+    assert at.get("plotly_chart")
+
+
+def test_async_overlap_visible_on_the_timeline():
+    at = _rl_page(**{"w.rl.prompts": 64})
+    at.radio(key="w.rl.mode").set_value("async")
+    ok(at.run(timeout=120))
+    from ui.views.rl import _search, timeline_frame
+    result = _search("rl/h100-l40s.yaml", "llama-3-8b", "grpo", 64, 8, 512, 2048, 2048, "async", True)
+    apart = next(c for c in result.candidates if c.plan.overlapped)
+    frame = timeline_frame(apart.estimate)
+    gen = frame[frame.phase == "generation"].iloc[0]
+    train = frame[frame.phase == "actor training"].iloc[0]
+    assert train.start_s < gen.end_s           # training of step k-1 runs while step k generates

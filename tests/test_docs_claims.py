@@ -1,0 +1,45 @@
+"""Numbers the docs state about the code, read from the code (issue 21: docs that say what the code does)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from planner.search.bound import FILL_SLACK
+from planner.search.planners import SEARCH_SHARE, SearchOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _text(name: str) -> str:
+    return " ".join((ROOT / name).read_text().split())      # one line: claims wrap
+
+
+def test_the_fill_margin_is_stated_as_the_code_applies_it():
+    """The margin is FILL_SLACK, taken off the whole pipeline bound (bound.py: bound * (1 - FILL_SLACK))."""
+    readme, cost_model = _text("README.md"), _text("docs/cost-model.md")
+    assert f"every pipeline bound as a whole (not only its fill) is lowered by a measured {FILL_SLACK:.0%} margin" in readme
+    assert f"multiplied as a whole by 1 - `FILL_SLACK` = {1 - FILL_SLACK:.2f}" in cost_model
+    source = (ROOT / "planner" / "search" / "bound.py").read_text()
+    assert "bound * (1 - FILL_SLACK)" in source
+
+
+def test_the_time_limit_shares_are_the_code_s():
+    performance = _text("docs/performance.md")
+    default = SearchOptions()
+    assert f"{SEARCH_SHARE:.0%} of the limit goes to the best-first loop" in performance
+    assert f"(`SearchOptions.time_limit_s`, default {default.time_limit_s:g} s" in performance
+    assert f"`baseline_time_limit_s`, default {default.baseline_time_limit_s:g} s" in performance
+    assert f"a further {default.baseline_time_limit_s / default.time_limit_s:.0%} of it each" in performance
+
+
+def test_plan_help_says_what_the_time_limit_bounds(capsys):
+    from planner.cli import main
+    try:
+        main(["plan", "--help"])
+    except SystemExit:
+        pass
+    text = " ".join(capsys.readouterr().out.split())
+    default = SearchOptions()
+    assert re.search(rf"{SEARCH_SHARE:.0%} for the best-first loop", text)
+    assert f"({default.baseline_time_limit_s / default.time_limit_s:.0%} of S each" in text
+    assert "a run takes more CPU time than S" in text

@@ -1,0 +1,64 @@
+"""`hetplan fleet --workers 2`'s worker processes and multiprocessing's resource tracker end with
+the command, on every signal that ends it (issue 24: SIGTERM left both workers and the tracker
+running)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import EXAMPLES, ROOT
+
+pytestmark = [pytest.mark.timeout(240),
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _fleet_with_workers() -> tuple[subprocess.Popen, list[int]]:
+    """`hetplan fleet` on the largest example cluster, started until its two workers run searches;
+    the command and its child processes (workers, resource tracker)."""
+    command = subprocess.Popen(
+        [sys.executable, "-m", "planner", "fleet", "--cluster", str(EXAMPLES / "big-4types-4096.yaml"),
+         "--jobs", str(EXAMPLES / "fleet" / "ten-jobs.yaml"), "--time-limit", "2", "--workers", "2"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    parent = psutil.Process(command.pid)
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and command.poll() is None:
+        children = parent.children(recursive=True)
+        workers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+        if len(workers) >= 2 and all(w.cpu_times().user > 0.5 for w in workers):    # past their imports
+            return command, [c.pid for c in children]
+        time.sleep(0.2)
+    command.kill()
+    pytest.fail(f"the fleet never ran two workers: {command.stderr.read().decode()[-500:]}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL])
+def test_workers_and_the_resource_tracker_end_with_the_command(sig):
+    command, children = _fleet_with_workers()
+    assert len(children) >= 3, children        # two workers and the resource tracker
+    try:
+        command.send_signal(sig)
+        rc = command.wait(timeout=30)
+        if sig != signal.SIGKILL:
+            assert rc == 128 + sig, (rc, command.stderr.read().decode()[-500:])
+            assert "Traceback" not in command.stderr.read().decode()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(map(_alive, children)):
+            time.sleep(0.1)
+        assert not [pid for pid in children if _alive(pid)], "a child outlived the command"
+    finally:
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
