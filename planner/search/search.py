@@ -352,6 +352,7 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
     seen = {plan for plan, _ in ranked}
     ranked += [(plan, est) for plan, est in considered.incumbents if plan not in seen]   # evaluated in the search
     seen.update(plan for plan, _ in considered.incumbents)
+    seen.update(considered.evaluated)         # incumbents that do not fit were evaluated too: not again
     ranked.sort(key=lambda pe: estimate_key(objective, pe[1], deadline_hours))
     best = estimate_key(objective, ranked[0][1], deadline_hours)
     floor = min(considered.pruned_floor, considered.lower_bound if considered.stopped_by is not None else math.inf)
