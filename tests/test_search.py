@@ -380,3 +380,27 @@ def test_a_chain_over_64_pools_is_never_listed_order_by_order(catalog):
     assert time.process_time() - start < 60     # against listing 64! orders, not a timing
     assert result.plans and result.gap is None or result.gap >= 0
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 4 * 1024 * 1024   # KiB: under 4 GiB
+
+
+def test_no_plan_is_evaluated_twice_for_its_ranking(catalog, monkeypatch):
+    """The search evaluates each new best candidate as it finds it (its incumbent); ranking and the
+    Pareto front reuse those estimates (Considered.evaluated) instead of simulating the plan again."""
+    import planner.search.planners as planners_module
+    search_module = sys.modules["planner.search.search"]
+    seen = []
+
+    def counted(real):
+        def evaluate_and_count(cluster, plan, *args, **kwargs):
+            if kwargs.get("detail", True) is False:     # the ranking's estimates (the full ones are others)
+                seen.append(plan)
+            return real(cluster, plan, *args, **kwargs)
+        return evaluate_and_count
+
+    import planner.cost as cost_module
+    real = cost_module.evaluate
+    for module in (cost_module, planners_module, search_module):
+        monkeypatch.setattr(module, "evaluate", counted(real), raising=False)
+    cluster = load_cluster_file(ROOT / "examples" / "a100-v100-16.yaml", catalog)
+    result = search(cluster, Job(catalog.model("llama-2-7b"), 64, 4096, engine="megatron"), baselines=False)
+    assert result.plans and len(seen) > 1
+    assert len(seen) == len(set(seen))

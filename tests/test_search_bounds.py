@@ -7,6 +7,7 @@ import math
 import random
 
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from catalog import cluster_from_dict, load_catalog
 from planner.search.bound import Bounds, _water_level
@@ -134,3 +135,36 @@ def test_screen_link_ceilings_equal_the_placements(catalog):
                           [(pools[c], int(tps[c, 0]), int(counts[c, 0])) for c in chosen])
                 want = dp_link_ceiling(cluster, groups)
                 assert (got[k, 0] if chain else got[0]) == pytest.approx(want, rel=1e-12), (groups, chain)
+
+
+ENGINE_NAMES = ("hetplan", "megatron", "deepspeed")
+
+
+@settings(max_examples=60)
+@given(gpu=st.sampled_from(TIGHT_GPUS + GPUS), model=st.sampled_from(TIGHT_MODELS + MODELS),
+       engine=st.sampled_from(ENGINE_NAMES), seq=st.sampled_from((1024, 2048, 4096)), mb=st.sampled_from((1, 2, 4)),
+       zero=st.integers(0, 3), recompute=st.sampled_from(list(Recompute)), p=st.integers(1, 8),
+       replicas=st.integers(1, 8), own=st.integers(1, 16), data=st.data())
+def test_memory_cap_of_the_bounds_at_least_the_layers_memory_allows(catalog, gpu, model, engine, seq, mb, zero,
+                                                                     recompute, p, replicas, own, data):
+    """(b6)'s relaxation, bound._layers_held over Bounds._cap_coefficients, against the exact memory
+    fit the fast score solves (Scorer.max_layers, planner.memory solved for the layers): a stage
+    never holds more layers than the bound's cap, whatever its position, window and knobs."""
+    from planner.engines import ENGINES
+    from planner.search.bound import _layers_held
+    from planner.search.space import Group, Knobs
+    assume(engine in ENGINES)
+    i = data.draw(st.integers(0, p - 1))
+    window = data.draw(st.integers(replicas, replicas * (p - i)))
+    cluster = cluster_from_dict({"name": "one", "pools": [{"name": "p0", "gpu": gpu, "nodes": 1, "gpus_per_node": 8}]},
+                                catalog)
+    job = Job(catalog.model(model), mb * own * replicas, seq, engine=engine)
+    scorer = Scorer(cluster, job)
+    tp = data.draw(st.sampled_from([t for t in (1, 2, 4, 8) if job.model.heads % t == 0 and job.model.ffn % t == 0]))
+    sp, m = tp > 1, job.global_batch // mb
+    exact = scorer.max_layers(cluster.pools[0], tp, Knobs(mb, zero, recompute, 1), sp, p, i, own, replicas, window)
+    bounds = Bounds(scorer)
+    in_flight = bounds._in_flight(own, 1, p, i, window, m)
+    cap = _layers_held(*bounds._cap_coefficients(Group("p0", tp, replicas), mb, recompute, sp, replicas, zero),
+                       in_flight)
+    assert exact <= cap, (exact, cap)

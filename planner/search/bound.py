@@ -96,6 +96,16 @@ class Bounds:
         self._caps: dict = {}
         self._run: dict = {}
 
+    def sharing(self, even: bool) -> "Bounds":
+        """Bounds of the same scorer for `even` splits or not, sharing this one's caches (per stage
+        rates, memory caps, transfers: none depends on the split), so that the baselines and a
+        proof pass do not recompute what the search already has."""
+        if even == self.even:
+            return self
+        other = Bounds(self.scorer, even)
+        other._rates, other._caps, other._run = self._rates, self._caps, self._run
+        return other
+
     def capacity_s(self, family: Family) -> float:
         """The capacity bound of every layout of `family`."""
         s = self.scorer
@@ -339,10 +349,10 @@ class Bounds:
                 own = max(shares[k:k + g.count])
                 owns.append(min(own, m // d) if len(groups) > 1 else own)   # even shares may give fewer
                 k += g.count
-            caps = []
+            caps, coefficients = [], [self._cap_coefficients(g, mb, rc, sp, d, zero) for g in groups]
             for j in range(count):
                 flights = [self._in_flight(own, v, p, last_stage - j, window + j * d, m) for own in owns]
-                caps.append(min(self._cap(g, mb, v, rc, sp, p, d, f, m, zero) for g, f in zip(groups, flights)))
+                caps.append(min(_layers_held(free, states, act, f) for (free, states, act), f in zip(coefficients, flights)))
                 if all(f >= own for f, own in zip(flights, owns)):   # every later stage holds as many
                     caps += [caps[-1]] * (count - j - 1)
                     break
@@ -356,16 +366,16 @@ class Bounds:
             return window_in_flight_limit(window, own, m)
         return interleaved_in_flight(p, stage, v, own)
 
-    def _cap(self, g: Group, mb, v, rc, sp, p, d, in_flight, m, zero) -> int:
-        """Most layers a GPU of group g holds at this in-flight count, ZeRO stage and sharding over d."""
-        key = (g.pool, g.tp, mb, rc, sp, d, in_flight, zero)
+    def _cap_coefficients(self, g: Group, mb, rc, sp, d, zero) -> tuple[float, float, float]:
+        """(free bytes, state bytes per layer, activation bytes per layer and in-flight micro-batch)
+        of a GPU of group g at this ZeRO stage and sharding over d, for _layers_held."""
+        key = (g.pool, g.tp, mb, rc, sp, d, zero)
         if key not in self._caps:
             s = self.scorer
             per_param = sum(state_bytes_per_param(zero, d, s.states))
             pool = s.pools[g.pool]
             free = pool.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES - s.workspace_bytes(mb, g.tp, sp, rc)
-            per_layer = s.layer_params_held / g.tp * per_param + in_flight * s.activation_bytes(mb, g.tp, sp, rc)
-            self._caps[key] = max(0, math.floor(free / per_layer * (1 + 1e-9)))
+            self._caps[key] = (free, s.layer_params_held / g.tp * per_param, s.activation_bytes(mb, g.tp, sp, rc))
         return self._caps[key]
 
     def _transfers_floor_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
@@ -412,6 +422,13 @@ class Bounds:
                 backward = max(backward, p2p_floor_s(s.cluster, pb, gb.tp, pa, ga.tp, size))
             self._run[key] = forward + backward
         return self._run[key]
+
+
+def _layers_held(free: float, states: float, act: float, in_flight: float) -> int:
+    """(b6): the most layers whose states and `in_flight` micro-batches of activations fit in `free`
+    bytes (the GPU's memory less the framework and the recompute workspace): planner.memory without
+    the embedding and the head, so at least as many layers as it allows."""
+    return max(0, math.floor(free / (states + in_flight * act) * (1 + 1e-9)))
 
 
 def _lane_window_ratio(n: int, window: int, m: int) -> float:

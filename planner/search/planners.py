@@ -99,6 +99,7 @@ class Considered:
     verified: int = 0                      # scored candidates search re-scored to prove the answer
     proof_pass: bool = False               # search ran a proof pass below the answer's key
     incumbents: list = field(default_factory=list)   # (plan, estimate) of new best candidates, evaluated
+    evaluated: dict = field(default_factory=dict)    # plan -> its planner.cost.evaluate(detail=False) estimate
     method: str = ""                       # the planner that filled this in
 
 
@@ -133,10 +134,18 @@ class Planner(Protocol):
     name: str
 
     def consider(self, cluster: Cluster, job: Job, objective: Objective, deadline_hours: float | None,
-                 options: SearchOptions) -> Considered: ...
+                 options: SearchOptions, bounds: Bounds | None = None) -> Considered:
+        """`bounds`: the scorer and bounds of this (cluster, job, options) to reuse (their caches), as
+        the search shares them between its own planner, its proof pass and the baselines."""
 
 
 # ----------------------------------------------------------------------------- shared pieces
+
+def shared_bounds(cluster: Cluster, job: Job, options: SearchOptions) -> Bounds:
+    """A scorer and its bounds for one (cluster, job, options); the planners given the same one
+    share what it caches (pass times, shares, links, memory caps, per stage rates)."""
+    return Bounds(Scorer(cluster, job, options.cost_options))
+
 
 def usable_pools(cluster: Cluster, job: Job) -> tuple[tuple[Pool, ...], dict[str, str]]:
     """The pools that can train the job's precision under its engine, and why the others cannot."""
@@ -168,7 +177,7 @@ def precision_for(job: Job, subset: tuple[Pool, ...]) -> Precision:
 
 
 def layout_price(scorer: Scorer, layout: Layout | Family) -> float:
-    return sum(n * scorer.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
+    return scorer.price_per_hour(layout)
 
 
 class _Keeper:
@@ -259,7 +268,7 @@ def _partial(objective: Objective, options: SearchOptions) -> bool:
 Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], None]
 
 
-def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
+def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
                 scan: Scan, pools: tuple[Pool, ...], time_limit_s: float | None, even: bool = False,
                 listing: ListingStop | None = None) -> None:
     """Visit layouts in order of their lower bound (planner.search.bound) and stop at the first
@@ -278,10 +287,11 @@ def _best_first(scorer: Scorer, families: Iterable[Family], keeper: _Keeper, opt
     budget, and the CPU-time `time_limit_s` (Clock), checked per family listed, per pool order bounded
     and per layout scanned. Listing the families may use at most LISTING_SHARE of the loop's time;
     the families not listed are then bounded by `_whole_cluster_key` (every GPU at its best rate)."""
+    scorer = shared.scorer
     c, job, objective, deadline = keeper.c, scorer.job, keeper.objective, keeper.deadline_hours
     clock = Clock(None if time_limit_s is None else time_limit_s * SEARCH_SHARE)
     c.time_limit_s = time_limit_s
-    bounds = Bounds(scorer, even)      # even: the baselines' even layer splits
+    bounds = shared.sharing(even)      # even: the baselines' even layer splits
     unlisted, listed = math.inf, []
     for family in families:
         if clock.expired(share=LISTING_SHARE):
@@ -551,12 +561,12 @@ def _promising(keyed: dict, keeper: _Keeper, layout: Layout, scorer: Scorer) -> 
 class HetplanPlanner:
     name = "hetplan"
 
-    def consider(self, cluster, job, objective, deadline_hours, options, prove_below: float | None = None,
-                 time_limit_s: float | None = None) -> Considered:
+    def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None,
+                 prove_below: float | None = None, time_limit_s: float | None = None) -> Considered:
         """`prove_below`: a proof pass instead: visit everything whose bound is below this fast key
         and keep nothing; every candidate scored goes to `dropped` with its bound, for search's
         verification with the cost model."""
-        scorer = Scorer(cluster, job, options.cost_options)
+        bounds = bounds or shared_bounds(cluster, job, options)
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
@@ -569,7 +579,7 @@ class HetplanPlanner:
         stop = ListingStop(limit)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
                                    engine=job.engine, cp=job.context_parallel, stop=stop)
-        _best_first(scorer, families, keeper, options, _scan_layout, pools, limit, listing=stop)
+        _best_first(bounds, families, keeper, options, _scan_layout, pools, limit, listing=stop)
         return considered
 
 
@@ -585,6 +595,7 @@ def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, consi
             return math.inf
         plan = cand.to_plan(job)
         est = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
+        considered.evaluated[plan] = est
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
             considered.incumbents.append((plan, est))
@@ -619,19 +630,20 @@ class MegatronPlanner:
     """(a) The best uniform plan on a single GPU type."""
     name = "megatron"
 
-    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+    def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
         pools, excluded = usable_pools(cluster, job)
         stop = ListingStop(options.baseline_time_limit_s)
         single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,),
                                  engine=job.engine, cp=job.context_parallel, stop=stop)
-        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools, stop)
+        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools, bounds,
+                               stop)
 
 
 class UniformPlanner:
     """(b) All GPUs, one tp, layers and samples split evenly as if the GPUs were alike."""
     name = "uniform"
 
-    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+    def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
         pools, excluded = usable_pools(cluster, job)
         everything = tuple(pools)
         stop = ListingStop(options.baseline_time_limit_s)
@@ -639,19 +651,18 @@ class UniformPlanner:
                                             subset_sizes=(len(everything),), one_tp=True, engine=job.engine,
                                             cp=job.context_parallel, stop=stop)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp,
-                               everything, stop)
+                               everything, bounds, stop)
 
 
 def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
-                    families: Iterable[Family], pools: tuple[Pool, ...],
+                    families: Iterable[Family], pools: tuple[Pool, ...], bounds: Bounds | None = None,
                     listing: ListingStop | None = None) -> Considered:
     """The baselines' plans are pruned by the same bounds (an even split or even shares is one of
     the splits and shares the bounds cover)."""
-    scorer = Scorer(cluster, job, options.cost_options)
     considered = Considered(precision_excluded=excluded)
     keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
-    _best_first(scorer, families, keeper, options, _scan_uniform, pools, options.baseline_time_limit_s, even=True,
-                listing=listing)
+    _best_first(bounds or shared_bounds(cluster, job, options), families, keeper, options, _scan_uniform, pools,
+                options.baseline_time_limit_s, even=True, listing=listing)
     return considered
 
 
@@ -671,11 +682,11 @@ class ExhaustivePlanner:
     """(c) Every candidate of the space scored by planner.cost.evaluate; small clusters only."""
     name = "exhaustive"
 
-    def consider(self, cluster, job, objective, deadline_hours, options) -> Considered:
+    def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
         if cluster.num_gpus > options.exhaustive_max_gpus:
             raise InputError("method", f"exhaustive search is for clusters of at most {options.exhaustive_max_gpus} "
                                        f"GPUs; this one has {cluster.num_gpus}")
-        scorer = Scorer(cluster, job, options.cost_options)
+        scorer = (bounds or shared_bounds(cluster, job, options)).scorer
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded, exact=True)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)

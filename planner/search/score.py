@@ -286,8 +286,13 @@ class Scorer:
                 return None
             layers, memory_binds = found
         time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision)
-        price = sum(n * self.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
+        price = self.price_per_hour(layout)
         return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds, floor_s)
+
+    def price_per_hour(self, layout) -> float:
+        """The dollars an hour of every GPU the layout (or family) uses: the plan's price, stated once
+        for the fast scores and the bounds."""
+        return sum(n * self.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
 
     def could_fit(self, layout: Layout, micro_batch: int, interleave: int) -> bool:
         """Whether the most memory-frugal knobs (ZeRO-3, full recompute) leave room for every layer."""

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field, replace
 from planner.cost import evaluate, stage_passes
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
-from planner.search.objective import (check_objective, estimate_key, estimate_key_of_fast, fast_key_of_estimate,
-                                      gain)
-from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions
+from planner.search.objective import (check_objective, estimate_key, estimate_key_of_fast, fast_key,
+                                      fast_key_of_estimate, gain)
+from planner.search.bound import Bounds
+from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions, shared_bounds
 from planner.search.score import Candidate
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
@@ -298,7 +299,8 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
         raise InputError("top_k", f"must be a positive whole number, got {top_k!r}")
     start = time.perf_counter()
     clock = Clock(options.time_limit_s)
-    considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options)
+    shared = shared_bounds(cluster, job, options)    # one scorer's caches for the search, its proof and baselines
+    considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options, shared)
     if considered.exact:       # the exhaustive planner is bounded by exhaustive_max_gpus, not by the clock
         clock = None
     if not considered.kept and considered.stopped_by == TIME_LIMIT:
@@ -308,9 +310,9 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock)
     if not ranked:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
-    ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock)
+    ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock, shared)
     search_time = time.perf_counter() - start
-    base, base_notes, base_status = (_baselines(cluster, job, objective, deadline_hours, options) if baselines
+    base, base_notes, base_status = (_baselines(cluster, job, objective, deadline_hours, options, shared) if baselines
                                      else ({}, (), {}))
     ranked, adopted = _adopt_baselines(objective, deadline_hours, ranked, base)
     if adopted:
@@ -335,7 +337,7 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
 
 
 def _verify(cluster, job, objective, deadline_hours, considered: Considered, options, ranked,
-            clock: Clock | None) -> tuple[list, float]:
+            clock: Clock | None, shared: Bounds | None = None) -> tuple[list, float]:
     """Make the answer checkable by the cost model itself. Every setting the search skipped or
     scored without re-scoring has a lower bound that also bounds planner.cost.evaluate
     (planner.search.bound, Candidate.floor_s; tests/test_one_cost_model.py). When what the search
@@ -350,6 +352,7 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
     seen = {plan for plan, _ in ranked}
     ranked += [(plan, est) for plan, est in considered.incumbents if plan not in seen]   # evaluated in the search
     seen.update(plan for plan, _ in considered.incumbents)
+    seen.update(considered.evaluated)         # incumbents that do not fit were evaluated too: not again
     ranked.sort(key=lambda pe: estimate_key(objective, pe[1], deadline_hours))
     best = estimate_key(objective, ranked[0][1], deadline_hours)
     floor = min(considered.pruned_floor, considered.lower_bound if considered.stopped_by is not None else math.inf)
@@ -357,7 +360,7 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
     if (estimate_key_of_fast(objective, job, floor) < best * (1 - 1e-9) and considered.stopped_by is None
             and considered.method == "hetplan" and (clock is None or not clock.expired())):
         left = None if clock is None or clock.limit_s is None else max(1e-3, clock.limit_s - clock.elapsed())
-        proof = PLANNERS["hetplan"].consider(cluster, job, objective, deadline_hours, options,
+        proof = PLANNERS["hetplan"].consider(cluster, job, objective, deadline_hours, options, shared,
                                              prove_below=fast_key_of_estimate(objective, job, best), time_limit_s=left)
         if proof.stopped_by is None:
             floor, dropped, dropped_floor = proof.pruned_floor, proof.dropped, proof.dropped_floor
@@ -472,13 +475,15 @@ def _rank(cluster, job, objective, deadline_hours, considered: Considered, optio
           clock: Clock | None = None) -> list[tuple[Plan, Estimate]]:
     """Re-score the kept candidates with the cost model; best first, ties by the search's order.
     Past the `clock`'s limit, stops once one plan that fits is scored (by fast score, the best
-    candidates come first); `considered.rescored` says how many were."""
+    candidates come first); `considered.rescored` says how many were. A candidate the search
+    already evaluated as an incumbent (`considered.evaluated`) is not evaluated again."""
     scored = []
     for order, (_, _, cand, _) in enumerate(considered.kept):
         if scored and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
-        plan, est = _evaluate(cluster, job, cand, options)
+        plan = cand.to_plan(job)
+        est = considered.evaluated.get(plan) or _evaluate_plan(cluster, job, plan, options)
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
@@ -492,10 +497,12 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
     """Throughput/cost front over the re-scored plans, the baselines and the search's fast front,
     on the cost model's numbers (the fast front's points only while the `clock` has time)."""
     points = list(ranked)
+    known = {**considered.evaluated, **dict(ranked)}     # the same estimates, not computed again
     for cand in considered.front:
         if clock is not None and clock.expired():
             break
-        plan, est = _evaluate(cluster, job, cand, options)
+        plan = cand.to_plan(job)
+        est = known.get(plan) or _evaluate_plan(cluster, job, plan, options)
         if est.fits:
             points.append((plan, est))
     front = []
@@ -510,13 +517,13 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
                  for plan, _ in front)
 
 
-def _baselines(cluster, job, objective, deadline_hours, options):
+def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds | None = None):
     """Each baseline's best plan (None when none fits), and notes on baselines a limit cut short."""
     out: dict[str, ScoredPlan | None] = {}
     notes, status = [], {}
     for name in BASELINES:
         clock = Clock(options.baseline_time_limit_s)
-        considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options)
+        considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options, shared)
         best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock)
         out[name] = (ScoredPlan(best[0], _full(cluster, job, best[0], options), {},
                                 f"{name} baseline: {describe_plan(best[0])}") if best else None)
@@ -537,8 +544,8 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
         if best is not None and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
-        floor = _estimate_key_at(objective, job, _busiest_compute_s(cluster, job, cand, options) * (1 - 1e-12),
-                                 cand.price_per_hour_usd, deadline_hours)
+        floor = estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
+            cluster, job, cand, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
         if floor >= best_key:
             continue
         plan, est = _evaluate(cluster, job, cand, options)
@@ -547,17 +554,6 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
         if key < best_key:
             best, best_key = (plan, est), key
     return best
-
-
-def _estimate_key_at(objective: Objective, job: Job, iteration_s: float, price_per_hour: float,
-                     deadline_hours: float | None) -> float:
-    """objective.estimate_key of a plan with this iteration time and price."""
-    tokens_per_s = job.tokens_per_iteration / iteration_s
-    if objective == Objective.THROUGHPUT:
-        return 1.0 / tokens_per_s
-    if objective == Objective.DEADLINE and job.tokens_to_train / tokens_per_s > deadline_hours * 3600:
-        return math.inf
-    return price_per_hour / 3600 / tokens_per_s * 1e6
 
 
 def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
