@@ -7,6 +7,7 @@ parallelism across nodes) takes whole free nodes. The placement decides which li
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -99,10 +100,7 @@ def place_structure(cluster: Cluster, structure: Structure) -> Placement:
     """The placement of `place` for a plan's stage structure alone (the search places layouts
     before they have a layer split or sample shares)."""
     pools = {pool.name: pool for pool in cluster.pools}
-    free: dict[tuple[str, int], int] = {}
-    for pool in cluster.pools:
-        for n in range(pool.nodes):
-            free[(pool.name, n)] = pool.gpus_per_node
+    free = _FreeGpus(pools)      # only the nodes the plan touches are stored: a pool may have 10^5 nodes
     order = sorted(((i, j) for i, stage in enumerate(structure) for j in range(len(stage))),
                    key=lambda ij: (-structure[ij[0]][ij[1]][1], ij))
     slots: dict[tuple[int, int], Slot] = {}
@@ -131,11 +129,22 @@ def place_structure(cluster: Cluster, structure: Structure) -> Placement:
     return Placement(slots, used)
 
 
+class _FreeGpus(dict):
+    """Free GPUs per (pool, node): a node not yet stored has all of its GPUs free."""
+
+    def __init__(self, pools: dict):
+        super().__init__()
+        self._pools = pools
+
+    def __missing__(self, key: tuple[str, int]) -> int:
+        return self._pools[key[0]].gpus_per_node
+
+
 def _whole_nodes(pool: Pool, width: int, free: dict, i: int, j: int) -> Slot:
     """A replica wider than a node (a context-parallel group across nodes): the first free nodes
     it fills; its slot names the first of them."""
     need = width // pool.gpus_per_node
-    empty = [n for n in range(pool.nodes) if free[(pool.name, n)] == pool.gpus_per_node][:need]
+    empty = list(itertools.islice((n for n in range(pool.nodes) if free[(pool.name, n)] == pool.gpus_per_node), need))
     if len(empty) < need:
         raise InputError(f"stages[{i}].replicas[{j}]", f"pool {pool.name!r} has no {need} free nodes left for this "
                          f"{width}-GPU replica; use a smaller context-parallel degree or fewer replicas")
