@@ -145,7 +145,7 @@ def test_lora_under_megatron_says_which_engines_run_it_and_the_plan_page_explain
 
 
 def test_a_fixed_offload_the_engine_lacks_is_named_with_the_engines_that_have_it():
-    at = ok(new_app(encode(replace(LAB_STATE, offload="optimizer"))).run())      # hetplan runtime: no offload
+    at = ok(new_app(encode(replace(LAB_STATE, offload="optimizer", engine="hetplan"))).run())   # runtime: no offload
     warning = shown(next(w.value for w in at.warning if "does not offload" in w.value))
     assert "hetplan runtime does not offload optimizer" in warning and "DeepSpeed" in warning
     at.sidebar.button(key="sidebar_plan").click().run()

@@ -67,6 +67,11 @@ def jobs(draw):
                tokens_to_train=tokens)
 
 
+def _splits_the_model(model, tp: int) -> bool:
+    """tp divides the heads and the ffn, and divides the kv heads or is a multiple of them (Plan's own rule)."""
+    return model.heads % tp == 0 and model.ffn % tp == 0 and (model.kv_heads % tp == 0 or tp % model.kv_heads == 0)
+
+
 @st.composite
 def plans_on(draw, cluster):
     """A valid hand-built plan on `cluster` (not necessarily a good one, nor one that fits)."""
@@ -81,7 +86,8 @@ def plans_on(draw, cluster):
         replicas = []
         for _ in range(draw(st.integers(1, 3))):
             pool = cluster.pool(draw(st.sampled_from(list(left))))
-            tp = draw(st.sampled_from([t for t in (1, 2, 4, 8) if pool.gpus_per_node % t == 0]))
+            tp = draw(st.sampled_from([t for t in (1, 2, 4, 8) if pool.gpus_per_node % t == 0
+                                       and _splits_the_model(model, t)]))
             if left[pool.name] >= tp:
                 left[pool.name] -= tp
                 replicas.append((pool.name, tp))

@@ -123,6 +123,8 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
         if all(type(e) is type(errors[0]) and e.field == errors[0].field for e in errors) \
                 and not isinstance(errors[0], InfeasibleError):
             raise errors[0]
+        if len({e.message for e in errors}) == 1:      # every engine short for the same reason: say it once
+            raise errors[0]
         raise InfeasibleError("no engine has a plan: " + "; ".join(f"{ENGINES[n].title}: {e.message}"
                                                                    for n, e in why.items()))
     best = min(results, key=lambda n: estimate_key(objective, results[n].plans[0].estimate, deadline_hours))
