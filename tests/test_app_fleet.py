@@ -89,6 +89,7 @@ def test_small_jobs_share_a_node_and_the_table_says_which_gpus():
 
 def test_switching_the_policy_solves_again_without_searching_again(monkeypatch):
     import planner.fleet
+    monkeypatch.setenv("HETPLAN_APP_INLINE", "1")       # the patched search runs here, not in a worker (ui.budget)
     calls = []
     real = planner.fleet.search
     monkeypatch.setattr(planner.fleet, "search", lambda *a, **k: calls.append(1) or real(*a, **k))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
 from planner.cost import evaluate, stage_passes
@@ -70,6 +71,30 @@ CP_MIN_SEQ_LEN = 16384
 CP_MIN_TOKENS_PER_GPU = 8192
 
 
+# One CPU-time budget for a whole `search` call (issue 24, docs/reliability.md "Time limits"): the
+# search's limit plus its baselines' for each engine searched. Every phase, setting and engine
+# asks it before starting more work, and the call answers with the best plan so far and its gap.
+_WHOLE: ContextVar[Clock | None] = ContextVar("hetplan_search_budget", default=None)
+
+
+def _whole_clock(options: SearchOptions, baselines: bool, searches: int) -> Clock | None:
+    if options.time_limit_s is None or (baselines and options.baseline_time_limit_s is None):
+        return None
+    return Clock(options.time_limit_s + (searches * len(BASELINES) * options.baseline_time_limit_s if baselines
+                                         else 0.0))
+
+
+def _left_s() -> float | None:
+    """CPU seconds left of the whole call's budget (None: no limit)."""
+    whole = _WHOLE.get()
+    return None if whole is None else whole.limit_s - whole.elapsed()
+
+
+def _spent() -> bool:
+    left = _left_s()
+    return left is not None and left <= 0
+
+
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
            deadline_hours: float | None = None, top_k: int = 5, method: str = "hetplan",
            options: SearchOptions = SearchOptions(), baselines: bool = True,
@@ -94,13 +119,18 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
       limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
       the engine runs. "fixed": `job.offload` only."""
     settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
-    if engines:
-        return _search_engines(cluster, job, tuple(engines), objective, deadline_hours, top_k, method, options,
-                               baselines, settings)
-    _check_job_kind(job)
-    if Objective(objective) == Objective.ENERGY:
-        return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
-    return _search_settings(cluster, job, objective, deadline_hours, top_k, method, options, baselines, **settings)
+    token = _WHOLE.set(_WHOLE.get() or _whole_clock(options, baselines, len(engines) if engines else 1))
+    try:
+        if engines:
+            return _search_engines(cluster, job, tuple(engines), objective, deadline_hours, top_k, method, options,
+                                   baselines, settings)
+        _check_job_kind(job)
+        if Objective(objective) == Objective.ENERGY:
+            return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
+        return _search_settings(cluster, job, objective, deadline_hours, top_k, method, options, baselines,
+                                **settings)
+    finally:
+        _WHOLE.reset(token)
 
 
 def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objective, deadline_hours, top_k, method,
@@ -113,6 +143,9 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     results: dict[str, SearchResult] = {}
     why: dict[str, InputError] = {}
     for name in names:
+        if results and _spent():
+            why[name] = InputError("time_limit", "not searched: the time limit was spent on the engines before it")
+            continue
         try:
             results[name] = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method,
                                    share, baselines, **settings)
@@ -147,9 +180,12 @@ def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_
     eps = expert_settings(cluster, job) if expert_parallel == "auto" else [job.expert_parallel]
     if len(cps) == len(eps) == 1:
         return _search_offloads(cluster, job, objective, deadline_hours, top_k, method, options, baselines, offload)
-    results, error = [], None
+    results, error, skipped = [], None, []
     for cp in cps:
         for ep in eps:
+            if results and _spent():
+                skipped.append(f"context {cp} x expert {ep}")
+                continue
             try:
                 results.append(_search_offloads(cluster, replace(job, context_parallel=cp, expert_parallel=ep),
                                                 objective, deadline_hours, top_k, method, options, baselines, offload))
@@ -161,8 +197,10 @@ def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_
     said = [f"context parallelism ({', '.join(map(str, cps))})"] if len(cps) > 1 else []
     said += [f"expert parallelism ({', '.join(map(str, eps))})"] if len(eps) > 1 else []
     note = f"{' and '.join(said)} searched, each setting a search of its own; the best answer is shown"
-    return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results),
-                   gap=_worst_gap(results))
+    if skipped:
+        note += f"; not searched, the time limit spent: {', '.join(skipped)}"
+    return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results) and not skipped,
+                   gap=None if skipped else _worst_gap(results))
 
 
 def _search_energy(cluster: Cluster, job: Job, deadline_hours, top_k, method, options, baselines,
@@ -230,8 +268,11 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
         if first is None:
             raise error
         return first
-    results = [] if first is None else [first]
+    results, skipped = ([] if first is None else [first]), []
     for setting in tries:
+        if results and _spent():
+            skipped.append(setting.value)
+            continue
         found, _ = _search_or_error(cluster, replace(job, offload=setting), objective, deadline_hours, top_k,
                                     method, options, baselines)
         if found is not None:
@@ -242,8 +283,10 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     searched = ", ".join(o.value for o in [job.offload, *tries])
     note = (f"offload searched ({searched}) because GPU memory limits the plan without it; each setting is a "
             f"search of its own, the best answer is shown")
-    return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results),
-                   gap=_worst_gap(results))
+    if skipped:
+        note += f"; not searched, the time limit spent: {', '.join(skipped)}"
+    return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results) and not skipped,
+                   gap=None if skipped else _worst_gap(results))
 
 
 def _check_job_kind(job: Job) -> None:
@@ -300,6 +343,7 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     if not isinstance(top_k, int) or top_k < 1:
         raise InputError("top_k", f"must be a positive whole number, got {top_k!r}")
     start = time.perf_counter()
+    options = _within_whole(options, baselines)
     clock = Clock(options.time_limit_s)
     shared = shared_bounds(cluster, job, options)    # one scorer's caches for the search, its proof and baselines
     considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options, shared)
@@ -309,7 +353,8 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
         raise InputError("time_limit", f"no plan found within {considered.time_limit_s:g} s on this "
                                        f"{cluster.num_gpus:,}-GPU cluster; raise the time limit (--time-limit, "
                                        f"SearchOptions.time_limit_s) or plan on fewer pools or GPUs")
-    ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock)
+    full: dict[Plan, Estimate] = {}
+    ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock, full)
     if not ranked:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
     ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock, shared)
@@ -320,9 +365,11 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     if adopted:
         base_notes += (f"a limit cut the search short of the {', '.join(adopted)} baseline's plan, which is in "
                        f"its space; that plan is ranked with the search's own",)
-    full: dict[Plan, Estimate] = {b.plan: b.estimate for b in base.values() if b is not None}
-    ranked[:top_k + 1] = [(plan, _full(cluster, job, plan, options, full)) for plan, _ in ranked[:top_k + 1]]
-    top = ranked[:top_k]
+    full.update({b.plan: b.estimate for b in base.values() if b is not None})
+    top = ranked[:_evaluate_shown(cluster, job, ranked, top_k, options, full)]
+    if len(top) < min(top_k, len(ranked)):
+        base_notes += (f"the time limit left room to evaluate in full only {len(top)} of the "
+                       f"{min(top_k, len(ranked))} best plans; the others are not shown",)
     explanations = explain_ranking(objective, top, ranked)
     plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
                   for (plan, est), text in zip(top, explanations))
@@ -336,6 +383,28 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes,
                         complete, gap, considered.stopped_by, _guarantee(method, complete, gap, considered),
                         base_status)
+
+
+def _within_whole(options: SearchOptions, baselines: bool) -> SearchOptions:
+    """`options` with the search's limit cut to what is left of the whole call's budget, the
+    baselines' limits reserved (at least 1 ms: a search always finds its first plan)."""
+    left = _left_s()
+    if left is None:
+        return options
+    reserve = len(BASELINES) * options.baseline_time_limit_s if baselines else 0.0
+    return replace(options, time_limit_s=max(1e-3, min(options.time_limit_s, left - reserve)))
+
+
+def _evaluate_shown(cluster, job, ranked: list, top_k: int, options, full: dict) -> int:
+    """Evaluate in full (`_full`) the plans shown and the one after them, best first, the first even
+    past the whole budget; returns how many are shown (the plans evaluated, at most top_k)."""
+    done = 0
+    for k, (plan, _) in enumerate(ranked[:top_k + 1]):
+        if k and _spent():
+            break
+        ranked[k] = (plan, _full(cluster, job, plan, options, full))
+        done += 1
+    return min(top_k, done)
 
 
 def _verify(cluster, job, objective, deadline_hours, considered: Considered, options, ranked,
@@ -474,18 +543,20 @@ def _full(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions,
 
 
 def _rank(cluster, job, objective, deadline_hours, considered: Considered, options,
-          clock: Clock | None = None) -> list[tuple[Plan, Estimate]]:
+          clock: Clock | None = None, full: dict[Plan, Estimate] | None = None) -> list[tuple[Plan, Estimate]]:
     """Re-score the kept candidates with the cost model; best first, ties by the search's order.
     Past the `clock`'s limit, stops once one plan that fits is scored (by fast score, the best
     candidates come first); `considered.rescored` says how many were. A candidate the search
-    already evaluated as an incumbent (`considered.evaluated`) is not evaluated again."""
+    already evaluated as an incumbent (`considered.evaluated`) is not evaluated again. Until one plan
+    fits, each is evaluated in full at once (into `full`): the best is shown, and is not evaluated twice."""
     scored = []
     for order, (_, _, cand, _) in enumerate(considered.kept):
         if scored and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
         plan = cand.to_plan(job)
-        est = considered.evaluated.get(plan) or _evaluate_plan(cluster, job, plan, options)
+        est = considered.evaluated.get(plan) or (_full(cluster, job, plan, options, full) if not scored and full is not None
+                                                 else _evaluate_plan(cluster, job, plan, options))
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
@@ -515,8 +586,9 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
         if not dominated and all(plan != p for p, _ in front):
             front.append((plan, est))
     front.sort(key=lambda pe: -pe[1].tokens_per_s)
+    full = {} if full is None else full          # past the whole budget, only points already evaluated in full
     return tuple(ScoredPlan(plan, _full(cluster, job, plan, options, full), {}, describe_plan(plan))
-                 for plan, _ in front)
+                 for plan, _ in front if plan in full or not _spent())
 
 
 def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds | None = None):
@@ -524,6 +596,9 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
     out: dict[str, ScoredPlan | None] = {}
     notes, status = [], {}
     for name in BASELINES:
+        left = _left_s()          # each within what is left of the whole budget (at least 1 ms: its first plan)
+        if left is not None:
+            options = replace(options, baseline_time_limit_s=max(1e-3, min(options.baseline_time_limit_s, left)))
         clock = Clock(options.baseline_time_limit_s)
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options, shared)
         best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock)

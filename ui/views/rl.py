@@ -15,6 +15,8 @@ from planner.rl.report import roles_text
 from planner.rl.search import search_rl
 from planner.rl.workload import Algorithm, Mode, RlJob
 from planner.types import InputError
+from ui.budget import OverBudget
+from ui.planning import bounded
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CLUSTERS = ("rl/h100-l40s.yaml", "lab-mix.yaml", "h100-a100-v100-64.yaml", "a100-v100-16.yaml")
@@ -24,6 +26,12 @@ MODELS = ("llama-3-8b", "qwen2.5-7b", "llama-2-7b", "llama-2-13b")
 @st.cache_data(show_spinner="searching placements…", max_entries=16)
 def _search(cluster_file: str, model: str, kind: str, prompts: int, samples: int, prompt_len: int, response: int,
             longest: int, mode: str, reference: bool):
+    return bounded(_search_work, cluster_file, model, kind, prompts, samples, prompt_len, response, longest, mode,
+                   reference)
+
+
+def _search_work(cluster_file: str, model: str, kind: str, prompts: int, samples: int, prompt_len: int,
+                 response: int, longest: int, mode: str, reference: bool):
     catalog = load_catalog([])
     cluster = load_cluster_file(EXAMPLES / cluster_file, catalog)
     job = RlJob(catalog.model(model), Algorithm(kind), prompts, samples, prompt_len, response, max(longest, response),
@@ -79,7 +87,7 @@ def render() -> None:
     inputs = _job_inputs()
     try:
         result = _search(**inputs)
-    except InputError as e:
+    except (InputError, OverBudget) as e:
         st.error(str(e))
         return
     best = result.best
