@@ -53,12 +53,20 @@ def _free_port() -> int:
 
 @pytest.fixture
 def server():
+    yield from _serve()
+
+
+def _serve(env: dict | None = None, started: list | None = None):
+    """`streamlit run app.py` on a free loopback port (with `env` added to its environment); yields its
+    address, appends its process to `started`."""
     port = _free_port()
     log = open(ARTIFACTS_DIR() / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    if started is not None:
+        started.append(proc)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -401,3 +409,122 @@ def test_the_html_report_shows_every_caption_whole():
             assert captions and all(c["below"] and c["fits"] and c["height"] > 0 for c in captions), captions
         finally:
             browser.close()
+
+
+# ----------------------------------------------------------------------------- one visitor's worst link (issue 24)
+
+WORST_BUDGET_CPU_S = 15
+WORST_MEMORY_MB = 1500
+
+
+def _worst_link(base: str) -> str:
+    """The costliest link the limits allow: the largest cluster (64 pools of 99,840 GPUs), the largest
+    model, a global batch of 10^7, the longest search (600 CPU-s), opened with searched=1 (the
+    search runs as the page opens)."""
+    from tests.test_limits import largest_cluster
+    from ui.state import MAX_TIME_LIMIT_S
+    state = AppState(cluster=largest_cluster(), model="llama-3.1-405b", global_batch=10_000_000, seq_len=8192,
+                     time_limit_s=MAX_TIME_LIMIT_S)
+    params = encode(state)
+    assert len(params["s"]) < 12_000
+    return f"{base}/plan?v={params['v']}&s={params['s']}&searched=1"
+
+
+def _tree_rss(proc, seen: dict | None = None) -> int:
+    """Resident memory of the process and all its descendants; `seen` collects the descendants by pid."""
+    import psutil
+    try:
+        root = psutil.Process(proc.pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    if seen is not None:
+        seen.update((p.pid, p) for p in tree[1:])
+    total = 0
+    for p in tree:
+        try:
+            total += p.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+@pytest.mark.slow
+def test_the_worst_link_does_not_stall_another_session_or_grow_the_server():
+    """Issue 24: one visit of a worst-case link made the server burn 226 CPU-s and grow from 2.0 to 6.6
+    GB while every other session waited. Now its search runs in a worker process under the session's
+    budget (ui.budget; here 15 CPU-s and 1.5 GB): a second session plans its own job meanwhile, the
+    server's process tree stays within its own size plus one worker's memory budget, the visitor is
+    told the search was stopped at its budget, and no worker outlives the server."""
+    import threading
+    import psutil
+    sync_playwright = _playwright()
+    started: list = []
+    serving = _serve({"HETPLAN_APP_CPU_S": str(WORST_BUDGET_CPU_S), "HETPLAN_APP_MEMORY_MB": str(WORST_MEMORY_MB),
+                      "HETPLAN_APP_WORKERS": "2"}, started)
+    base = next(serving)
+    proc = started[0]
+    peak, sampling, seen = [0], [True], {}
+
+    def sample() -> None:
+        while sampling[0]:
+            peak[0] = max(peak[0], _tree_rss(proc, seen))
+            time.sleep(0.25)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                first = browser.new_page(viewport={"width": 1440, "height": 1000})
+                first.set_default_timeout(STEP_TIMEOUT_MS)
+                first.goto(_shared_link(base))              # the server's own size, with the app loaded
+                first.get_by_role("heading", name="Compose").wait_for()
+                idle_rss = _tree_rss(proc)
+                threading.Thread(target=sample, daemon=True).start()
+                first.goto(_worst_link(base))
+                first.get_by_text("Searching plans", exact=False).first.wait_for()
+                second = browser.new_page(viewport={"width": 1440, "height": 1000})
+                second.set_default_timeout(STEP_TIMEOUT_MS)
+                start = time.monotonic()
+                second.goto(_shared_link(base))
+                second.get_by_role("heading", name="Compose").wait_for()
+                second.get_by_test_id("stSidebar").get_by_role("button", name="Plan", exact=True).click()
+                second.get_by_role("heading", name="Plan on view").wait_for()
+                answered_s = time.monotonic() - start
+                first.get_by_text(f"budget of {WORST_BUDGET_CPU_S} CPU seconds", exact=False).first.wait_for(
+                    timeout=240_000)
+                first.screenshot(path=str(ARTIFACTS_DIR() / "over-budget.png"), full_page=False)
+            finally:
+                browser.close()
+    finally:
+        sampling[0] = False
+        serving.close()                                  # ends the server (SIGTERM)
+    (ARTIFACTS_DIR() / "worst-link.json").write_text(json.dumps({
+        "second_session_answered_s": round(answered_s, 1), "idle_tree_rss_mb": round(idle_rss / 2 ** 20),
+        "peak_tree_rss_mb": round(peak[0] / 2 ** 20)}))
+    workers = list(seen.values())
+    assert any("forkserver" in " ".join(_cmdline(c)) for c in workers), "the search ran in a worker process"
+    assert answered_s < 45, f"the second session planned in {answered_s:.0f} s"      # ~10-20 s here, cores busy
+    assert peak[0] < idle_rss + (WORST_MEMORY_MB + 500) * 2 ** 20, (peak[0] / 2 ** 20, idle_rss / 2 ** 20)
+    deadline = time.monotonic() + 10
+    while _alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(workers), "a worker outlived the server"
+
+
+def _cmdline(process) -> list[str]:
+    try:
+        return process.cmdline()
+    except Exception:       # psutil.NoSuchProcess, AccessDenied: gone
+        return []
+
+
+def _alive(processes) -> list[int]:
+    import psutil
+    alive = []
+    for c in processes:
+        try:
+            if c.is_running() and c.status() != psutil.STATUS_ZOMBIE:
+                alive.append(c.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive

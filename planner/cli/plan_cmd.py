@@ -78,12 +78,14 @@ def register(sub) -> None:
                         f"machine does not count): {SEARCH_SHARE:.0%} for the best-first loop (all of it until a plan "
                         f"is found), the rest for re-scoring with the cost model and verifying; then the best plan "
                         f"found is reported with its optimality gap (default {SearchOptions().time_limit_s:g}). "
-                        f"Not within S: each baseline's own limit "
+                        f"The whole search has one budget: S plus each baseline's own limit "
                         f"({SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of S each, "
-                        f"megatron and uniform, as in the app), a limit of S per setting where offload, context or "
-                        f"expert parallelism auto tries several (and per engine with --engine all), the one plan "
-                        f"re-scored even past the limit, the final cost-model evaluations of the plans shown and "
-                        f"start-up, so a run takes more CPU time than S".replace("%", "%%"))
+                        f"megatron and uniform, as in the app) for each engine searched; the settings that offload, "
+                        f"context or expert parallelism auto tries, the engines, baselines, re-scoring and the "
+                        f"plans shown all stop within it, and the answer is the best plan so far with its gap. "
+                        f"Past it: start-up, reading the files and one cost-model evaluation of the answer "
+                        f"(seconds at millions of GPUs; docs/reliability.md), and with --engine all each engine "
+                        f"has such a budget".replace("%", "%%"))
     p.add_argument("--json", action="store_true",
                    help="print one JSON object; `evaluate` and `export` read it, or any plan in it, as a plan file")
     p.add_argument("--out", metavar="FILE",

@@ -31,7 +31,7 @@ def titled(title: str, message: str) -> str:
 def show_error(message: str, kind: str = "input", hint: str | None = None) -> None:
     """An error box; `hint` (Markdown) replaces the kind's general advice."""
     title = {"infeasible": "No plan fits", "unavailable": "Planner not available",
-             "internal": "Planning failed"}.get(kind, "Cannot use this input")
+             "internal": "Planning failed", "budget": "Over this session's budget"}.get(kind, "Cannot use this input")
     body = titled(title, message)
     if hint is None:
         hint = HINTS.get(kind)
