@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from planner.compute import PassTimes, speed_notes, stage_pass_times
+from planner.compute import PassTimes, StagePass, pass_execution, speed_notes, stage_pass_times
 from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
@@ -49,12 +49,14 @@ def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOpt
     """One micro-batch's passes through `stage` on a replica of `tp` GPUs (x the plan's context
     parallelism) of this pool, as the plan's engine executes them (planner.compute.stage_pass_times
     with the engine's execution values)."""
-    run, gpu, cp = engine_profile(plan.engine).execution_for(plan), pool.gpu, plan.context_parallel
-    return stage_pass_times(plan.model, gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
-                            plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, flash_attention(plan, options),
-                            gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
-                            run.kernels, run.selective_recompute, plan.training, cp, context_ring_bw(pool, tp, cp),
-                            plan.expert_parallel, run.tp_comm_overlap)
+    gpu, cp = pool.gpu, plan.context_parallel
+    run = pass_execution(engine_profile(plan.engine).execution, plan.tf32, plan.tp_comm_overlap)
+    return stage_pass_times(StagePass(
+        model=plan.model, gpu=gpu, num_layers=stage.num_layers, has_head=stage.layer_end == plan.model.layers,
+        seq_len=plan.seq_len, micro_batch=plan.micro_batch, tp=tp, sequence_parallel=plan.sequence_parallel,
+        recompute=plan.recompute, flash_attention=flash_attention(plan, options), link_bw=gpu.link_bw_bytes_per_s,
+        precision=plan.precision, training=plan.training, cp=cp, cp_bw=context_ring_bw(pool, tp, cp),
+        expert_parallel=plan.expert_parallel), run)
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,

@@ -26,9 +26,9 @@ tests/test_one_cost_model.py holds the two within a stated tolerance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from planner.compute import stage_pass_times
+from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
 from planner.cost import CostOptions
@@ -92,7 +92,6 @@ class Scorer:
         self.numerics = numerics(job.precision)   # None: 16-bit, whichever of bf16 and fp16 a layout takes
         self.states = model_states(job.precision, job.training, job.model, job.offload,   # planner.training
                                    self.run.offload_grad_bytes)
-        self.tf32 = self.run.tf32(job.tf32)
         self.model = job.model
         self.pools = {p.name: p for p in cluster.pools}
         self._pass: dict = {}
@@ -117,19 +116,16 @@ class Scorer:
         # the passes depend on the GPU, not on its pool, but for a context-parallel ring across nodes
         key = (pool.gpu.id if self.cp == 1 else pool.name, tp, mb, recompute, sp)
         if key not in self._pass:
-            m, s, flash = self.model, self.job.seq_len, self.options.flash_attention
-            link = pool.gpu.link_bw_bytes_per_s
-            overhead = self.run.layer_overhead_s
-            p, tf32 = self.job.precision, self.tf32
-            kernels, selective = self.run.kernels, self.run.selective_recompute
-            job, cp, t = self.job.training, self.cp, tp // self.cp
-            ring = context_ring_bw(pool, t, cp)
-            ep = self.job.expert_parallel
-            overlap = self.run.tp_comm_overlap or (sp and self.engine.space.tp_comm_overlap)   # as to_plan sets it
-            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                     kernels, selective, job, cp, ring, ep, overlap)
-            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                    kernels, selective, job, cp, ring, ep, overlap)
+            cp, t = self.cp, tp // self.cp
+            # as to_plan sets the plan's tp_comm_overlap
+            run = pass_execution(self.run, self.job.tf32, sp and self.engine.space.tp_comm_overlap)
+            layer = StagePass(model=self.model, gpu=pool.gpu, num_layers=1, has_head=False, seq_len=self.job.seq_len,
+                              micro_batch=mb, tp=t, sequence_parallel=sp, recompute=recompute,
+                              flash_attention=self.options.flash_attention, link_bw=pool.gpu.link_bw_bytes_per_s,
+                              precision=self.job.precision, training=self.job.training, cp=cp,
+                              cp_bw=context_ring_bw(pool, t, cp), expert_parallel=self.job.expert_parallel)
+            layer, head = (stage_pass_times(layer, run),
+                           stage_pass_times(replace(layer, num_layers=0, has_head=True), run))
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 
