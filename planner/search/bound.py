@@ -60,7 +60,7 @@ import math
 
 from planner.comm import ring_s_per_byte
 from planner.compute import ACT_BYTES
-from planner.dataparallel import step_s, zero_per_micro_batch_floor
+from planner.dataparallel import pass_with_zero_floor_s, step_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.placement import dp_link_ceiling, p2p_floor_s
 from planner.schedule import interleaved_in_flight, window_in_flight_limit
@@ -310,7 +310,7 @@ class Bounds:
                     f, b, _, _ = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
                     most = max(shares[k:k + g.count])
                     k += g.count
-                    tau = max(f, zf) + max(b, zb)
+                    tau = pass_with_zero_floor_s(f, zf) + pass_with_zero_floor_s(b, zb)
                     a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
                     taus += [tau] * g.count
                     # (b9): the group's busiest replica holds at least this many micro-batches under the

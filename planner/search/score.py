@@ -32,7 +32,7 @@ from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
 from planner.cost import CostOptions
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
+from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_exposed_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
@@ -421,7 +421,7 @@ class Scorer:
                             for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                 a2a_f, a2a_b = alltoall_s(self.model, layers[i], self.job.seq_len, mb, g.tp // cp, cp, ep, dp_bw,
                                           dp_lat, knobs.recompute, precision)
-                f, b = f + max(0.0, zf + fetch - h * f) + a2a_f, b + max(0.0, zb + fetch - h * b) + a2a_b
+                f, b = f + zero_exposed_s(zf + fetch, f, h) + a2a_f, b + zero_exposed_s(zb + fetch, b, h) + a2a_b
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)

@@ -43,7 +43,7 @@ import numpy as np
 
 from planner.comm import ring_s_per_byte
 from planner.compute import ACT_BYTES
-from planner.dataparallel import zero_per_micro_batch_floor
+from planner.dataparallel import pass_with_zero_floor_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.placement import network_share_bw, p2p_floor_s
 from planner.search.bound import FILL_SLACK
@@ -158,9 +158,9 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
     if zero == 1:
         tau = per.fw + per.bw
     elif zero == 2:
-        tau = per.fw + np.maximum(per.bw, sub.grads)
+        tau = per.fw + pass_with_zero_floor_s(per.bw, sub.grads)
     else:
-        tau = np.maximum(per.fw, sub.gather) + np.maximum(per.bw, sub.gather + sub.grads)
+        tau = pass_with_zero_floor_s(per.fw, sub.gather) + pass_with_zero_floor_s(per.bw, sub.gather + sub.grads)
     W = s.layer_params_held / sub.t_arr * sum(state_bytes_per_param(zero, sub.d, s.states))
     tau = np.where(sub.present, tau, np.inf)
     # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's (the

@@ -1,0 +1,43 @@
+"""Each formula stated once (docs/cost-model.md, "One statement of each formula"): the relaxations the
+search's bounds take are held below the exact formula the cost model calls, on random inputs
+(Hypothesis), and the functions the docs list as each formula's one place exist."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.comm import ring_s_per_byte
+from planner.dataparallel import (pass_with_zero_floor_s, zero_exposed_s, zero_per_micro_batch_floor,
+                                  zero_per_micro_batch_s)
+
+seconds = st.floats(0.0, 10.0, allow_nan=False)
+
+
+@settings(max_examples=300)
+@given(zero=st.integers(0, 3), weight_bytes=st.floats(1e3, 1e11), replicas=st.integers(1, 4096),
+       gbps=st.floats(1.0, 3600.0), latency_us=st.floats(0.0, 50.0), grad_bytes=st.sampled_from((2, 4)),
+       element_bytes=st.sampled_from((2.0, 4.0, 0.5)), trained=st.floats(0.001, 1.0), forward=seconds,
+       backward=seconds, fetch=seconds, overlap=st.floats(0.0, 1.0))
+def test_zero_pass_floor_at_most_the_exposed_zero_pass(zero, weight_bytes, replicas, gbps, latency_us, grad_bytes,
+                                                       element_bytes, trained, forward, backward, fetch, overlap):
+    """pass_with_zero_floor_s over zero_per_micro_batch_floor (the bounds' tau) <= the pass plus
+    zero_exposed_s of zero_per_micro_batch_s (cost.evaluate and the fast score), any overlap in [0, 1]."""
+    bw = gbps * 1e9 / 8
+    exact_f, exact_b = zero_per_micro_batch_s(zero, weight_bytes, replicas, bw, latency_us * 1e-6, grad_bytes,
+                                              element_bytes, trained)
+    floor_f, floor_b = zero_per_micro_batch_floor(zero, weight_bytes, replicas, ring_s_per_byte(replicas, bw),
+                                                  element_bytes, trained)
+    if grad_bytes == 2:                 # the floor counts 16-bit gradients, the least any engine sends
+        for compute, exact, floor in ((forward, exact_f, floor_f), (backward, exact_b, floor_b)):
+            bound = pass_with_zero_floor_s(compute, floor)
+            assert bound <= (compute + zero_exposed_s(exact + fetch, compute, overlap)) * (1 + 1e-12)
+    assert zero_exposed_s(exact_f, forward, overlap) >= 0.0
+
+
+def test_zero_exposure_one_body_for_numbers_and_arrays():
+    compute, collective = np.array([0.1, 0.5, 2.0]), np.array([0.3, 0.3, 0.3])
+    arrays = zero_exposed_s(collective, compute, 0.5)
+    assert list(arrays) == [zero_exposed_s(float(c), float(t), 0.5) for c, t in zip(collective, compute)]
+    assert type(zero_exposed_s(0.3, 0.1, 1.0)) is float
+    assert list(pass_with_zero_floor_s(compute, collective)) == [max(t, c) for t, c in zip(compute, collective)]
