@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from planner.compute import PassTimes, StagePass, pass_execution, speed_notes, stage_pass_times
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_exposed_s, zero_per_micro_batch_s
+from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_exposed_s,
+                                  zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
 from planner.energy import J_PER_KWH, energy_per_million_tokens_kwh, power_w, train_co2_kg
@@ -156,7 +157,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     for i in range(p):
         for r in range(len(plan.stages[i].replicas)):
             overlap = sim.last_backward_s[i][r] if overlaps else 0.0
-            exposed = max(0.0, dp_sync[i] - overlap)
+            exposed = exposed_grad_sync_s(dp_sync[i], overlap)
             done = sim.end_s[i][r] + exposed + after_step[i]
             if done >= finish:
                 finish, dp_total, dp_exposed, step_total = done, dp_sync[i], done - sim.end_s[i][r] - after_step[i], after_step[i]

@@ -32,7 +32,8 @@ from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
 from planner.cost import CostOptions
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_exposed_s, zero_per_micro_batch_s
+from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_exposed_s,
+                                  zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
 from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
@@ -432,7 +433,7 @@ class Scorer:
             sync = sum(grad_sync_s(zero, per_gpu * self.states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                        for per_gpu, ranks in shards)
             overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
-            exposed = max(0.0, sync - stage_bwd / v) if overlaps else sync
+            exposed = exposed_grad_sync_s(sync, stage_bwd / v if overlaps else 0.0)
             step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states,
                                         first_fwd if self.run.overlap_param_gather else 0.0)
                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
