@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.comm import INTRA_NODE_LATENCY_S, all_reduce_s
+from planner.comm import INTRA_NODE_LATENCY_S, activation_message_bytes, all_reduce_s
 from planner.engines.base import Execution
 from planner.experts import expert_load
 from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token, layer_params,
@@ -323,8 +323,8 @@ def adapter_pass_s(model: Model, gpu: Gpu, tokens: float, tp: int, training: Tra
 def tp_collective_s(model: Model, seq_len: int, micro_batch: int, tp: int, link_bw: float,
                     precision: Precision | None = None) -> float:
     """One all-reduce (or all-gather + reduce-scatter pair) of the s*b*h activation."""
-    return all_reduce_s(numerics(precision).act_bytes * seq_len * micro_batch * model.hidden, tp, link_bw,
-                        INTRA_NODE_LATENCY_S)
+    return all_reduce_s(activation_message_bytes(numerics(precision).act_bytes, seq_len, micro_batch, model.hidden),
+                        tp, link_bw, INTRA_NODE_LATENCY_S)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from planner.comm import activation_message_bytes
 from planner.compute import PassTimes, StagePass, pass_execution, speed_notes, stage_pass_times
 from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_exposed_s,
                                   zero_per_micro_batch_s)
@@ -43,7 +44,8 @@ def flash_attention(plan: Plan, options: CostOptions) -> bool:
 def plan_links(cluster: Cluster, plan: Plan) -> Links:
     """The links of `plan`'s placement (planner.placement)."""
     return Links(cluster, structure_of(plan), place(cluster, plan),
-                 numerics(plan.precision).act_bytes * plan.seq_len * plan.micro_batch * plan.model.hidden)
+                 activation_message_bytes(numerics(plan.precision).act_bytes, plan.seq_len, plan.micro_batch,
+                                          plan.model.hidden))
 
 
 def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOptions = CostOptions()) -> PassTimes:

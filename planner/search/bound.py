@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 
-from planner.comm import ring_s_per_byte
+from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
 from planner.dataparallel import pass_with_zero_floor_s, step_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
@@ -410,7 +410,7 @@ class Bounds:
         key = (a, b, mb)
         if key not in self._run:
             s = self.scorer
-            size = ACT_BYTES * s.job.seq_len * mb * s.model.hidden
+            size = activation_message_bytes(ACT_BYTES, s.job.seq_len, mb, s.model.hidden)
             owners_a = [g for g in a for _ in range(g.count)]
             owners_b = [g for g in b for _ in range(g.count)]
             pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])

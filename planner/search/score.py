@@ -39,7 +39,7 @@ from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
 from planner.memory import (host_bytes_per_param, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
-from planner.comm import p2p_s
+from planner.comm import activation_message_bytes, p2p_s
 from planner.placement import Links, context_ring_bw, network_bw, place_structure
 from planner.schedule import (in_flight_micro_batches, interleave_groups_fit, interleaved_in_flight,
                               window_in_flight_limit)
@@ -167,7 +167,7 @@ class Scorer:
         on the stage structure alone): each stage's data-parallel ring and each boundary's transfer."""
         key = (layout, mb)
         if key not in self._links:
-            size = self.numerics.act_bytes * self.job.seq_len * mb * self.model.hidden
+            size = activation_message_bytes(self.numerics.act_bytes, self.job.seq_len, mb, self.model.hidden)
             self._links[key] = self._link_figures(layout).at(size)
         return self._links[key]
 

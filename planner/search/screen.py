@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.comm import ring_s_per_byte
+from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
 from planner.dataparallel import pass_with_zero_floor_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
@@ -289,7 +289,7 @@ def dp_link_ceilings(scorer: Scorer, pools, present, tps, count, chain, first, r
 def _diagonal_floor_s(scorer: Scorer, pools, tp_list, mb) -> np.ndarray:
     """[pool, tp] table of placement.p2p_floor_s from a replica of (pool, tp) to another of the
     same (the larger of both directions, as bound._boundary_floor_s takes it)."""
-    size = ACT_BYTES * scorer.job.seq_len * mb * scorer.model.hidden
+    size = activation_message_bytes(ACT_BYTES, scorer.job.seq_len, mb, scorer.model.hidden)
     out = np.zeros((len(pools), len(tp_list)))
     for k, pool in enumerate(pools):
         for j, t in enumerate(tp_list):
