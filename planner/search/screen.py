@@ -45,7 +45,7 @@ from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
 from planner.dataparallel import pass_with_zero_floor_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
-from planner.placement import network_share_bw, p2p_floor_s
+from planner.placement import dp_member_bw, p2p_floor_s
 from planner.search.bound import FILL_SLACK
 from planner.search.score import Scorer
 from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, searched_recomputes, tp_degrees
@@ -278,10 +278,7 @@ def dp_link_ceilings(scorer: Scorer, pools, present, tps, count, chain, first, r
     inter = np.array([p.inter_node_bw_bytes_per_s for p in pools], float)[:, None]
     between = np.array([[scorer.cluster.bw_between_pools(a, b) for b in pools] for a in pools], float)
     busy = np.minimum(tps, gpn)          # a replica wider than a node (context parallelism) fills its nodes
-    share = network_share_bw(inter, 1, busy)
-    share = np.where(~chain & (rows != first), np.minimum(share, network_share_bw(between[rows, first], 1, busy)),
-                     share)
-    group_bw = np.minimum(share, link)
+    group_bw = dp_member_bw(inter, np.where(~chain & (rows != first), between[rows, first], np.inf), link, 1, busy)
     group_bw = np.where(chain & (count * tps <= gpn), link, group_bw)
     return np.where(chain, group_bw, np.where(present, group_bw, np.inf).min(axis=0))
 
