@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.comm import ring_s_per_byte
+from planner.schedule import (interleaved_in_flight, window_in_flight_ceiling, window_in_flight_floor,
+                              window_in_flight_limit)
 from planner.dataparallel import (pass_with_zero_floor_s, zero_exposed_s, zero_per_micro_batch_floor,
                                   zero_per_micro_batch_s)
 
@@ -41,3 +43,26 @@ def test_zero_exposure_one_body_for_numbers_and_arrays():
     assert list(arrays) == [zero_exposed_s(float(c), float(t), 0.5) for c, t in zip(collective, compute)]
     assert type(zero_exposed_s(0.3, 0.1, 1.0)) is float
     assert list(pass_with_zero_floor_s(compute, collective)) == [max(t, c) for t, c in zip(compute, collective)]
+
+
+@settings(max_examples=500)
+@given(replicas=st.integers(1, 64), position=st.integers(1, 64), own=st.integers(1, 512), data=st.data())
+def test_in_flight_floor_and_ceiling_around_the_exact_limit(replicas, position, own, data):
+    """window_in_flight_floor (the screen: the window's share as a float, position x from the end of a
+    run of d replicas a stage) <= window_in_flight_limit (the cost model's memory, the fast score, the
+    bounds' caps) <= window_in_flight_ceiling ((b7), (b9))."""
+    total = data.draw(st.integers(own * replicas, own * replicas * 8))   # the m micro-batches, own of them each replica's
+    window = position * replicas
+    exact = window_in_flight_limit(window, own, total)
+    share = replicas * own / total                                        # the screen's c
+    assert window_in_flight_floor(position * share, own) <= exact <= window_in_flight_ceiling(window, own, total)
+    arrays = window_in_flight_floor(np.array([position * share]), np.array([float(own)]))
+    assert arrays[0] == window_in_flight_floor(position * share, own)
+
+
+@given(p=st.integers(1, 64), v=st.integers(2, 8), own=st.integers(1, 512), data=st.data())
+def test_interleaved_in_flight_one_body_for_numbers_and_arrays(p, v, own, data):
+    i = data.draw(st.integers(0, p - 1))
+    exact = interleaved_in_flight(p, i, v, own)
+    assert interleaved_in_flight(np.array([p]), np.array([p]) - (p - i), v, np.array([float(own)]))[0] == exact
+    assert interleaved_in_flight(p, p - 1, v, own) <= exact     # the last stage holds the fewest

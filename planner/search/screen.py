@@ -46,6 +46,7 @@ from planner.compute import ACT_BYTES
 from planner.dataparallel import pass_with_zero_floor_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.placement import dp_member_bw, p2p_floor_s
+from planner.schedule import interleaved_in_flight, window_in_flight_floor
 from planner.search.bound import FILL_SLACK
 from planner.search.score import Scorer
 from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, searched_recomputes, tp_degrees
@@ -245,7 +246,7 @@ def _mixed_fits(L, v, p, m, replicas, n_lo, present, free, W, act):
         c = np.maximum(replicas * n_lo / m, 1e-12) if v == 1 else np.ones_like(n_lo)
         q = p.astype(float)
         total = _run_total(q, c, n_lo, free, W, act)
-        least = np.where(free > 0, np.floor(free / (W + np.minimum(n_lo, np.ceil(q * c * (1 - 1e-12))) * act)
+        least = np.where(free > 0, np.floor(free / (W + window_in_flight_floor(q * c, n_lo) * act)
                                             * (1 + 1e-9)), 0.0)
         total = np.where(present, total, np.inf).min(axis=0)
         least = np.where(present, least, np.inf).min(axis=0)
@@ -259,7 +260,7 @@ def _run_total(q, c, own, free, W, act):
     x c <= 1 (f = 1) and those at own are counted exactly; in between, f_x >= x c and each term is
     at most its integral over [x - 1/2, x + 1/2] (convex in x)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        last = np.floor(free / (W + np.minimum(own, np.maximum(1.0, np.ceil(c * (1 - 1e-12)))) * act) * (1 + 1e-9))
+        last = np.floor(free / (W + window_in_flight_floor(c, own) * act) * (1 + 1e-9))
         ones = np.clip(np.floor(1 / c), 1, q)                          # x <= ones: one micro-batch
         ones = np.where(own <= 1, q, ones)
         k = np.clip(np.ceil(own / c) - 1, ones, q)                     # x <= k: x c < own
@@ -304,15 +305,15 @@ def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m)
             # the stage x from the run's end holds >= min(own, ceil(x c)) micro-batches, c = d own / m
             # (its window x d over the m micro-batches, own of them its own)
             c = lanes * ownf / m
-            per_stage = free / (W + np.minimum(ownf, np.ceil(c * (1 - 1e-12))) * act)
+            per_stage = free / (W + window_in_flight_floor(c, ownf) * act)
             total = _run_total(q, c, ownf, free, W, act)
             # the run's first stage (x = q) holds the most: it must still fit v layers
-            least = free / (W + np.minimum(ownf, np.ceil(q * c * (1 - 1e-12))) * act)
+            least = free / (W + window_in_flight_floor(q * c, ownf) * act)
         else:
-            flight = np.minimum((v - 1) * p_stages + 1, ownf * v) / v
+            flight = interleaved_in_flight(p_stages, p_stages - 1, v, ownf)     # the last stage holds the fewest
             per_stage = free / (W + flight * act)
             total = q * per_stage
-            least = free / (W + np.minimum(2 * (q - 1) + (v - 1) * p_stages + 1, ownf * v) / v * act)
+            least = free / (W + interleaved_in_flight(p_stages, p_stages - q, v, ownf) * act)
         cap = np.where(present & (free > 0), np.minimum(total / np.maximum(q, 1), per_stage), 0.0)
         feasible = (q * cap).sum(axis=0) >= L * (1 - 1e-12)
         feasible &= (~present | (np.floor(np.where(free > 0, least, 0.0) * (1 + 1e-9)) >= v)).all(axis=0)
