@@ -62,6 +62,11 @@ def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOpt
         expert_parallel=plan.expert_parallel), run)
 
 
+def price_per_hour_usd(pools: dict[str, Pool], gpus_by_pool: dict[str, int]) -> float:
+    """The dollars an hour of the GPUs a plan (or a layout, for the search) uses, `pools` by name."""
+    return sum(n * pools[name].price_per_gpu_hour_usd for name, n in gpus_by_pool.items())
+
+
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
              options: CostOptions = CostOptions(), timeline: bool = False, detail: bool = True) -> Estimate:
     """`detail=False` skips the second simulation (without transfer times) that splits pipeline
@@ -184,7 +189,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     }
     tokens = plan.global_batch * plan.seq_len
     used = plan.gpus_by_pool()
-    price_per_hour = sum(n * cluster.pool(name).price_per_gpu_hour_usd for name, n in used.items())
+    price_per_hour = price_per_hour_usd({p.name: p for p in cluster.pools}, used)
     peak = sum(n * cluster.pool(name).gpu.peak_flops for name, n in used.items())
     mfu = model_flops_per_iteration(plan.model, plan.seq_len, plan.global_batch, plan.training) / (iteration * peak)
     tokens_per_s = tokens / iteration

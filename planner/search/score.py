@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
-from planner.cost import CostOptions
+from planner.cost import CostOptions, price_per_hour_usd
 from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_exposed_s,
                                   zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
@@ -289,7 +289,7 @@ class Scorer:
     def price_per_hour(self, layout) -> float:
         """The dollars an hour of every GPU the layout (or family) uses: the plan's price, stated once
         for the fast scores and the bounds."""
-        return sum(n * self.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
+        return price_per_hour_usd(self.pools, layout.gpus_by_pool())
 
     def could_fit(self, layout: Layout, micro_batch: int, interleave: int) -> bool:
         """Whether the most memory-frugal knobs (ZeRO-3, full recompute) leave room for every layer."""
