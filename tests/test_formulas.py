@@ -3,15 +3,20 @@ search's bounds take are held below the exact formula the cost model calls, on r
 (Hypothesis), and the functions the docs list as each formula's one place exist."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.comm import ring_s_per_byte
-from planner.schedule import (interleaved_in_flight, window_in_flight_ceiling, window_in_flight_floor,
-                              window_in_flight_limit)
 from planner.dataparallel import (pass_with_zero_floor_s, zero_exposed_s, zero_per_micro_batch_floor,
                                   zero_per_micro_batch_s)
+from planner.schedule import (interleaved_in_flight, window_in_flight_ceiling, window_in_flight_floor,
+                              window_in_flight_limit)
+from planner.types import Objective
+from tests.conftest import EXAMPLES
 
 seconds = st.floats(0.0, 10.0, allow_nan=False)
 
@@ -66,3 +71,27 @@ def test_interleaved_in_flight_one_body_for_numbers_and_arrays(p, v, own, data):
     exact = interleaved_in_flight(p, i, v, own)
     assert interleaved_in_flight(np.array([p]), np.array([p]) - (p - i), v, np.array([float(own)]))[0] == exact
     assert interleaved_in_flight(p, p - 1, v, own) <= exact     # the last stage holds the fewest
+
+
+@pytest.mark.parametrize("objective", list(Objective))
+def test_fast_key_and_estimate_key_are_one_objective(catalog, objective):
+    """objective.fast_key (time and price: the fast scores and bounds) and estimate_key (an estimate)
+    state the objective twice, in two units; estimate_key_of_fast converts one into the other, and on an
+    evaluated plan (no spot pools) they agree. Under the energy objective the search prices GPUs at
+    their board power in kW (search.search), so the fast key's price is the plan's power / 1000."""
+    from catalog import load_cluster_file, load_plan_file
+    from planner.cost import evaluate
+    from planner.search.objective import estimate_key, estimate_key_of_fast, fast_key
+    from planner.types import Job
+    cluster = load_cluster_file(EXAMPLES / "lab-mix.yaml", catalog)
+    plan = load_plan_file(EXAMPLES / "plans" / "lab-mix-llama-2-70b.json", catalog)
+    job = Job(plan.model, plan.global_batch, plan.seq_len, tokens_to_train=1e11)
+    est = evaluate(cluster, plan, job.tokens_to_train)
+    price = est.power_w / 1000 if objective == Objective.ENERGY else est.cost_per_hour_usd
+    for deadline in (1e9, est.train_time_s / 3600 * 0.99):        # met, then missed by 1%
+        fast = fast_key(objective, job, est.iteration_time_s, price, deadline)
+        exact = estimate_key(objective, est, deadline)
+        if exact == math.inf:
+            assert fast == math.inf and objective == Objective.DEADLINE
+        else:
+            assert estimate_key_of_fast(objective, job, fast) == pytest.approx(exact, rel=1e-12)
