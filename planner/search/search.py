@@ -90,9 +90,12 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     Raises InfeasibleError when nothing fits (or nothing meets the deadline).
 
     `engines` (planner.engines.REAL for the default "best engine"): plan the job for each of these
-    engines instead of `job.engine`, each a search of its own with an equal share of the search's
-    time limit (its baselines keep theirs), and answer with the best by the objective: its plans, its baselines (searched under the
-    same engine, so gains compare like with like) and `by_engine`, what each engine reached.
+    engines instead of `job.engine`, in turn, each a search of its own that prunes at the best plan
+    of those before it (an engine none of whose plans can beat it is `Beaten`, and complete still
+    means no plan of any engine's space beats the answer), with half the time limit for the first
+    and an equal share of what is left for each next (its baselines keep theirs), and answer with
+    the best by the objective: its plans, its baselines (searched once, under the same engine, so
+    gains compare like with like) and `by_engine`, what each engine reached.
 
     Settings that change what a replica is are each a search of their own over the same space,
     with the setting fixed; the best answer by the objective wins, and it is complete when every
@@ -120,10 +123,11 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     for name in names:
         engine_profile(name, "engines")
     # the search's time shared; each baseline keeps its whole limit, so a gain is not over a baseline cut short
-    share = replace(options, time_limit_s=None if options.time_limit_s is None else options.time_limit_s / len(names))
     results: dict[str, SearchResult] = {}
     why: dict[str, InputError] = {}
-    for name in names:     # each engine after the first prunes at the best plan so far: the answer is the best of all
+    clock = Clock(options.time_limit_s)
+    for k, name in enumerate(names):     # each engine after the first prunes at the best plan so far
+        share = replace(options, time_limit_s=_engine_share(clock, k, len(names)))
         try:
             results[name] = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method,
                                    _beating(share, objective, deadline_hours, list(results.values())), False,
@@ -151,15 +155,24 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     said = ", ".join(f"{ENGINES[n].title} " + (f"{results[n].plans[0].estimate.tokens_per_s:,.0f} tokens/s"
                                                 if n in results else "beaten" if n in beaten else "none")
                      for n in names)
-    note = (f"planned for the best of {len(names)} engines, each a search of its own with 1/{len(names)} of the "
-            f"time limit that prunes at the best plan of the engines before it ({said}); the {ENGINES[best].title} "
-            f"plan is shown, baselines under the same engine")
+    note = (f"planned for the best of {len(names)} engines, each a search of its own that prunes at the best plan "
+            f"of the engines before it, with half the time limit for the first and an equal share of what is "
+            f"left for each next ({said}); the {ENGINES[best].title} plan is shown, baselines under the same engine")
     by_engine = {n: results[n] if n in results else why[n].message for n in names}
     found = replace(_combine(objective, deadline_hours, list(results.values()), list(beaten.values())),
                     notes=results[best].notes + (note,), by_engine=by_engine)
     if any(e.field == "time_limit" for e in why.values()):
         found = replace(found, complete=False)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, found) if baselines else found
+
+
+def _engine_share(clock: Clock, k: int, engines: int) -> float | None:
+    """The time limit of the k-th of `engines` searches: half the limit for the first (the others, pruned
+    at its answer, mostly need little), then what is left shared equally among those still to run."""
+    if clock.limit_s is None:
+        return None
+    left = max(1e-3, clock.limit_s - clock.elapsed())
+    return left / 2 if k == 0 and engines > 1 else left / (engines - k)
 
 
 def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_hours, top_k, method, options,
@@ -383,7 +396,7 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
     ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock, shared)
     if options.beat is not None and (not ranked or estimate_key(objective, ranked[0][1], deadline_hours) >= options.beat):
-        complete = considered.stopped_by is None and floor >= options.beat * (1 - 1e-9)
+        complete = floor >= options.beat * (1 - 1e-9)
         raise Beaten("no plan beats the best found elsewhere", complete,
                      0.0 if complete else (options.beat / floor - 1 if floor > 0 else None))
     search_time = time.perf_counter() - start
@@ -402,7 +415,8 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     pareto = _pareto(cluster, job, considered, options,
                      ranked + [(b.plan, b.estimate) for b in base.values() if b is not None], clock, full)
     best = estimate_key(objective, ranked[0][1], deadline_hours)
-    complete = considered.exact or (considered.stopped_by is None and floor >= best * (1 - 1e-9))
+    # a search a limit cut short is still complete when what it left has bounds no better than the answer
+    complete = considered.exact or floor >= best * (1 - 1e-9)
     gap = 0.0 if complete else (best / floor - 1 if floor > 0 else None)
     notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
@@ -559,6 +573,7 @@ def _rank(cluster, job, objective, deadline_hours, considered: Considered, optio
     for order, (_, _, cand, bound) in enumerate(considered.kept):
         if scored and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
+            considered.lower_bound = min([considered.lower_bound] + [b for _, _, _, b in considered.kept[order:]])
             break
         plan = cand.to_plan(job)
         est = considered.evaluated.get(plan)
