@@ -3,6 +3,7 @@ plan invariants, metrics equal to the cost model's, objectives, errors and the C
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 import math
 import json
 import random
@@ -93,6 +94,25 @@ def test_cost_objective_matches_exhaustive(catalog):
     best = search(cluster, job, Objective.COST, baselines=False).plans[0].estimate
     optimum = search(cluster, job, Objective.COST, method="exhaustive", baselines=False).plans[0].estimate
     assert best.cost_per_million_tokens_usd <= optimum.cost_per_million_tokens_usd * 1.01
+
+
+@pytest.mark.parametrize("objective,gpus", [(Objective.THROUGHPUT, 4), (Objective.COST, 2)])
+def test_best_engine_answer_holds_against_every_engines_exhaustive_search(catalog, objective, gpus):
+    """The engines searched after the first prune at the best plan so far (SearchOptions.beat): a
+    complete answer is still the best of every engine's space by the cost model."""
+    from planner.engines import REAL
+    from planner.search.objective import estimate_key
+    cluster = small_cluster(catalog, "a100-80gb-sxm", "l40s", gpus)
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    auto = search(cluster, job, objective, baselines=False, engines=REAL)
+    key = estimate_key(objective, auto.plans[0].estimate, None)
+    assert auto.complete and set(auto.by_engine) == set(REAL) and any(isinstance(r, str) for r in auto.by_engine.values())
+    for name in REAL:
+        try:
+            exact = search(cluster, replace(job, engine=name), objective, method="exhaustive", baselines=False)
+        except InfeasibleError:
+            continue
+        assert key <= estimate_key(objective, exact.plans[0].estimate, None) * (1 + 1e-9), name
 
 
 # ----------------------------------------------------------------------------- plans and metrics
