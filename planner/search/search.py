@@ -334,6 +334,10 @@ def _check_job_kind(job: Job) -> None:
         others = [e.name for e in ENGINES.values() if job.training.kind in e.space.job_kinds]
         raise InputError("job.kind", f"{engine_profile(job.engine).title} does not run {job.training.kind.value} "
                                      f"jobs; plan it for {', '.join(others) or 'another engine'} (--engine)")
+    if (job.model.is_moe and not space.mixture_of_experts) or (job.model.is_mla and not space.latent_attention):
+        others = [e.name for e in ENGINES.values() if e.space.mixture_of_experts and e.space.latent_attention]
+        raise InputError("engine", f"{engine_profile(job.engine).title} cannot run {job.model.id} (" + "; ".join(
+            engine_profile(job.engine).model_violations(job.model)) + f"); plan it for {', '.join(others)} (--engine)")
     if job.expert_parallel > 1 and not space.expert_parallel:
         others = [e.name for e in ENGINES.values() if e.space.expert_parallel]
         raise InputError("expert_parallel", f"{engine_profile(job.engine).title} has no expert parallelism; plan "
