@@ -214,9 +214,10 @@ def counted_evaluations(monkeypatch, plans: list | None = None) -> list[float]:
 def test_every_phase_of_plan_keeps_the_whole_budget_on_the_largest_inputs(tmp_path, capsys, monkeypatch, busy_cores):
     """Issue 24: llama-3.1-405b on 64 pools of 99,840 GPUs with --time-limit 1 took over 50 CPU-s:
     ranking, full evaluations, the offload settings, engines and baselines ran past the limit. The
-    whole call now has one budget, S plus each baseline's 25% of S per engine searched (1 + 5 x 0.5
-    = 3.5 CPU-s), and past it evaluates only the answer in full, once (3 CPU-s at this size, here).
-    Bound: the budget plus that margin and reading the file, doubled for a slower machine."""
+    whole call now has one budget, S plus each baseline's 25% of S (1.5 CPU-s), and past it
+    evaluates only the answer in full, once (3-3.5 CPU-s at this size, here; 6.1 CPU-s in all).
+    Bound: the budget plus that margin and 2 s for reading the file and the rest, the margin doubled
+    for a slower machine."""
     cluster = _cluster_file(tmp_path, largest_cluster())
     evaluations = counted_evaluations(monkeypatch)
     start = time.process_time()
@@ -227,8 +228,8 @@ def test_every_phase_of_plan_keeps_the_whole_budget_on_the_largest_inputs(tmp_pa
     assert rc == 0, err[-500:]
     result = json.loads(out)
     assert len(evaluations) <= 3, evaluations          # the answer, at most once per baseline with a plan
-    margin = max(evaluations) + 1.0
-    assert spent < 3.5 + 2 * margin, f"{spent:.1f} CPU-s ({len(evaluations)} evaluations: {evaluations})"
+    margin = max(evaluations) + 2.0
+    assert spent < 1.5 + 2 * margin, f"{spent:.1f} CPU-s ({len(evaluations)} evaluations: {evaluations})"
     assert result["plans"] and "gap" in result
 
 
