@@ -408,8 +408,8 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
             c.stopped_by = TIME_LIMIT if _out_of_time(clock, c) else BUDGET
             c.budget_hit = c.stopped_by == BUDGET
             c.lower_bound = min(key, unlisted)
-            if not c.kept:        # any limit answers: the first layout that holds the model
-                _first_plan(scorer, bounds, frontier.listed, keeper, scan)
+            if not c.kept and options.beat is None:   # any limit answers: the first layout that holds the
+                _first_plan(scorer, bounds, frontier.listed, keeper, scan)    # model (with `beat`, one exists)
             return
         if detail is UNSCREENED:
             frontier.screen_next()

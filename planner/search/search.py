@@ -713,9 +713,13 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
     out: dict[str, ScoredPlan | None] = {}
     notes, status = [], {}
     for name in BASELINES:
-        left = _left_s()          # each within what is left of the whole budget (at least 1 ms: its first plan)
+        left = _left_s()          # each within what is left of the whole budget; none once it is spent
+        if left is not None and left <= 0:
+            out[name], status[name] = None, BaselineStatus(False, TIME_LIMIT, None)
+            notes.append(f"the {name} baseline was not run: the time limit was spent before it")
+            continue
         if left is not None and options.baseline_time_limit_s is not None:
-            options = replace(options, baseline_time_limit_s=max(1e-3, min(options.baseline_time_limit_s, left)))
+            options = replace(options, baseline_time_limit_s=min(options.baseline_time_limit_s, left))
         clock, full = Clock(options.baseline_time_limit_s), {}
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options, shared)
         best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock, full)
