@@ -192,7 +192,7 @@ def busy_cores():
 
 def counted_evaluations(monkeypatch, plans: list | None = None) -> list[float]:
     """CPU seconds of each planner.cost.evaluate the search and the fleet run (patched where they call
-    it); `plans` collects the plan of each."""
+    it); `plans` collects the (cluster, plan) of each."""
     import sys
     import planner.fleet
     from planner import cost
@@ -201,7 +201,7 @@ def counted_evaluations(monkeypatch, plans: list | None = None) -> list[float]:
     def timed(*args, **kwargs):
         start = time.process_time()
         if plans is not None:
-            plans.append(args[1])
+            plans.append((args[0], args[1]))
         try:
             return cost.evaluate(*args, **kwargs)
         finally:
@@ -252,6 +252,6 @@ def test_fleet_candidates_are_scored_within_their_limit(tmp_path, capsys, monkey
     assert rc == 0, err[-500:]
     result = json.loads(out)
     assert result["allocations"], out[:500]
-    assert max(Counter(plans).values()) <= 2, "a candidate's plan evaluated more than twice"
+    assert max(Counter(plans).values()) <= 2, "a candidate's plan evaluated more than twice on its sub-cluster"
     searches = result["searches"]
     assert spent < 2 * (searches * 0.3 + sum(evaluations)) + 4, f"{spent:.1f} CPU-s, {len(evaluations)} evaluations"
