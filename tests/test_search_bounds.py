@@ -168,3 +168,20 @@ def test_memory_cap_of_the_bounds_at_least_the_layers_memory_allows(catalog, gpu
     cap = _layers_held(*bounds._cap_coefficients(Group("p0", tp, replicas), mb, recompute, sp, replicas, zero),
                        in_flight)
     assert exact <= cap, (exact, cap)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_limit_keeps_exactly_the_settings_whose_bound_is_below_it(catalog, seed):
+    """pipeline_s(limit=x) leaves out a setting only when the bound it returns (margin taken off) is at
+    least x: the search prunes by the same number it ranks and verifies with."""
+    cluster, job = _random_case(random.Random(seed), catalog)
+    bounds = Bounds(Scorer(cluster, job))
+    checked = 0
+    for family in layout_families(cluster.pools, job.model, job.global_batch, partial=False):
+        runs = family.runs(family.orders()[0])
+        every = bounds.pipeline_s(runs, family.max_replicas_per_stage)
+        for limit in sorted(set(every.values()))[::7]:
+            cut = bounds.pipeline_s(runs, family.max_replicas_per_stage, limit=limit)
+            assert cut == {k: b for k, b in every.items() if b < limit}, family
+            checked += 1
+    assert checked > 0

@@ -148,6 +148,7 @@ class Bounds:
         any_order = fixed < len(runs)           # no head time, and only known transfers
         last[fixed:], windows[fixed:] = [p - 1] * (len(runs) - fixed), replicas[fixed:]
         out = {}
+        raw_limit = limit / (1 - FILL_SLACK)    # `limit` applies to the bound as returned, margin taken off
         wanted = None if only is None else {key[:3] for key in only}
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
@@ -162,11 +163,12 @@ class Bounds:
                         continue
                     ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
                     found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers,
-                                                  any_order, limit, ratio, fixed >= 1)
+                                                  any_order, raw_limit, ratio, fixed >= 1)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
+                        bound *= 1 - FILL_SLACK
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
-                            out[(mb, v, rc, zero)] = bound * (1 - FILL_SLACK)
+                            out[(mb, v, rc, zero)] = bound
             if not fits and only is None:
                 break   # nothing fits at this micro-batch without interleave: nothing larger fits either
         return out
