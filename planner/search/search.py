@@ -643,13 +643,16 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
 def _best_of(cluster, job, objective, deadline_hours, considered: Considered, options,
              clock: Clock | None = None) -> tuple[Plan, Estimate] | None:
     """What `_rank` would put first, re-scoring only candidates that could still beat the best so far:
-    no iteration is shorter than its busiest replica's compute (the cost model's own pass times,
-    without communication), so a candidate whose compute alone cannot win is not simulated."""
+    not one whose lower bound (the search's, _Keeper.add) cannot, and no iteration is shorter than its
+    busiest replica's compute (the cost model's own pass times, without communication), so a
+    candidate whose compute alone cannot win is not simulated."""
     best, best_key = None, math.inf
-    for _, _, cand, _ in considered.kept:
+    for _, _, cand, bound in considered.kept:
         if best is not None and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
+        if estimate_key_of_fast(objective, job, bound) >= best_key:    # its lower bound (_Keeper.add) cannot win
+            continue
         floor = estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
             cluster, job, cand, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
         if floor >= best_key:
