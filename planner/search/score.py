@@ -71,11 +71,13 @@ class Candidate:
             replicas = tuple(Replica(g.pool, g.tp // cp, n * self.knobs.micro_batch) for g, n in zip(pools, shares))
             stages.append(Stage(start, start + n_layers, replicas))
             start += n_layers
-        return Plan(job.model, job.global_batch, job.seq_len, self.knobs.micro_batch, self.precision,
-                    tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
-                    Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine,
-                    job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload, cp,
-                    job.expert_parallel, tp_comm_overlap=overlap)
+        return Plan(model=job.model, global_batch=job.global_batch, seq_len=job.seq_len,
+                    micro_batch=self.knobs.micro_batch, precision=self.precision, stages=tuple(stages),
+                    zero_stage=self.knobs.zero_stage, recompute=self.knobs.recompute, sequence_parallel=sp,
+                    schedule=Schedule.ONE_F_ONE_B, interleave=self.knobs.interleave, engine=job.engine,
+                    tf32=job.tf32 if self.precision == Precision.FP32 else None, training=job.training,
+                    offload=job.offload, context_parallel=cp, expert_parallel=job.expert_parallel,
+                    tp_comm_overlap=overlap)
 
 
 class Scorer:
@@ -146,18 +148,22 @@ class Scorer:
         """planner.memory.activation_bytes_per_layer for this job."""
         key = (mb, tp, sp, recompute)
         if key not in self._act:
-            self._act[key] = activation_bytes_per_layer(self.model, self.job.seq_len, mb, tp // self.cp, sp, recompute,
-                                                        self.options.flash_attention, self.job.precision,
-                                                        self.run.selective_recompute, self.cp)
+            self._act[key] = activation_bytes_per_layer(model=self.model, seq_len=self.job.seq_len, micro_batch=mb,
+                                                        tp=tp // self.cp, sequence_parallel=sp, recompute=recompute,
+                                                        flash_attention=self.options.flash_attention,
+                                                        precision=self.job.precision,
+                                                        selective=self.run.selective_recompute, cp=self.cp)
         return self._act[key]
 
     def workspace_bytes(self, mb: int, tp: int, sp: bool, recompute: Recompute) -> float:
         """planner.memory.recompute_workspace_bytes for this job."""
         key = ("workspace", mb, tp, sp, recompute)
         if key not in self._act:
-            self._act[key] = recompute_workspace_bytes(self.model, self.job.seq_len, mb, tp // self.cp, sp, recompute,
-                                                       self.options.flash_attention, self.job.precision,
-                                                       self.run.selective_recompute, self.cp)
+            self._act[key] = recompute_workspace_bytes(model=self.model, seq_len=self.job.seq_len, micro_batch=mb,
+                                                       tp=tp // self.cp, sequence_parallel=sp, recompute=recompute,
+                                                       flash_attention=self.options.flash_attention,
+                                                       precision=self.job.precision,
+                                                       selective=self.run.selective_recompute, cp=self.cp)
         return self._act[key]
 
     # ------------------------------------------------------------------ links of a layout's placement
@@ -420,8 +426,9 @@ class Scorer:
                 h = self.run.zero_overlap
                 fetch = sum(fetch_s(self.states, per_gpu, ranks, self.pools[g.pool].gpu)
                             for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
-                a2a_f, a2a_b = alltoall_s(self.model, layers[i], self.job.seq_len, mb, g.tp // cp, cp, ep, dp_bw,
-                                          dp_lat, knobs.recompute, precision)
+                a2a_f, a2a_b = alltoall_s(model=self.model, num_layers=layers[i], seq_len=self.job.seq_len,
+                                          micro_batch=mb, tp=g.tp // cp, cp=cp, expert_parallel=ep, bw=dp_bw,
+                                          latency_s=dp_lat, recompute=knobs.recompute, precision=precision)
                 f, b = f + zero_exposed_s(zf + fetch, f, h) + a2a_f, b + zero_exposed_s(zb + fetch, b, h) + a2a_b
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
