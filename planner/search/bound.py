@@ -57,6 +57,7 @@ single-pool stage's even shares in whole groups of p.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
@@ -72,6 +73,37 @@ from planner.search.space import (INTERLEAVES, ZERO_STAGES, zero_stages, Family,
 from planner.types import Recompute, Schedule
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
+
+
+class StageRates(NamedTuple):
+    """A stage's figures for one ZeRO stage (Bounds._stage_rates): (b1)'s a (its busiest replica's
+    micro-batches x tau per layer), (b3)'s beta (its fastest group's tau) and beta_hi (its slowest's),
+    (b5)'s c (optimizer step and ZeRO-1/2 gather per layer), whether the head's time e counts (not when
+    ZeRO-2/3 traffic may hide it), and (b9)'s lanes (micro-batches, tau) per group."""
+    a: float
+    beta: float
+    c: float
+    keep_head: bool
+    beta_hi: float
+    lanes: tuple[tuple[int, float], ...]
+
+
+class StageFigures(NamedTuple):
+    """Bounds._stage_rates of a stage of some groups: StageRates per ZeRO stage, the head's time e,
+    and the stage's shares (micro-batches per replica)."""
+    per_zero: dict[int, StageRates]
+    head: float
+    shares: tuple[int, ...]
+
+
+class StageRow(NamedTuple):
+    """Stages of run `run` in Bounds._pipeline_s: `count` of them, their rates, the head's time and which
+    part of the run they are ("all" of a run before the last; the last run's "others" and "last")."""
+    run: int
+    count: int
+    per_zero: dict[int, StageRates]
+    head: float
+    part: str
 
 # Narayanan's fill (b3) is an estimate of the simulated 1F1B bubble, not a bound on it (the
 # simulation hides the stages after the busiest one behind its own backward passes), and the
@@ -193,9 +225,10 @@ class Bounds:
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
                 return never, False
             if k < len(runs) - 1:
-                stages.append((k, count, per_zero, 0.0, "all"))
+                stages.append(StageRow(k, count, per_zero, 0.0, "all"))
             else:                                # only the very last stage holds the head
-                stages += [(k, count - 1, per_zero, 0.0, "others")] * (count > 1) + [(k, 1, per_zero, head, "last")]
+                stages += ([StageRow(k, count - 1, per_zero, 0.0, "others")] * (count > 1)
+                           + [StageRow(k, 1, per_zero, head, "last")])
         out, fits = [], False
         total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs)
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
@@ -325,13 +358,13 @@ class Bounds:
                 if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                     a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
                 # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
-                per_zero[zero] = (a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes))
+                per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes))
             heads, k = [], 0
             for g in groups:
                 _, _, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
                 heads.append(max(shares[k:k + g.count]) * (hf + hb) if len(groups) == 1 else hf + hb)
                 k += g.count
-            self._rates[key] = (per_zero, min(heads), shares)
+            self._rates[key] = StageFigures(per_zero, min(heads), shares)
         return self._rates[key]
 
     def _run_caps(self, groups, mb, v, rc, sp, p, last_stage, window, count, m, zero) -> tuple[int, int, int]:

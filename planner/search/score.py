@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
@@ -576,13 +577,22 @@ class LayoutLinks:
         return min(sum(lane.round_trip) for lane in self.lanes)
 
 
+class LaneLinkFigures(NamedTuple):
+    """One kind of lane's links: its replica group, each boundary's forward and backward (bandwidth,
+    latency), and the wrap's (from the last stage to the first and back; None in one-stage layouts)."""
+    group: int
+    forward: tuple[tuple[float, float], ...]
+    backward: tuple[tuple[float, float], ...]
+    wrap_forward: tuple[float, float] | None
+    wrap_backward: tuple[float, float] | None
+
+
 @dataclass(frozen=True)
 class LinkFigures:
     """A layout's placement's link figures, independent of the activation size: each stage's ring,
-    and the distinct kinds of lane as (group, forward (bandwidth, latency) per boundary, backward
-    ones, wrap forward, wrap backward)."""
+    and the distinct kinds of lane."""
     dp: tuple[tuple[float, float], ...]
-    lanes: tuple
+    lanes: tuple[LaneLinkFigures, ...]
 
     @staticmethod
     def of(links: Links, layout: Layout, lanes: list | None = None) -> "LinkFigures":
@@ -617,7 +627,7 @@ def _distinct_lanes(layout: Layout, lanes: list) -> tuple:
     groups = [k for k, g in enumerate(layout.stages[0]) for _ in range(g.count)] if len(layout.stages[0]) > 1 else None
     seen, out = set(), []
     for r, lane in enumerate(lanes):
-        entry = (groups[r] if groups else 0,) + tuple(lane)
+        entry = LaneLinkFigures(groups[r] if groups else 0, *lane)
         if entry not in seen:
             seen.add(entry)
             out.append(entry)
