@@ -128,6 +128,7 @@ class Bounds:
         self._rates: dict = {}
         self._caps: dict = {}
         self._run: dict = {}
+        self.transfers = TransferFloors(scorer)
 
     def sharing(self, even: bool) -> "Bounds":
         """Bounds of the same scorer for `even` splits or not, sharing this one's caches (per stage
@@ -137,6 +138,7 @@ class Bounds:
             return self
         other = Bounds(self.scorer, even)
         other._rates, other._caps, other._run = self._rates, self._caps, self._run
+        other.transfers = self.transfers
         return other
 
     def capacity_s(self, family: Family) -> float:
@@ -185,7 +187,7 @@ class Bounds:
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
                 break
-            transfers = self._transfers_floor_s(runs, mb, fixed)
+            transfers = self.transfers.floor_s(runs, mb, fixed)
             fits = False
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
@@ -406,37 +408,47 @@ class Bounds:
             self._caps[key] = (free, s.layer_params_held / g.tp * per_param, s.activation_bytes(mb, g.tp, sp, rc))
         return self._caps[key]
 
-    def _transfers_floor_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
+
+class TransferFloors:
+    """(b4): the least transfer time a pipeline of some runs has across its boundaries, under any
+    placement or for the layouts' own (cached per run and boundary; Bounds and its sharing() copies
+    hold one)."""
+
+    def __init__(self, scorer: Scorer):
+        self.scorer = scorer
+        self._cache: dict = {}
+
+    def floor_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
         """sum_i x_i of (b4), at least, over the boundaries every order starting with the first
         `fixed` runs has (all boundaries when `fixed` is None or len(runs)): inside each chain run
         exactly (a chain's run is its pool's only user, and placement packs its replicas stage by
-        stage, so their nodes and transfers do not depend on the order: score.LayoutLinks of the
+        stage, so their nodes and transfers do not depend on the order: links.LayoutLinks of the
         run alone); inside a mixed run (one order only) the layout's own; and between consecutive
         fixed runs the least they can cost under any placement (placement.p2p_floor_s)."""
         fixed = len(runs) if fixed is None else fixed
         total, prev = 0.0, None
         for k, (groups, count) in enumerate(runs):
             if prev is not None and k < fixed:
-                total += self._boundary_floor_s(prev, groups, mb)
+                total += self.boundary_floor_s(prev, groups, mb)
             if count > 1:
-                total += self._run_transfers_s(groups, count, mb)
+                total += self.run_s(groups, count, mb)
             prev = groups
         return total
 
-    def _run_transfers_s(self, groups: tuple[Group, ...], count: int, mb: int) -> float:
+    def run_s(self, groups: tuple[Group, ...], count: int, mb: int) -> float:
         """The least round trips any lane has inside a run of `count` stages of these groups:
-        exact (score.LayoutLinks of the run alone) where the run is small enough that computing
+        exact (links.LayoutLinks of the run alone) where the run is small enough that computing
         it costs little; else count - 1 times the boundary floor."""
         if count * sum(g.count for g in groups) <= EXACT_RUN_REPLICAS:
             return self.scorer.layout_links(_layout_of(((groups, count),)), mb).least_round_trips_s
-        return (count - 1) * self._boundary_floor_s(groups, groups, mb)
+        return (count - 1) * self.boundary_floor_s(groups, groups, mb)
 
-    def _boundary_floor_s(self, a: tuple[Group, ...], b: tuple[Group, ...], mb: int) -> float:
+    def boundary_floor_s(self, a: tuple[Group, ...], b: tuple[Group, ...], mb: int) -> float:
         """The least round trip across a boundary from a stage of groups `a` to one of `b` costs
         the fast score: the slowest forward and the slowest backward transfer of the replica pairs
-        it joins (r with r, as score.LinkFigures pairs them), each at its placement.p2p_floor_s."""
+        it joins (r with r, as links.LinkFigures pairs them), each at its placement.p2p_floor_s."""
         key = (a, b, mb)
-        if key not in self._run:
+        if key not in self._cache:
             s = self.scorer
             size = activation_message_bytes(ACT_BYTES, s.job.seq_len, mb, s.model.hidden)
             owners_a = [g for g in a for _ in range(g.count)]
@@ -448,8 +460,8 @@ class Bounds:
                 pa, pb = s.pools[ga.pool], s.pools[gb.pool]
                 forward = max(forward, p2p_floor_s(s.cluster, pa, ga.tp, pb, gb.tp, size))
                 backward = max(backward, p2p_floor_s(s.cluster, pb, gb.tp, pa, ga.tp, size))
-            self._run[key] = forward + backward
-        return self._run[key]
+            self._cache[key] = forward + backward
+        return self._cache[key]
 
 
 def _layers_held(free: float, states: float, act: float, in_flight: float) -> int:
