@@ -100,9 +100,10 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu)
                             for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, d,
                                                                plan.expert_parallel))
-                a2a = alltoall_s(plan.model, stage.num_layers, plan.seq_len, plan.micro_batch, rep.tp,
-                                 plan.context_parallel, plan.expert_parallel, dp_bw, dp_lat, plan.recompute,
-                                 plan.precision)
+                a2a = alltoall_s(model=plan.model, num_layers=stage.num_layers, seq_len=plan.seq_len,
+                                 micro_batch=plan.micro_batch, tp=rep.tp, cp=plan.context_parallel,
+                                 expert_parallel=plan.expert_parallel, bw=dp_bw, latency_s=dp_lat,
+                                 recompute=plan.recompute, precision=plan.precision)
                 passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
@@ -135,8 +136,10 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)
-    return _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
-                     tp_comm, cp_comm, ep_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)
+    return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
+                     sim_local=sim_local, replica_estimates=replica_estimates, tp_comm=tp_comm, cp_comm=cp_comm,
+                     ep_comm=ep_comm, compute=compute, zero_exposed=zero_exposed, p2p_total=p2p_total, dp_sync=dp_sync,
+                     after_step=after_step)
 
 
 def _p2p_per_replica(plan: Plan, counts, links: Links) -> dict:
@@ -207,9 +210,11 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
                   train_energy_kwh=None if train_time is None else power * train_time / J_PER_KWH,
                   train_co2_kg=train_co2_kg(cluster, plan, train_time))
     energy.update(spot_figures(cluster, plan, tokens_per_s, price_per_hour, train_time))   # waits for spot pools
-    est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
-                   tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
-                   engine=plan.engine, timeline=sim.timeline, **energy)
+    est = Estimate(iteration_time_s=iteration, pipeline_time_s=makespan, tokens_per_s=tokens_per_s, mfu=mfu,
+                   cost_per_hour_usd=price_per_hour, cost_per_million_tokens_usd=cost_per_m, fits=not oom,
+                   breakdown=breakdown, replicas=tuple(replica_estimates), num_gpus=plan.num_gpus, bottleneck="",
+                   oom=oom, train_time_s=train_time, train_cost_usd=train_cost, notes=notes, engine=plan.engine,
+                   timeline=sim.timeline, **energy)
     return replace(est, bottleneck=bottleneck(plan, est, crit))
 
 

@@ -56,8 +56,9 @@ class Replan:
 
 def job_of(plan: Plan, tokens_to_train: float | None) -> Job:
     """The job a plan trains, with the settings it holds (offload, context and expert parallelism)."""
-    return Job(plan.model, plan.global_batch, plan.seq_len, plan.precision, tokens_to_train, plan.engine,
-               plan.tf32, plan.training, plan.offload, plan.context_parallel, plan.expert_parallel)
+    return Job(model=plan.model, global_batch=plan.global_batch, seq_len=plan.seq_len, precision=plan.precision,
+               tokens_to_train=tokens_to_train, engine=plan.engine, tf32=plan.tf32, training=plan.training,
+               offload=plan.offload, context_parallel=plan.context_parallel, expert_parallel=plan.expert_parallel)
 
 
 def default_engines(current: Plan) -> tuple[str, ...]:

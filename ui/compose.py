@@ -567,9 +567,11 @@ def job_inputs(state) -> JobInputs:
                          f"gets {_baseline_share():.0%} of it. A search that reaches its limit answers with "
                          "its best plan and how far from optimal that can be, by the cost model.",
                     **edits(TIME_LIMIT_WIDGET, lambda v: {"time_limit_s": float(v)}))
-    return JobInputs(state.global_batch, state.seq_len, state.precision, state.tokens_to_train, state.objective,
-                     state.deadline_hours, state.time_limit_s, state.engine, state.tf32, state.job_kind,
-                     state.lora_rank, state.offload, state.context_parallel, state.expert_parallel)
+    return JobInputs(global_batch=state.global_batch, seq_len=state.seq_len, precision=state.precision,
+                     tokens_to_train=state.tokens_to_train, objective=state.objective,
+                     deadline_hours=state.deadline_hours, time_limit_s=state.time_limit_s, engine=state.engine,
+                     tf32=state.tf32, job_kind=state.job_kind, lora_rank=state.lora_rank, offload=state.offload,
+                     context_parallel=state.context_parallel, expert_parallel=state.expert_parallel)
 
 
 TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"

@@ -131,7 +131,7 @@ class _Table:
 
 
 def _transfers_floor_s(s: Scorer, table: _Table, sub, mb: int) -> np.ndarray:
-    """sum_i x_i of every order, at least (bound._transfers_floor_s): a chain run of q stages has
+    """sum_i x_i of every order, at least (bound.TransferFloors.floor_s): a chain run of q stages has
     q - 1 boundaries inside it; a mixed stage pairs each group with itself across a boundary."""
     diag = _diagonal_floor_s(s, table.pools, table.tp_list, mb)[sub.rows, sub.tpi]
     chain_x = np.where(sub.present, (sub.width - 1) * diag, 0.0).sum(axis=0)
@@ -286,7 +286,7 @@ def dp_link_ceilings(scorer: Scorer, pools, present, tps, count, chain, first, r
 
 def _diagonal_floor_s(scorer: Scorer, pools, tp_list, mb) -> np.ndarray:
     """[pool, tp] table of placement.p2p_floor_s from a replica of (pool, tp) to another of the
-    same (the larger of both directions, as bound._boundary_floor_s takes it)."""
+    same (the larger of both directions, as bound.TransferFloors.boundary_floor_s takes it)."""
     size = activation_message_bytes(ACT_BYTES, scorer.job.seq_len, mb, scorer.model.hidden)
     out = np.zeros((len(pools), len(tp_list)))
     for k, pool in enumerate(pools):
