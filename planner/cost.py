@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from planner.compute import PassTimes, speed_notes, stage_pass_times
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
+from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_backward_exposed_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
 from planner.energy import J_PER_KWH, energy_per_million_tokens_kwh, power_w, train_co2_kg
@@ -97,7 +97,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
             f_exp = max(0.0, zf + fetch - run.zero_overlap * f_comp)
-            b_exp = max(0.0, zb + fetch - run.zero_overlap * times.backward_s)
+            b_exp = zero_backward_exposed_s(zf, zb, fetch, run.zero_overlap * times.backward_s, run.prefetch,
+                                            run.overlap_grad_reduce)
             fwd[i].append(f_comp + f_exp + a2a_f)
             bwd[i].append(times.backward_s + b_exp + a2a_b)
             own = rep.samples // plan.micro_batch
@@ -150,7 +151,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     p = plan.num_stages
     # Each stage finishes its iteration when its slowest replica has synchronised gradients.
     finish, dp_total, dp_exposed, step_total = 0.0, 0.0, 0.0, 0.0
-    overlaps = options.overlap_grad_reduce and engine_profile(plan.engine).execution.overlap_grad_reduce
+    overlaps = options.overlap_grad_reduce and engine_profile(plan.engine).execution_for(plan).overlap_grad_reduce
     for i in range(p):
         for r in range(len(plan.stages[i].replicas)):
             overlap = sim.last_backward_s[i][r] if overlaps else 0.0

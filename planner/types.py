@@ -966,11 +966,18 @@ class Plan:
     expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
     tp_comm_overlap: bool = False     # tp collectives pipelined with the GEMMs beside them, where the engine offers it
     attention: Attention = Attention.FLASH   # the attention core's kernels (planner.compute, planner.memory)
+    # overlaps the engine lets a plan switch (planner.engines.base.SWITCHES); None: the engine's default
+    overlap_grad_reduce: bool | None = None   # dp gradients reduced in buckets during the last backward pass
+    overlap_param_gather: bool | None = None  # ZeRO-1/2's weight all-gather behind the next first forward
+    prefetch: bool | None = None              # ZeRO-3/FSDP: the next layer's all-gather issued during this one's backward
 
     def __post_init__(self):
         check_engine(self.engine)
         _require(isinstance(self.tp_comm_overlap, bool), "tp_comm_overlap",
                  f"must be true or false, got {self.tp_comm_overlap!r}")
+        for name in ("overlap_grad_reduce", "overlap_param_gather", "prefetch"):
+            _require(getattr(self, name) is None or isinstance(getattr(self, name), bool), name,
+                     f"must be true, false or absent (the engine's default), got {getattr(self, name)!r}")
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
         _check_lora_rank(self.training, self.model)

@@ -17,7 +17,7 @@ Hugging Face models run their element-wise ops eager (`kernels=EAGER`). Framewor
 torchtitan's FSDP (an assumption: flat-parameter buffers and NCCL; no measurement in
 ../shared/reference sets it).
 """
-from planner.engines.base import Engine, Execution, Space
+from planner.engines.base import Engine, Execution, Space, Switch
 from planner.engines.sources import FSDP as VERSION, FSDP_SOURCES
 from planner.types import GIB, JobKind, Kernels, Offload, Precision, Recompute
 
@@ -28,7 +28,9 @@ ENGINE = Engine(
                 recomputes=(Recompute.NONE, Recompute.FULL), sequence_parallel=False, tensor_parallel=False,
                 precisions=(Precision.FP32, Precision.BF16, Precision.FP16),
                 job_kinds=tuple(JobKind), offloads=((Offload.OPTIMIZER_PARAMS, (3,)),),
-                pipeline_parallel=False),
+                pipeline_parallel=False,
+                switches=(Switch("prefetch", (3,), written_as="fsdp_backward_prefetch BACKWARD_PRE, "
+                                                              "fsdp_forward_prefetch true"),)),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(), zero_overlap=0.8,
                         layer_overhead_s=0.0, framework_bytes=2.5 * GIB, kernels=Kernels.EAGER,
                         notes=("FSDP reduce-scatters gradients in the training dtype during the backward pass "

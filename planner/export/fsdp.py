@@ -40,8 +40,8 @@ def fsdp_config(plan: Plan) -> dict:
     """The fsdp_config section: the plan's sharding, prefetch, checkpointing and offload."""
     return {"fsdp_version": 1,
             "fsdp_sharding_strategy": SHARDING[plan.zero_stage],
-            "fsdp_backward_prefetch": "BACKWARD_PRE",
-            "fsdp_forward_prefetch": True,
+            "fsdp_backward_prefetch": "BACKWARD_PRE" if plan.prefetch is not False else "NO_PREFETCH",
+            "fsdp_forward_prefetch": plan.prefetch is not False,      # the plan's prefetch switch (off: neither)
             "fsdp_offload_params": plan.offload == Offload.OPTIMIZER_PARAMS,
             "fsdp_activation_checkpointing": plan.recompute == Recompute.FULL,
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",

@@ -32,7 +32,7 @@ from planner.compute import stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
 from planner.cost import CostOptions
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
+from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_backward_exposed_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
 from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
@@ -74,7 +74,8 @@ class Candidate:
                     tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
                     Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine,
                     job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload, cp,
-                    job.expert_parallel, tp_comm_overlap=overlap)
+                    job.expert_parallel, tp_comm_overlap=overlap,
+                    **engine_profile(job.engine).search_switches(len(self.layout.stages), self.knobs.zero_stage))
 
 
 class Scorer:
@@ -397,6 +398,7 @@ class Scorer:
         each lane's in-flight window, and the replica of stage 0 that ends the pipeline then
         synchronises what its last backward did not hide and runs its optimizer step."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
+        run = self.engine.execution_with(self.engine.search_switches(p, zero))    # the overlaps to_plan turns on
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
         cp = self.cp
@@ -420,12 +422,13 @@ class Scorer:
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
-                h = self.run.zero_overlap
+                h = run.zero_overlap
                 fetch = sum(fetch_s(self.states, per_gpu, ranks, self.pools[g.pool].gpu)
                             for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                 a2a_f, a2a_b = alltoall_s(self.model, layers[i], self.job.seq_len, mb, g.tp // cp, cp, ep, dp_bw,
                                           dp_lat, knobs.recompute, precision)
-                f, b = f + max(0.0, zf + fetch - h * f) + a2a_f, b + max(0.0, zb + fetch - h * b) + a2a_b
+                f, b = f + max(0.0, zf + fetch - h * f) + a2a_f, b + zero_backward_exposed_s(zf, zb, fetch, h * b, run.prefetch,
+                                                                                run.overlap_grad_reduce) + a2a_b
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
@@ -435,10 +438,10 @@ class Scorer:
             fwds.append(fs)
             sync = sum(grad_sync_s(zero, per_gpu * self.states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                        for per_gpu, ranks in shards)
-            overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
+            overlaps = self.options.overlap_grad_reduce and run.overlap_grad_reduce
             exposed = max(0.0, sync - stage_bwd / v) if overlaps else sync
             step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states,
-                                        first_fwd if self.run.overlap_param_gather else 0.0)
+                                        first_fwd if run.overlap_param_gather else 0.0)
                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                        for g, first_fwd in zip(groups, fs))
             tails.append(exposed + step)
