@@ -84,6 +84,8 @@ class Space:
     context_parallel: bool = False         # the sequence split over GPUs (ring attention)
     context_parallel_zero_stages: tuple[int, ...] = (0, 1, 2, 3)   # the ZeRO stages it runs with cp > 1
     expert_parallel: bool = False          # routed experts sharded over data-parallel replicas
+    expert_parallel_with_tp: bool = True   # ... together with tp or cp > 1, each expert split over the tp group
+    #                                        as planned (torchtitan 0.3.0 builds another expert mesh: False)
     job_kinds: tuple[JobKind, ...] = WHOLE_MODEL_JOBS   # pretraining, fine-tuning, LoRA, QLoRA
     adapters_with_recompute: bool = True   # LoRA together with activation recomputation
     adapters_with_moe: bool = True         # LoRA on mixture-of-experts models
@@ -272,6 +274,10 @@ class Engine:
         if plan.expert_parallel > 1 and not s.expert_parallel:
             out.append(f"{name} has no expert parallelism; the plan shards the experts over "
                        f"{plan.expert_parallel} replicas")
+        elif plan.expert_parallel > 1 and max(tps) * plan.context_parallel > 1 and not s.expert_parallel_with_tp:
+            out.append(f"{name} forms its expert-parallel groups from the tp and cp ranks first, with no expert "
+                       f"tensor parallelism, not over {plan.expert_parallel} replicas with each expert split over "
+                       f"tp {max(tps)} as the plan does; plan expert parallelism with tp 1 and context_parallel 1")
         return out + self._job_violations(plan)
 
     def model_violations(self, model: Model) -> list[str]:
