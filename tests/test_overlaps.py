@@ -134,3 +134,27 @@ def test_fsdp_prefetch_is_a_plan_switch_costed_and_written(catalog):
                                                                                   prefetch=False)))
     with pytest.raises(InputError, match="prefetch"):
         replace(plan, prefetch="yes")
+
+
+def test_fsdp_hybrid_shard_trades_memory_for_node_local_collectives_and_is_written(catalog):
+    """HYBRID_SHARD (Plan.hybrid_shard = a node's GPUs): states sharded over 8 GPUs, not 16 (more memory), ZeRO-3's
+    all-gathers and reduce-scatters on NVLink, each shard's gradients all-reduced across the 2 nodes."""
+    cluster, plan = _one_stage(catalog, "fsdp", 3)
+    plan = replace(plan, recompute=Recompute.FULL)     # micro-batch 1: ZeRO-3's collectives outlast its compute
+    hybrid = replace(plan, hybrid_shard=8)
+    assert ENGINES["fsdp"].violations(hybrid) == []
+    full, hyb = evaluate(cluster, plan), evaluate(cluster, hybrid)
+    mem = lambda est: max(r.memory.total_bytes for r in est.replicas)         # noqa: E731
+    assert mem(hyb) > mem(full)                                       # states over 8 ranks, not 16
+    assert hyb.iteration_time_s < full.iteration_time_s               # 400 Gb/s between nodes, NVLink within
+    cfg = yaml.safe_load(export_result(hybrid, cluster, "fsdp").files["accelerate_fsdp.yaml"])["fsdp_config"]
+    assert cfg["fsdp_sharding_strategy"] == "HYBRID_SHARD"
+    zero2 = replace(hybrid, zero_stage=2)
+    cfg2 = yaml.safe_load(export_result(zero2, cluster, "fsdp", force=True).files["accelerate_fsdp.yaml"])
+    assert cfg2["fsdp_config"]["fsdp_sharding_strategy"] == "HYBRID_SHARD_ZERO2"
+    assert plan_from_dict(plan_to_dict(hybrid), catalog) == hybrid
+    with pytest.raises(InputError, match="hybrid_shard"):
+        replace(plan, hybrid_shard=3)                                 # 16 replicas are not groups of 3
+    assert any("hybrid sharding" in v for v in ENGINES["torchtitan"].violations(replace(hybrid, engine="torchtitan")))
+    # a group that is not one host's GPUs: FSDP would build another; the export searches again
+    assert export_result(replace(hybrid, hybrid_shard=4), cluster, "fsdp").closest_plan is not None

@@ -20,7 +20,7 @@ held by tests/test_engines.py), but for switches a plan turns on that the runtim
 (`Plan.tp_comm_overlap`, read into pass times from the plan's own engine; `Plan.overlap_param_gather`,
 which hides only the post-step all-gather the bounds leave out).
 
-Overlap switches (`Switch`, `Space.switches`): the plan keys overlap_grad_reduce, overlap_param_gather
+Overlap switches (`PlanSwitch`, `Space.switches`): the plan keys overlap_grad_reduce, overlap_param_gather
 and prefetch turn an engine's overlap on or off where it has the switch (Megatron-LM's
 --overlap-grad-reduce and --overlap-param-gather, DeepSpeed's overlap_comm, FSDP's prefetch); absent,
 the engine's default runs. The search turns each on where it applies (none is slower in the cost
@@ -47,7 +47,7 @@ WHOLE_MODEL_JOBS = (JobKind.PRETRAIN, JobKind.FULL_FINETUNE)
 
 
 @dataclass(frozen=True)
-class Switch:
+class PlanSwitch:
     """An overlap the engine lets a plan turn on or off (the Plan field `name`), where it applies."""
     name: str                                # "overlap_grad_reduce", "overlap_param_gather" or "prefetch"
     zero_stages: tuple[int, ...]             # the ZeRO stages it applies under
@@ -93,7 +93,8 @@ class Space:
     pipeline_parallel: bool = True         # two or more pipeline stages at all
     tp_comm_overlap: bool = False          # a plan may pipeline tp collectives with its GEMMs (Plan.tp_comm_overlap)
     mixture_of_experts: bool = True        # models with routed experts at all
-    switches: tuple[Switch, ...] = ()      # overlaps a plan may turn on or off (Plan.overlap_grad_reduce, ...)
+    hybrid_shard: bool = False             # states sharded within a node, replicated across (Plan.hybrid_shard)
+    switches: tuple[PlanSwitch, ...] = ()      # overlaps a plan may turn on or off (Plan.overlap_grad_reduce, ...)
     latent_attention: bool = True          # multi-head latent attention (DeepSeek-V2/V3) at all
 
     def zero_allowed(self, zero_stage: int, num_stages: int) -> bool:
@@ -270,6 +271,8 @@ class Engine:
         elif plan.context_parallel > 1 and plan.zero_stage not in s.context_parallel_zero_stages:
             out.append(f"{name} runs context parallelism with ZeRO stage {_join(s.context_parallel_zero_stages)} "
                        f"only; the plan uses ZeRO stage {plan.zero_stage}")
+        if plan.hybrid_shard and not s.hybrid_shard:
+            out.append(f"{name} has no hybrid sharding (states sharded within a node, replicated across nodes)")
         out += self.model_violations(plan.model) + self.switch_violations(plan)
         if plan.expert_parallel > 1 and not s.expert_parallel:
             out.append(f"{name} has no expert parallelism; the plan shards the experts over "

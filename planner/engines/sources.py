@@ -169,7 +169,9 @@ FSDP_SOURCES: dict[str, str] = {
     "sharding strategies": "site-packages/torch/distributed/fsdp/api.py ShardingStrategy lines 32-69: FULL_SHARD "
                            "(parameters, gradients and optimizer states sharded: ZeRO-3), SHARD_GRAD_OP (gradients "
                            "and optimizer states: ZeRO-2), NO_SHARD (replicated: ZeRO-0), HYBRID_SHARD (FULL_SHARD "
-                           "in a node, replicated across nodes: not a plan setting here); accelerate/utils/"
+                           "in a node, replicated across nodes) and _HYBRID_SHARD_ZERO2 (lines 55-60, 68-69): "
+                           "Plan.hybrid_shard, the node's GPUs (FSDP's intra-node group is device_count() "
+                           "consecutive ranks, fsdp/_init_utils.py lines 160-162, 201-212); accelerate/utils/"
                            "constants.py line 38 FSDP_SHARDING_STRATEGY names them; no optimizer-only sharding "
                            "(ZeRO-1)",
     "no pipeline, no tensor parallelism": "accelerate/accelerator.py prepare_model wraps the whole model in "

@@ -134,7 +134,7 @@ def _search_keeping_cp(cluster: Cluster, job: Job, time_limit_s: float):
 
 
 def switched(plan: Plan) -> tuple[str, ...]:
-    """The overlap switches the plan sets where its engine offers them (planner.engines.base.Switch): what the
+    """The overlap switches the plan sets where its engine offers them (planner.engines.base.PlanSwitch): what the
     export writes; a switch left to the engine's default is not written."""
     engine = ENGINES[plan.engine]
     return tuple(sw.name for sw in engine.space.switches
