@@ -27,5 +27,6 @@ ENGINE = Engine(
     sources=DEEPSPEED_SOURCES,
     summary="equal replicas per stage, exact layer boundaries, no tensor parallelism in the pipeline engine; "
             "ZeRO-1 with pipelining, ZeRO-2/3 without; full activation checkpointing only; pretraining and full "
-            "fine-tuning; ZeRO-Offload of the optimizer (ZeRO 1-3) and of parameters (ZeRO-3)",
+            "fine-tuning; ZeRO-Offload of the optimizer (ZeRO 1-3) and of parameters (ZeRO-3); overlap_comm a plan "
+            "switch without pipelining",
 )

@@ -44,5 +44,6 @@ ENGINE = Engine(
     sources=FSDP_SOURCES,
     summary="FSDP1 through Accelerate: FULL_SHARD / SHARD_GRAD_OP / NO_SHARD (ZeRO-3/2/0) over every GPU, no "
             "pipeline and no tensor parallelism, one GPU type; full activation checkpointing; fp32, bf16, fp16; "
-            "pretraining, full fine-tuning, LoRA and QLoRA (PEFT); CPU offload of parameters with FULL_SHARD",
+            "pretraining, full fine-tuning, LoRA and QLoRA (PEFT); CPU offload of parameters with FULL_SHARD; "
+            "HYBRID_SHARD (hybrid_shard) and prefetch as plan settings",
 )

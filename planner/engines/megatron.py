@@ -29,5 +29,6 @@ ENGINE = Engine(
     sources=MEGATRON_SOURCES,
     summary="one tp and one dp for all stages, even batch shares, uneven layer split; ZeRO-1 (distributed "
             "optimizer) with pipelining, ZeRO-2/3 through Megatron-FSDP without it; pretraining and full "
-            "fine-tuning (no LoRA in Megatron-LM itself); optimizer offload with the distributed optimizer",
+            "fine-tuning (no LoRA in Megatron-LM itself); optimizer offload with the distributed optimizer; plan "
+            "switches --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather (ZeRO-1)",
 )

@@ -54,5 +54,6 @@ ENGINE = Engine(
     exports=("torchtitan",),
     sources=TORCHTITAN_SOURCES,
     summary="FSDP2 (ZeRO-2/3) with TP and PP on one mesh, uneven layer split; bf16, fp32 or fp8 (no fp16); "
-            "pretraining, full fine-tuning and LoRA (no QLoRA); FSDP's CPU offload of parameters and optimizer",
+            "pretraining, full fine-tuning and LoRA (no QLoRA); FSDP's CPU offload of parameters and optimizer; "
+            "expert parallelism with tp 1 (its expert mesh has no expert tp)",
 )
