@@ -60,8 +60,14 @@ def plan_shards(plan: Plan, stage_index: int, tp: int) -> tuple[tuple[float, int
     parallelism for the routed experts)."""
     stage = plan.stages[stage_index]
     params = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages)
-    return param_shards(params, stage.num_layers, plan.model, tp, len(stage.replicas) * plan.context_parallel,
-                        plan.expert_parallel)
+    return param_shards(params, stage.num_layers, plan.model, tp, shard_ranks(plan, stage_index), plan.expert_parallel)
+
+
+def shard_ranks(plan: Plan, stage_index: int) -> int:
+    """Ranks a stage's ZeRO states are sharded over: its replicas x cp, or the hybrid-shard group's
+    (FSDP HYBRID_SHARD: the replicas of one node; torch fsdp/api.py ShardingStrategy lines 55-60)."""
+    replicas = plan.hybrid_shard or len(plan.stages[stage_index].replicas)
+    return replicas * plan.context_parallel
 
 
 def model_state_bytes(plan: Plan, stage_index: int, tp: int) -> tuple[float, float, float]:

@@ -32,8 +32,8 @@ from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
 from planner.cost import CostOptions, price_per_hour_usd
-from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_exposed_s,
-                                  zero_per_micro_batch_s)
+from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_backward_exposed_s,
+                                  zero_exposed_s, zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
 from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
@@ -78,7 +78,8 @@ class Candidate:
                     schedule=Schedule.ONE_F_ONE_B, interleave=self.knobs.interleave, engine=job.engine,
                     tf32=job.tf32 if self.precision == Precision.FP32 else None, training=job.training,
                     offload=job.offload, context_parallel=cp, expert_parallel=job.expert_parallel,
-                    tp_comm_overlap=overlap)
+                    tp_comm_overlap=overlap,
+                    **engine_profile(job.engine).search_switches(len(self.layout.stages), self.knobs.zero_stage))
 
 
 class Scorer:
@@ -346,6 +347,7 @@ class Scorer:
         each lane's in-flight window, and the replica of stage 0 that ends the pipeline then
         synchronises what its last backward did not hide and runs its optimizer step."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
+        run = self.engine.execution_with(self.engine.search_switches(p, zero))    # the overlaps to_plan turns on
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
         cp = self.cp
@@ -369,13 +371,14 @@ class Scorer:
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
-                h = self.run.zero_overlap
+                h = run.zero_overlap
                 fetch = sum(fetch_s(self.states, per_gpu, ranks, self.pools[g.pool].gpu)
                             for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                 a2a_f, a2a_b = alltoall_s(model=self.model, num_layers=layers[i], seq_len=self.job.seq_len,
                                           micro_batch=mb, tp=g.tp // cp, cp=cp, expert_parallel=ep, bw=dp_bw,
                                           latency_s=dp_lat, recompute=knobs.recompute, precision=precision)
-                f, b = f + zero_exposed_s(zf + fetch, f, h) + a2a_f, b + zero_exposed_s(zb + fetch, b, h) + a2a_b
+                f, b = (f + zero_exposed_s(zf + fetch, f, h) + a2a_f,
+                        b + zero_backward_exposed_s(zf, zb, fetch, h * b, run.prefetch, run.overlap_grad_reduce) + a2a_b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
@@ -385,10 +388,10 @@ class Scorer:
             fwds.append(fs)
             sync = sum(grad_sync_s(zero, per_gpu * self.states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                        for per_gpu, ranks in shards)
-            overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
+            overlaps = self.options.overlap_grad_reduce and run.overlap_grad_reduce
             exposed = exposed_grad_sync_s(sync, stage_bwd / v if overlaps else 0.0)
             step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states,
-                                        first_fwd if self.run.overlap_param_gather else 0.0)
+                                        first_fwd if run.overlap_param_gather else 0.0)
                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                        for g, first_fwd in zip(groups, fs))
             tails.append(exposed + step)
