@@ -195,6 +195,21 @@ def test_infeasible_says_what_is_short(catalog):
         search(cluster, job, baselines=False)
 
 
+@pytest.mark.parametrize("engine", ["megatron", "fsdp"])
+def test_a_pool_larger_than_the_batch_can_use_gets_a_plan_on_part_of_it(catalog, engine):
+    """1,560 nodes x 64 A100 at a batch of 8: whole, the pool forms no layout (at most 8 replicas a stage x
+    the widest replica x 24 layers), and the search said memory was short (22 GiB needed, 5,120 per node).
+    It now searches as much of the pool as a layout can use and halves of it: the answer is the one-node answer."""
+    def pool(nodes):
+        return cluster_from_dict({"name": "big", "pools": [{"name": "a100", "gpu": "a100-80gb-sxm", "nodes": nodes,
+                                                            "gpus_per_node": 64, "inter_node_gbps": 100}]}, catalog)
+    job = Job(catalog.model("gpt3-1.3b"), 8, 2048, engine=engine)
+    big = search(pool(1560), job, baselines=False).plans[0]
+    one_node = search(pool(1), job, baselines=False).plans[0]
+    assert big.plan.num_gpus <= 64 * 24 * 8
+    assert big.estimate.tokens_per_s >= one_node.estimate.tokens_per_s * (1 - 1e-9)
+
+
 def test_exhaustive_refuses_large_clusters(catalog):
     cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
     with pytest.raises(InputError, match="exhaustive"):

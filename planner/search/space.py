@@ -16,7 +16,9 @@ train together (the rest stay idle) and every tensor-parallel degree per pool:
          the split is uniform up to embedding and head.
 
 Partial use of a pool (for the cost and deadline objectives) is searched on a halving grid:
-each chosen pool offers all, half, a quarter... of its nodes, down to one node. Layouts that
+each chosen pool offers all, half, a quarter... of its nodes, down to one node. A pool with more
+GPUs than any layout can use (global batch x widest replica x layers) offers that many and the
+halving grid below it, for every objective. Layouts that
 mix the two families (some stages mixed, others single-pool) are not enumerated.
 
 Knobs per layout: micro-batch (powers of two dividing the global batch, with at least one
@@ -127,8 +129,23 @@ def pool_subsets(pools: tuple[Pool, ...], sizes: Iterable[int] | None = None) ->
         yield from itertools.combinations(pools, size)
 
 
-def scaled_gpu_counts(pool: Pool, partial: bool) -> list[int]:
-    """All the pool's GPUs; with `partial`, also half, a quarter, ... of its nodes (>= 1 node)."""
+def scaled_gpu_counts(pool: Pool, partial: bool, most: int | None = None) -> list[int]:
+    """All the pool's GPUs; with `partial`, also half, a quarter, ... of its nodes (>= 1 node).
+
+    `most`: the most GPUs of the pool any layout can use (lanes x widest replica x stages: a batch
+    of 8 sequences gives at most 8 replicas a stage). A pool larger than that forms no layout whole,
+    so it offers that many GPUs (whole nodes where it is one node or more) and half, a quarter, ...
+    of them down to one node, for every objective: where the batch is the limit, fewer GPUs can be
+    as fast (1,560 nodes x 64 A100 at a batch of 8 found no plan before, and said memory was short)."""
+    if most is not None and pool.num_gpus > most:
+        nodes = most // pool.gpus_per_node
+        if nodes == 0:
+            return [most]
+        counts = [nodes * pool.gpus_per_node]
+        while nodes > 1:
+            nodes //= 2
+            counts.append(nodes * pool.gpus_per_node)
+        return counts
     counts = [pool.num_gpus]
     nodes = pool.nodes
     while partial and nodes > 1:
@@ -221,7 +238,7 @@ def mixed_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[i
 def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
                     partial: bool, subset_sizes: Iterable[int] | None = None,
                     one_tp: bool = False, engine: str = "hetplan", cp: int = 1,
-                    stop: Callable[[], bool] | None = None) -> Iterator[Family]:
+                    stop: Callable[[], bool] | None = None, ep: int = 1) -> Iterator[Family]:
     """Every family of layouts of the space over `cluster_pools` (already filtered for precision),
     lazily; `subset_sizes` keeps only subsets of those sizes and `one_tp` only families whose pools
     share one tensor-parallel degree (the baselines' spaces, generated without filtering).
@@ -230,14 +247,20 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
     without tensor parallelism. `stop`: asked before each subset, GPU count and tp choice (most of
     which yield no family on a large cluster: 64 pools have 2^64 subsets); true ends the listing."""
     space = engine_profile(engine).space
+    ep_on_replicas_only = ep > 1 and not space.expert_parallel_with_tp     # tp 1 and cp 1 only (Space)
+    if ep_on_replicas_only and cp > 1:
+        return
     one_tp = (one_tp or not (space.tp_per_stage or space.mixed_stages)
               or (space.tied_edges_same_tp and model.tied_embeddings))     # (a subset of that engine's space)
     for subset in pool_subsets(cluster_pools, subset_sizes):
-        tp_options = [tp_degrees(p, model, cp, space.tensor_parallel) for p in subset]
+        tp_options = [tp_degrees(p, model, cp, space.tensor_parallel and not ep_on_replicas_only) for p in subset]
         if not all(tp_options):
             continue
         # without pipelining every GPU is a replica, so fewer GPUs than a pool has may be all a batch can use
-        gpu_options = [scaled_gpu_counts(p, partial or not space.pipeline_parallel) for p in subset]
+        stages = model.layers if space.pipeline_parallel else 1
+        gpu_options = [scaled_gpu_counts(p, partial or not space.pipeline_parallel,
+                                         most=max(ts) * max_micro_batches * stages)
+                       for p, ts in zip(subset, tp_options)]
         for gpus in itertools.product(*gpu_options):
             for tps in _tp_choices(tp_options, one_tp):
                 if stop is not None and stop():
