@@ -408,7 +408,7 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
             c.stopped_by = TIME_LIMIT if _out_of_time(clock, c) else BUDGET
             c.budget_hit = c.stopped_by == BUDGET
             c.lower_bound = min(key, unlisted)
-            if not c.kept:        # any limit answers: the first layout that holds the model
+            if not c.kept and keeper.ceiling == math.inf:   # any limit answers (a plan beaten elsewhere needs none)
                 _first_plan(scorer, bounds, frontier.listed, keeper, scan)
             return
         if detail is UNSCREENED:
