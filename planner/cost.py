@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from planner.comm import overlapped_s
 from planner.compute import PassTimes, speed_notes, stage_pass_times
 from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
 from planner.engines import get as engine_profile
@@ -96,8 +97,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            f_exp = max(0.0, zf + fetch - run.zero_overlap * f_comp)
-            b_exp = max(0.0, zb + fetch - run.zero_overlap * times.backward_s)
+            f_exp = overlapped_s(zf + fetch, run.zero_overlap * f_comp)
+            b_exp = overlapped_s(zb + fetch, run.zero_overlap * times.backward_s)
             fwd[i].append(f_comp + f_exp + a2a_f)
             bwd[i].append(times.backward_s + b_exp + a2a_b)
             own = rep.samples // plan.micro_batch
@@ -154,7 +155,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     for i in range(p):
         for r in range(len(plan.stages[i].replicas)):
             overlap = sim.last_backward_s[i][r] if overlaps else 0.0
-            exposed = max(0.0, dp_sync[i] - overlap)
+            exposed = overlapped_s(dp_sync[i], overlap)
             done = sim.end_s[i][r] + exposed + after_step[i]
             if done >= finish:
                 finish, dp_total, dp_exposed, step_total = done, dp_sync[i], done - sim.end_s[i][r] - after_step[i], after_step[i]

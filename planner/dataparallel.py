@@ -8,7 +8,7 @@ collectives, which is a lower bound on them.
 """
 from __future__ import annotations
 
-from planner.comm import all_gather_s, all_reduce_s, reduce_scatter_s
+from planner.comm import all_gather_s, all_reduce_s, overlapped_s, reduce_scatter_s
 from planner.compute import MEM_BW_EFFICIENCY
 from planner.memory import WEIGHT_BYTES
 from planner.offload import offload_step_s, param_fetch_s
@@ -110,4 +110,4 @@ def after_step_s(zero_stage: int, params_per_gpu: float, replicas: int, pool: Po
     params_per_gpu = params_per_gpu * states.trainable
     gather = (all_gather_s(params_per_gpu * weight_element_bytes, replicas, bw, latency_s)
               if zero_stage in (1, 2) else 0.0)
-    return step + max(0.0, gather - gather_hidden_behind_s)
+    return step + overlapped_s(gather, gather_hidden_behind_s)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.comm import LINK_EFFICIENCY, all_gather_s, all_reduce_s, p2p_s, reduce_scatter_s
+from planner.comm import (LINK_EFFICIENCY, OVERLAP_COMPUTE_SLOWDOWN, all_gather_s, all_reduce_s, overlapped_s, p2p_s,
+                          reduce_scatter_s)
 
 
 def test_single_rank_costs_nothing():
@@ -28,3 +29,16 @@ def test_all_reduce_equals_reduce_scatter_plus_all_gather_for_rings():
 
 def test_p2p():
     assert p2p_s(1e6, 1e9, 1e-5) == pytest.approx(1e-5 + 1e6 / (1e9 * LINK_EFFICIENCY))
+
+
+def test_hidden_communication_slows_the_compute_beside_it():
+    # Lee et al. 2025 (arXiv 2507.03114): compute overlapped with communication 18.9% slower on average
+    assert OVERLAP_COMPUTE_SLOWDOWN == 0.189
+    assert overlapped_s(1.0, 0.0) == 1.0                                   # nothing to hide behind
+    assert overlapped_s(1.0, 4.0) == pytest.approx(0.189)                  # all hidden, the compute slowed
+    assert overlapped_s(1.0, 0.5) == pytest.approx(0.5 + 0.189 * 0.5)      # half hidden
+    assert overlapped_s(0.0, 4.0) == 0.0
+    # never above the collective alone, never below its exposed part
+    for comm in (0.1, 1.0, 3.0):
+        for window in (0.0, 0.5, 2.0):
+            assert max(0.0, comm - window) <= overlapped_s(comm, window) <= comm

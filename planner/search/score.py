@@ -38,7 +38,7 @@ from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
 from planner.memory import (host_bytes_per_param, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
-from planner.comm import p2p_s
+from planner.comm import overlapped_s, p2p_s
 from planner.placement import Links, context_ring_bw, network_bw, place_structure
 from planner.schedule import (in_flight_micro_batches, interleave_groups_fit, interleaved_in_flight,
                               window_in_flight_limit)
@@ -425,7 +425,7 @@ class Scorer:
                             for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                 a2a_f, a2a_b = alltoall_s(self.model, layers[i], self.job.seq_len, mb, g.tp // cp, cp, ep, dp_bw,
                                           dp_lat, knobs.recompute, precision)
-                f, b = f + max(0.0, zf + fetch - h * f) + a2a_f, b + max(0.0, zb + fetch - h * b) + a2a_b
+                f, b = f + overlapped_s(zf + fetch, h * f) + a2a_f, b + overlapped_s(zb + fetch, h * b) + a2a_b
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
@@ -436,7 +436,7 @@ class Scorer:
             sync = sum(grad_sync_s(zero, per_gpu * self.states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                        for per_gpu, ranks in shards)
             overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
-            exposed = max(0.0, sync - stage_bwd / v) if overlaps else sync
+            exposed = overlapped_s(sync, stage_bwd / v) if overlaps else sync
             step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states,
                                         first_fwd if self.run.overlap_param_gather else 0.0)
                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
