@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from planner.comm import overlapped_s
 from planner.compute import PassTimes, speed_notes, stage_pass_times
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
+from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s, zero_window_s
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
 from planner.energy import J_PER_KWH, energy_per_million_tokens_kwh, power_w, train_co2_kg
@@ -97,8 +97,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            f_exp = overlapped_s(zf + fetch, run.zero_overlap * f_comp)
-            b_exp = overlapped_s(zb + fetch, run.zero_overlap * times.backward_s)
+            f_exp = overlapped_s(zf + fetch, zero_window_s(f_comp, stage.num_layers, run.zero_overlap))
+            b_exp = overlapped_s(zb + fetch, zero_window_s(times.backward_s, stage.num_layers, run.zero_overlap))
             fwd[i].append(f_comp + f_exp + a2a_f)
             bwd[i].append(times.backward_s + b_exp + a2a_b)
             own = rep.samples // plan.micro_batch

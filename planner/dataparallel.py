@@ -43,6 +43,17 @@ def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replica
     return gather, gather + grads
 
 
+def zero_window_s(compute_s, layers: int, overlap: float):
+    """The compute a pass's ZeRO-2/3 collectives can hide behind. They run layer by layer, each layer's
+    all-gather prefetched during the layer before it (FSDP2: the next module's unshard issued ahead in the
+    forward, and in the backward FSDPParamGroup._backward_prefetch, one module ahead in reverse
+    post-forward order, none before the first; DeepSpeed ZeRO-3's prefetch bucket likewise) and each
+    reduce-scatter beside the next layer's backward, so the first layer's gather and the last layer's
+    reduce-scatter of a pass have no compute beside them: (layers - 1) / layers of the pass, times the
+    engine's `overlap` (planner.engines.base.Execution.zero_overlap). Numbers or numpy arrays."""
+    return overlap * compute_s * (layers - 1) / layers
+
+
 def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, s_per_byte,
                                weight_element_bytes: float = WEIGHT_BYTES, trained: float = 1.0):
     """zero_per_micro_batch_s without latency terms, with `s_per_byte` = ring_s_per_byte of the

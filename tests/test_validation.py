@@ -210,8 +210,9 @@ def test_fp8_runs_stated_apart_with_their_error(catalog):
     s = public_runs.summarise(tt)
     # issue 19: FP8 GEMMs at the measured FP8 rates (H100 0.709 of the FP8 peak), attention at FlashAttention-2's
     # measured rates: torchtitan +10.0%, line 59 -17.3%; +5.9% since FP8 plans reduce gradients as their BF16
-    # twins do (the engines branch); +3.4%, line 59 -17.4% with compute slowed beside the collectives it hides
-    assert abs(s.signed_median - 0.034) <= MEASURED_TOLERANCE
+    # twins do (the engines branch); +3.4%, line 59 -17.4% with compute slowed beside the collectives it hides;
+    # +6.0% with the pipelined rows (14, 16) as torchtitan runs them, ZeRO-2 (no all-gather per micro-batch)
+    assert abs(s.signed_median - 0.060) <= MEASURED_TOLERANCE
     assert abs(mg[0].error + 0.173) <= MEASURED_TOLERANCE
     assert all(r.reason for r in unstated) and any("row-wise" in r.reason for r in unstated)
     assert all(r.fits for r in stated)

@@ -32,7 +32,7 @@ from planner.compute import stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
 from planner.cost import CostOptions
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s
+from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s, zero_window_s
 from planner.engines import get as engine_profile
 from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
@@ -425,7 +425,8 @@ class Scorer:
                             for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                 a2a_f, a2a_b = alltoall_s(self.model, layers[i], self.job.seq_len, mb, g.tp // cp, cp, ep, dp_bw,
                                           dp_lat, knobs.recompute, precision)
-                f, b = f + overlapped_s(zf + fetch, h * f) + a2a_f, b + overlapped_s(zb + fetch, h * b) + a2a_b
+                f, b = (f + overlapped_s(zf + fetch, zero_window_s(f, layers[i], h)) + a2a_f,
+                        b + overlapped_s(zb + fetch, zero_window_s(b, layers[i], h)) + a2a_b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
