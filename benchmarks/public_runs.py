@@ -19,8 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from planner.compute import Kernels
+from planner.compute import Kernels, layer_forward_parts
 from planner.cost import CostOptions, evaluate
+from planner.engines import get as engine_profile
 from planner.flops import megatron_flops_with_recompute
 from planner.types import (GB, GIB, Cluster, Estimate, Gpu, MlpKind, Model, NormKind, Plan, Pool, PositionKind,
                            Precision, Recompute, Replica, Stage)
@@ -46,6 +47,9 @@ class RunRow:
     estimate: Estimate | None = field(default=None, compare=False, repr=False)   # what predicted came from
     precision: str = "bf16"   # the plan's precision (Precision value)
     layer_kind: str = "dense"  # "dense" or "MoE": the model's layers
+    plan: Plan | None = field(default=None, compare=False, repr=False)
+    forward_parts: tuple[float, float, float] = (0.0, 0.0, 0.0)   # one layer's forward: matmuls, attention,
+    #                                                               element-wise seconds (forward_parts)
 
     @property
     def error(self) -> float:
@@ -357,12 +361,12 @@ def predict(row: dict, gpus: dict[str, Gpu], heads_by_hidden: dict[int, int], li
     if row["framework"] == "torchtitan":
         cluster, plan, label = torchtitan_row(row, gpus, power_limited)
         with engine_variant("torchtitan", kernels=torchtitan_kernels(row)):
-            est = evaluate(cluster, plan)
+            est, parts = evaluate(cluster, plan), forward_parts(cluster, plan, True)
     else:
         cluster, plan, label = megatron_row(row, gpus, heads_by_hidden)
+        flash = "r0.8" in row["framework"] or "r0.12" in row["framework"]
         with engine_variant("megatron", **megatron_overlaps(row)):
-            est = evaluate(cluster, plan, options=CostOptions(flash_attention="r0.8" in row["framework"]
-                                                              or "r0.12" in row["framework"]))
+            est, parts = evaluate(cluster, plan, options=CostOptions(flash_attention=flash)), forward_parts(cluster, plan, flash)
     if row["measured_tokens_per_s_per_gpu"]:
         quantity, measured = TOKENS, float(row["measured_tokens_per_s_per_gpu"])
         predicted = est.tokens_per_s / plan.num_gpus
@@ -374,7 +378,16 @@ def predict(row: dict, gpus: dict[str, Gpu], heads_by_hidden: dict[int, int], li
                  megatron_flops_with_recompute(m.layers, m.hidden, m.vocab, plan.seq_len, plan.global_batch))
         predicted = flops / est.iteration_time_s / plan.num_gpus / 1e12
     return RunRow(line, engine_group, plan.engine, label, case_of(row, plan), quantity, measured, predicted, est.fits,
-                  est, plan.precision.value, "MoE" if plan.model.is_moe else "dense")
+                  est, plan.precision.value, "MoE" if plan.model.is_moe else "dense", plan, parts)
+
+
+def forward_parts(cluster: Cluster, plan: Plan, flash: bool) -> tuple[float, float, float]:
+    """(matmuls, attention core, element-wise) seconds of one layer's forward on the plan's first replica,
+    as planner.cost.evaluate costs them under the plan's engine: where a row's predicted time goes."""
+    run, gpu = engine_profile(plan.engine).execution_for(plan), cluster.pools[0].gpu
+    return layer_forward_parts(plan.model, gpu, plan.seq_len, plan.micro_batch, plan.stages[0].replicas[0].tp,
+                               plan.sequence_parallel, flash, plan.precision, run.tf32(plan.tf32), run.kernels,
+                               plan.context_parallel, plan.expert_parallel)
 
 
 def fp8_rows(gpus: dict[str, Gpu]) -> tuple[list[RunRow], list[Unstated]]:
