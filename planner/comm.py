@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 
+from planner.elementwise import maximum
+
 # nccl-tests all-reduce bus bandwidth reaches about 80% of nominal NVLink/InfiniBand figures on
 # large messages (e.g. ~230 of 300 GB/s on DGX A100 NVLink3; NVIDIA nccl-tests PERFORMANCE.md,
 # DGX A100 user guide). One constant for every link kind.
@@ -38,12 +40,21 @@ INTRA_NODE_LATENCY_S = 5e-6
 OVERLAP_COMPUTE_SLOWDOWN = 0.189
 
 
-def overlapped_s(comm_s: float, window_s: float) -> float:
+def overlapped_s(comm_s, window_s):
     """What `comm_s` seconds of communication cost beside `window_s` seconds of compute they may hide
     behind: the part beyond the window, plus the slowdown of the compute that shares the GPU with the
-    hidden part (OVERLAP_COMPUTE_SLOWDOWN of it). Never more than comm_s, never below its exposed part."""
-    exposed = max(0.0, comm_s - window_s)
+    hidden part (OVERLAP_COMPUTE_SLOWDOWN of it). Never more than comm_s, never below its exposed part.
+    Numbers or numpy arrays."""
+    exposed = maximum(0.0, comm_s - window_s)
     return exposed + OVERLAP_COMPUTE_SLOWDOWN * (comm_s - exposed)
+
+
+def activation_message_bytes(act_bytes, seq_len, micro_batch, hidden):
+    """One micro-batch's s x b x h activation (or its gradient): what a stage sends the next one and
+    what a tensor-parallel collective moves. `act_bytes` per element (planner.numerics; the search's
+    bounds take compute.ACT_BYTES, the least of any precision, so their transfers stay below).
+    Numbers or numpy arrays."""
+    return act_bytes * seq_len * micro_batch * hidden
 
 
 def p2p_s(num_bytes: float, bw_bytes_per_s: float, latency_s: float) -> float:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from planner.comm import overlapped_s
-from planner.compute import PassTimes, speed_notes, stage_pass_times
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s, zero_window_s
+from planner.comm import activation_message_bytes
+from planner.compute import PassTimes, StagePass, pass_execution, speed_notes, stage_pass_times
+from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_exposed_s,
+                                  zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
 from planner.energy import J_PER_KWH, energy_per_million_tokens_kwh, power_w, train_co2_kg
@@ -43,19 +44,27 @@ def flash_attention(plan: Plan, options: CostOptions) -> bool:
 def plan_links(cluster: Cluster, plan: Plan) -> Links:
     """The links of `plan`'s placement (planner.placement)."""
     return Links(cluster, structure_of(plan), place(cluster, plan),
-                 numerics(plan.precision).act_bytes * plan.seq_len * plan.micro_batch * plan.model.hidden)
+                 activation_message_bytes(numerics(plan.precision).act_bytes, plan.seq_len, plan.micro_batch,
+                                          plan.model.hidden))
 
 
 def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOptions = CostOptions()) -> PassTimes:
     """One micro-batch's passes through `stage` on a replica of `tp` GPUs (x the plan's context
     parallelism) of this pool, as the plan's engine executes them (planner.compute.stage_pass_times
     with the engine's execution values)."""
-    run, gpu, cp = engine_profile(plan.engine).execution_for(plan), pool.gpu, plan.context_parallel
-    return stage_pass_times(plan.model, gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
-                            plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, flash_attention(plan, options),
-                            gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
-                            run.kernels, run.selective_recompute, plan.training, cp, context_ring_bw(pool, tp, cp),
-                            plan.expert_parallel, run.tp_comm_overlap)
+    gpu, cp = pool.gpu, plan.context_parallel
+    run = pass_execution(engine_profile(plan.engine).execution, plan.tf32, plan.tp_comm_overlap)
+    return stage_pass_times(StagePass(
+        model=plan.model, gpu=gpu, num_layers=stage.num_layers, has_head=stage.layer_end == plan.model.layers,
+        seq_len=plan.seq_len, micro_batch=plan.micro_batch, tp=tp, sequence_parallel=plan.sequence_parallel,
+        recompute=plan.recompute, flash_attention=flash_attention(plan, options), link_bw=gpu.link_bw_bytes_per_s,
+        precision=plan.precision, training=plan.training, cp=cp, cp_bw=context_ring_bw(pool, tp, cp),
+        expert_parallel=plan.expert_parallel), run)
+
+
+def price_per_hour_usd(pools: dict[str, Pool], gpus_by_pool: dict[str, int]) -> float:
+    """The dollars an hour of the GPUs a plan (or a layout, for the search) uses, `pools` by name."""
+    return sum(n * pools[name].price_per_gpu_hour_usd for name, n in gpus_by_pool.items())
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
@@ -97,8 +106,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            f_exp = overlapped_s(zf + fetch, zero_window_s(f_comp, stage.num_layers, run.zero_overlap))
-            b_exp = overlapped_s(zb + fetch, zero_window_s(times.backward_s, stage.num_layers, run.zero_overlap))
+            f_exp = zero_exposed_s(zf + fetch, f_comp, run.zero_overlap, stage.num_layers)
+            b_exp = zero_exposed_s(zb + fetch, times.backward_s, run.zero_overlap, stage.num_layers)
             fwd[i].append(f_comp + f_exp + a2a_f)
             bwd[i].append(times.backward_s + b_exp + a2a_b)
             own = rep.samples // plan.micro_batch
@@ -155,7 +164,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     for i in range(p):
         for r in range(len(plan.stages[i].replicas)):
             overlap = sim.last_backward_s[i][r] if overlaps else 0.0
-            exposed = overlapped_s(dp_sync[i], overlap)
+            exposed = exposed_grad_sync_s(dp_sync[i], overlap)
             done = sim.end_s[i][r] + exposed + after_step[i]
             if done >= finish:
                 finish, dp_total, dp_exposed, step_total = done, dp_sync[i], done - sim.end_s[i][r] - after_step[i], after_step[i]
@@ -180,7 +189,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     }
     tokens = plan.global_batch * plan.seq_len
     used = plan.gpus_by_pool()
-    price_per_hour = sum(n * cluster.pool(name).price_per_gpu_hour_usd for name, n in used.items())
+    price_per_hour = price_per_hour_usd({p.name: p for p in cluster.pools}, used)
     peak = sum(n * cluster.pool(name).gpu.peak_flops for name, n in used.items())
     mfu = model_flops_per_iteration(plan.model, plan.seq_len, plan.global_batch, plan.training) / (iteration * peak)
     tokens_per_s = tokens / iteration

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from planner.comm import all_gather_s, all_reduce_s, overlapped_s, reduce_scatter_s
 from planner.compute import MEM_BW_EFFICIENCY
+from planner.elementwise import maximum
 from planner.memory import WEIGHT_BYTES
 from planner.offload import offload_step_s, param_fetch_s
 from planner.training import ModelStates
@@ -43,15 +44,40 @@ def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replica
     return gather, gather + grads
 
 
-def zero_window_s(compute_s, layers: int, overlap: float):
+def zero_window_s(compute_s, layers: int | None, overlap: float):
     """The compute a pass's ZeRO-2/3 collectives can hide behind. They run layer by layer, each layer's
     all-gather prefetched during the layer before it (FSDP2: the next module's unshard issued ahead in the
     forward, and in the backward FSDPParamGroup._backward_prefetch, one module ahead in reverse
     post-forward order, none before the first; DeepSpeed ZeRO-3's prefetch bucket likewise) and each
     reduce-scatter beside the next layer's backward, so the first layer's gather and the last layer's
     reduce-scatter of a pass have no compute beside them: (layers - 1) / layers of the pass, times the
-    engine's `overlap` (planner.engines.base.Execution.zero_overlap). Numbers or numpy arrays."""
-    return overlap * compute_s * (layers - 1) / layers
+    engine's `overlap` (planner.engines.base.Execution.zero_overlap); `layers` None: all of it.
+    Numbers or numpy arrays."""
+    return overlap * compute_s * (1.0 if layers is None else (layers - 1) / layers)
+
+
+def zero_exposed_s(collective_s, compute_s, overlap: float, layers: int | None = None):
+    """What a pass's ZeRO collectives (`collective_s`: zero_per_micro_batch_s, plus any offloaded
+    fetch) cost beside the pass's compute (`compute_s`) over `layers` layers, the engine hiding them
+    behind `overlap` of it (planner.engines.base.Execution.zero_overlap, 0 to 1): the part
+    zero_window_s does not hide, plus the slowdown of the compute beside the rest (planner.comm.overlapped_s).
+    Numbers or numpy arrays."""
+    return overlapped_s(collective_s, zero_window_s(compute_s, layers, overlap))
+
+
+def pass_with_zero_floor_s(compute_s, collective_floor_s):
+    """A lower bound on compute_s + zero_exposed_s(c, compute_s, overlap) for every overlap <= 1 and
+    every c >= `collective_floor_s` (zero_per_micro_batch_floor): the pass lasts at least its compute
+    and at least its collectives. What the search's bounds take for a pass under ZeRO-2/3
+    (planner.search.bound, screen); tests/test_properties.py holds it below the exact one."""
+    return maximum(compute_s, collective_floor_s)
+
+
+def exposed_grad_sync_s(sync_s, hidden_behind_s):
+    """What the gradient synchronisation (grad_sync_s) costs beside the compute it runs beside
+    (`hidden_behind_s`: the last backward pass where the engine overlaps its gradient reduction, else
+    0): planner.comm.overlapped_s. Numbers or numpy arrays."""
+    return overlapped_s(sync_s, hidden_behind_s)
 
 
 def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, s_per_byte,

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 CLUSTERS = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 BIG = {"big-4types-4096", "cloud-4types-1024"}
-TARGETS = ("megatron", "deepspeed", "torchtitan", "flagscale", "fsdp")
+TARGETS = ("megatron", "deepspeed", "torchtitan", "flagscale", "fsdp", "megatron-deepspeed")
 
 
 def _job(catalog, cluster_name: str, engine: str) -> Job:
@@ -104,7 +104,7 @@ def _launched(tmp_path, files: dict[str, str]) -> list[tuple[int, str, list[int]
     for host in hosts:
         log = tmp_path / f"{host}.log"
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOST": host, "STUB_LOG": str(log),
-               "MEGATRON_DIR": "/m", "FLAGSCALE_DIR": "/f", "TRAIN_SCRIPT": "train.py", "MASTER_ADDR": "10.0.0.1"}
+               "MEGATRON_DIR": "/m", "FLAGSCALE_DIR": "/f", "MEGATRON_DEEPSPEED_DIR": "/md", "TRAIN_SCRIPT": "train.py", "MASTER_ADDR": "10.0.0.1"}
         subprocess.run(["bash", str(folder / "launch.sh"), "--data-path", "d"], env=env, check=True)
         for line in log.read_text().splitlines():
             cvd, args = line.split(" ARGS=")
@@ -115,7 +115,7 @@ def _launched(tmp_path, files: dict[str, str]) -> list[tuple[int, str, list[int]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
-@pytest.mark.parametrize("target", ["megatron", "deepspeed", "torchtitan", "flagscale", "torchrun"])
+@pytest.mark.parametrize("target", ["megatron", "deepspeed", "torchtitan", "flagscale", "torchrun", "megatron-deepspeed"])
 def test_launch_pins_each_stage_to_its_planned_gpus(catalog, tmp_path, target):
     cluster = load_cluster_file(EXAMPLES / "a100-v100-16.yaml", catalog)
     engine = engine_for(target)

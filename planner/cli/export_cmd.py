@@ -1,4 +1,4 @@
-"""hetplan export --plan FILE --cluster FILE --to torchrun|megatron|deepspeed|torchtitan|flagscale [--out DIR]"""
+"""hetplan export --plan FILE --cluster FILE --to torchrun|megatron|deepspeed|torchtitan|flagscale|fsdp|megatron-deepspeed [--out DIR]"""
 from __future__ import annotations
 
 import os

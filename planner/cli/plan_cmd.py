@@ -67,7 +67,8 @@ def register(sub) -> None:
     p.add_argument("--engine", choices=(AUTO, *ENGINES, "all"), default=AUTO, metavar="NAME",
                    help=f"the engine that will run the plan: search only what it runs and predict it as it runs it "
                         f"({', '.join(ENGINES)}). {AUTO} (default): the best plan over the engines people launch "
-                        f"({', '.join(REAL)}), each a search with an equal share of --time-limit, the plan tagged "
+                        f"({', '.join(REAL)}), searched in turn, each pruned by the best plan before it (half of "
+                        f"--time-limit for the first, an equal share of the rest for each next), the plan tagged "
                         f"with its engine; {RUNTIME}: hetplan's own runtime (`run-local`), which runs every plan; "
                         f"`all`: the best plan of each engine side by side")
     p.add_argument("--baseline", choices=("megatron", "uniform", "exhaustive"), default=None,
@@ -130,7 +131,7 @@ def _context_parallel(text: str):
         raise argparse.ArgumentTypeError(f"auto or a whole number: {e}") from None
 
 
-def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None = None):
+def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None = None, baselines: bool = True):
     """The search for `engine`, or (`engines`) for the best of those engines."""
     if args.tf32 is not None and args.precision != "fp32":
         raise InputError("--tf32", "applies to --precision fp32 only")
@@ -147,7 +148,8 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
                       method=args.baseline or "hetplan", options=_options(args.time_limit),
                       offload="auto" if args.offload == "auto" else "fixed",
                       context_parallel="auto" if args.context_parallel == "auto" else "fixed",
-                      expert_parallel="auto" if args.expert_parallel == "auto" else "fixed", engines=engines)
+                      expert_parallel="auto" if args.expert_parallel == "auto" else "fixed", engines=engines,
+                      baselines=baselines)
     except TooManyPassesError as e:       # its advice names a plan file's field, which `plan` does not take
         raise InputError("--global-batch", f"{args.global_batch:,} sequences make plans with too many pipeline "
                                            f"passes to simulate ({e.message.split(';')[0]}); use a smaller "
@@ -163,11 +165,12 @@ def _options(time_limit_s: float) -> SearchOptions:
 
 
 def _run_all(args, cluster, model, catalog) -> int:
-    """--engine all: each engine's search; what each costs against hetplan's runtime (every plan)."""
+    """--engine all: each engine's search; what each costs against hetplan's runtime (every plan). The
+    baselines only where they are shown: --json, and the gains of the plan --out writes."""
     results, errors = {}, {}
     for name in ENGINES:
         try:
-            results[name] = _search(args, cluster, model, name)
+            results[name] = _search(args, cluster, model, name, baselines=bool(args.json or args.out))
         except InputError as e:               # infeasible under this engine: a result, not a failure
             errors[name] = str(e)
     if not results:

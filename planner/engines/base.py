@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from planner.numerics import numerics
-from planner.types import GIB, JobKind, Kernels, Offload, Plan, Precision, Recompute, Schedule, SelectiveKind
+from planner.types import GIB, JobKind, Kernels, Model, Offload, Plan, Precision, Recompute, Schedule, SelectiveKind
 
 # CUDA context, NCCL buffers and allocator fragmentation: about 1-2 GiB in practice (PyTorch
 # CUDA context alone is ~0.5 GiB; NCCL reserves buffers per communicator). Assumed, not measured.
@@ -64,6 +64,8 @@ class Space:
     offloads: tuple[tuple[Offload, tuple[int, ...]], ...] = ()   # each offload it runs, with the ZeRO stages
     pipeline_parallel: bool = True         # two or more pipeline stages at all
     tp_comm_overlap: bool = False          # a plan may pipeline tp collectives with its GEMMs (Plan.tp_comm_overlap)
+    mixture_of_experts: bool = True        # models with routed experts at all
+    latent_attention: bool = True          # multi-head latent attention (DeepSeek-V2/V3) at all
 
     def zero_allowed(self, zero_stage: int, num_stages: int) -> bool:
         return zero_stage in (self.zero_stages_pipelined if num_stages > 1 else self.zero_stages)
@@ -207,10 +209,20 @@ class Engine:
         elif plan.context_parallel > 1 and plan.zero_stage not in s.context_parallel_zero_stages:
             out.append(f"{name} runs context parallelism with ZeRO stage {_join(s.context_parallel_zero_stages)} "
                        f"only; the plan uses ZeRO stage {plan.zero_stage}")
+        out += self.model_violations(plan.model)
         if plan.expert_parallel > 1 and not s.expert_parallel:
             out.append(f"{name} has no expert parallelism; the plan shards the experts over "
                        f"{plan.expert_parallel} replicas")
         return out + self._job_violations(plan)
+
+    def model_violations(self, model: Model) -> list[str]:
+        """What in the model itself this engine cannot run (experts, latent attention), whatever the plan."""
+        out = []
+        if model.is_moe and not self.space.mixture_of_experts:
+            out.append(f"{self.title} is profiled for dense models only; {model.id} has {model.experts} experts")
+        if model.is_mla and not self.space.latent_attention:
+            out.append(f"{self.title} has no multi-head latent attention; {model.id} uses it")
+        return out
 
     def _job_violations(self, plan: Plan) -> list[str]:
         s, out, name, kind = self.space, [], self.title, plan.training.kind

@@ -34,6 +34,7 @@ FEATURES = (
     ("precisions", lambda e: ", ".join(p.value for p in e.space.precisions)),
     ("context parallelism", lambda e: _flag(e.space.context_parallel)),
     ("expert parallelism", lambda e: _flag(e.space.expert_parallel)),
+    ("MoE / latent-attention models", lambda e: f"{_flag(e.space.mixture_of_experts)} / {_flag(e.space.latent_attention)}"),
     ("job kinds", lambda e: ", ".join(k.value for k in e.space.job_kinds)),
     ("LoRA limits", lambda e: ", ".join(x for x, ok in (("no recompute", e.space.adapters_with_recompute),
                                                          ("dense models", e.space.adapters_with_moe)) if not ok) or "-"),

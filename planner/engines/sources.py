@@ -202,7 +202,19 @@ MEGATRON_DEEPSPEED_SOURCES: dict[str, str] = {
                                "for every stage, even batch shares",
     "layer split": "gpt_model.py line 463: partition_method='type:transformer' (DeepSpeed's PipelineModule "
                    "splits the transformer layers evenly); uneven boundaries by overriding PipelineModule."
-                   "_partition_layers, as planner/export/deepspeed.py's PlannedPipelineModule does",
+                   "_partition_layers, as planner/export/megatron_deepspeed.py's pretrain_gpt_planned.py does",
+    "arguments": "megatron/arguments.py _add_network_size_args lines 599-688 (--num-key-value-heads, "
+                 "--use-rotary-position-embeddings, --rotary-position-embeddings-theta int, --normalization "
+                 "{layernorm, rmsnorm}, --layernorm-epsilon, --swiglu, --untie-embeddings-and-output-weights), "
+                 "--disable-bias-linear line 937, --use-flash-attn-v2 line 930, --zero-stage line 1487, "
+                 "--deepspeed-activation-checkpointing line 1524; parse_args adds deepspeed.add_config_arguments "
+                 "(line 54); examples_deepspeed/pretrain_llama2_distributed.sh lines 101-147 pass the same set",
+    "rank order": "PipeModelDataParallelTopology axes ['pipe', 'data', 'model'] (model fastest; gpt_model.py "
+                  "lines 455-458): rank = (stage x dp + replica) x tp + tp rank",
+    "dense models only": "its experts are DeepSpeed-MoE (--num-experts, --topk, --moe-train-capacity-factor, "
+                         "megatron/arguments.py lines 608-616 and 913-919: top-k gating with a capacity factor, "
+                         "experts in every --expert-interval-th layer), not the routed-expert model hetplan costs; no "
+                         "multi-head latent attention in megatron/model",
     "no pipeline": "--no-pipeline-parallel (megatron/arguments.py lines 954-955): GPTModel under the DeepSpeed "
                    "engine, where ZeRO-2/3 run",
     "ZeRO < 2 with a pipeline": "DeepSpeed's pipeline engine (deepspeed/runtime/pipe/engine.py lines 76-77, as the "

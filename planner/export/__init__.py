@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner.export import deepspeed, flagscale, fsdp, megatron, torchrun, torchtitan
+from planner.export import deepspeed, flagscale, fsdp, megatron, megatron_deepspeed, torchrun, torchtitan
 from planner.export.common import SEARCH_TIME_LIMIT_S, ExportResult, engine_for, resolve, targets
 from planner.cost import evaluate
 from planner.types import Cluster, InputError, Plan
 
-ENGINES = tuple(targets())       # ("torchrun", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp")
+ENGINES = tuple(targets())       # ("torchrun", "megatron", "deepspeed", "torchtitan", "flagscale", "fsdp",
+#                                   "megatron-deepspeed")
 
 
 def _writer(target: str):
     writers = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "torchrun": torchrun,
-               "flagscale": flagscale, "fsdp": fsdp}
+               "flagscale": flagscale, "fsdp": fsdp, "megatron-deepspeed": megatron_deepspeed}
     if target not in writers:
         raise InputError("--to", f"unknown engine {target!r}; choose one of {list(ENGINES)}")
     return writers[target]

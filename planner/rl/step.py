@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from planner.comm import INTRA_NODE_LATENCY_S, all_gather_s, all_reduce_s, p2p_s
 from planner.compute import layer_forward_parts
-from planner.cost import evaluate
+from planner.cost import evaluate, price_per_hour_usd
 from planner.flops import head_forward_flops, model_params
 from planner.rl.engines import ROLLOUT_ENGINES
 from planner.rl.generation import WEIGHT_BYTES, Generation, generation
@@ -233,7 +233,7 @@ def evaluate_rl(cluster: Cluster, plan: RlPlan) -> RlEstimate:
     phases = _timeline(plan, rollout_side, training_side, sync, side, train_side)
     step = max(p.end_s for p in phases)
     used = plan.gpus_by_pool()
-    price = sum(k * cluster.pool(name).price_per_gpu_hour_usd for name, k in used.items())
+    price = price_per_hour_usd({p.name: p for p in cluster.pools}, used)
     notes = _notes(plan, actor)
     return RlEstimate(step, tuple(phases), n / step, job.tokens_per_step / step, job.response_tokens_per_step / step,
                       price, price / 3600 * step, sum(used.values()), used, actor.fits, tuple(gens), actor, notes)

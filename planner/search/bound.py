@@ -58,17 +58,18 @@ from __future__ import annotations
 
 import math
 
-from planner.comm import ring_s_per_byte
+from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
-from planner.dataparallel import step_s, zero_per_micro_batch_floor
+from planner.dataparallel import pass_with_zero_floor_s, step_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.placement import dp_link_ceiling, p2p_floor_s
-from planner.schedule import interleaved_in_flight, window_in_flight_limit
+from planner.schedule import (in_flight_micro_batches, interleaved_in_flight, window_in_flight_ceiling,
+                              window_in_flight_limit)
 from planner.search.score import Scorer
 from planner.search.split import share_micro_batches
 from planner.search.space import (INTERLEAVES, ZERO_STAGES, zero_stages, Family, Group, Layout, micro_batch_sizes,
                                   searched_recomputes)
-from planner.types import Recompute
+from planner.types import Recompute, Schedule
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
 
@@ -281,7 +282,7 @@ class Bounds:
             elif len(groups) == 1:
                 ratios.append(n / window_in_flight_limit(total, n, m))
             else:
-                ratios.append(n / (total * n / m + 1))
+                ratios.append(n / window_in_flight_ceiling(total, n, m))
         return min(ratios)
 
     def _stage_rates(self, groups: tuple[Group, ...], mb: int, rc: Recompute, sp: bool):
@@ -310,7 +311,7 @@ class Bounds:
                     f, b, _, _ = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
                     most = max(shares[k:k + g.count])
                     k += g.count
-                    tau = max(f, zf) + max(b, zb)
+                    tau = pass_with_zero_floor_s(f, zf) + pass_with_zero_floor_s(b, zb)
                     a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
                     taus += [tau] * g.count
                     # (b9): the group's busiest replica holds at least this many micro-batches under the
@@ -351,20 +352,14 @@ class Bounds:
                 k += g.count
             caps, coefficients = [], [self._cap_coefficients(g, mb, rc, sp, d, zero) for g in groups]
             for j in range(count):
-                flights = [self._in_flight(own, v, p, last_stage - j, window + j * d, m) for own in owns]
+                flights = [in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, last_stage - j, v, own, window + j * d, m)
+                           for own in owns]
                 caps.append(min(_layers_held(free, states, act, f) for (free, states, act), f in zip(coefficients, flights)))
                 if all(f >= own for f, own in zip(flights, owns)):   # every later stage holds as many
                     caps += [caps[-1]] * (count - j - 1)
                     break
             self._run[key] = (caps[0], sum(caps[1:]), min(caps))
         return self._run[key]
-
-    @staticmethod
-    def _in_flight(own: int, v: int, p: int, stage: int, window: int, m: int) -> float:
-        """The fewest micro-batches (of its `own`) a replica of `stage` holds in flight (schedule.in_flight_micro_batches)."""
-        if v == 1:
-            return window_in_flight_limit(window, own, m)
-        return interleaved_in_flight(p, stage, v, own)
 
     def _cap_coefficients(self, g: Group, mb, rc, sp, d, zero) -> tuple[float, float, float]:
         """(free bytes, state bytes per layer, activation bytes per layer and in-flight micro-batch)
@@ -410,7 +405,7 @@ class Bounds:
         key = (a, b, mb)
         if key not in self._run:
             s = self.scorer
-            size = ACT_BYTES * s.job.seq_len * mb * s.model.hidden
+            size = activation_message_bytes(ACT_BYTES, s.job.seq_len, mb, s.model.hidden)
             owners_a = [g for g in a for _ in range(g.count)]
             owners_b = [g for g in b for _ in range(g.count)]
             pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])
@@ -435,7 +430,7 @@ def _lane_window_ratio(n: int, window: int, m: int) -> float:
     """n / k of (b9) for a first-stage replica holding n of m micro-batches with 1F1B window
     `window`: k = schedule.window_in_flight_limit <= min(n, window n / m + 1), so n / k is at least
     max(1, n / (window n / m + 1)), which does not fall as n grows."""
-    return max(1.0, n / (window * n / m + 1))
+    return max(1.0, n / window_in_flight_ceiling(window, n, m))
 
 
 def _layout_of(runs: Runs) -> Layout:

@@ -26,19 +26,20 @@ tests/test_one_cost_model.py holds the two within a stated tolerance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from planner.compute import stage_pass_times
+from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
-from planner.cost import CostOptions
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_per_micro_batch_s, zero_window_s
+from planner.cost import CostOptions, price_per_hour_usd
+from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_exposed_s,
+                                  zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
 from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
 from planner.memory import (host_bytes_per_param, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
-from planner.comm import overlapped_s, p2p_s
+from planner.comm import activation_message_bytes, p2p_s
 from planner.placement import Links, context_ring_bw, network_bw, place_structure
 from planner.schedule import (in_flight_micro_batches, interleave_groups_fit, interleaved_in_flight,
                               window_in_flight_limit)
@@ -92,7 +93,6 @@ class Scorer:
         self.numerics = numerics(job.precision)   # None: 16-bit, whichever of bf16 and fp16 a layout takes
         self.states = model_states(job.precision, job.training, job.model, job.offload,   # planner.training
                                    self.run.offload_grad_bytes)
-        self.tf32 = self.run.tf32(job.tf32)
         self.model = job.model
         self.pools = {p.name: p for p in cluster.pools}
         self._pass: dict = {}
@@ -117,19 +117,16 @@ class Scorer:
         # the passes depend on the GPU, not on its pool, but for a context-parallel ring across nodes
         key = (pool.gpu.id if self.cp == 1 else pool.name, tp, mb, recompute, sp)
         if key not in self._pass:
-            m, s, flash = self.model, self.job.seq_len, self.options.flash_attention
-            link = pool.gpu.link_bw_bytes_per_s
-            overhead = self.run.layer_overhead_s
-            p, tf32 = self.job.precision, self.tf32
-            kernels, selective = self.run.kernels, self.run.selective_recompute
-            job, cp, t = self.job.training, self.cp, tp // self.cp
-            ring = context_ring_bw(pool, t, cp)
-            ep = self.job.expert_parallel
-            overlap = self.run.tp_comm_overlap or (sp and self.engine.space.tp_comm_overlap)   # as to_plan sets it
-            layer = stage_pass_times(m, pool.gpu, 1, False, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                     kernels, selective, job, cp, ring, ep, overlap)
-            head = stage_pass_times(m, pool.gpu, 0, True, s, mb, t, sp, recompute, flash, link, overhead, p, tf32,
-                                    kernels, selective, job, cp, ring, ep, overlap)
+            cp, t = self.cp, tp // self.cp
+            # as to_plan sets the plan's tp_comm_overlap
+            run = pass_execution(self.run, self.job.tf32, sp and self.engine.space.tp_comm_overlap)
+            layer = StagePass(model=self.model, gpu=pool.gpu, num_layers=1, has_head=False, seq_len=self.job.seq_len,
+                              micro_batch=mb, tp=t, sequence_parallel=sp, recompute=recompute,
+                              flash_attention=self.options.flash_attention, link_bw=pool.gpu.link_bw_bytes_per_s,
+                              precision=self.job.precision, training=self.job.training, cp=cp,
+                              cp_bw=context_ring_bw(pool, t, cp), expert_parallel=self.job.expert_parallel)
+            layer, head = (stage_pass_times(layer, run),
+                           stage_pass_times(replace(layer, num_layers=0, has_head=True), run))
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
         return self._pass[key]
 
@@ -170,7 +167,7 @@ class Scorer:
         on the stage structure alone): each stage's data-parallel ring and each boundary's transfer."""
         key = (layout, mb)
         if key not in self._links:
-            size = self.numerics.act_bytes * self.job.seq_len * mb * self.model.hidden
+            size = activation_message_bytes(self.numerics.act_bytes, self.job.seq_len, mb, self.model.hidden)
             self._links[key] = self._link_figures(layout).at(size)
         return self._links[key]
 
@@ -292,7 +289,7 @@ class Scorer:
     def price_per_hour(self, layout) -> float:
         """The dollars an hour of every GPU the layout (or family) uses: the plan's price, stated once
         for the fast scores and the bounds."""
-        return sum(n * self.pools[name].price_per_gpu_hour_usd for name, n in layout.gpus_by_pool().items())
+        return price_per_hour_usd(self.pools, layout.gpus_by_pool())
 
     def could_fit(self, layout: Layout, micro_batch: int, interleave: int) -> bool:
         """Whether the most memory-frugal knobs (ZeRO-3, full recompute) leave room for every layer."""
@@ -425,8 +422,8 @@ class Scorer:
                             for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                 a2a_f, a2a_b = alltoall_s(self.model, layers[i], self.job.seq_len, mb, g.tp // cp, cp, ep, dp_bw,
                                           dp_lat, knobs.recompute, precision)
-                f, b = (f + overlapped_s(zf + fetch, zero_window_s(f, layers[i], h)) + a2a_f,
-                        b + overlapped_s(zb + fetch, zero_window_s(b, layers[i], h)) + a2a_b)
+                f, b = (f + zero_exposed_s(zf + fetch, f, h, layers[i]) + a2a_f,
+                        b + zero_exposed_s(zb + fetch, b, h, layers[i]) + a2a_b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
@@ -437,7 +434,7 @@ class Scorer:
             sync = sum(grad_sync_s(zero, per_gpu * self.states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                        for per_gpu, ranks in shards)
             overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
-            exposed = overlapped_s(sync, stage_bwd / v) if overlaps else sync
+            exposed = exposed_grad_sync_s(sync, stage_bwd / v if overlaps else 0.0)
             step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states,
                                         first_fwd if self.run.overlap_param_gather else 0.0)
                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
