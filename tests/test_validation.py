@@ -132,7 +132,7 @@ def test_torchtitan_op_sac_costs_what_it_measured(public):
     assert abs(predicted - measured) <= 0.02, (measured, predicted)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 target not met: torchtitan median 24.2% (docs/validation.md)")
+@pytest.mark.xfail(strict=True, reason="issue 10 target not met: torchtitan median 16.8% (docs/validation.md)")
 def test_torchtitan_engine_group_within_10_percent(public):
     assert public_runs.targets(public[0])[0]["torchtitan (FSDP2)"].median_abs <= 0.10
 
@@ -148,8 +148,8 @@ def test_gpu_types_do_not_regress(public):
         assert abs(gpu_types[gpu].signed_median - signed) <= MEASURED_TOLERANCE, (gpu, gpu_types[gpu])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 target not met: GPU types' signed medians 28.1 points apart "
-                                       "(V100 -13.4% to H100 HBM2e 500 W +14.7%)")
+@pytest.mark.xfail(strict=True, reason="issue 10 target not met: GPU types' signed medians 26.7 points apart "
+                                       "(V100 -13.4% to H100 HBM2e 500 W +13.3%)")
 def test_gpu_types_signed_medians_within_10_points(public):
     assert public_runs.targets(public[0])[2] <= 0.10
 
@@ -259,7 +259,7 @@ def test_context_parallel_runs_stated_with_their_error(context_parallel):
 
 
 @pytest.mark.xfail(strict=True, reason="issue 10's 10% target not met by torchtitan's context-parallel rows: "
-                                       "median 46.0% (docs/validation.md)")
+                                       "median 44.4% (docs/validation.md)")
 def test_context_parallel_torchtitan_within_10_percent(context_parallel):
     tt = [r for r in context_parallel[0] if r.engine == "torchtitan"]
     assert public_runs.summarise(tt).median_abs <= 0.10
