@@ -42,3 +42,16 @@ def test_hidden_communication_slows_the_compute_beside_it():
     for comm in (0.1, 1.0, 3.0):
         for window in (0.0, 0.5, 2.0):
             assert max(0.0, comm - window) <= overlapped_s(comm, window) <= comm
+
+
+def test_zero_collectives_hide_behind_all_but_the_first_and_last_layer():
+    # one layer prefetched (FSDP2's _backward_prefetch, one module ahead): a pass's first all-gather and
+    # last reduce-scatter have no compute beside them; the rest is hidden, slowing the compute beside it
+    from planner.dataparallel import exposed_grad_sync_s, zero_exposed_s, zero_window_s
+    assert zero_window_s(8.0, 8, 1.0) == pytest.approx(7.0)
+    assert zero_window_s(8.0, None, 0.5) == pytest.approx(4.0)
+    assert zero_window_s(8.0, 1, 1.0) == 0.0                      # one layer: nothing beside its gather
+    assert zero_exposed_s(1.0, 8.0, 1.0, 8) == pytest.approx(OVERLAP_COMPUTE_SLOWDOWN)   # all hidden
+    assert zero_exposed_s(8.0, 8.0, 1.0, 8) == pytest.approx(1.0 + OVERLAP_COMPUTE_SLOWDOWN * 7.0)
+    assert exposed_grad_sync_s(2.0, 0.0) == 2.0                   # not overlapped: all of it
+    assert exposed_grad_sync_s(2.0, 1.0) == pytest.approx(1.0 + OVERLAP_COMPUTE_SLOWDOWN)

@@ -360,3 +360,13 @@ def test_fp8_over_bf16_step_time_as_measured_on_the_pairs(catalog):
     assert "(9 pairs)" in text
     measured, predicted = map(float, re.search(r"measured (\d\.\d\d), predicted (\d\.\d\d)", text).groups())
     assert measured == 0.74 and abs(predicted - measured) <= MEASURED_TOLERANCE
+
+
+def test_torchtitan_pipelined_rows_are_zero_2_as_torchtitan_runs_them(catalog):
+    # torchtitan/parallelisms/parallelize_llama.py lines 326-329 @9dec370: "For PP, do not reshard after
+    # forward to avoid per-microbatch all-gathers"
+    runs = public_runs.read_runs()
+    for line, zero in ((14, 2), (16, 2), (17, 2), (2, 3), (44, 3)):
+        _, plan, _ = public_runs.torchtitan_row(runs[line - 2], catalog.gpus)
+        assert plan.zero_stage == zero and (plan.num_stages > 1) == (zero == 2), line
+    assert "For PP, do not reshard after forward" in public_runs.ASSUMED["torchtitan"]
