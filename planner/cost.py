@@ -113,9 +113,9 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            f_exp = zero_exposed_s(zf + fetch, f_comp, run.zero_overlap)
-            b_exp = zero_backward_exposed_s(zf, zb, fetch, run.zero_overlap * times.backward_s, run.prefetch,
-                                            run.overlap_grad_reduce)
+            f_exp = zero_exposed_s(zf + fetch, f_comp, run.zero_overlap, stage.num_layers)
+            b_exp = zero_backward_exposed_s(zf, zb, fetch, times.backward_s, run.zero_overlap, stage.num_layers,
+                                            run.prefetch, run.overlap_grad_reduce)
             fwd[i].append(f_comp + f_exp + a2a_f)
             bwd[i].append(times.backward_s + b_exp + a2a_b)
             own = rep.samples // plan.micro_batch
