@@ -79,7 +79,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         min_tp = min(r.tp for r in stage.replicas)
         d = len(stage.replicas) * plan.context_parallel      # gradients are reduced over dp x cp ranks
         hs = shard_ranks(plan, i)               # ... and ZeRO states sharded over d, or a node's (hybrid sharding)
-        shards = param_shards(params, stage.num_layers, plan.model, min_tp, hs, plan.expert_parallel)
+        shards = param_shards(params, stage.num_layers, plan.model, min_tp, hs, plan.expert_parallel,
+                              plan.expert_tensor_parallel)
         zbw, zlat = hybrid_link(cluster, stage) if plan.hybrid_shard else (dp_bw, dp_lat)
         zf = zb = 0.0
         for per_gpu, ranks in shards:           # dense weights over d ranks, routed experts over d / ep
@@ -95,10 +96,10 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             if (rep.pool, rep.tp) not in passes:     # the passes, the ZeRO-3 fetch and the all-to-alls
                 fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu)
                             for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, hs,
-                                                               plan.expert_parallel))
+                                                               plan.expert_parallel, plan.expert_tensor_parallel))
                 a2a = alltoall_s(plan.model, stage.num_layers, plan.seq_len, plan.micro_batch, rep.tp,
-                                 plan.context_parallel, plan.expert_parallel, dp_bw, dp_lat, plan.recompute,
-                                 plan.precision)
+                                 plan.context_parallel, plan.expert_parallel,
+                                 *expert_group_link(plan, pool, rep.tp, dp_bw, dp_lat), plan.recompute, plan.precision)
                 passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
@@ -127,13 +128,24 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         after_step.append(max(sum(after_step_s(plan.zero_stage, per_gpu, ranks, cluster.pool(rep.pool), dp_bw, dp_lat,
                                                states, first_fwd if run.overlap_param_gather else 0.0)
                                   for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, hs,
-                                                                     plan.expert_parallel))
+                                                                     plan.expert_parallel, plan.expert_tensor_parallel))
                               for rep, first_fwd in zip(stage.replicas, fwd[i])))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)
     return _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
                      tp_comm, cp_comm, ep_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)
+
+
+def expert_group_link(plan: Plan, pool: Pool, tp: int, dp_bw: float, dp_lat: float) -> tuple[float, float]:
+    """(bandwidth, latency) of the expert all-to-alls: an expert group of etp x ep GPUs within a replica's tp
+    ranks (expert_tensor_parallel below tp; Megatron's expert grid puts etp, then ep, fastest:
+    parallel_state.py lines 887-895) stays on the node's links; groups over replicas use the stage's
+    data-parallel ring, of which they are a part."""
+    etp = plan.expert_tensor_parallel or tp
+    if etp * plan.expert_parallel <= tp:
+        return pool.gpu.link_bw_bytes_per_s, INTRA_NODE_LATENCY_S
+    return dp_bw, dp_lat
 
 
 def hybrid_link(cluster: Cluster, stage: Stage) -> tuple[float, float]:
