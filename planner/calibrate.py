@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from planner.compute import stage_pass_times
+from planner.compute import StagePass, stage_pass_times
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_GLOBAL_BATCH, MAX_LORA_RANK, MAX_SEQ_LEN, PRETRAIN, Gpu,
                            InputError, JobKind, MlpKind, Model, NormKind, PositionKind, Recompute, Training)
 
@@ -70,9 +70,11 @@ def _mean_rel_error(pairs) -> float:
 
 
 def predicted_compute_s(m: Measurement, gpu: Gpu) -> float:
-    times = stage_pass_times(m.model, gpu, m.layers, m.has_head, m.seq_len, m.micro_batch, m.tp,
-                             m.sequence_parallel, m.recompute, m.flash_attention, gpu.link_bw_bytes_per_s,
-                             training=m.training, cp=m.context_parallel)
+    times = stage_pass_times(StagePass(
+        model=m.model, gpu=gpu, num_layers=m.layers, has_head=m.has_head, seq_len=m.seq_len,
+        micro_batch=m.micro_batch, tp=m.tp, sequence_parallel=m.sequence_parallel, recompute=m.recompute,
+        flash_attention=m.flash_attention, link_bw=gpu.link_bw_bytes_per_s, training=m.training,
+        cp=m.context_parallel))
     return times.compute_s
 
 

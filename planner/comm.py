@@ -31,6 +31,14 @@ LINK_EFFICIENCY = 0.8
 INTRA_NODE_LATENCY_S = 5e-6
 
 
+def activation_message_bytes(act_bytes, seq_len, micro_batch, hidden):
+    """One micro-batch's s x b x h activation (or its gradient): what a stage sends the next one and
+    what a tensor-parallel collective moves. `act_bytes` per element (planner.numerics; the search's
+    bounds take compute.ACT_BYTES, the least of any precision, so their transfers stay below).
+    Numbers or numpy arrays."""
+    return act_bytes * seq_len * micro_batch * hidden
+
+
 def p2p_s(num_bytes: float, bw_bytes_per_s: float, latency_s: float) -> float:
     return latency_s + num_bytes / (bw_bytes_per_s * LINK_EFFICIENCY)
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.comm import INTRA_NODE_LATENCY_S, all_reduce_s
+from planner.comm import INTRA_NODE_LATENCY_S, activation_message_bytes, all_reduce_s
+from planner.engines.base import Execution
 from planner.experts import expert_load
 from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token, layer_params,
                            layer_matmul_flops_per_token)
@@ -322,30 +323,73 @@ def adapter_pass_s(model: Model, gpu: Gpu, tokens: float, tp: int, training: Tra
 def tp_collective_s(model: Model, seq_len: int, micro_batch: int, tp: int, link_bw: float,
                     precision: Precision | None = None) -> float:
     """One all-reduce (or all-gather + reduce-scatter pair) of the s*b*h activation."""
-    return all_reduce_s(numerics(precision).act_bytes * seq_len * micro_batch * model.hidden, tp, link_bw,
-                        INTRA_NODE_LATENCY_S)
+    return all_reduce_s(activation_message_bytes(numerics(precision).act_bytes, seq_len, micro_batch, model.hidden),
+                        tp, link_bw, INTRA_NODE_LATENCY_S)
 
 
-def stage_pass_times(model: Model, gpu: Gpu, num_layers: int, has_head: bool, seq_len: int,
-                     micro_batch: int, tp: int, sequence_parallel: bool, recompute: Recompute,
-                     flash_attention: bool, link_bw: float, layer_overhead_s: float = 0.0,
-                     precision: Precision | None = None, tf32: bool = False,
-                     kernels: Kernels = Kernels.FUSED,
-                     selective: SelectiveKind = SelectiveKind.ATTENTION_CORE,
-                     training: Training = PRETRAIN, cp: int = 1, cp_bw: float = math.inf,
-                     expert_parallel: int = 1, tp_overlap: bool = False) -> PassTimes:
-    """One micro-batch's forward and backward through `num_layers` layers (and the head).
-    `layer_overhead_s`, `kernels` and `selective`: the engine's fixed cost per layer and pass, how it
-    runs element-wise ops and what its selective recomputation reruns (planner.engines.base.Execution);
-    `precision` and `tf32`: planner.numerics (None: 16-bit); `training`: the job kind
-    (planner.training: a frozen base has no weight gradients; adapters and NF4 dequantisation add
-    work); `cp` and `cp_bw`: the context-parallel degree and the bandwidth per GPU of its ring
-    (context_ring_s); `expert_parallel`: the busiest rank's experts carry more than the mean tokens
-    (planner.experts.expert_load); `tp_overlap`: the engine pipelines its tensor-parallel collectives
-    with the GEMMs beside them (exposed_tp_comm_s). The defaults are the cheapest but for adapter jobs,
-    which are cheaper still, and `tp_overlap`, which hides communication."""
-    proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
-                                           flash_attention, precision, tf32, kernels, cp, expert_parallel)
+@dataclass(frozen=True)
+class StagePass:
+    """What one micro-batch's pass through a stage on one GPU type depends on, but for how the engine
+    runs it (PassExecution): `num_layers` layers (and the head if `has_head`) on a replica of `tp` GPUs
+    (x `cp`, context parallelism); `link_bw` the tensor-parallel group's link; `precision`:
+    planner.numerics (None: 16-bit); `training`: the job kind (planner.training: a frozen base has no
+    weight gradients; adapters and NF4 dequantisation add work); `cp_bw`: the bandwidth per GPU of the
+    context-parallel ring (context_ring_s); `expert_parallel`: the busiest rank's experts carry more
+    than the mean tokens (planner.experts.expert_load). The defaults are the cheapest but for adapter
+    jobs, which are cheaper still."""
+    model: Model
+    gpu: Gpu
+    num_layers: int
+    has_head: bool
+    seq_len: int
+    micro_batch: int
+    tp: int
+    sequence_parallel: bool
+    recompute: Recompute
+    flash_attention: bool
+    link_bw: float
+    precision: Precision | None = None
+    training: Training = PRETRAIN
+    cp: int = 1
+    cp_bw: float = math.inf
+    expert_parallel: int = 1
+
+
+@dataclass(frozen=True)
+class PassExecution:
+    """The engine's execution values that pass times read (planner.engines.base.Execution, made by
+    pass_execution): its fixed cost per layer and pass, TF32 for fp32 matmuls, how it runs element-wise
+    ops, what its selective recomputation reruns, and whether it pipelines its tensor-parallel
+    collectives with the GEMMs beside them (exposed_tp_comm_s; the default hides nothing)."""
+    layer_overhead_s: float = 0.0
+    tf32: bool = False
+    kernels: Kernels = Kernels.FUSED
+    selective: SelectiveKind = SelectiveKind.ATTENTION_CORE
+    tp_overlap: bool = False
+
+
+def pass_execution(run: Execution, tf32_asked: bool | None, tp_comm_overlap: bool = False) -> PassExecution:
+    """The one wiring of an engine's Execution into pass times, for planner.cost.evaluate and the
+    search's fast scores: `tf32_asked` the plan's (or job's) tf32, None for the engine's default;
+    `tp_comm_overlap`: the plan turns the engine's overlap on (Plan.tp_comm_overlap,
+    Engine.execution_for)."""
+    return PassExecution(run.layer_overhead_s, run.tf32(tf32_asked), run.kernels, run.selective_recompute,
+                         run.tp_comm_overlap or tp_comm_overlap)
+
+
+def stage_pass_times(stage: StagePass, run: PassExecution = PassExecution()) -> PassTimes:
+    """One micro-batch's forward and backward through `stage.num_layers` layers (and the head), as the
+    engine runs them (`run`)."""
+    model, gpu, num_layers, has_head = stage.model, stage.gpu, stage.num_layers, stage.has_head
+    seq_len, micro_batch, tp, sequence_parallel = stage.seq_len, stage.micro_batch, stage.tp, stage.sequence_parallel
+    recompute, flash_attention, link_bw, precision = stage.recompute, stage.flash_attention, stage.link_bw, stage.precision
+    training, cp, cp_bw, expert_parallel = stage.training, stage.cp, stage.cp_bw, stage.expert_parallel
+    layer_overhead_s, tf32, kernels, selective, tp_overlap = (run.layer_overhead_s, run.tf32, run.kernels,
+                                                              run.selective, run.tp_overlap)
+    proj, attn, elem = layer_forward_parts(model=model, gpu=gpu, seq_len=seq_len, micro_batch=micro_batch, tp=tp,
+                                           sequence_parallel=sequence_parallel, flash_attention=flash_attention,
+                                           precision=precision, tf32=tf32, kernels=kernels, cp=cp,
+                                           expert_parallel=expert_parallel)
     collective = tp_collective_s(model, seq_len / cp, micro_batch, tp, link_bw, precision)
     extra = adapter_pass_s(model, gpu, seq_len * micro_batch / cp, tp, training, precision, tf32)
     ring_fwd, ring_bwd = context_ring_s(model, seq_len, micro_batch, tp, cp, cp_bw, attn, precision)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from planner.compute import PassTimes, speed_notes, stage_pass_times
-from planner.dataparallel import after_step_s, fetch_s, grad_sync_s, zero_backward_exposed_s, zero_per_micro_batch_s
+from planner.comm import activation_message_bytes
+from planner.compute import PassTimes, StagePass, pass_execution, speed_notes, stage_pass_times
+from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_backward_exposed_s,
+                                  zero_exposed_s, zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
 from planner.energy import J_PER_KWH, energy_per_million_tokens_kwh, power_w, train_co2_kg
@@ -43,19 +45,27 @@ def flash_attention(plan: Plan, options: CostOptions) -> bool:
 def plan_links(cluster: Cluster, plan: Plan) -> Links:
     """The links of `plan`'s placement (planner.placement)."""
     return Links(cluster, structure_of(plan), place(cluster, plan),
-                 numerics(plan.precision).act_bytes * plan.seq_len * plan.micro_batch * plan.model.hidden)
+                 activation_message_bytes(numerics(plan.precision).act_bytes, plan.seq_len, plan.micro_batch,
+                                          plan.model.hidden))
 
 
 def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOptions = CostOptions()) -> PassTimes:
     """One micro-batch's passes through `stage` on a replica of `tp` GPUs (x the plan's context
     parallelism) of this pool, as the plan's engine executes them (planner.compute.stage_pass_times
     with the engine's execution values)."""
-    run, gpu, cp = engine_profile(plan.engine).execution_for(plan), pool.gpu, plan.context_parallel
-    return stage_pass_times(plan.model, gpu, stage.num_layers, stage.layer_end == plan.model.layers, plan.seq_len,
-                            plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, flash_attention(plan, options),
-                            gpu.link_bw_bytes_per_s, run.layer_overhead_s, plan.precision, run.tf32(plan.tf32),
-                            run.kernels, run.selective_recompute, plan.training, cp, context_ring_bw(pool, tp, cp),
-                            plan.expert_parallel, run.tp_comm_overlap)
+    gpu, cp = pool.gpu, plan.context_parallel
+    run = pass_execution(engine_profile(plan.engine).execution, plan.tf32, plan.tp_comm_overlap)
+    return stage_pass_times(StagePass(
+        model=plan.model, gpu=gpu, num_layers=stage.num_layers, has_head=stage.layer_end == plan.model.layers,
+        seq_len=plan.seq_len, micro_batch=plan.micro_batch, tp=tp, sequence_parallel=plan.sequence_parallel,
+        recompute=plan.recompute, flash_attention=flash_attention(plan, options), link_bw=gpu.link_bw_bytes_per_s,
+        precision=plan.precision, training=plan.training, cp=cp, cp_bw=context_ring_bw(pool, tp, cp),
+        expert_parallel=plan.expert_parallel), run)
+
+
+def price_per_hour_usd(pools: dict[str, Pool], gpus_by_pool: dict[str, int]) -> float:
+    """The dollars an hour of the GPUs a plan (or a layout, for the search) uses, `pools` by name."""
+    return sum(n * pools[name].price_per_gpu_hour_usd for name, n in gpus_by_pool.items())
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
@@ -97,13 +107,15 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                 fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu)
                             for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, hs,
                                                                plan.expert_parallel, plan.expert_tensor_parallel))
-                a2a = alltoall_s(plan.model, stage.num_layers, plan.seq_len, plan.micro_batch, rep.tp,
-                                 plan.context_parallel, plan.expert_parallel,
-                                 *expert_group_link(plan, pool, rep.tp, dp_bw, dp_lat), plan.recompute, plan.precision)
+                a2a_bw, a2a_lat = expert_group_link(plan, pool, rep.tp, dp_bw, dp_lat)
+                a2a = alltoall_s(model=plan.model, num_layers=stage.num_layers, seq_len=plan.seq_len,
+                                 micro_batch=plan.micro_batch, tp=rep.tp, cp=plan.context_parallel,
+                                 expert_parallel=plan.expert_parallel, bw=a2a_bw, latency_s=a2a_lat,
+                                 recompute=plan.recompute, precision=plan.precision)
                 passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            f_exp = max(0.0, zf + fetch - run.zero_overlap * f_comp)
+            f_exp = zero_exposed_s(zf + fetch, f_comp, run.zero_overlap)
             b_exp = zero_backward_exposed_s(zf, zb, fetch, run.zero_overlap * times.backward_s, run.prefetch,
                                             run.overlap_grad_reduce)
             fwd[i].append(f_comp + f_exp + a2a_f)
@@ -133,8 +145,10 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)
-    return _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
-                     tp_comm, cp_comm, ep_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)
+    return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
+                     sim_local=sim_local, replica_estimates=replica_estimates, tp_comm=tp_comm, cp_comm=cp_comm,
+                     ep_comm=ep_comm, compute=compute, zero_exposed=zero_exposed, p2p_total=p2p_total, dp_sync=dp_sync,
+                     after_step=after_step)
 
 
 def expert_group_link(plan: Plan, pool: Pool, tp: int, dp_bw: float, dp_lat: float) -> tuple[float, float]:
@@ -179,7 +193,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     for i in range(p):
         for r in range(len(plan.stages[i].replicas)):
             overlap = sim.last_backward_s[i][r] if overlaps else 0.0
-            exposed = max(0.0, dp_sync[i] - overlap)
+            exposed = exposed_grad_sync_s(dp_sync[i], overlap)
             done = sim.end_s[i][r] + exposed + after_step[i]
             if done >= finish:
                 finish, dp_total, dp_exposed, step_total = done, dp_sync[i], done - sim.end_s[i][r] - after_step[i], after_step[i]
@@ -204,7 +218,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     }
     tokens = plan.global_batch * plan.seq_len
     used = plan.gpus_by_pool()
-    price_per_hour = sum(n * cluster.pool(name).price_per_gpu_hour_usd for name, n in used.items())
+    price_per_hour = price_per_hour_usd({p.name: p for p in cluster.pools}, used)
     peak = sum(n * cluster.pool(name).gpu.peak_flops for name, n in used.items())
     mfu = model_flops_per_iteration(plan.model, plan.seq_len, plan.global_batch, plan.training) / (iteration * peak)
     tokens_per_s = tokens / iteration
@@ -222,9 +236,11 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
                   train_energy_kwh=None if train_time is None else power * train_time / J_PER_KWH,
                   train_co2_kg=train_co2_kg(cluster, plan, train_time))
     energy.update(spot_figures(cluster, plan, tokens_per_s, price_per_hour, train_time))   # waits for spot pools
-    est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
-                   tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
-                   engine=plan.engine, timeline=sim.timeline, **energy)
+    est = Estimate(iteration_time_s=iteration, pipeline_time_s=makespan, tokens_per_s=tokens_per_s, mfu=mfu,
+                   cost_per_hour_usd=price_per_hour, cost_per_million_tokens_usd=cost_per_m, fits=not oom,
+                   breakdown=breakdown, replicas=tuple(replica_estimates), num_gpus=plan.num_gpus, bottleneck="",
+                   oom=oom, train_time_s=train_time, train_cost_usd=train_cost, notes=notes, engine=plan.engine,
+                   timeline=sim.timeline, **energy)
     return replace(est, bottleneck=bottleneck(plan, est, crit))
 
 

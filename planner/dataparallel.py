@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from planner.comm import all_gather_s, all_reduce_s, reduce_scatter_s
 from planner.compute import MEM_BW_EFFICIENCY
+from planner.elementwise import maximum
 from planner.memory import WEIGHT_BYTES
 from planner.offload import offload_step_s, param_fetch_s
 from planner.training import ModelStates
@@ -41,6 +42,28 @@ def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replica
         return 0.0, grads
     gather = all_gather_s(weight_bytes_per_gpu, d, bw, latency_s)
     return gather, gather + grads
+
+
+def zero_exposed_s(collective_s, compute_s, overlap: float):
+    """What of a pass's ZeRO collectives (`collective_s`: zero_per_micro_batch_s, plus any offloaded
+    fetch) the pass's compute (`compute_s`) does not hide, the engine hiding them behind `overlap` of
+    it (planner.engines.base.Execution.zero_overlap, 0 to 1). Numbers or numpy arrays."""
+    return maximum(0.0, collective_s - overlap * compute_s)
+
+
+def pass_with_zero_floor_s(compute_s, collective_floor_s):
+    """A lower bound on compute_s + zero_exposed_s(c, compute_s, overlap) for every overlap <= 1 and
+    every c >= `collective_floor_s` (zero_per_micro_batch_floor): the pass lasts at least its compute
+    and at least its collectives. What the search's bounds take for a pass under ZeRO-2/3
+    (planner.search.bound, screen); tests/test_properties.py holds it below the exact one."""
+    return maximum(compute_s, collective_floor_s)
+
+
+def exposed_grad_sync_s(sync_s, hidden_behind_s):
+    """The gradient synchronisation (grad_sync_s) left after the compute it runs beside
+    (`hidden_behind_s`: the last backward pass where the engine overlaps its gradient reduction, else
+    0). Numbers or numpy arrays."""
+    return maximum(0.0, sync_s - hidden_behind_s)
 
 
 def zero_backward_exposed_s(gather_s: float, collectives_s: float, fetch_s: float, hidden_behind_s: float,

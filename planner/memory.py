@@ -154,8 +154,10 @@ def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
                            selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> float:
     """activation_bytes_per_layer for a plan's job and knobs (`recompute` overrides the plan's)."""
     recompute = plan.recompute if recompute is None else recompute
-    return activation_bytes_per_layer(plan.model, plan.seq_len, plan.micro_batch, tp, plan.sequence_parallel,
-                                      recompute, flash_attention, plan.precision, selective, plan.context_parallel)
+    return activation_bytes_per_layer(model=plan.model, seq_len=plan.seq_len, micro_batch=plan.micro_batch, tp=tp,
+                                      sequence_parallel=plan.sequence_parallel, recompute=recompute,
+                                      flash_attention=flash_attention, precision=plan.precision, selective=selective,
+                                      cp=plan.context_parallel)
 
 
 def in_flight_micro_batches(plan: Plan, stage_index: int, own_micro_batches: int) -> float:
@@ -197,9 +199,10 @@ def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_by
     in_flight = in_flight_micro_batches(plan, stage_index, own)
     layer_act = layer_activation_bytes(plan, replica.tp, flash_attention, selective=selective)
     activations = in_flight * stage.num_layers * layer_act + edge_activation_bytes(plan, stage, replica.tp)
-    activations += recompute_workspace_bytes(plan.model, plan.seq_len, plan.micro_batch, replica.tp,
-                                             plan.sequence_parallel, plan.recompute, flash_attention, plan.precision,
-                                             selective, plan.context_parallel)
+    activations += recompute_workspace_bytes(model=plan.model, seq_len=plan.seq_len, micro_batch=plan.micro_batch,
+                                             tp=replica.tp, sequence_parallel=plan.sequence_parallel,
+                                             recompute=plan.recompute, flash_attention=flash_attention,
+                                             precision=plan.precision, selective=selective, cp=plan.context_parallel)
     host = host_state_bytes(plan, stage_index, replica.tp)
     return MemoryBreakdown(weights, grads, optimizer, activations, framework_bytes, capacity_bytes, host,
                            host_capacity_bytes)

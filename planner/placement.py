@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from planner.comm import INTRA_NODE_LATENCY_S, p2p_s
+from planner.elementwise import minimum
 from planner.types import Cluster, InputError, Plan, Pool
 
 # per stage, per replica: (pool name, width = tp x cp GPUs): all of a plan that placement reads
@@ -170,6 +171,17 @@ def network_share_bw(node_bw_bytes_per_s: float, flows: int, gpus_busy: int) -> 
     return node_bw_bytes_per_s * flows / gpus_busy
 
 
+def dp_member_bw(node_bw, between_bw, link_bw, flows, busy):
+    """Bytes/s per rank a member of a stage's data-parallel ring gets when the ring crosses nodes: its
+    share of its node's network (`flows` of the ring's ranks on its node, `busy` GPUs of the node
+    sending), its share of the link between its pool and the ring's first member's (`between_bw`, inf
+    in the first member's pool), and at most its own intra-node link. Links.dp_group takes the slowest
+    member; dp_link_ceiling and the search's screen the most any placement gives (one flow, busy its
+    tp). Numbers or numpy arrays."""
+    bw = minimum(network_share_bw(node_bw, flows, busy), link_bw)
+    return minimum(bw, network_share_bw(between_bw, flows, busy))
+
+
 def network_bw(cluster: Cluster, pool_a: Pool, busy_a: int, flows_a: int, pool_b: Pool, busy_b: int,
                flows_b: int) -> tuple[float, float]:
     """(bandwidth, latency) from a replica on one node to one on another: each side's share of its
@@ -248,9 +260,8 @@ class Links:
             if (pool.name, flows, busy) in seen:       # replicas alike in these get the same figure
                 continue
             seen.add((pool.name, flows, busy))
-            bw = min(network_share_bw(pool.inter_node_bw_bytes_per_s, flows, busy), pool.gpu.link_bw_bytes_per_s)
-            if pool.name != first.name:
-                bw = min(bw, network_share_bw(self.cluster.bw_between_pools(pool, first), flows, busy))
+            between = self.cluster.bw_between_pools(pool, first) if pool.name != first.name else math.inf
+            bw = dp_member_bw(pool.inter_node_bw_bytes_per_s, between, pool.gpu.link_bw_bytes_per_s, flows, busy)
             worst_bw = min(worst_bw, bw)
             worst_latency = max(worst_latency, self.cluster.latency_between_pools(pool, first))
         return worst_bw, worst_latency
@@ -272,10 +283,8 @@ def dp_link_ceiling(cluster: Cluster, groups: Sequence[tuple[Pool, int, int]]) -
     bw = math.inf
     for pool, tp, _ in groups:
         busy = min(tp, pool.gpus_per_node)         # a replica wider than a node fills its nodes
-        share = network_share_bw(pool.inter_node_bw_bytes_per_s, 1, busy)
-        if pool.name != first.name:
-            share = min(share, network_share_bw(cluster.bw_between_pools(pool, first), 1, busy))
-        bw = min(bw, share, pool.gpu.link_bw_bytes_per_s)
+        between = cluster.bw_between_pools(pool, first) if pool.name != first.name else math.inf
+        bw = min(bw, dp_member_bw(pool.inter_node_bw_bytes_per_s, between, pool.gpu.link_bw_bytes_per_s, 1, busy))
     return bw
 
 

@@ -26,6 +26,9 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
+from planner.elementwise import maximum, minimum
 from planner.types import Schedule
 
 FORWARD, BACKWARD = 0, 1
@@ -122,12 +125,25 @@ def window_in_flight_limit(window: int, own: int, total: int) -> int:
     return max(1, min(own, -(-window * own // total)))
 
 
+def window_in_flight_floor(window_share, own):
+    """window_in_flight_limit(window, own, total) from below, given window_share = window own / total
+    as a float (the screen's windows, relaxed over positions; numbers or numpy arrays): the ceiling is
+    taken a hair low so that rounding never lifts it above the exact limit."""
+    return minimum(own, maximum(1.0, np.ceil(window_share * (1 - 1e-12))))
+
+
+def window_in_flight_ceiling(window, own, total):
+    """window_in_flight_limit from above, without its ceiling: window own / total + 1 (the bounds'
+    (b7) and (b9), where more in flight means less time held; numbers or numpy arrays)."""
+    return window * own / total + 1
+
+
 def interleaved_in_flight(num_stages: int, stage: int, interleave: int, own: int) -> float:
     """Interleaved 1F1B with v chunks: stage i of p holds (2 (p - i - 1) + (v - 1) p + 1) chunks of
     1/v of the stage (Megatron-LM's warm-up plus the chunk in progress), which for i = 0 is
     Korthikanti's p (1 + (p - 1) / (p v)); in stage-equivalents, at most all of its own."""
     p, i, v = num_stages, stage, interleave
-    return min(2 * (p - i - 1) + (v - 1) * p + 1, own * v) / v
+    return minimum(2 * (p - i - 1) + (v - 1) * p + 1, own * v) / v
 
 
 def in_flight_micro_batches(schedule: Schedule, num_stages: int, stage: int, interleave: int, own: int,
@@ -251,6 +267,12 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
         heapq.heappush(events, (t, seq, what, i, r, kind, j))
         seq += 1
 
+    def send(t, i, r, i2, r2, kind, j):        # an output leaves (i, r) for (i2, r2) over their link
+        link = delay(i, r, i2, r2)
+        if timeline and link > 0:
+            rows.append((i2, r2, j, 0, "p2p", t, t + link))
+        push(t + link, 0, i2, r2, kind, j)
+
     def try_start(t, i, r):
         if busy_until[i][r] is not None:
             return
@@ -288,11 +310,11 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
         if kind == FORWARD and i == p - 1:
             heapq.heappush(ready_b[i][r], j)
         elif kind == FORWARD:
-            _send(push, timeline, rows, delay, t, i, r, i + 1, owners[i + 1][j], FORWARD, j)
+            send(t, i, r, i + 1, owners[i + 1][j], FORWARD, j)
         else:
             in_flight[i][r] -= 1
             if i > 0:
-                _send(push, timeline, rows, delay, t, i, r, i - 1, owners[i - 1][j], BACKWARD, j)
+                send(t, i, r, i - 1, owners[i - 1][j], BACKWARD, j)
         try_start(t, i, r)
     stuck = [(i, r) for i, c in enumerate(micro_batches) for r in range(len(c))
              if forwards_left[i][r] or in_flight[i][r]]
@@ -300,13 +322,6 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     last_bwd = [list(row) for row in backward_s]
     makespan = max(max(row) for row in end_s)
     return SimResult(makespan, end_s, busy_s, last_bwd, _frame(rows) if timeline else None)
-
-
-def _send(push, timeline, rows, delay, t, i, r, i2, r2, kind, j):
-    link = delay(i, r, i2, r2)
-    if timeline and link > 0:
-        rows.append((i2, r2, j, 0, "p2p", t, t + link))
-    push(t + link, 0, i2, r2, kind, j)
 
 
 def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline) -> SimResult:

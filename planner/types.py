@@ -30,6 +30,15 @@ class InputError(ValueError):
         self.message = message
         super().__init__(f"{field}: {message}" if field else message)
 
+    def __reduce__(self):           # pickled as built, subclasses too (the app's worker processes send it back)
+        return _rebuilt_input_error, (type(self), self.field, self.message)
+
+
+def _rebuilt_input_error(cls: type, field: str, message: str) -> InputError:
+    error = cls.__new__(cls)
+    InputError.__init__(error, field, message)
+    return error
+
 
 class TooManyPassesError(InputError):
     """A plan whose schedule would take too long to simulate (see MAX_SIMULATED_PASSES)."""

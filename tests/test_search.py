@@ -3,6 +3,7 @@ plan invariants, metrics equal to the cost model's, objectives, errors and the C
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 import math
 import json
 import random
@@ -95,6 +96,25 @@ def test_cost_objective_matches_exhaustive(catalog):
     assert best.cost_per_million_tokens_usd <= optimum.cost_per_million_tokens_usd * 1.01
 
 
+@pytest.mark.parametrize("objective,gpus", [(Objective.THROUGHPUT, 4), (Objective.COST, 2)])
+def test_best_engine_answer_holds_against_every_engines_exhaustive_search(catalog, objective, gpus):
+    """The engines searched after the first prune at the best plan so far (SearchOptions.beat): a
+    complete answer is still the best of every engine's space by the cost model."""
+    from planner.engines import REAL
+    from planner.search.objective import estimate_key
+    cluster = small_cluster(catalog, "a100-80gb-sxm", "l40s", gpus)
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    auto = search(cluster, job, objective, baselines=False, engines=REAL)
+    key = estimate_key(objective, auto.plans[0].estimate, None)
+    assert auto.complete and set(auto.by_engine) == set(REAL) and any(isinstance(r, str) for r in auto.by_engine.values())
+    for name in REAL:
+        try:
+            exact = search(cluster, replace(job, engine=name), objective, method="exhaustive", baselines=False)
+        except InfeasibleError:
+            continue
+        assert key <= estimate_key(objective, exact.plans[0].estimate, None) * (1 + 1e-9), name
+
+
 # ----------------------------------------------------------------------------- plans and metrics
 
 def test_metrics_are_the_cost_models(lab_result):
@@ -173,6 +193,21 @@ def test_infeasible_says_what_is_short(catalog):
     job = Job(catalog.model("llama-2-70b"), 16, 4096)
     with pytest.raises(InfeasibleError, match=r"take .* GiB in all .* per node .*too small for this model"):
         search(cluster, job, baselines=False)
+
+
+@pytest.mark.parametrize("engine", ["megatron", "fsdp"])
+def test_a_pool_larger_than_the_batch_can_use_gets_a_plan_on_part_of_it(catalog, engine):
+    """1,560 nodes x 64 A100 at a batch of 8: whole, the pool forms no layout (at most 8 replicas a stage x
+    the widest replica x 24 layers), and the search said memory was short (22 GiB needed, 5,120 per node).
+    It now searches as much of the pool as a layout can use and halves of it: the answer is the one-node answer."""
+    def pool(nodes):
+        return cluster_from_dict({"name": "big", "pools": [{"name": "a100", "gpu": "a100-80gb-sxm", "nodes": nodes,
+                                                            "gpus_per_node": 64, "inter_node_gbps": 100}]}, catalog)
+    job = Job(catalog.model("gpt3-1.3b"), 8, 2048, engine=engine)
+    big = search(pool(1560), job, baselines=False).plans[0]
+    one_node = search(pool(1), job, baselines=False).plans[0]
+    assert big.plan.num_gpus <= 64 * 24 * 8
+    assert big.estimate.tokens_per_s >= one_node.estimate.tokens_per_s * (1 - 1e-9)
 
 
 def test_exhaustive_refuses_large_clusters(catalog):

@@ -14,7 +14,7 @@ from planner.search.bound import Bounds, _water_level
 from planner.search.score import Scorer
 from planner.search.screen import screen_s
 from planner.search.space import knob_settings, layout_families, searched_recomputes
-from planner.types import Job, Recompute
+from planner.types import Job, Recompute, Schedule
 
 GPUS = ["h100-sxm", "a100-80gb-sxm", "a100-40gb-sxm", "v100-32gb-sxm", "l40s", "rtx-4090"]
 MODELS = ["opt-350m", "gpt3-1.3b", "llama-2-7b"]
@@ -151,6 +151,7 @@ def test_memory_cap_of_the_bounds_at_least_the_layers_memory_allows(catalog, gpu
     fit the fast score solves (Scorer.max_layers, planner.memory solved for the layers): a stage
     never holds more layers than the bound's cap, whatever its position, window and knobs."""
     from planner.engines import ENGINES
+    from planner.schedule import in_flight_micro_batches
     from planner.search.bound import _layers_held
     from planner.search.space import Group, Knobs
     assume(engine in ENGINES)
@@ -164,7 +165,7 @@ def test_memory_cap_of_the_bounds_at_least_the_layers_memory_allows(catalog, gpu
     sp, m = tp > 1, job.global_batch // mb
     exact = scorer.max_layers(cluster.pools[0], tp, Knobs(mb, zero, recompute, 1), sp, p, i, own, replicas, window)
     bounds = Bounds(scorer)
-    in_flight = bounds._in_flight(own, 1, p, i, window, m)
+    in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, 1, own, window, m)
     cap = _layers_held(*bounds._cap_coefficients(Group("p0", tp, replicas), mb, recompute, sp, replicas, zero),
                        in_flight)
     assert exact <= cap, (exact, cap)

@@ -175,13 +175,13 @@ def test_op_sac_recomputes_the_even_numbered_matmuls(catalog):
 
 
 def test_eager_kernels_and_op_sac_cost_more_time_and_op_sac_keeps_less(catalog):
-    from planner.compute import Kernels, SelectiveKind, stage_pass_times
+    from planner.compute import Kernels, PassExecution, SelectiveKind, StagePass, stage_pass_times
     from planner.memory import activation_bytes_per_layer
     from planner.types import Recompute
     m, gpu = catalog.model("llama-2-7b"), catalog.gpus["a100-80gb-sxm"]
     def total(kernels, selective, rc=Recompute.SELECTIVE):
-        t = stage_pass_times(m, gpu, 4, False, 4096, 1, 1, False, rc, True, gpu.link_bw_bytes_per_s,
-                             kernels=kernels, selective=selective)
+        t = stage_pass_times(StagePass(m, gpu, 4, False, 4096, 1, 1, False, rc, True, gpu.link_bw_bytes_per_s),
+                             PassExecution(kernels=kernels, selective=selective))
         return t.forward_s + t.backward_s
     fused, core = Kernels.FUSED, SelectiveKind.ATTENTION_CORE
     assert total(Kernels.EAGER_UNFUSED_NORM, core) > total(Kernels.EAGER, core) > total(fused, core)

@@ -67,7 +67,8 @@ def register(sub) -> None:
     p.add_argument("--engine", choices=(AUTO, *ENGINES, "all"), default=AUTO, metavar="NAME",
                    help=f"the engine that will run the plan: search only what it runs and predict it as it runs it "
                         f"({', '.join(ENGINES)}). {AUTO} (default): the best plan over the engines people launch "
-                        f"({', '.join(REAL)}), each a search with an equal share of --time-limit, the plan tagged "
+                        f"({', '.join(REAL)}), searched in turn, each pruned by the best plan before it (half of "
+                        f"--time-limit for the first, an equal share of the rest for each next), the plan tagged "
                         f"with its engine; {RUNTIME}: hetplan's own runtime (`run-local`), which runs every plan; "
                         f"`all`: the best plan of each engine side by side")
     p.add_argument("--baseline", choices=("megatron", "uniform", "exhaustive"), default=None,
@@ -78,12 +79,15 @@ def register(sub) -> None:
                         f"machine does not count): {SEARCH_SHARE:.0%} for the best-first loop (all of it until a plan "
                         f"is found), the rest for re-scoring with the cost model and verifying; then the best plan "
                         f"found is reported with its optimality gap (default {SearchOptions().time_limit_s:g}). "
-                        f"Not within S: each baseline's own limit "
+                        f"The whole search has one budget: S plus each baseline's own limit "
                         f"({SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of S each, "
-                        f"megatron and uniform, as in the app), a limit of S per setting where offload, context or "
-                        f"expert parallelism auto tries several (and per engine with --engine all), the one plan "
-                        f"re-scored even past the limit, the final cost-model evaluations of the plans shown and "
-                        f"start-up, so a run takes more CPU time than S".replace("%", "%%"))
+                        f"megatron and uniform, as in the app, searched once for the winner); the engines, the "
+                        f"settings that offload, "
+                        f"context or expert parallelism auto tries, baselines, re-scoring and the "
+                        f"plans shown all stop within it, and the answer is the best plan so far with its gap. "
+                        f"Past it: start-up, reading the files and one cost-model evaluation of the answer "
+                        f"(seconds at millions of GPUs; docs/reliability.md), and with --engine all each engine "
+                        f"has such a budget".replace("%", "%%"))
     p.add_argument("--json", action="store_true",
                    help="print one JSON object; `evaluate` and `export` read it, or any plan in it, as a plan file")
     p.add_argument("--out", metavar="FILE",
@@ -130,7 +134,7 @@ def _context_parallel(text: str):
         raise argparse.ArgumentTypeError(f"auto or a whole number: {e}") from None
 
 
-def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None = None):
+def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None = None, baselines: bool = True):
     """The search for `engine`, or (`engines`) for the best of those engines."""
     if args.tf32 is not None and args.precision != "fp32":
         raise InputError("--tf32", "applies to --precision fp32 only")
@@ -140,14 +144,17 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
     offload = Offload.NONE if args.offload == "auto" else Offload(args.offload)
     cp = 1 if args.context_parallel == "auto" else args.context_parallel
     ep = 1 if args.expert_parallel == "auto" else args.expert_parallel
-    job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
-              args.tokens, RUNTIME if engine == AUTO else engine, None if args.tf32 is None else args.tf32 == "on", training, offload, cp, ep)
+    job = Job(model=model, global_batch=args.global_batch, seq_len=args.seq_len,
+              precision=Precision(args.precision) if args.precision else None, tokens_to_train=args.tokens,
+              engine=RUNTIME if engine == AUTO else engine, tf32=None if args.tf32 is None else args.tf32 == "on",
+              training=training, offload=offload, context_parallel=cp, expert_parallel=ep)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
                       method=args.baseline or "hetplan", options=_options(args.time_limit),
                       offload="auto" if args.offload == "auto" else "fixed",
                       context_parallel="auto" if args.context_parallel == "auto" else "fixed",
-                      expert_parallel="auto" if args.expert_parallel == "auto" else "fixed", engines=engines)
+                      expert_parallel="auto" if args.expert_parallel == "auto" else "fixed", engines=engines,
+                      baselines=baselines)
     except TooManyPassesError as e:       # its advice names a plan file's field, which `plan` does not take
         raise InputError("--global-batch", f"{args.global_batch:,} sequences make plans with too many pipeline "
                                            f"passes to simulate ({e.message.split(';')[0]}); use a smaller "
@@ -163,11 +170,12 @@ def _options(time_limit_s: float) -> SearchOptions:
 
 
 def _run_all(args, cluster, model, catalog) -> int:
-    """--engine all: each engine's search; what each costs against hetplan's runtime (every plan)."""
+    """--engine all: each engine's search; what each costs against hetplan's runtime (every plan). The
+    baselines only where they are shown: --json, and the gains of the plan --out writes."""
     results, errors = {}, {}
     for name in ENGINES:
         try:
-            results[name] = _search(args, cluster, model, name)
+            results[name] = _search(args, cluster, model, name, baselines=bool(args.json or args.out))
         except InputError as e:               # infeasible under this engine: a result, not a failure
             errors[name] = str(e)
     if not results:

@@ -17,13 +17,15 @@ def check_objective(objective: Objective, job: Job, deadline_hours: float | None
 
 def fast_key(objective: Objective, job: Job, time_s: float, price_per_hour: float,
              deadline_hours: float | None) -> float:
-    """Smaller is better: seconds per iteration, or dollars per iteration (the cost and deadline
-    objectives; a plan over the deadline scores infinity, and so does an infinite time: a bound
-    that rules out every setting). Under the energy objective the search prices each GPU at its
+    """The objective on an iteration time and a price (fast scores, bounds); estimate_key is the same
+    objective on an estimate, in its units (estimate_key_of_fast converts; tests/test_formulas.py holds
+    the two equal on evaluated plans). Smaller is better: seconds per iteration, or dollars per
+    iteration (the cost and deadline objectives; a plan over the deadline scores infinity, and so
+    does an infinite time: a bound that rules out every setting). Under the energy objective the search prices each GPU at its
     board power in kW (planner.search.search), so the same product is kWh per iteration."""
     if objective == Objective.THROUGHPUT or time_s == math.inf:
         return time_s
-    if objective == Objective.DEADLINE and train_time_s(job, time_s) > deadline_hours * 3600:
+    if objective == Objective.DEADLINE and past_deadline(train_time_s(job, time_s), deadline_hours):
         return math.inf
     return time_s * price_per_hour
 
@@ -47,6 +49,11 @@ def fast_key_of_estimate(objective: Objective, job: Job, key: float) -> float:
     return key * 3600 * job.tokens_per_iteration / 1e6
 
 
+def past_deadline(train_time_s: float, deadline_hours: float) -> bool:
+    """The deadline objective's one test, for fast keys and estimates alike."""
+    return train_time_s > deadline_hours * 3600
+
+
 def train_time_s(job: Job, iteration_s: float) -> float:
     return job.tokens_to_train / (job.tokens_per_iteration / iteration_s)
 
@@ -59,7 +66,7 @@ def estimate_key(objective: Objective, est: Estimate, deadline_hours: float | No
         return math.inf
     if objective == Objective.THROUGHPUT:
         return 1.0 / spot.tokens_per_s(est)
-    if objective == Objective.DEADLINE and spot.train_time_s(est) > deadline_hours * 3600:
+    if objective == Objective.DEADLINE and past_deadline(spot.train_time_s(est), deadline_hours):
         return math.inf
     if objective == Objective.ENERGY:
         return est.energy_per_million_tokens_kwh

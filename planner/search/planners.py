@@ -59,6 +59,8 @@ class SearchOptions:
     cost_options: CostOptions = field(default_factory=CostOptions)
     time_limit_s: float | None = 20.0      # CPU-time limit of hetplan's search (Clock); None: no limit
     baseline_time_limit_s: float | None = 5.0   # the same, for each baseline (megatron, uniform)
+    beat: float | None = None              # an estimate key found elsewhere (another engine or setting): hetplan's
+    #                                        search prunes what cannot beat it (search raises Beaten when nothing does)
 
     def __post_init__(self):
         for name in ("time_limit_s", "baseline_time_limit_s"):
@@ -195,6 +197,7 @@ class _Keeper:
     # evaluates a new best candidate with the cost model: returns its estimate key as a fast key
     evaluate_incumbent: Callable[[Candidate], float] | None = None
     incumbent: float = math.inf               # the best such key so far
+    ceiling: float = math.inf                 # prune at this fast key whatever is kept (SearchOptions.beat)
 
     def threshold(self) -> float:
         """Prune bounds at or above this fast key: the `limit`-th best fast key, but never below the
@@ -203,7 +206,7 @@ class _Keeper:
         if self.fixed_threshold is not None:
             return self.fixed_threshold
         kth = self.c.kept[-1][0] if len(self.c.kept) >= self.limit else math.inf
-        return max(kth, self.incumbent) if kth < math.inf else kth
+        return min(self.ceiling, max(kth, self.incumbent) if kth < math.inf else kth)
 
     def add(self, cand: Candidate, bound: float = -math.inf) -> None:
         """`bound`: the fast-key lower bound the search had for the candidate's setting (its
@@ -571,6 +574,8 @@ class HetplanPlanner:
         considered = Considered(precision_excluded=excluded)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
         keeper.fixed_threshold = prove_below
+        if options.beat is not None:
+            keeper.ceiling = fast_key_of_estimate(objective, job, options.beat)
         limit = options.time_limit_s if time_limit_s is None else time_limit_s
         if prove_below is None:
             keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered,

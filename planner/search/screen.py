@@ -41,11 +41,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.comm import ring_s_per_byte
+from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
-from planner.dataparallel import zero_per_micro_batch_floor
+from planner.dataparallel import pass_with_zero_floor_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
-from planner.placement import network_share_bw, p2p_floor_s
+from planner.placement import dp_member_bw, p2p_floor_s
+from planner.schedule import interleaved_in_flight, window_in_flight_floor
 from planner.search.bound import FILL_SLACK
 from planner.search.score import Scorer
 from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, searched_recomputes, tp_degrees
@@ -130,7 +131,7 @@ class _Table:
 
 
 def _transfers_floor_s(s: Scorer, table: _Table, sub, mb: int) -> np.ndarray:
-    """sum_i x_i of every order, at least (bound._transfers_floor_s): a chain run of q stages has
+    """sum_i x_i of every order, at least (bound.TransferFloors.floor_s): a chain run of q stages has
     q - 1 boundaries inside it; a mixed stage pairs each group with itself across a boundary."""
     diag = _diagonal_floor_s(s, table.pools, table.tp_list, mb)[sub.rows, sub.tpi]
     chain_x = np.where(sub.present, (sub.width - 1) * diag, 0.0).sum(axis=0)
@@ -158,9 +159,9 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
     if zero == 1:
         tau = per.fw + per.bw
     elif zero == 2:
-        tau = per.fw + np.maximum(per.bw, sub.grads)
+        tau = per.fw + pass_with_zero_floor_s(per.bw, sub.grads)
     else:
-        tau = np.maximum(per.fw, sub.gather) + np.maximum(per.bw, sub.gather + sub.grads)
+        tau = pass_with_zero_floor_s(per.fw, sub.gather) + pass_with_zero_floor_s(per.bw, sub.gather + sub.grads)
     W = s.layer_params_held / sub.t_arr * sum(state_bytes_per_param(zero, sub.d, s.states))
     tau = np.where(sub.present, tau, np.inf)
     # (b3): every other stage holds v layers; a mixed stage's beta is its fastest group's (the
@@ -245,7 +246,7 @@ def _mixed_fits(L, v, p, m, replicas, n_lo, present, free, W, act):
         c = np.maximum(replicas * n_lo / m, 1e-12) if v == 1 else np.ones_like(n_lo)
         q = p.astype(float)
         total = _run_total(q, c, n_lo, free, W, act)
-        least = np.where(free > 0, np.floor(free / (W + np.minimum(n_lo, np.ceil(q * c * (1 - 1e-12))) * act)
+        least = np.where(free > 0, np.floor(free / (W + window_in_flight_floor(q * c, n_lo) * act)
                                             * (1 + 1e-9)), 0.0)
         total = np.where(present, total, np.inf).min(axis=0)
         least = np.where(present, least, np.inf).min(axis=0)
@@ -259,7 +260,7 @@ def _run_total(q, c, own, free, W, act):
     x c <= 1 (f = 1) and those at own are counted exactly; in between, f_x >= x c and each term is
     at most its integral over [x - 1/2, x + 1/2] (convex in x)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        last = np.floor(free / (W + np.minimum(own, np.maximum(1.0, np.ceil(c * (1 - 1e-12)))) * act) * (1 + 1e-9))
+        last = np.floor(free / (W + window_in_flight_floor(c, own) * act) * (1 + 1e-9))
         ones = np.clip(np.floor(1 / c), 1, q)                          # x <= ones: one micro-batch
         ones = np.where(own <= 1, q, ones)
         k = np.clip(np.ceil(own / c) - 1, ones, q)                     # x <= k: x c < own
@@ -278,18 +279,15 @@ def dp_link_ceilings(scorer: Scorer, pools, present, tps, count, chain, first, r
     inter = np.array([p.inter_node_bw_bytes_per_s for p in pools], float)[:, None]
     between = np.array([[scorer.cluster.bw_between_pools(a, b) for b in pools] for a in pools], float)
     busy = np.minimum(tps, gpn)          # a replica wider than a node (context parallelism) fills its nodes
-    share = network_share_bw(inter, 1, busy)
-    share = np.where(~chain & (rows != first), np.minimum(share, network_share_bw(between[rows, first], 1, busy)),
-                     share)
-    group_bw = np.minimum(share, link)
+    group_bw = dp_member_bw(inter, np.where(~chain & (rows != first), between[rows, first], np.inf), link, 1, busy)
     group_bw = np.where(chain & (count * tps <= gpn), link, group_bw)
     return np.where(chain, group_bw, np.where(present, group_bw, np.inf).min(axis=0))
 
 
 def _diagonal_floor_s(scorer: Scorer, pools, tp_list, mb) -> np.ndarray:
     """[pool, tp] table of placement.p2p_floor_s from a replica of (pool, tp) to another of the
-    same (the larger of both directions, as bound._boundary_floor_s takes it)."""
-    size = ACT_BYTES * scorer.job.seq_len * mb * scorer.model.hidden
+    same (the larger of both directions, as bound.TransferFloors.boundary_floor_s takes it)."""
+    size = activation_message_bytes(ACT_BYTES, scorer.job.seq_len, mb, scorer.model.hidden)
     out = np.zeros((len(pools), len(tp_list)))
     for k, pool in enumerate(pools):
         for j, t in enumerate(tp_list):
@@ -307,15 +305,15 @@ def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m)
             # the stage x from the run's end holds >= min(own, ceil(x c)) micro-batches, c = d own / m
             # (its window x d over the m micro-batches, own of them its own)
             c = lanes * ownf / m
-            per_stage = free / (W + np.minimum(ownf, np.ceil(c * (1 - 1e-12))) * act)
+            per_stage = free / (W + window_in_flight_floor(c, ownf) * act)
             total = _run_total(q, c, ownf, free, W, act)
             # the run's first stage (x = q) holds the most: it must still fit v layers
-            least = free / (W + np.minimum(ownf, np.ceil(q * c * (1 - 1e-12))) * act)
+            least = free / (W + window_in_flight_floor(q * c, ownf) * act)
         else:
-            flight = np.minimum((v - 1) * p_stages + 1, ownf * v) / v
+            flight = interleaved_in_flight(p_stages, p_stages - 1, v, ownf)     # the last stage holds the fewest
             per_stage = free / (W + flight * act)
             total = q * per_stage
-            least = free / (W + np.minimum(2 * (q - 1) + (v - 1) * p_stages + 1, ownf * v) / v * act)
+            least = free / (W + interleaved_in_flight(p_stages, p_stages - q, v, ownf) * act)
         cap = np.where(present & (free > 0), np.minimum(total / np.maximum(q, 1), per_stage), 0.0)
         feasible = (q * cap).sum(axis=0) >= L * (1 - 1e-12)
         feasible &= (~present | (np.floor(np.where(free > 0, least, 0.0) * (1 + 1e-9)) >= v)).all(axis=0)

@@ -1,14 +1,16 @@
 """`search`: best plans for an objective, scored by the one cost model, with baselines and reasons."""
 from __future__ import annotations
 
+import heapq
 import math
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
 from planner.cost import evaluate, stage_passes
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
-from planner.search.objective import (check_objective, estimate_key, estimate_key_of_fast, fast_key,
+from planner.search.objective import (check_objective, describe, estimate_key, estimate_key_of_fast, fast_key,
                                       fast_key_of_estimate, gain)
 from planner.search.bound import Bounds
 from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions, shared_bounds
@@ -48,6 +50,16 @@ class SearchResult:
     #                                     answer, or why it has none (the winner's is this result without it)
 
 
+class Beaten(InfeasibleError):
+    """A search given SearchOptions.beat found no plan that beats it: `complete` when no plan of its
+    space can (every one not evaluated has a lower bound at least `beat`), else `gap`, how much
+    better than `beat` one still could be (None: unknown)."""
+
+    def __init__(self, message: str, complete: bool, gap: float | None):
+        super().__init__(message)
+        self.complete, self.gap = complete, gap
+
+
 @dataclass(frozen=True)
 class BaselineStatus:
     """How far a baseline's own search got: complete, or stopped by a limit (`stopped_by`) with the
@@ -70,6 +82,35 @@ CP_MIN_SEQ_LEN = 16384
 CP_MIN_TOKENS_PER_GPU = 8192
 
 
+# One CPU-time budget for a whole `search` call (issue 24, docs/reliability.md "Work bounded by the
+# limits"): the search's limit plus its baselines'. Every phase, setting and engine asks it before
+# starting more work, and the call answers with the best plan so far and its gap. Holds the clock
+# and the CPU seconds kept for the baselines.
+_WHOLE: ContextVar[tuple[Clock, float] | None] = ContextVar("hetplan_search_budget", default=None)
+
+
+def _whole_budget(options: SearchOptions, baselines: bool) -> tuple[Clock, float] | None:
+    if options.time_limit_s is None or (baselines and options.baseline_time_limit_s is None):
+        return None
+    reserve = len(BASELINES) * options.baseline_time_limit_s if baselines else 0.0
+    return Clock(options.time_limit_s + reserve), reserve
+
+
+def _left_s(reserved: bool = False) -> float | None:
+    """CPU seconds left of the whole call's budget, less the baselines' reserve with `reserved`
+    (None: no limit)."""
+    whole = _WHOLE.get()
+    if whole is None:
+        return None
+    clock, reserve = whole
+    return clock.limit_s - clock.elapsed() - (reserve if reserved else 0.0)
+
+
+def _spent() -> bool:
+    left = _left_s()
+    return left is not None and left <= 0
+
+
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
            deadline_hours: float | None = None, top_k: int = 5, method: str = "hetplan",
            options: SearchOptions = SearchOptions(), baselines: bool = True,
@@ -79,9 +120,12 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     Raises InfeasibleError when nothing fits (or nothing meets the deadline).
 
     `engines` (planner.engines.REAL for the default "best engine"): plan the job for each of these
-    engines instead of `job.engine`, each a search of its own with an equal share of the search's
-    time limit (its baselines keep theirs), and answer with the best by the objective: its plans, its baselines (searched under the
-    same engine, so gains compare like with like) and `by_engine`, what each engine reached.
+    engines instead of `job.engine`, in turn, each a search of its own that prunes at the best plan
+    of those before it (an engine none of whose plans can beat it is `Beaten`, and complete still
+    means no plan of any engine's space beats the answer), with half the time limit for the first
+    and an equal share of what is left for each next (its baselines keep theirs), and answer with
+    the best by the objective: its plans, its baselines (searched once, under the same engine, so
+    gains compare like with like) and `by_engine`, what each engine reached.
 
     Settings that change what a replica is are each a search of their own over the same space,
     with the setting fixed; the best answer by the objective wins, and it is complete when every
@@ -94,13 +138,18 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
       limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
       the engine runs. "fixed": `job.offload` only."""
     settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
-    if engines:
-        return _search_engines(cluster, job, tuple(engines), objective, deadline_hours, top_k, method, options,
-                               baselines, settings)
-    _check_job_kind(job)
-    if Objective(objective) == Objective.ENERGY:
-        return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
-    return _search_settings(cluster, job, objective, deadline_hours, top_k, method, options, baselines, **settings)
+    token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
+    try:
+        if engines:
+            return _search_engines(cluster, job, tuple(engines), objective, deadline_hours, top_k, method, options,
+                                   baselines, settings)
+        _check_job_kind(job)
+        if Objective(objective) == Objective.ENERGY:
+            return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
+        return _search_settings(cluster, job, objective, deadline_hours, top_k, method, options, baselines,
+                                **settings)
+    finally:
+        _WHOLE.reset(token)
 
 
 def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objective, deadline_hours, top_k, method,
@@ -109,15 +158,24 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     for name in names:
         engine_profile(name, "engines")
     # the search's time shared; each baseline keeps its whole limit, so a gain is not over a baseline cut short
-    share = replace(options, time_limit_s=None if options.time_limit_s is None else options.time_limit_s / len(names))
     results: dict[str, SearchResult] = {}
     why: dict[str, InputError] = {}
-    for name in names:
+    clock = Clock(options.time_limit_s)
+    for k, name in enumerate(names):     # each engine after the first prunes at the best plan so far
+        if results and _spent():
+            why[name] = InputError("time_limit", "not searched: the time limit was spent on the engines before it")
+            continue
+        share = replace(options, time_limit_s=_engine_share(clock, k, len(names)))
         try:
             results[name] = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method,
-                                   share, baselines, **settings)
+                                   _beating(share, objective, deadline_hours, list(results.values())), False,
+                                   **settings)
         except InputError as err:           # infeasible or not run under this engine: say so, try the next
             why[name] = err
+    beaten = {n: e for n, e in why.items() if isinstance(e, Beaten)}
+    if beaten and not results:      # only when options.beat came from outside: nothing here beats it
+        raise Beaten("no engine has a plan that beats the best found elsewhere", all(b.complete for b in beaten.values()),
+            _worst_gap(list(beaten.values())))
     if not results:
         errors = list(why.values())
         if all(type(e) is type(errors[0]) and e.field == errors[0].field for e in errors) \
@@ -128,16 +186,31 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
         raise InfeasibleError("no engine has a plan: " + "; ".join(f"{ENGINES[n].title}: {e.message}"
                                                                    for n, e in why.items()))
     best = min(results, key=lambda n: estimate_key(objective, results[n].plans[0].estimate, deadline_hours))
+    won = f"{ENGINES[best].title}'s plan"
+    for name in beaten:
+        why[name] = Beaten(f"none beats {won} by {describe(objective)} (lower bounds)",
+                           beaten[name].complete, beaten[name].gap)
     said = ", ".join(f"{ENGINES[n].title} " + (f"{results[n].plans[0].estimate.tokens_per_s:,.0f} tokens/s"
-                                                if n in results else "none")
+                                                if n in results else "beaten" if n in beaten else "none")
                      for n in names)
-    note = (f"planned for the best of {len(names)} engines, each a search of its own with 1/{len(names)} of the "
-            f"time limit ({said}); the {ENGINES[best].title} plan is shown, baselines under the same engine")
+    note = (f"planned for the best of {len(names)} engines, each a search of its own that prunes at the best plan "
+            f"of the engines before it, with half the time limit for the first and an equal share of what is "
+            f"left for each next ({said}); the {ENGINES[best].title} plan is shown, baselines under the same engine")
     by_engine = {n: results[n] if n in results else why[n].message for n in names}
-    return replace(results[best], notes=results[best].notes + (note,), by_engine=by_engine,
-                   complete=all(r.complete for r in results.values()) and not any(e.field == "time_limit"
-                                                                                  for e in why.values()),
-                   gap=_worst_gap(list(results.values())))
+    found = replace(_combine(objective, deadline_hours, list(results.values()), list(beaten.values())),
+                    notes=results[best].notes + (note,), by_engine=by_engine)
+    if any(e.field == "time_limit" for e in why.values()):
+        found = replace(found, complete=False)
+    return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, found) if baselines else found
+
+
+def _engine_share(clock: Clock, k: int, engines: int) -> float | None:
+    """The time limit of the k-th of `engines` searches: half the limit for the first (the others, pruned
+    at its answer, mostly need little), then what is left shared equally among those still to run."""
+    if clock.limit_s is None:
+        return None
+    left = max(1e-3, clock.limit_s - clock.elapsed())
+    return left / 2 if k == 0 and engines > 1 else left / (engines - k)
 
 
 def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_hours, top_k, method, options,
@@ -147,22 +220,27 @@ def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_
     eps = expert_settings(cluster, job) if expert_parallel == "auto" else [job.expert_parallel]
     if len(cps) == len(eps) == 1:
         return _search_offloads(cluster, job, objective, deadline_hours, top_k, method, options, baselines, offload)
-    results, error = [], None
+    results, errors, skipped = [], [], []
     for cp in cps:
         for ep in eps:
+            if results and _spent():
+                skipped.append(f"context {cp} x expert {ep}")
+                continue
             try:
                 results.append(_search_offloads(cluster, replace(job, context_parallel=cp, expert_parallel=ep),
-                                                objective, deadline_hours, top_k, method, options, baselines, offload))
+                                                objective, deadline_hours, top_k, method,
+                                                _beating(options, objective, deadline_hours, results), False, offload))
             except InfeasibleError as err:
-                error = error or err
-    if not results:
-        raise error
-    best = min(results, key=lambda r: estimate_key(objective, r.plans[0].estimate, deadline_hours))
+                errors.append(err)
+    best = _combine(objective, deadline_hours, results, errors)
     said = [f"context parallelism ({', '.join(map(str, cps))})"] if len(cps) > 1 else []
     said += [f"expert parallelism ({', '.join(map(str, eps))})"] if len(eps) > 1 else []
-    note = f"{' and '.join(said)} searched, each setting a search of its own; the best answer is shown"
-    return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results),
-                   gap=_worst_gap(results))
+    note = (f"{' and '.join(said)} searched, each setting a search of its own, pruned by the best answer so far; "
+            f"the best answer is shown")
+    best = replace(best, notes=best.notes + (note,) + _skipped_note(skipped))
+    if skipped:
+        best = replace(best, complete=False, gap=None)
+    return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
 
 
 def _search_energy(cluster: Cluster, job: Job, deadline_hours, top_k, method, options, baselines,
@@ -223,27 +301,82 @@ def context_settings(cluster: Cluster, job: Job) -> list[int]:
 
 def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_k, method, options, baselines,
                      offload: str) -> SearchResult:
-    """`search` with the context-parallel degree fixed (its `offload` argument as there)."""
-    first, error = _search_or_error(cluster, job, objective, deadline_hours, top_k, method, options, baselines)
+    """`search` with the context-parallel degree fixed (its `offload` argument as there). Each offload
+    setting after the first prunes at the best answer so far (SearchOptions.beat); the baselines are
+    searched once, for the winner."""
+    first, error = _search_or_error(cluster, job, objective, deadline_hours, top_k, method, options, False)
     tries = _offload_settings(job, first) if offload == "auto" else []
-    if not tries:
-        if first is None:
-            raise error
-        return first
-    results = [] if first is None else [first]
-    for setting in tries:
-        found, _ = _search_or_error(cluster, replace(job, offload=setting), objective, deadline_hours, top_k,
-                                    method, options, baselines)
-        if found is not None:
-            results.append(found)
+    results, errors = [] if first is None else [first], [error]
+    skipped = [o.value for o in tries if results and _spent()]
+    for setting in [o for o in tries if o.value not in skipped]:
+        found, err = _search_or_error(cluster, replace(job, offload=setting), objective, deadline_hours, top_k,
+                                      method, _beating(options, objective, deadline_hours, results), False)
+        results, errors = results + [found] * (found is not None), errors + [err]
+    best = _combine(objective, deadline_hours, results, errors)
+    if tries:
+        searched = ", ".join(o.value for o in [job.offload, *tries])
+        best = replace(best, notes=best.notes + (f"offload searched ({searched}) because GPU memory limits the plan "
+                                                 f"without it; each setting is a search of its own, pruned by the "
+                                                 f"best answer so far; the best answer is shown",)
+                    + _skipped_note(skipped))
+    if skipped:
+        best = replace(best, complete=False, gap=None)
+    return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
+
+
+def _skipped_note(skipped: list[str]) -> tuple[str, ...]:
+    return (f"not searched, the time limit spent: {', '.join(skipped)}",) if skipped else ()
+
+
+def _beating(options: SearchOptions, objective, deadline_hours, results: list[SearchResult]) -> SearchOptions:
+    """`options` for one more search of a union of spaces: prune at the best answer so far."""
+    keys = [estimate_key(objective, r.plans[0].estimate, deadline_hours) for r in results]
+    if options.beat is not None:
+        keys.append(options.beat)
+    return replace(options, beat=min(keys)) if keys else options
+
+
+def _combine(objective, deadline_hours, results: list[SearchResult], errors: list) -> SearchResult:
+    """The best of searches over parts of one space (settings, engines), each run with the best so far to
+    beat: complete when every part is, its own answer or beaten (Beaten), with the worst gap of them (each
+    part's gap is against the best it knew, never better than the final answer, so the worst bounds the
+    true gap). Raises Beaten when no part beats options.beat, else the first part's error when none has a plan."""
+    beaten = [e for e in errors if isinstance(e, Beaten)]
+    gaps = [r.gap for r in results] + [b.gap for b in beaten]
+    complete = all(r.complete for r in results) and all(b.complete for b in beaten)
+    gap = 0.0 if complete else (None if any(g is None for g in gaps) else max(gaps))
     if not results:
-        raise error
+        if beaten:
+            raise Beaten(beaten[0].message, complete, gap)
+        raise next(e for e in errors if e is not None)
     best = min(results, key=lambda r: estimate_key(objective, r.plans[0].estimate, deadline_hours))
-    searched = ", ".join(o.value for o in [job.offload, *tries])
-    note = (f"offload searched ({searched}) because GPU memory limits the plan without it; each setting is a "
-            f"search of its own, the best answer is shown")
-    return replace(best, notes=best.notes + (note,), complete=all(r.complete for r in results),
-                   gap=_worst_gap(results))
+    return best if len(results) == 1 and not beaten else replace(best, complete=complete, gap=gap)
+
+
+def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, result: SearchResult) -> SearchResult:
+    """The baselines of the winner of several searches (each run without them), searched under the
+    winner's engine and settings, so that a gain compares like with like; as in _search_setting, a
+    baseline plan better than the answer (a limit cut the search short) joins the ranking, and the
+    baselines' plans join the Pareto front."""
+    plan = result.plans[0].plan
+    job = replace(job, engine=plan.engine, offload=plan.offload, context_parallel=plan.context_parallel,
+                  expert_parallel=plan.expert_parallel)
+    base, base_notes, base_status = _baselines(cluster, job, objective, deadline_hours, options)
+    ranked, adopted = _adopt_baselines(objective, deadline_hours, [(sp.plan, sp.estimate) for sp in result.plans], base)
+    texts = [sp.explanation for sp in result.plans]
+    gap = result.gap
+    if adopted:
+        base_notes += (f"a limit cut the search short of the {', '.join(adopted)} baseline's plan, which is in "
+                       f"its space; that plan is ranked with the search's own",)
+        texts = explain_ranking(objective, ranked[:top_k], ranked)
+        if gap is not None and not result.complete:     # the unverified floor, against the better answer
+            floor = estimate_key(objective, result.plans[0].estimate, deadline_hours) / (1 + gap)
+            gap = max(0.0, estimate_key(objective, ranked[0][1], deadline_hours) / floor - 1)
+    plans = tuple(ScoredPlan(p, e, _gains(objective, e, base), text) for (p, e), text in zip(ranked[:top_k], texts))
+    points = [(sp.plan, sp.estimate) for sp in result.pareto] + [(b.plan, b.estimate) for b in base.values() if b]
+    pareto = tuple(ScoredPlan(p, e, {}, describe_plan(p)) for p, e in _front(points))
+    return replace(result, plans=plans, pareto=pareto, baselines=base, baseline_status=base_status,
+                   notes=result.notes + base_notes, gap=gap)
 
 
 def _check_job_kind(job: Job) -> None:
@@ -304,19 +437,25 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     if not isinstance(top_k, int) or top_k < 1:
         raise InputError("top_k", f"must be a positive whole number, got {top_k!r}")
     start = time.perf_counter()
+    options = _within_whole(options)
     clock = Clock(options.time_limit_s)
     shared = shared_bounds(cluster, job, options)    # one scorer's caches for the search, its proof and baselines
     considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options, shared)
     if considered.exact:       # the exhaustive planner is bounded by exhaustive_max_gpus, not by the clock
         clock = None
-    if not considered.kept and considered.stopped_by == TIME_LIMIT:
+    if not considered.kept and considered.stopped_by == TIME_LIMIT and options.beat is None:
         raise InputError("time_limit", f"no plan found within {considered.time_limit_s:g} s on this "
                                        f"{cluster.num_gpus:,}-GPU cluster; raise the time limit (--time-limit, "
                                        f"SearchOptions.time_limit_s) or plan on fewer pools or GPUs")
-    ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock)
-    if not ranked:
+    full: dict[Plan, Estimate] = {}
+    ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock, top_k, full)
+    if not ranked and options.beat is None:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
     ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock, shared)
+    if options.beat is not None and (not ranked or estimate_key(objective, ranked[0][1], deadline_hours) >= options.beat):
+        complete = floor >= options.beat * (1 - 1e-9)
+        raise Beaten("no plan beats the best found elsewhere", complete,
+                     0.0 if complete else (options.beat / floor - 1 if floor > 0 else None))
     search_time = time.perf_counter() - start
     base, base_notes, base_status = (_baselines(cluster, job, objective, deadline_hours, options, shared) if baselines
                                      else ({}, (), {}))
@@ -324,22 +463,46 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     if adopted:
         base_notes += (f"a limit cut the search short of the {', '.join(adopted)} baseline's plan, which is in "
                        f"its space; that plan is ranked with the search's own",)
-    full: dict[Plan, Estimate] = {b.plan: b.estimate for b in base.values() if b is not None}
-    ranked[:top_k + 1] = [(plan, _full(cluster, job, plan, options, full)) for plan, _ in ranked[:top_k + 1]]
-    top = ranked[:top_k]
+    full.update({b.plan: b.estimate for b in base.values() if b is not None})
+    top = ranked[:_evaluate_shown(cluster, job, ranked, top_k, options, full)]
+    if len(top) < min(top_k, len(ranked)):
+        base_notes += (f"the time limit left room to evaluate in full only {len(top)} of the "
+                       f"{min(top_k, len(ranked))} best plans; the others are not shown",)
     explanations = explain_ranking(objective, top, ranked)
     plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
                   for (plan, est), text in zip(top, explanations))
     pareto = _pareto(cluster, job, considered, options,
                      ranked + [(b.plan, b.estimate) for b in base.values() if b is not None], clock, full)
     best = estimate_key(objective, ranked[0][1], deadline_hours)
-    complete = considered.exact or (considered.stopped_by is None and floor >= best * (1 - 1e-9))
+    # a search a limit cut short is still complete when what it left has bounds no better than the answer
+    complete = considered.exact or floor >= best * (1 - 1e-9)
     gap = 0.0 if complete else (best / floor - 1 if floor > 0 else None)
     notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
     return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes,
                         complete, gap, considered.stopped_by, _guarantee(method, complete, gap, considered),
                         base_status)
+
+
+def _within_whole(options: SearchOptions) -> SearchOptions:
+    """`options` with the search's limit cut to what is left of the whole call's budget, the
+    baselines' share kept (at least 1 ms: a search always finds its first plan)."""
+    left = _left_s(reserved=True)
+    if left is None or options.time_limit_s is None:
+        return options
+    return replace(options, time_limit_s=max(1e-3, min(options.time_limit_s, left)))
+
+
+def _evaluate_shown(cluster, job, ranked: list, top_k: int, options, full: dict) -> int:
+    """Evaluate in full (`_full`) the plans shown and the one after them, best first, the first even
+    past the whole budget; returns how many are shown (the plans evaluated, at most top_k)."""
+    done = 0
+    for k, (plan, _) in enumerate(ranked[:top_k + 1]):
+        if k and _spent():
+            break
+        ranked[k] = (plan, _full(cluster, job, plan, options, full))
+        done += 1
+    return min(top_k, done)
 
 
 def _verify(cluster, job, objective, deadline_hours, considered: Considered, options, ranked,
@@ -360,7 +523,8 @@ def _verify(cluster, job, objective, deadline_hours, considered: Considered, opt
     seen.update(plan for plan, _ in considered.incumbents)
     seen.update(considered.evaluated)         # incumbents that do not fit were evaluated too: not again
     ranked.sort(key=lambda pe: estimate_key(objective, pe[1], deadline_hours))
-    best = estimate_key(objective, ranked[0][1], deadline_hours)
+    best = min(estimate_key(objective, ranked[0][1], deadline_hours) if ranked else math.inf,
+               math.inf if options.beat is None else options.beat)
     floor = min(considered.pruned_floor, considered.lower_bound if considered.stopped_by is not None else math.inf)
     dropped, dropped_floor = considered.dropped, considered.dropped_floor
     if (estimate_key_of_fast(objective, job, floor) < best * (1 - 1e-9) and considered.stopped_by is None
@@ -478,18 +642,33 @@ def _full(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions,
 
 
 def _rank(cluster, job, objective, deadline_hours, considered: Considered, options,
-          clock: Clock | None = None) -> list[tuple[Plan, Estimate]]:
+          clock: Clock | None = None, top_k: int | None = None,
+          full: dict[Plan, Estimate] | None = None) -> list[tuple[Plan, Estimate]]:
     """Re-score the kept candidates with the cost model; best first, ties by the search's order.
     Past the `clock`'s limit, stops once one plan that fits is scored (by fast score, the best
     candidates come first); `considered.rescored` says how many were. A candidate the search
-    already evaluated as an incumbent (`considered.evaluated`) is not evaluated again."""
-    scored = []
-    for order, (_, _, cand, _) in enumerate(considered.kept):
+    already evaluated as an incumbent (`considered.evaluated`) is not evaluated again, nor (with
+    `top_k`) one whose lower bound cannot enter the top_k + 1 scored so far or beat options.beat.
+    Until one plan fits, each is evaluated in full at once (into `full`): the best is shown, and is
+    not evaluated twice."""
+    scored, shown = [], []          # shown: the top_k + 1 smallest keys so far, negated (a max-heap)
+    beat = math.inf if options.beat is None else options.beat
+    for order, (_, _, cand, bound) in enumerate(considered.kept):
         if scored and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
+            considered.lower_bound = min([considered.lower_bound] + [b for _, _, _, b in considered.kept[order:]])
             break
         plan = cand.to_plan(job)
-        est = considered.evaluated.get(plan) or _evaluate_plan(cluster, job, plan, options)
+        est = considered.evaluated.get(plan)
+        if est is None and top_k is not None and estimate_key_of_fast(objective, job, bound) >= min(
+                beat, -shown[0] if len(shown) > top_k else math.inf):
+            continue
+        est = est or (_full(cluster, job, plan, options, full) if not scored and full is not None
+                      else _evaluate_plan(cluster, job, plan, options))
+        if top_k is not None:
+            heapq.heappush(shown, -estimate_key(objective, est, deadline_hours))
+            if len(shown) > top_k + 1:
+                heapq.heappop(shown)
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
@@ -511,6 +690,13 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
         est = known.get(plan) or _evaluate_plan(cluster, job, plan, options)
         if est.fits:
             points.append((plan, est))
+    full = {} if full is None else full          # past the whole budget, only points already evaluated in full
+    return tuple(ScoredPlan(plan, _full(cluster, job, plan, options, full), {}, describe_plan(plan))
+                 for plan, _ in _front(points) if plan in full or not _spent())
+
+
+def _front(points: list[tuple[Plan, Estimate]]) -> list[tuple[Plan, Estimate]]:
+    """The points no other beats on both throughput and cost, fastest first."""
     front = []
     for plan, est in points:
         dominated = any(o.tokens_per_s >= est.tokens_per_s and o.cost_per_million_tokens_usd <= est.cost_per_million_tokens_usd
@@ -519,8 +705,7 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
         if not dominated and all(plan != p for p, _ in front):
             front.append((plan, est))
     front.sort(key=lambda pe: -pe[1].tokens_per_s)
-    return tuple(ScoredPlan(plan, _full(cluster, job, plan, options, full), {}, describe_plan(plan))
-                 for plan, _ in front)
+    return front
 
 
 def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds | None = None):
@@ -528,6 +713,9 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
     out: dict[str, ScoredPlan | None] = {}
     notes, status = [], {}
     for name in BASELINES:
+        left = _left_s()          # each within what is left of the whole budget (at least 1 ms: its first plan)
+        if left is not None and options.baseline_time_limit_s is not None:
+            options = replace(options, baseline_time_limit_s=max(1e-3, min(options.baseline_time_limit_s, left)))
         clock = Clock(options.baseline_time_limit_s)
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options, shared)
         best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock)

@@ -16,7 +16,9 @@ train together (the rest stay idle) and every tensor-parallel degree per pool:
          the split is uniform up to embedding and head.
 
 Partial use of a pool (for the cost and deadline objectives) is searched on a halving grid:
-each chosen pool offers all, half, a quarter... of its nodes, down to one node. Layouts that
+each chosen pool offers all, half, a quarter... of its nodes, down to one node. A pool with more
+GPUs than any layout can use (global batch x widest replica x layers) offers that many and the
+halving grid below it, for every objective. Layouts that
 mix the two families (some stages mixed, others single-pool) are not enumerated.
 
 Knobs per layout: micro-batch (powers of two dividing the global batch, with at least one
@@ -127,8 +129,23 @@ def pool_subsets(pools: tuple[Pool, ...], sizes: Iterable[int] | None = None) ->
         yield from itertools.combinations(pools, size)
 
 
-def scaled_gpu_counts(pool: Pool, partial: bool) -> list[int]:
-    """All the pool's GPUs; with `partial`, also half, a quarter, ... of its nodes (>= 1 node)."""
+def scaled_gpu_counts(pool: Pool, partial: bool, most: int | None = None) -> list[int]:
+    """All the pool's GPUs; with `partial`, also half, a quarter, ... of its nodes (>= 1 node).
+
+    `most`: the most GPUs of the pool any layout can use (lanes x widest replica x stages: a batch
+    of 8 sequences gives at most 8 replicas a stage). A pool larger than that forms no layout whole,
+    so it offers that many GPUs (whole nodes where it is one node or more) and half, a quarter, ...
+    of them down to one node, for every objective: where the batch is the limit, fewer GPUs can be
+    as fast (1,560 nodes x 64 A100 at a batch of 8 found no plan before, and said memory was short)."""
+    if most is not None and pool.num_gpus > most:
+        nodes = most // pool.gpus_per_node
+        if nodes == 0:
+            return [most]
+        counts = [nodes * pool.gpus_per_node]
+        while nodes > 1:
+            nodes //= 2
+            counts.append(nodes * pool.gpus_per_node)
+        return counts
     counts = [pool.num_gpus]
     nodes = pool.nodes
     while partial and nodes > 1:
@@ -240,7 +257,10 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
         if not all(tp_options):
             continue
         # without pipelining every GPU is a replica, so fewer GPUs than a pool has may be all a batch can use
-        gpu_options = [scaled_gpu_counts(p, partial or not space.pipeline_parallel) for p in subset]
+        stages = model.layers if space.pipeline_parallel else 1
+        gpu_options = [scaled_gpu_counts(p, partial or not space.pipeline_parallel,
+                                         most=max(ts) * max_micro_batches * stages)
+                       for p, ts in zip(subset, tp_options)]
         for gpus in itertools.product(*gpu_options):
             for tps in _tp_choices(tp_options, one_tp):
                 if stop is not None and stop():
