@@ -361,8 +361,9 @@ class Scorer:
                 a2a_f, a2a_b = alltoall_s(model=self.model, num_layers=layers[i], seq_len=self.job.seq_len,
                                           micro_batch=mb, tp=g.tp // cp, cp=cp, expert_parallel=ep, bw=dp_bw,
                                           latency_s=dp_lat, recompute=knobs.recompute, precision=precision)
-                f, b = (f + zero_exposed_s(zf + fetch, f, h) + a2a_f,
-                        b + zero_backward_exposed_s(zf, zb, fetch, h * b, run.prefetch, run.overlap_grad_reduce) + a2a_b)
+                f, b = (f + zero_exposed_s(zf + fetch, f, h, layers[i]) + a2a_f,
+                        b + zero_backward_exposed_s(zf, zb, fetch, b, h, layers[i], run.prefetch,
+                                                    run.overlap_grad_reduce) + a2a_b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
