@@ -236,8 +236,7 @@ def test_engine_names_in_the_vocabulary_match_the_registry():
 LONG_POSITIONAL_LEFT = {("planner/search/bound.py", "_run_caps"), ("planner/search/bound.py", "_pipeline_s"),
                         ("planner/search/planners.py", "_uniform_search"), ("planner/search/screen.py", "_chain_level"),
                         ("planner/search/screen.py", "_mixed_fits"), ("planner/search/search.py", "SearchResult"),
-                        ("planner/search/search.py", "_search_engines"),
-                        ("ui/views/rl.py", "bounded")}     # bounded(fn, *args) forwards to a cached function
+                        ("planner/search/search.py", "_search_engines")}
 
 
 def test_no_call_passes_ten_or_more_arguments_by_position():
