@@ -387,8 +387,10 @@ def stage_pass_times(stage: StagePass, run: PassExecution = PassExecution()) -> 
     training, cp, cp_bw, expert_parallel = stage.training, stage.cp, stage.cp_bw, stage.expert_parallel
     layer_overhead_s, tf32, kernels, selective, tp_overlap = (run.layer_overhead_s, run.tf32, run.kernels,
                                                               run.selective, run.tp_overlap)
-    proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
-                                           flash_attention, precision, tf32, kernels, cp, expert_parallel)
+    proj, attn, elem = layer_forward_parts(model=model, gpu=gpu, seq_len=seq_len, micro_batch=micro_batch, tp=tp,
+                                           sequence_parallel=sequence_parallel, flash_attention=flash_attention,
+                                           precision=precision, tf32=tf32, kernels=kernels, cp=cp,
+                                           expert_parallel=expert_parallel)
     collective = tp_collective_s(model, seq_len / cp, micro_batch, tp, link_bw, precision)
     extra = adapter_pass_s(model, gpu, seq_len * micro_batch / cp, tp, training, precision, tf32)
     ring_fwd, ring_bwd = context_ring_s(model, seq_len, micro_batch, tp, cp, cp_bw, attn, precision)

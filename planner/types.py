@@ -30,6 +30,15 @@ class InputError(ValueError):
         self.message = message
         super().__init__(f"{field}: {message}" if field else message)
 
+    def __reduce__(self):           # pickled as built, subclasses too (the app's worker processes send it back)
+        return _rebuilt_input_error, (type(self), self.field, self.message)
+
+
+def _rebuilt_input_error(cls: type, field: str, message: str) -> InputError:
+    error = cls.__new__(cls)
+    InputError.__init__(error, field, message)
+    return error
+
 
 class TooManyPassesError(InputError):
     """A plan whose schedule would take too long to simulate (see MAX_SIMULATED_PASSES)."""
@@ -966,14 +975,31 @@ class Plan:
     expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
     tp_comm_overlap: bool = False     # tp collectives pipelined with the GEMMs beside them, where the engine offers it
     attention: Attention = Attention.FLASH   # the attention core's kernels (planner.compute, planner.memory)
+    # overlaps the engine lets a plan switch (planner.engines.base.SWITCHES); None: the engine's default
+    overlap_grad_reduce: bool | None = None   # dp gradients reduced in buckets during the last backward pass
+    overlap_param_gather: bool | None = None  # ZeRO-1/2's weight all-gather behind the next first forward
+    prefetch: bool | None = None              # ZeRO-3/FSDP: the next layer's all-gather issued during this one's backward
+    hybrid_shard: int = 0             # FSDP HYBRID_SHARD: states sharded within groups of this many replicas (a
+    #                                   node), replicated across the groups; 0: sharded over all the replicas
 
     def __post_init__(self):
         check_engine(self.engine)
         _require(isinstance(self.tp_comm_overlap, bool), "tp_comm_overlap",
                  f"must be true or false, got {self.tp_comm_overlap!r}")
+        for name in ("overlap_grad_reduce", "overlap_param_gather", "prefetch"):
+            _require(getattr(self, name) is None or isinstance(getattr(self, name), bool), name,
+                     f"must be true, false or absent (the engine's default), got {getattr(self, name)!r}")
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
         _check_lora_rank(self.training, self.model)
+        _require(not isinstance(self.hybrid_shard, bool) and isinstance(self.hybrid_shard, int)
+                 and self.hybrid_shard >= 0, "hybrid_shard", f"must be 0 or a whole number of replicas, got "
+                                                             f"{self.hybrid_shard!r}")
+        _require(not self.hybrid_shard or (self.zero_stage >= 2 and all(
+            len(st.replicas) % self.hybrid_shard == 0 for st in self.stages)), "hybrid_shard",
+            f"shards ZeRO-2/3 states within groups of {self.hybrid_shard} replicas: it needs zero_stage 2 or 3 and "
+            f"every stage's replicas a multiple of it (the plan: ZeRO {self.zero_stage}, "
+            f"{[len(st.replicas) for st in self.stages]} replicas); set it to the GPUs of a node or remove it")
         for i, st in enumerate(self.stages):
             _require(len(st.replicas) % self.expert_parallel == 0, f"stages[{i}].replicas",
                      f"{len(st.replicas)} data-parallel replicas do not form groups of expert_parallel "

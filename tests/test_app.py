@@ -141,6 +141,7 @@ def test_planning_shows_plans_metrics_and_baselines():
 
 def test_second_identical_request_is_answered_from_the_cache(monkeypatch):
     import planner.search as search_module
+    monkeypatch.setenv("HETPLAN_APP_INLINE", "1")       # the patched search runs here, not in a worker (ui.budget)
     calls = []
     real = search_module.search
     monkeypatch.setattr(search_module, "search", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -169,6 +170,7 @@ def test_nothing_fits_is_a_readable_message():
 
 def test_planner_missing_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "planner.search", None)
+    monkeypatch.setenv("HETPLAN_APP_INLINE", "1")       # a worker (ui.budget) would import the real one
     at = _ok(new_app(SMALL).run())
     _plan(at)
     assert "not available" in texts(at)

@@ -134,6 +134,7 @@ def test_plan_shape_names_the_parallelism(catalog):
 
 def test_a_planner_crash_is_a_message_and_the_next_press_tries_again(monkeypatch):
     import planner.search as search_module
+    monkeypatch.setenv("HETPLAN_APP_INLINE", "1")       # the patched search runs here, not in a worker (ui.budget)
     real = search_module.search
     monkeypatch.setattr(search_module, "search", lambda *a, **k: (_ for _ in ()).throw(ValueError("unpack")))
     at = _ok(new_app(SMALL).run())

@@ -183,7 +183,9 @@ def test_eager_kernels_and_op_sac_cost_more_time_and_op_sac_keeps_less(catalog):
     from planner.types import Recompute
     m, gpu = catalog.model("llama-2-7b"), catalog.gpus["a100-80gb-sxm"]
     def total(kernels, selective, rc=Recompute.SELECTIVE):
-        t = stage_pass_times(StagePass(m, gpu, 4, False, 4096, 1, 1, False, rc, True, gpu.link_bw_bytes_per_s),
+        t = stage_pass_times(StagePass(model=m, gpu=gpu, num_layers=4, has_head=False, seq_len=4096, micro_batch=1,
+                                       tp=1, sequence_parallel=False, recompute=rc, flash_attention=True,
+                                       link_bw=gpu.link_bw_bytes_per_s),
                              PassExecution(kernels=kernels, selective=selective))
         return t.forward_s + t.backward_s
     fused, core = Kernels.FUSED, SelectiveKind.ATTENTION_CORE

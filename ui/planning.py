@@ -13,6 +13,7 @@ from typing import Any
 
 import streamlit as st
 from pydantic import ValidationError
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from catalog import (Catalog, check_plan_against_cluster, cluster_from_dict, load_catalog, plan_from_dict,
                      without_output_keys)
@@ -24,6 +25,7 @@ from planner.cost import evaluate
 from planner.engines import AUTO, REAL, RUNTIME
 from planner.types import Cluster, InputError, Job, JobKind, Model, Objective, Offload, Plan, Precision, Training
 from ui import phases
+from ui.budget import Budget, Ledger, OverBudget
 from ui.state import AppState, context_parallel_degree, expert_parallel_degree
 
 PLANNER_MISSING = ("The planner (planner.search) is not available in this installation yet. "
@@ -215,8 +217,36 @@ def baseline_time_limit_s(time_limit_s: float) -> float:
     return search_options(options_type, time_limit_s).baseline_time_limit_s
 
 
+@st.cache_resource(show_spinner=False)
+def ledger() -> Ledger:
+    """The server's one ledger of the sessions' CPU seconds and its worker slots (ui.budget)."""
+    return Ledger(Budget.from_env())
+
+
+def bounded(fn, *args):
+    """`fn(*args)` in a worker process under this session's budget (ui.budget): every planner call a
+    visitor triggers goes through here, so the server's own thread only waits. Raises OverBudget."""
+    ctx = get_script_run_ctx()
+    return ledger().run(ctx.session_id if ctx is not None else "", fn, *args)
+
+
+def stop_session_work() -> int:
+    """End this session's running workers (ui.budget.Ledger.stop): a search replaced by a newer one."""
+    ctx = get_script_run_ctx()
+    return ledger().stop(ctx.session_id if ctx is not None else "")
+
+
+def over_budget(e: OverBudget) -> Outcome:
+    """The visitor's message for a computation over its budget (not cached: the next try runs again)."""
+    return Outcome(error=str(e), kind="budget")
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def _search(job_key: str, top_k: int) -> Outcome:
+    return bounded(_search_work, job_key, top_k)
+
+
+def _search_work(job_key: str, top_k: int) -> Outcome:
     state = AppState(**json.loads(job_key), plan=None)
     try:
         search, SearchOptions = search_api()
@@ -244,6 +274,8 @@ def run_search(state: AppState, top_k: int = 5) -> Outcome:
     next press tries again) and its traceback goes to the server's log."""
     try:
         return _search(state.job_key(), top_k)
+    except OverBudget as e:
+        return over_budget(e)
     except Exception as e:  # noqa: BLE001 - a planner bug must not take the page down
         logging.getLogger("hetplan.app").exception("planner.search failed for %s", state.job_key())
         return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")
@@ -251,6 +283,10 @@ def run_search(state: AppState, top_k: int = 5) -> Outcome:
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def _evaluate(cluster_json: str, plan_json: str, tokens: float | None) -> Outcome:
+    return bounded(_evaluate_work, cluster_json, plan_json, tokens)
+
+
+def _evaluate_work(cluster_json: str, plan_json: str, tokens: float | None) -> Outcome:
     try:
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
@@ -262,6 +298,10 @@ def _evaluate(cluster_json: str, plan_json: str, tokens: float | None) -> Outcom
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _export(cluster_json: str, plan_json: str, target: str, time_limit_s: float) -> Outcome:
+    return bounded(_export_work, cluster_json, plan_json, target, time_limit_s)
+
+
+def _export_work(cluster_json: str, plan_json: str, target: str, time_limit_s: float) -> Outcome:
     try:
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
@@ -277,6 +317,8 @@ def export_for(cluster: dict, plan: dict, target: str, time_limit_s: float) -> O
     plan = without_output_keys(plan)
     try:
         return _export(json.dumps(cluster, sort_keys=True), json.dumps(plan, sort_keys=True), target, time_limit_s)
+    except OverBudget as e:
+        return over_budget(e)
     except Exception as e:  # noqa: BLE001 - an exporter bug must not take the page down
         logging.getLogger("hetplan.app").exception("planner.export failed for %s", target)
         return Outcome(error=f"the exporter stopped with an internal error ({type(e).__name__}: {e}); "
@@ -295,6 +337,10 @@ class Simulated:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _simulate(cluster_json: str, plan_json: str) -> Outcome:
+    return bounded(_simulate_work, cluster_json, plan_json)
+
+
+def _simulate_work(cluster_json: str, plan_json: str) -> Outcome:
     try:
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         plan = plan_from_dict(json.loads(plan_json), catalog(), source="plan")
@@ -315,13 +361,19 @@ def simulate_plan(cluster: dict, plan: dict) -> Outcome:
     `evaluate_plan`, whose metrics need no timeline (at thousands of micro-batches on many
     workers the timeline takes seconds to simulate, the metrics a fraction of that)."""
     plan = without_output_keys(plan)
-    return _simulate(json.dumps(cluster, sort_keys=True), json.dumps(plan, sort_keys=True))
+    try:
+        return _simulate(json.dumps(cluster, sort_keys=True), json.dumps(plan, sort_keys=True))
+    except OverBudget as e:
+        return over_budget(e)
 
 
 def evaluate_plan(cluster: dict, plan: dict, tokens: float | None) -> Outcome:
     """(Plan, Estimate) of a plan file on a cluster file, or the reason it cannot be evaluated."""
     plan = without_output_keys(plan)
-    return _evaluate(json.dumps(cluster, sort_keys=True), json.dumps(plan, sort_keys=True), tokens)
+    try:
+        return _evaluate(json.dumps(cluster, sort_keys=True), json.dumps(plan, sort_keys=True), tokens)
+    except OverBudget as e:
+        return over_budget(e)
 
 
 def estimate_of(state: AppState) -> Outcome:
@@ -338,6 +390,11 @@ REPLAN_OBJECTIVES = {"throughput": Objective.THROUGHPUT, "cost": Objective.COST,
 @st.cache_data(show_spinner=False, max_entries=32)
 def _replan(cluster_json: str, plan_json: str, tokens: float | None, old_cluster_json: str | None,
             objective: str, time_limit_s: float) -> Outcome:
+    return bounded(_replan_work, cluster_json, plan_json, tokens, old_cluster_json, objective, time_limit_s)
+
+
+def _replan_work(cluster_json: str, plan_json: str, tokens: float | None, old_cluster_json: str | None,
+                 objective: str, time_limit_s: float) -> Outcome:
     try:
         _, options_type = search_api()
         from planner.replan import replan
@@ -361,6 +418,8 @@ def replan_on(cluster: dict, plan: dict, tokens: float | None, old_cluster: dict
         return _replan(json.dumps(cluster, sort_keys=True), json.dumps(without_output_keys(plan), sort_keys=True),
                        tokens, None if old_cluster is None else json.dumps(old_cluster, sort_keys=True),
                        objective, time_limit_s)
+    except OverBudget as e:
+        return over_budget(e)
     except Exception as e:  # noqa: BLE001 - a planner bug must not take the page down
         logging.getLogger("hetplan.app").exception("planner.replan failed")
         return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")
@@ -377,17 +436,25 @@ def _fleet_searches(cluster_json: str, search_time_limit_s: float, code: int) ->
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _fleet(cluster_json: str, jobs_json: str, policy: str, search_time_limit_s: float) -> Outcome:
+    searches = _fleet_searches(cluster_json, search_time_limit_s, id(Plan))
+    outcome, found = bounded(_fleet_work, cluster_json, jobs_json, policy, search_time_limit_s, dict(searches))
+    searches.update(found)          # the worker's searches, for the next policy on this cluster
+    return outcome
+
+
+def _fleet_work(cluster_json: str, jobs_json: str, policy: str, search_time_limit_s: float,
+                searches: dict) -> tuple[Outcome, dict]:
     try:
         search_api()
         from planner.fleet import FleetOptions, plan_fleet
         cluster = cluster_from_dict(json.loads(cluster_json), catalog(), source="cluster")
         jobs = fleet_jobs_from_dict(json.loads(jobs_json), catalog(), source="jobs table")
         return Outcome(result=plan_fleet(cluster, jobs, policy, FleetOptions(search_time_limit_s=search_time_limit_s),
-                                         cache=_fleet_searches(cluster_json, search_time_limit_s, id(Plan))))
+                                         cache=searches)), searches
     except PlannerUnavailable as e:
-        return Outcome(error=str(e), kind="unavailable")
+        return Outcome(error=str(e), kind="unavailable"), searches
     except InputError as e:
-        return Outcome(error=str(e), kind="input")
+        return Outcome(error=str(e), kind="input"), searches
 
 
 def fleet_on(cluster: dict, jobs: dict, policy: str, search_time_limit_s: float) -> Outcome:
@@ -396,6 +463,8 @@ def fleet_on(cluster: dict, jobs: dict, policy: str, search_time_limit_s: float)
     try:
         return _fleet(json.dumps(cluster, sort_keys=True), json.dumps(jobs, sort_keys=True), policy,
                       search_time_limit_s)
+    except OverBudget as e:
+        return over_budget(e)
     except Exception as e:  # noqa: BLE001 - a planner bug must not take the page down
         logging.getLogger("hetplan.app").exception("planner.fleet failed")
         return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")

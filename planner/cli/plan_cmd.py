@@ -79,12 +79,15 @@ def register(sub) -> None:
                         f"machine does not count): {SEARCH_SHARE:.0%} for the best-first loop (all of it until a plan "
                         f"is found), the rest for re-scoring with the cost model and verifying; then the best plan "
                         f"found is reported with its optimality gap (default {SearchOptions().time_limit_s:g}). "
-                        f"Not within S: each baseline's own limit "
+                        f"The whole search has one budget: S plus each baseline's own limit "
                         f"({SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of S each, "
-                        f"megatron and uniform, as in the app), a limit of S per setting where offload, context or "
-                        f"expert parallelism auto tries several (and per engine with --engine all), the one plan "
-                        f"re-scored even past the limit, the final cost-model evaluations of the plans shown and "
-                        f"start-up, so a run takes more CPU time than S".replace("%", "%%"))
+                        f"megatron and uniform, as in the app, searched once for the winner); the engines, the "
+                        f"settings that offload, "
+                        f"context or expert parallelism auto tries, baselines, re-scoring and the "
+                        f"plans shown all stop within it, and the answer is the best plan so far with its gap. "
+                        f"Past it: start-up, reading the files and one cost-model evaluation of the answer "
+                        f"(seconds at millions of GPUs; docs/reliability.md), and with --engine all each engine "
+                        f"has such a budget".replace("%", "%%"))
     p.add_argument("--json", action="store_true",
                    help="print one JSON object; `evaluate` and `export` read it, or any plan in it, as a plan file")
     p.add_argument("--out", metavar="FILE",
@@ -141,8 +144,10 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
     offload = Offload.NONE if args.offload == "auto" else Offload(args.offload)
     cp = 1 if args.context_parallel == "auto" else args.context_parallel
     ep = 1 if args.expert_parallel == "auto" else args.expert_parallel
-    job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
-              args.tokens, RUNTIME if engine == AUTO else engine, None if args.tf32 is None else args.tf32 == "on", training, offload, cp, ep)
+    job = Job(model=model, global_batch=args.global_batch, seq_len=args.seq_len,
+              precision=Precision(args.precision) if args.precision else None, tokens_to_train=args.tokens,
+              engine=RUNTIME if engine == AUTO else engine, tf32=None if args.tf32 is None else args.tf32 == "on",
+              training=training, offload=offload, context_parallel=cp, expert_parallel=ep)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
                       method=args.baseline or "hetplan", options=_options(args.time_limit),

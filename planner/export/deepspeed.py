@@ -38,7 +38,7 @@ import json
 
 from planner.engines.sources import DEEPSPEED
 from planner.export import launch
-from planner.export.common import CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, uniform_tp_dp
+from planner.export.common import CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, switched, uniform_tp_dp
 from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, Offload, Plan, Precision, Recompute
 
@@ -58,6 +58,9 @@ def ds_config(plan: Plan) -> dict:
            "bf16": {"enabled": plan.precision == Precision.BF16},      # fp32: both off (DeepSpeed's default)
            "fp16": {"enabled": plan.precision == Precision.FP16}}
     assert plan.precision.value in ("bf16", "fp16", "fp32"), "no FP8 in the deepspeed profile"
+    if "overlap_grad_reduce" in switched(plan):      # DeepSpeed's overlap_comm (zero/config.py line 138; its
+        #                                              default, None, turns it on for ZeRO-3 only, lines 384-386)
+        cfg["zero_optimization"]["overlap_comm"] = plan.overlap_grad_reduce
     if plan.offload != Offload.NONE:
         cfg["zero_optimization"]["offload_optimizer"] = dict(CPU)
     if plan.offload == Offload.OPTIMIZER_PARAMS:

@@ -103,6 +103,7 @@ import shlex
 
 from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, layer_segments,
                                    one_mesh_ranks, uniform_tp_dp)
+from planner.engines import ENGINES
 from planner.export import launch
 from planner.types import Cluster, MlpKind, Model, NormKind, Offload, Plan, PositionKind, Recompute
 
@@ -270,7 +271,9 @@ def training_arguments(plan: Plan, tp: int) -> list[tuple]:
     elif plan.zero_stage in FSDP_STRATEGY:
         args += [("--use-megatron-fsdp",), ("--data-parallel-sharding-strategy", FSDP_STRATEGY[plan.zero_stage]),
                  ("--ckpt-format", "fsdp_dtensor")]
-    args += [("--overlap-grad-reduce",)]
+    run = ENGINES[plan.engine].execution_for(plan)     # the plan's overlap switches (planner.engines.megatron)
+    args += [("--overlap-grad-reduce",)] if run.overlap_grad_reduce else []
+    args += [("--overlap-param-gather",)] if run.overlap_param_gather else []   # arguments.py lines 1024-1029
     return args + job_arguments(plan)
 
 

@@ -21,7 +21,7 @@ def describe_plan(plan: Plan) -> str:
         for r in s.replicas:
             groups[(r.pool, r.tp)] = groups.get((r.pool, r.tp), 0) + 1
         reps = " + ".join(f"{n}x {pool} tp{tp}" for (pool, tp), n in groups.items())
-        parts.append(f"L{s.layer_start}-{s.layer_end}: {reps}")
+        parts.append(f"L{s.layer_start}–{s.layer_end - 1}: {reps}")     # first and last layer, as layer_range
     knobs = [f"mb {plan.micro_batch}", f"ZeRO-{plan.zero_stage}", f"recompute {plan.recompute.value}"]
     if plan.interleave > 1:
         knobs.append(f"interleave {plan.interleave}")

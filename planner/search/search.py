@@ -4,6 +4,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
 from planner.cost import evaluate, stage_passes
@@ -81,6 +82,35 @@ CP_MIN_SEQ_LEN = 16384
 CP_MIN_TOKENS_PER_GPU = 8192
 
 
+# One CPU-time budget for a whole `search` call (issue 24, docs/reliability.md "Work bounded by the
+# limits"): the search's limit plus its baselines'. Every phase, setting and engine asks it before
+# starting more work, and the call answers with the best plan so far and its gap. Holds the clock
+# and the CPU seconds kept for the baselines.
+_WHOLE: ContextVar[tuple[Clock, float] | None] = ContextVar("hetplan_search_budget", default=None)
+
+
+def _whole_budget(options: SearchOptions, baselines: bool) -> tuple[Clock, float] | None:
+    if options.time_limit_s is None or (baselines and options.baseline_time_limit_s is None):
+        return None
+    reserve = len(BASELINES) * options.baseline_time_limit_s if baselines else 0.0
+    return Clock(options.time_limit_s + reserve), reserve
+
+
+def _left_s(reserved: bool = False) -> float | None:
+    """CPU seconds left of the whole call's budget, less the baselines' reserve with `reserved`
+    (None: no limit)."""
+    whole = _WHOLE.get()
+    if whole is None:
+        return None
+    clock, reserve = whole
+    return clock.limit_s - clock.elapsed() - (reserve if reserved else 0.0)
+
+
+def _spent() -> bool:
+    left = _left_s()
+    return left is not None and left <= 0
+
+
 def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHPUT,
            deadline_hours: float | None = None, top_k: int = 5, method: str = "hetplan",
            options: SearchOptions = SearchOptions(), baselines: bool = True,
@@ -108,13 +138,18 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
       limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
       the engine runs. "fixed": `job.offload` only."""
     settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
-    if engines:
-        return _search_engines(cluster, job, tuple(engines), objective, deadline_hours, top_k, method, options,
-                               baselines, settings)
-    _check_job_kind(job)
-    if Objective(objective) == Objective.ENERGY:
-        return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
-    return _search_settings(cluster, job, objective, deadline_hours, top_k, method, options, baselines, **settings)
+    token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
+    try:
+        if engines:
+            return _search_engines(cluster, job, tuple(engines), objective, deadline_hours, top_k, method, options,
+                                   baselines, settings)
+        _check_job_kind(job)
+        if Objective(objective) == Objective.ENERGY:
+            return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
+        return _search_settings(cluster, job, objective, deadline_hours, top_k, method, options, baselines,
+                                **settings)
+    finally:
+        _WHOLE.reset(token)
 
 
 def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objective, deadline_hours, top_k, method,
@@ -127,6 +162,9 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     why: dict[str, InputError] = {}
     clock = Clock(options.time_limit_s)
     for k, name in enumerate(names):     # each engine after the first prunes at the best plan so far
+        if results and _spent():
+            why[name] = InputError("time_limit", "not searched: the time limit was spent on the engines before it")
+            continue
         share = replace(options, time_limit_s=_engine_share(clock, k, len(names)))
         try:
             results[name] = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method,
@@ -182,9 +220,12 @@ def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_
     eps = expert_settings(cluster, job) if expert_parallel == "auto" else [job.expert_parallel]
     if len(cps) == len(eps) == 1:
         return _search_offloads(cluster, job, objective, deadline_hours, top_k, method, options, baselines, offload)
-    results, errors = [], []
+    results, errors, skipped = [], [], []
     for cp in cps:
         for ep in eps:
+            if results and _spent():
+                skipped.append(f"context {cp} x expert {ep}")
+                continue
             try:
                 results.append(_search_offloads(cluster, replace(job, context_parallel=cp, expert_parallel=ep),
                                                 objective, deadline_hours, top_k, method,
@@ -196,7 +237,9 @@ def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_
     said += [f"expert parallelism ({', '.join(map(str, eps))})"] if len(eps) > 1 else []
     note = (f"{' and '.join(said)} searched, each setting a search of its own, pruned by the best answer so far; "
             f"the best answer is shown")
-    best = replace(best, notes=best.notes + (note,))
+    best = replace(best, notes=best.notes + (note,) + _skipped_note(skipped))
+    if skipped:
+        best = replace(best, complete=False, gap=None)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
 
 
@@ -264,7 +307,8 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     first, error = _search_or_error(cluster, job, objective, deadline_hours, top_k, method, options, False)
     tries = _offload_settings(job, first) if offload == "auto" else []
     results, errors = [] if first is None else [first], [error]
-    for setting in tries:
+    skipped = [o.value for o in tries if results and _spent()]
+    for setting in [o for o in tries if o.value not in skipped]:
         found, err = _search_or_error(cluster, replace(job, offload=setting), objective, deadline_hours, top_k,
                                       method, _beating(options, objective, deadline_hours, results), False)
         results, errors = results + [found] * (found is not None), errors + [err]
@@ -273,8 +317,15 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
         searched = ", ".join(o.value for o in [job.offload, *tries])
         best = replace(best, notes=best.notes + (f"offload searched ({searched}) because GPU memory limits the plan "
                                                  f"without it; each setting is a search of its own, pruned by the "
-                                                 f"best answer so far; the best answer is shown",))
+                                                 f"best answer so far; the best answer is shown",)
+                    + _skipped_note(skipped))
+    if skipped:
+        best = replace(best, complete=False, gap=None)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
+
+
+def _skipped_note(skipped: list[str]) -> tuple[str, ...]:
+    return (f"not searched, the time limit spent: {', '.join(skipped)}",) if skipped else ()
 
 
 def _beating(options: SearchOptions, objective, deadline_hours, results: list[SearchResult]) -> SearchOptions:
@@ -386,6 +437,7 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     if not isinstance(top_k, int) or top_k < 1:
         raise InputError("top_k", f"must be a positive whole number, got {top_k!r}")
     start = time.perf_counter()
+    options = _within_whole(options)
     clock = Clock(options.time_limit_s)
     shared = shared_bounds(cluster, job, options)    # one scorer's caches for the search, its proof and baselines
     considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options, shared)
@@ -395,7 +447,8 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
         raise InputError("time_limit", f"no plan found within {considered.time_limit_s:g} s on this "
                                        f"{cluster.num_gpus:,}-GPU cluster; raise the time limit (--time-limit, "
                                        f"SearchOptions.time_limit_s) or plan on fewer pools or GPUs")
-    ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock, top_k)
+    full: dict[Plan, Estimate] = {}
+    ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock, top_k, full)
     if not ranked and options.beat is None:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
     ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock, shared)
@@ -410,9 +463,11 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     if adopted:
         base_notes += (f"a limit cut the search short of the {', '.join(adopted)} baseline's plan, which is in "
                        f"its space; that plan is ranked with the search's own",)
-    full: dict[Plan, Estimate] = {b.plan: b.estimate for b in base.values() if b is not None}
-    ranked[:top_k + 1] = [(plan, _full(cluster, job, plan, options, full)) for plan, _ in ranked[:top_k + 1]]
-    top = ranked[:top_k]
+    full.update({b.plan: b.estimate for b in base.values() if b is not None})
+    top = ranked[:_evaluate_shown(cluster, job, ranked, top_k, options, full)]
+    if len(top) < min(top_k, len(ranked)):
+        base_notes += (f"the time limit left room to evaluate in full only {len(top)} of the "
+                       f"{min(top_k, len(ranked))} best plans; the others are not shown",)
     explanations = explain_ranking(objective, top, ranked)
     plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
                   for (plan, est), text in zip(top, explanations))
@@ -427,6 +482,27 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes,
                         complete, gap, considered.stopped_by, _guarantee(method, complete, gap, considered),
                         base_status)
+
+
+def _within_whole(options: SearchOptions) -> SearchOptions:
+    """`options` with the search's limit cut to what is left of the whole call's budget, the
+    baselines' share kept (at least 1 ms: a search always finds its first plan)."""
+    left = _left_s(reserved=True)
+    if left is None or options.time_limit_s is None:
+        return options
+    return replace(options, time_limit_s=max(1e-3, min(options.time_limit_s, left)))
+
+
+def _evaluate_shown(cluster, job, ranked: list, top_k: int, options, full: dict) -> int:
+    """Evaluate in full (`_full`) the plans shown and the one after them, best first, the first even
+    past the whole budget; returns how many are shown (the plans evaluated, at most top_k)."""
+    done = 0
+    for k, (plan, _) in enumerate(ranked[:top_k + 1]):
+        if k and _spent():
+            break
+        ranked[k] = (plan, _full(cluster, job, plan, options, full))
+        done += 1
+    return min(top_k, done)
 
 
 def _verify(cluster, job, objective, deadline_hours, considered: Considered, options, ranked,
@@ -566,12 +642,15 @@ def _full(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions,
 
 
 def _rank(cluster, job, objective, deadline_hours, considered: Considered, options,
-          clock: Clock | None = None, top_k: int | None = None) -> list[tuple[Plan, Estimate]]:
+          clock: Clock | None = None, top_k: int | None = None,
+          full: dict[Plan, Estimate] | None = None) -> list[tuple[Plan, Estimate]]:
     """Re-score the kept candidates with the cost model; best first, ties by the search's order.
     Past the `clock`'s limit, stops once one plan that fits is scored (by fast score, the best
     candidates come first); `considered.rescored` says how many were. A candidate the search
     already evaluated as an incumbent (`considered.evaluated`) is not evaluated again, nor (with
-    `top_k`) one whose lower bound cannot enter the top_k + 1 scored so far or beat options.beat."""
+    `top_k`) one whose lower bound cannot enter the top_k + 1 scored so far or beat options.beat.
+    Until one plan fits, each is evaluated in full at once (into `full`): the best is shown, and is
+    not evaluated twice."""
     scored, shown = [], []          # shown: the top_k + 1 smallest keys so far, negated (a max-heap)
     beat = math.inf if options.beat is None else options.beat
     for order, (_, _, cand, bound) in enumerate(considered.kept):
@@ -584,7 +663,8 @@ def _rank(cluster, job, objective, deadline_hours, considered: Considered, optio
         if est is None and top_k is not None and estimate_key_of_fast(objective, job, bound) >= min(
                 beat, -shown[0] if len(shown) > top_k else math.inf):
             continue
-        est = est or _evaluate_plan(cluster, job, plan, options)
+        est = est or (_full(cluster, job, plan, options, full) if not scored and full is not None
+                      else _evaluate_plan(cluster, job, plan, options))
         if top_k is not None:
             heapq.heappush(shown, -estimate_key(objective, est, deadline_hours))
             if len(shown) > top_k + 1:
@@ -610,8 +690,9 @@ def _pareto(cluster, job, considered: Considered, options, ranked, clock: Clock 
         est = known.get(plan) or _evaluate_plan(cluster, job, plan, options)
         if est.fits:
             points.append((plan, est))
+    full = {} if full is None else full          # past the whole budget, only points already evaluated in full
     return tuple(ScoredPlan(plan, _full(cluster, job, plan, options, full), {}, describe_plan(plan))
-                 for plan, _ in _front(points))
+                 for plan, _ in _front(points) if plan in full or not _spent())
 
 
 def _front(points: list[tuple[Plan, Estimate]]) -> list[tuple[Plan, Estimate]]:
@@ -632,6 +713,9 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
     out: dict[str, ScoredPlan | None] = {}
     notes, status = [], {}
     for name in BASELINES:
+        left = _left_s()          # each within what is left of the whole budget (at least 1 ms: its first plan)
+        if left is not None and options.baseline_time_limit_s is not None:
+            options = replace(options, baseline_time_limit_s=max(1e-3, min(options.baseline_time_limit_s, left)))
         clock = Clock(options.baseline_time_limit_s)
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options, shared)
         best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock)
@@ -647,13 +731,16 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
 def _best_of(cluster, job, objective, deadline_hours, considered: Considered, options,
              clock: Clock | None = None) -> tuple[Plan, Estimate] | None:
     """What `_rank` would put first, re-scoring only candidates that could still beat the best so far:
-    no iteration is shorter than its busiest replica's compute (the cost model's own pass times,
-    without communication), so a candidate whose compute alone cannot win is not simulated."""
+    not one whose lower bound (the search's, _Keeper.add) cannot, and no iteration is shorter than its
+    busiest replica's compute (the cost model's own pass times, without communication), so a
+    candidate whose compute alone cannot win is not simulated."""
     best, best_key = None, math.inf
-    for _, _, cand, _ in considered.kept:
+    for _, _, cand, bound in considered.kept:
         if best is not None and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
+        if estimate_key_of_fast(objective, job, bound) >= best_key:    # its lower bound (_Keeper.add) cannot win
+            continue
         floor = estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
             cluster, job, cand, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
         if floor >= best_key:

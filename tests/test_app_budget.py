@@ -1,0 +1,129 @@
+"""The app's computations run in worker processes under a budget (ui.budget, issue 24): a worker
+over its CPU time or memory is ended with a message, a session over its CPU seconds is refused
+while other sessions still run, and bad input or a bug inside a worker comes back as it was."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from planner.types import InfeasibleError, InputError
+from tests.app_helpers import new_app, ok, real_search_and_fresh_cache, texts  # noqa: F401
+from ui import budget
+from ui.budget import Budget, Ledger, OverBudget, WorkerFailed
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.filterwarnings("ignore")]
+
+
+def spin(seconds: float) -> float:
+    """Burns CPU for `seconds` of its own CPU time."""
+    start = time.process_time()
+    x = 0
+    while time.process_time() - start < seconds:
+        x += 1
+    return time.process_time() - start
+
+
+def hoard(gib: float) -> int:
+    block = bytearray(int(gib * 2 ** 30))
+    block[::4096] = b"x" * len(block[::4096])
+    return len(block)
+
+
+def refuse(field: str) -> None:
+    if field:
+        raise InputError(field, "must be positive")
+    raise InfeasibleError("nothing fits")
+
+
+def crash() -> None:
+    raise ZeroDivisionError("inside the planner")
+
+
+def pid() -> int:
+    return os.getpid()
+
+
+def test_a_worker_answers_and_its_cpu_time_is_counted():
+    value, used = budget.run(spin, (0.3,), cpu_s=10, memory_bytes=2 ** 30, wall_s=60)
+    assert value >= 0.3 and 0.3 <= used < 3
+    assert budget.run(pid, (), 10, 2 ** 30, 60)[0] != os.getpid()     # another process
+
+
+def test_a_worker_over_its_cpu_time_is_ended_with_a_message():
+    start = time.monotonic()
+    with pytest.raises(OverBudget, match="budget of 1 CPU seconds") as caught:
+        budget.run(spin, (60,), cpu_s=1, memory_bytes=2 ** 30, wall_s=120)
+    assert caught.value.limit == "cpu"
+    assert time.monotonic() - start < 30          # ~1-2 s here; the kernel ends it, not the 60 s of work
+
+
+def test_a_worker_over_its_memory_is_ended_with_a_message():
+    with pytest.raises(OverBudget, match="memory budget of 0.2 GiB") as caught:
+        budget.run(hoard, (2,), cpu_s=20, memory_bytes=200 * 2 ** 20, wall_s=120)
+    assert caught.value.limit == "memory"
+    assert budget.run(hoard, (0.05,), 20, 200 * 2 ** 20, 120)[0] == int(0.05 * 2 ** 30)
+
+
+def test_bad_input_and_bugs_come_back_as_they_were():
+    with pytest.raises(InputError) as caught:
+        budget.run(refuse, ("pools",), 10, 2 ** 30, 60)
+    assert caught.value.field == "pools" and str(caught.value) == "pools: must be positive"
+    with pytest.raises(InfeasibleError, match="^nothing fits$"):
+        budget.run(refuse, ("",), 10, 2 ** 30, 60)
+    with pytest.raises(WorkerFailed, match="ZeroDivisionError: inside the planner"):
+        budget.run(crash, (), 10, 2 ** 30, 60)
+
+
+def test_a_session_over_its_cpu_seconds_is_refused_and_another_still_runs():
+    ledger = Ledger(Budget(call_cpu_s=5, session_cpu_s=2, refill_cpu_s_per_s=0.01, slots=2))
+    with pytest.raises(OverBudget) as caught:
+        ledger.run("greedy", spin, 30)                   # ended at what the session holds: 2 CPU-s
+    assert caught.value.limit == "cpu" and "this session had left" in str(caught.value)
+    with pytest.raises(OverBudget, match="this session has used its 2 CPU seconds") as caught:
+        ledger.run("greedy", spin, 0.1)
+    assert caught.value.limit == "session"
+    assert ledger.run("another", spin, 0.2) >= 0.2
+
+
+def test_the_app_says_when_a_search_is_over_the_budget(monkeypatch):
+    """A visitor whose search outlives the session's CPU seconds reads why; the page still works."""
+    monkeypatch.delenv(budget.INLINE_ENV, raising=False)
+    monkeypatch.setenv("HETPLAN_APP_CPU_S", "1")
+    from tests.test_limits import largest_cluster
+    from ui.state import AppState, encode
+    state = AppState(cluster=largest_cluster(8), model="llama-3.1-405b", global_batch=4096, seq_len=8192,
+                     time_limit_s=30)
+    at = ok(new_app(encode(state)).run())
+    at.sidebar.button(key="sidebar_plan").click().run()
+    ok(at)
+    said = texts(at)
+    assert "budget of 1 CPU seconds" in said, said[-2000:]
+    assert at.session_state["app_state"].plan is None
+
+
+def test_a_session_stops_its_own_workers_and_not_the_others():
+    """A search replaced by a newer one is stopped (ui.session.start_search): its caller is told so,
+    the session is not charged for a limit it did not reach, and another session's worker runs on."""
+    import threading
+    ledger = Ledger(Budget(call_cpu_s=60, session_cpu_s=120, slots=4))
+    outcomes = {}
+
+    def call(session: str) -> None:
+        try:
+            outcomes[session] = ledger.run(session, spin, 3)
+        except OverBudget as e:
+            outcomes[session] = e
+    threads = [threading.Thread(target=call, args=(s,)) for s in ("replaced", "other")]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(ledger.running.get("replaced", ())) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ledger.stop("replaced") == 1
+    for t in threads:
+        t.join(120)
+    assert isinstance(outcomes["replaced"], OverBudget) and outcomes["replaced"].limit == "stopped"
+    assert outcomes["other"] >= 3
+    assert ledger.left_s("replaced") > 110
