@@ -80,21 +80,19 @@ def exposed_grad_sync_s(sync_s, hidden_behind_s):
     return overlapped_s(sync_s, hidden_behind_s)
 
 
-def zero_backward_exposed_s(gather_s: float, collectives_s: float, fetch_s: float, hidden_behind_s: float,
-                            prefetch: bool = True, overlap_reduce: bool = True) -> float:
+def zero_backward_exposed_s(gather_s: float, collectives_s: float, fetch_s: float, compute_s: float, overlap: float,
+                            layers: int | None = None, prefetch: bool = True, overlap_reduce: bool = True) -> float:
     """A micro-batch's backward ZeRO time (`collectives_s` = ZeRO-3's all-gathers, as long as the forward's
-    `gather_s`, plus the gradients' reduce-scatters: zero_per_micro_batch_s; and offload's `fetch_s`) not hidden
-    behind `hidden_behind_s` of compute. `prefetch` (FSDP backward_prefetch BACKWARD_PRE: "the next set of
+    `gather_s`, plus the gradients' reduce-scatters: zero_per_micro_batch_s; and offload's `fetch_s`) beside
+    `compute_s` of backward compute over `layers` layers (zero_exposed_s, with the engine's `overlap`). `prefetch` (FSDP backward_prefetch BACKWARD_PRE: "the next set of
     parameters" all-gathered "before the current set of parameters' gradient computation", torch fsdp/api.py
     BackwardPrefetch lines 72-108): off, a layer's all-gather is issued when its backward needs it and waited
     on, so it is exposed. `overlap_reduce` (DeepSpeed's overlap_comm: buckets reduced on a side stream during
-    the backward; off, on the compute stream, zero/stage_1_and_2.py): off, the reduce-scatters are exposed.
-    What is hidden slows the compute beside it (planner.comm.overlapped_s); `hidden_behind_s` is
-    zero_window_s of the backward, the first-layer and last-layer exposure included."""
+    the backward; off, on the compute stream, zero/stage_1_and_2.py): off, the reduce-scatters are exposed."""
     reduce_s = collectives_s - gather_s
     exposed = (0.0 if prefetch else gather_s) + (0.0 if overlap_reduce else reduce_s)
     hideable = (gather_s if prefetch else 0.0) + (reduce_s if overlap_reduce else 0.0) + fetch_s
-    return exposed + overlapped_s(hideable, hidden_behind_s)
+    return exposed + zero_exposed_s(hideable, compute_s, overlap, layers)
 
 
 def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, s_per_byte,

@@ -61,7 +61,8 @@ def plan_shards(plan: Plan, stage_index: int, tp: int) -> tuple[tuple[float, int
     parallelism for the routed experts)."""
     stage = plan.stages[stage_index]
     params = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages)
-    return param_shards(params, stage.num_layers, plan.model, tp, shard_ranks(plan, stage_index), plan.expert_parallel)
+    return param_shards(params, stage.num_layers, plan.model, tp, shard_ranks(plan, stage_index), plan.expert_parallel,
+                        plan.expert_tensor_parallel)
 
 
 def shard_ranks(plan: Plan, stage_index: int) -> int:

@@ -33,7 +33,7 @@ from planner.numerics import numerics
 from planner.training import model_states
 from planner.cost import CostOptions, price_per_hour_usd
 from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_backward_exposed_s,
-                                  zero_exposed_s, zero_per_micro_batch_s, zero_window_s)
+                                  zero_exposed_s, zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
 from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
@@ -362,7 +362,7 @@ class Scorer:
                                           micro_batch=mb, tp=g.tp // cp, cp=cp, expert_parallel=ep, bw=dp_bw,
                                           latency_s=dp_lat, recompute=knobs.recompute, precision=precision)
                 f, b = (f + zero_exposed_s(zf + fetch, f, h, layers[i]) + a2a_f,
-                        b + zero_backward_exposed_s(zf, zb, fetch, zero_window_s(b, layers[i], h), run.prefetch,
+                        b + zero_backward_exposed_s(zf, zb, fetch, b, h, layers[i], run.prefetch,
                                                     run.overlap_grad_reduce) + a2a_b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
