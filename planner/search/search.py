@@ -614,7 +614,7 @@ def _stop_notes(method: str, considered: Considered, options: SearchOptions, gap
                f"raise SearchOptions.max_fast_scores for a complete search")
     elif considered.stopped_by == TIME_LIMIT:
         limit = considered.time_limit_s or options.time_limit_s
-        yield (f"the {method} search stopped at its time limit of {limit:g} CPU seconds (a busy machine does not "
+        yield (f"the {method} search stopped at its time limit of {limit:.3g} CPU seconds (a busy machine does not "
                f"cut it shorter, a slower one does); raise --time-limit / SearchOptions.time_limit_s for a complete "
                f"search")
     if considered.rescore_cut:
