@@ -313,7 +313,7 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     attention=Attention(entry.attention),
                     tp_comm_overlap=entry.tp_comm_overlap, overlap_grad_reduce=entry.overlap_grad_reduce,
                     overlap_param_gather=entry.overlap_param_gather, prefetch=entry.prefetch,
-                    hybrid_shard=entry.hybrid_shard)
+                    hybrid_shard=entry.hybrid_shard, expert_tensor_parallel=entry.expert_tensor_parallel)
     except InputError as err:
         raise relocated(err, source) from None
     problems = engine.violations(plan)
@@ -369,6 +369,7 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         **{k: getattr(plan, k) for k in ("overlap_grad_reduce", "overlap_param_gather", "prefetch")
            if getattr(plan, k) is not None},
         **({"hybrid_shard": plan.hybrid_shard} if plan.hybrid_shard else {}),
+        **({"expert_tensor_parallel": plan.expert_tensor_parallel} if plan.expert_tensor_parallel else {}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],

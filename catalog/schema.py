@@ -261,6 +261,7 @@ class PlanEntry(Strict):
     overlap_grad_reduce: Optional[bool] = None    # absent: the engine's default (planner.engines.base.SWITCHES)
     overlap_param_gather: Optional[bool] = None
     prefetch: Optional[bool] = None
+    expert_tensor_parallel: NonNegativeInt = 0   # each expert split over this many GPUs; 0: tp
     hybrid_shard: NonNegativeInt = 0      # FSDP HYBRID_SHARD group (replicas a node holds); 0: none
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     interleave: PositiveInt = 1

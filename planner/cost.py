@@ -89,7 +89,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         min_tp = min(r.tp for r in stage.replicas)
         d = len(stage.replicas) * plan.context_parallel      # gradients are reduced over dp x cp ranks
         hs = shard_ranks(plan, i)               # ... and ZeRO states sharded over d, or a node's (hybrid sharding)
-        shards = param_shards(params, stage.num_layers, plan.model, min_tp, hs, plan.expert_parallel)
+        shards = param_shards(params, stage.num_layers, plan.model, min_tp, hs, plan.expert_parallel,
+                              plan.expert_tensor_parallel)
         zbw, zlat = hybrid_link(cluster, stage) if plan.hybrid_shard else (dp_bw, dp_lat)
         zf = zb = 0.0
         for per_gpu, ranks in shards:           # dense weights over d ranks, routed experts over d / ep
@@ -105,17 +106,18 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             if (rep.pool, rep.tp) not in passes:     # the passes, the ZeRO-3 fetch and the all-to-alls
                 fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu)
                             for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, hs,
-                                                               plan.expert_parallel))
+                                                               plan.expert_parallel, plan.expert_tensor_parallel))
+                a2a_bw, a2a_lat = expert_group_link(plan, pool, rep.tp, dp_bw, dp_lat)
                 a2a = alltoall_s(model=plan.model, num_layers=stage.num_layers, seq_len=plan.seq_len,
                                  micro_batch=plan.micro_batch, tp=rep.tp, cp=plan.context_parallel,
-                                 expert_parallel=plan.expert_parallel, bw=dp_bw, latency_s=dp_lat,
+                                 expert_parallel=plan.expert_parallel, bw=a2a_bw, latency_s=a2a_lat,
                                  recompute=plan.recompute, precision=plan.precision)
                 passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            f_exp = zero_exposed_s(zf + fetch, f_comp, run.zero_overlap)
-            b_exp = zero_backward_exposed_s(zf, zb, fetch, run.zero_overlap * times.backward_s, run.prefetch,
-                                            run.overlap_grad_reduce)
+            f_exp = zero_exposed_s(zf + fetch, f_comp, run.zero_overlap, stage.num_layers)
+            b_exp = zero_backward_exposed_s(zf, zb, fetch, times.backward_s, run.zero_overlap, stage.num_layers,
+                                            run.prefetch, run.overlap_grad_reduce)
             fwd[i].append(f_comp + f_exp + a2a_f)
             bwd[i].append(times.backward_s + b_exp + a2a_b)
             own = rep.samples // plan.micro_batch
@@ -138,7 +140,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         after_step.append(max(sum(after_step_s(plan.zero_stage, per_gpu, ranks, cluster.pool(rep.pool), dp_bw, dp_lat,
                                                states, first_fwd if run.overlap_param_gather else 0.0)
                                   for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, hs,
-                                                                     plan.expert_parallel))
+                                                                     plan.expert_parallel, plan.expert_tensor_parallel))
                               for rep, first_fwd in zip(stage.replicas, fwd[i])))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
@@ -147,6 +149,17 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                      sim_local=sim_local, replica_estimates=replica_estimates, tp_comm=tp_comm, cp_comm=cp_comm,
                      ep_comm=ep_comm, compute=compute, zero_exposed=zero_exposed, p2p_total=p2p_total, dp_sync=dp_sync,
                      after_step=after_step)
+
+
+def expert_group_link(plan: Plan, pool: Pool, tp: int, dp_bw: float, dp_lat: float) -> tuple[float, float]:
+    """(bandwidth, latency) of the expert all-to-alls: an expert group of etp x ep GPUs within a replica's tp
+    ranks (expert_tensor_parallel below tp; Megatron's expert grid puts etp, then ep, fastest:
+    parallel_state.py lines 887-895) stays on the node's links; groups over replicas use the stage's
+    data-parallel ring, of which they are a part."""
+    etp = plan.expert_tensor_parallel or tp
+    if etp * plan.expert_parallel <= tp:
+        return pool.gpu.link_bw_bytes_per_s, INTRA_NODE_LATENCY_S
+    return dp_bw, dp_lat
 
 
 def hybrid_link(cluster: Cluster, stage: Stage) -> tuple[float, float]:

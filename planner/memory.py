@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from planner.elementwise import floor, maximum
 from planner.engines import get as engine_profile
 from planner.engines.base import FRAMEWORK_OVERHEAD_BYTES
 from planner.flops import param_shards, stage_params
@@ -60,7 +61,8 @@ def plan_shards(plan: Plan, stage_index: int, tp: int) -> tuple[tuple[float, int
     parallelism for the routed experts)."""
     stage = plan.stages[stage_index]
     params = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages)
-    return param_shards(params, stage.num_layers, plan.model, tp, shard_ranks(plan, stage_index), plan.expert_parallel)
+    return param_shards(params, stage.num_layers, plan.model, tp, shard_ranks(plan, stage_index), plan.expert_parallel,
+                        plan.expert_tensor_parallel)
 
 
 def shard_ranks(plan: Plan, stage_index: int) -> int:
@@ -181,6 +183,15 @@ def edge_activation_bytes_of(model: Model, seq_len: int, micro_batch: int, tp: i
 def edge_activation_bytes(plan: Plan, stage: Stage, tp: int) -> float:
     return edge_activation_bytes_of(plan.model, plan.seq_len, plan.micro_batch, tp, stage.layer_start == 0,
                                     stage.layer_end == plan.model.layers, plan.precision, plan.context_parallel)
+
+
+def most_layers_held(free_bytes, state_bytes_per_layer, activation_bytes_per_layer, in_flight):
+    """The most layers whose states and `in_flight` micro-batches of activations fit in `free_bytes`
+    (a GPU's memory less what does not grow with its layers), rounding up by a hair so that it is
+    never below the count replica_memory allows for the same terms: the search's memory caps ((b6) of
+    planner.search.bound, and its screen). Numbers or numpy arrays."""
+    per_layer = state_bytes_per_layer + in_flight * activation_bytes_per_layer
+    return maximum(0, floor(free_bytes / per_layer * (1 + 1e-9)))
 
 
 def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_bytes: float,

@@ -101,3 +101,29 @@ def test_the_app_says_when_a_search_is_over_the_budget(monkeypatch):
     said = texts(at)
     assert "budget of 1 CPU seconds" in said, said[-2000:]
     assert at.session_state["app_state"].plan is None
+
+
+def test_a_session_stops_its_own_workers_and_not_the_others():
+    """A search replaced by a newer one is stopped (ui.session.start_search): its caller is told so,
+    the session is not charged for a limit it did not reach, and another session's worker runs on."""
+    import threading
+    ledger = Ledger(Budget(call_cpu_s=60, session_cpu_s=120, slots=4))
+    outcomes = {}
+
+    def call(session: str) -> None:
+        try:
+            outcomes[session] = ledger.run(session, spin, 3)
+        except OverBudget as e:
+            outcomes[session] = e
+    threads = [threading.Thread(target=call, args=(s,)) for s in ("replaced", "other")]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(ledger.running.get("replaced", ())) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ledger.stop("replaced") == 1
+    for t in threads:
+        t.join(120)
+    assert isinstance(outcomes["replaced"], OverBudget) and outcomes["replaced"].limit == "stopped"
+    assert outcomes["other"] >= 3
+    assert ledger.left_s("replaced") > 110

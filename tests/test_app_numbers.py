@@ -108,6 +108,7 @@ def test_the_number_helpers_write_one_way():
         "998 ms", "1.34 s", "44.3 s", "26.4 d")
     assert (percent(0.625, 1), percent(0.0085, 1), percent(0.31), signed(-0.03), signed(0.125)) == (
         "62.5%", "0.85%", "31%", "-3.0%", "+12.5%")
-    assert (dollars(4.41), dollars(3512.3), per_million_tokens(0.0321)) == ("$4.41", "$3,512", "$0.032")
+    assert (dollars(4.41), dollars(3512.3), dollars(1_873_456), per_million_tokens(0.0321)) == (
+        "$4.41", "$3,512", "$1.87 M", "$0.032")
     assert (gib(16.48 * 2 ** 30), gib(5120 * 2 ** 30), factor(1.0567), factor(12.3)) == (
         "16.5 GiB", "5,120 GiB", "1.06×", "12×")

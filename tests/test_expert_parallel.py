@@ -141,3 +141,33 @@ def test_deepseek_v3_is_statable_under_megatron_with_expert_parallelism(catalog)
                  "--expert-tensor-parallel-size 8", "--multi-latent-attention", "--moe-layer-freq"):
         assert flag in args, flag
     assert plan_from_dict(plan_to_dict(plan), catalog) == plan
+
+
+def test_expert_tensor_parallelism_below_tp_lets_ep_span_tp_ranks_not_just_replicas(catalog):
+    """Megatron's --expert-tensor-parallel-size 1 with tp 8: an expert group of ep GPUs takes the tp ranks first,
+    so DeepSeek-V3's ep 64 runs on 8 replicas of tp 8 (ep does not divide the 8 replicas), each GPU holding 4
+    whole experts; the all-to-all of an ep 8 group stays on the node's NVLink."""
+    from catalog import cluster_from_dict
+    m = catalog.model("deepseek-v3")
+    cluster = cluster_from_dict({"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 64,
+                                                         "gpus_per_node": 8, "inter_node_gbps": 400}]}, catalog)
+    reps = tuple(Replica("h100", 8, 8) for _ in range(8))
+    bounds = [0, 8, 16, 24, 32, 40, 48, 55, 61]
+    base = Plan(m, 64, 4096, 1, Precision.BF16, tuple(Stage(a, b, reps) for a, b in zip(bounds, bounds[1:])),
+                zero_stage=1, recompute=Recompute.FULL, sequence_parallel=True, expert_parallel=8, engine="megatron")
+    with pytest.raises(InputError, match="groups of expert_parallel 64"):
+        replace(base, expert_parallel=64)
+    wide = replace(base, expert_parallel=64, expert_tensor_parallel=1)
+    assert ENGINES["megatron"].violations(wide) == []
+    assert any("expert_tensor_parallel" in v for v in ENGINES["torchtitan"].violations(replace(wide, engine="torchtitan")))
+    # memory: experts / (etp x ep) per GPU = 1/64 of them either way; the grad-reduce group 8 x 8 / 64 = 1
+    experts = param_shards(1.0e9, 8, m, 8, 8, 64, 1)[1]
+    assert experts == (pytest.approx(8 * expert_layer_params(m) / 64), 1)
+    assert param_shards(1.0e9, 8, m, 8, 8, 8)[1] == (pytest.approx(8 * expert_layer_params(m) / 64), 1)
+    # an ep 8 group within a replica's tp ranks: node links, not the 400 Gb/s data-parallel ring
+    inside = replace(base, expert_tensor_parallel=1)
+    a2a = lambda plan: evaluate(cluster, plan).breakdown["expert_parallel_comm"].total_s   # noqa: E731
+    assert a2a(inside) < a2a(base)
+    args = export_result(wide, cluster, "megatron", force=True).files["megatron_args.sh"]
+    assert "--expert-model-parallel-size 64" in args and "--expert-tensor-parallel-size 1" in args
+    assert plan_from_dict(plan_to_dict(wide), catalog) == wide

@@ -153,9 +153,11 @@ RESTATED = {
                         r"run\.layer_overhead_s", r"cluster\.pool\(name\)\.price_per_gpu_hour_usd"],
     "planner/search/score.py": [r"max\(0\.0, z[fb] \+ fetch", r"max\(0\.0, sync", r"act_bytes \* self\.job\.seq_len",
                                 r"layer_overhead_s", r"price_per_gpu_hour_usd for"],
-    "planner/search/bound.py": [r"max\(f, zf\)", r"ACT_BYTES \* ", r"def _in_flight", r"\* n / m \+ 1"],
+    "planner/search/bound.py": [r"max\(f, zf\)", r"ACT_BYTES \* ", r"def _in_flight", r"\* n / m \+ 1",
+                                r"math\.floor\(free / "],
     "planner/search/screen.py": [r"np\.maximum\(per\.(fw|bw)", r"ACT_BYTES \* ", r"np\.ceil\([^)]*\(1 - 1e-12\)",
-                                 r"\(v - 1\) \* p_stages", r"network_share_bw\("],
+                                 r"\(v - 1\) \* p_stages", r"network_share_bw\(",
+                                 r"np\.floor\(free / \(W \+"],
     "planner/compute.py": [r"act_bytes \* seq_len \* micro_batch"],
     "planner/placement.py": [r"min\(network_share_bw\(pool\.inter_node_bw_bytes_per_s"],
 }

@@ -147,12 +147,12 @@ ENGINE_NAMES = ("hetplan", "megatron", "deepspeed")
        replicas=st.integers(1, 8), own=st.integers(1, 16), data=st.data())
 def test_memory_cap_of_the_bounds_at_least_the_layers_memory_allows(catalog, gpu, model, engine, seq, mb, zero,
                                                                      recompute, p, replicas, own, data):
-    """(b6)'s relaxation, bound._layers_held over Bounds._cap_coefficients, against the exact memory
+    """(b6)'s relaxation, memory.most_layers_held over Bounds._cap_coefficients, against the exact memory
     fit the fast score solves (Scorer.max_layers, planner.memory solved for the layers): a stage
     never holds more layers than the bound's cap, whatever its position, window and knobs."""
     from planner.engines import ENGINES
     from planner.schedule import in_flight_micro_batches
-    from planner.search.bound import _layers_held
+    from planner.memory import most_layers_held
     from planner.search.space import Group, Knobs
     assume(engine in ENGINES)
     i = data.draw(st.integers(0, p - 1))
@@ -166,8 +166,8 @@ def test_memory_cap_of_the_bounds_at_least_the_layers_memory_allows(catalog, gpu
     exact = scorer.max_layers(cluster.pools[0], tp, Knobs(mb, zero, recompute, 1), sp, p, i, own, replicas, window)
     bounds = Bounds(scorer)
     in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, 1, own, window, m)
-    cap = _layers_held(*bounds._cap_coefficients(Group("p0", tp, replicas), mb, recompute, sp, replicas, zero),
-                       in_flight)
+    cap = most_layers_held(*bounds._cap_coefficients(Group("p0", tp, replicas), mb, recompute, sp, replicas, zero),
+                           in_flight)
     assert exact <= cap, (exact, cap)
 
 

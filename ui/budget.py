@@ -97,6 +97,8 @@ class Ledger:
     spent: dict[str, tuple[float, float]] = field(default_factory=dict)   # session -> (level, time.monotonic())
     lock: threading.Lock = field(default_factory=threading.Lock)
     slots: threading.BoundedSemaphore | None = None
+    running: dict[str, set] = field(default_factory=dict)      # session -> its workers now (Process objects)
+    stopped: set = field(default_factory=set)                   # pids of workers ended by `stop`
 
     def __post_init__(self):
         self.slots = threading.BoundedSemaphore(self.budget.slots)
@@ -121,15 +123,39 @@ class Ledger:
                              f"minute (try again in about {wait_s / 60:.0f} min), or run hetplan on your own "
                              f"machine (pip install, then `streamlit run app.py` or `hetplan plan`)", "session")
         limit = min(left, self.budget.call_cpu_s, cpu_s or self.budget.call_cpu_s)
+        mine: list = []
+
+        def started(worker) -> None:
+            mine.append(worker)
+            with self.lock:
+                self.running.setdefault(session, set()).add(worker)
         with self.slots:
             try:
                 value, used = run(fn, args, limit, self.budget.memory_bytes,
-                                  limit * self.budget.wall_s_per_cpu_s + 30, session_left_s=left)
+                                  limit * self.budget.wall_s_per_cpu_s + 30, session_left_s=left, started=started)
             except OverBudget as e:
+                if mine and mine[0].pid in self.stopped:
+                    self.stopped.discard(mine[0].pid)
+                    raise OverBudget("the computation was stopped: a newer one of this session replaced it",
+                                     "stopped") from None
                 self.charge(session, limit if e.limit in ("cpu", "wall") else 0.0)
                 raise
+            finally:
+                with self.lock:
+                    self.running.get(session, set()).difference_update(mine)
         self.charge(session, used)
         return value
+
+    def stop(self, session: str) -> int:
+        """End this session's workers now (a search whose answer nobody waits for); returns how many.
+        Their callers get OverBudget with limit "stopped"."""
+        with self.lock:
+            workers = list(self.running.get(session, ()))
+            for worker in workers:
+                self.stopped.add(worker.pid)
+        for worker in workers:
+            worker.kill()
+        return len(workers)
 
 
 def inline() -> bool:
@@ -146,10 +172,10 @@ def context():
 
 
 def run(fn: Callable, args: tuple, cpu_s: float, memory_bytes: int, wall_s: float,
-        session_left_s: float | None = None) -> tuple[Any, float]:
+        session_left_s: float | None = None, started: Callable | None = None) -> tuple[Any, float]:
     """(fn(*args), CPU seconds the worker used) from a worker process under the limits (module
     docstring); raises OverBudget when a limit ends it, the worker's own InputError as it was, and
-    WorkerFailed for any other exception in it."""
+    WorkerFailed for any other exception in it. `started(process)` is called once the worker runs."""
     if inline():
         start = time.thread_time()
         return fn(*args), time.thread_time() - start
@@ -159,6 +185,8 @@ def run(fn: Callable, args: tuple, cpu_s: float, memory_bytes: int, wall_s: floa
                          name="hetplan-budget")
     worker.start()
     send.close()
+    if started is not None:
+        started(worker)
     try:
         message = _wait(worker, receive, wall_s)
     finally:

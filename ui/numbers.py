@@ -47,7 +47,10 @@ def gib(n_bytes: float) -> str:
 
 
 def dollars(usd: float) -> str:
-    """"$4.41", "$14.72", "$3,512", "$1,870,000" (cents below $100)."""
+    """"$4.41", "$14.72", "$380,037", "$1.87 M" (cents below $100; millions as tokens() writes them, short
+    enough for a metric tile)."""
+    if abs(usd) >= 1e6:
+        return f"${usd / 1e6:,.3g} M" if abs(usd) < 1e9 else f"${usd / 1e6:,.0f} M"
     return f"${usd:,.2f}" if abs(usd) < 100 else f"${usd:,.0f}"
 
 

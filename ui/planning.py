@@ -230,6 +230,12 @@ def bounded(fn, *args):
     return ledger().run(ctx.session_id if ctx is not None else "", fn, *args)
 
 
+def stop_session_work() -> int:
+    """End this session's running workers (ui.budget.Ledger.stop): a search replaced by a newer one."""
+    ctx = get_script_run_ctx()
+    return ledger().stop(ctx.session_id if ctx is not None else "")
+
+
 def over_budget(e: OverBudget) -> Outcome:
     """The visitor's message for a computation over its budget (not cached: the next try runs again)."""
     return Outcome(error=str(e), kind="budget")

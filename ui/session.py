@@ -21,7 +21,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from ui import state as url_state
-from ui.planning import Outcome
+from ui.planning import Outcome, stop_session_work
 from ui.state import AppState
 
 STATE_KEY = "app_state"
@@ -177,7 +177,11 @@ def search_in_flight() -> SearchInFlight | None:
 
 def start_search(job_key: str, work: Callable[[], Outcome]) -> SearchInFlight:
     """`work()` in a thread that shares this session's context (caches work there); its answer is kept for
-    `job_key` whether or not a page still waits on it (`adopt_finished_search`)."""
+    `job_key` whether or not a page still waits on it (`adopt_finished_search`). A search of this session still
+    running, for other inputs, is stopped: nobody waits for its answer, and its worker would spend the session's
+    CPU budget (ui.budget)."""
+    if search_in_flight() is not None:
+        stop_session_work()
     box: dict = {}
 
     def run() -> None:      # no session state written here: from a thread whose page run has ended, Streamlit

@@ -84,6 +84,7 @@ class Space:
     context_parallel: bool = False         # the sequence split over GPUs (ring attention)
     context_parallel_zero_stages: tuple[int, ...] = (0, 1, 2, 3)   # the ZeRO stages it runs with cp > 1
     expert_parallel: bool = False          # routed experts sharded over data-parallel replicas
+    expert_tensor_parallel: bool = False   # an expert tp degree below tp (Plan.expert_tensor_parallel)
     expert_parallel_with_tp: bool = True   # ... together with tp or cp > 1, each expert split over the tp group
     #                                        as planned (torchtitan 0.3.0 builds another expert mesh: False)
     job_kinds: tuple[JobKind, ...] = WHOLE_MODEL_JOBS   # pretraining, fine-tuning, LoRA, QLoRA
@@ -271,6 +272,9 @@ class Engine:
         elif plan.context_parallel > 1 and plan.zero_stage not in s.context_parallel_zero_stages:
             out.append(f"{name} runs context parallelism with ZeRO stage {_join(s.context_parallel_zero_stages)} "
                        f"only; the plan uses ZeRO stage {plan.zero_stage}")
+        if plan.expert_tensor_parallel not in (0, *tps) and not s.expert_tensor_parallel:
+            out.append(f"{name} splits each expert over the tp group; the plan splits them over "
+                       f"expert_tensor_parallel {plan.expert_tensor_parallel}")
         if plan.hybrid_shard and not s.hybrid_shard:
             out.append(f"{name} has no hybrid sharding (states sharded within a node, replicated across nodes)")
         out += self.model_violations(plan.model) + self.switch_violations(plan)

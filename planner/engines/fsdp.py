@@ -13,8 +13,9 @@ Execution: Accelerate sets FSDP's MixedPrecision with reduce_dtype = the trainin
 gradients are reduce-scattered in 2 bytes, during the backward pass, one FSDP unit at a time. The
 export writes backward_prefetch BACKWARD_PRE and forward_prefetch on (limit_all_gathers stays at its
 default, on): the next layer's all-gather is issued while the current layer computes, the first of
-each pass and the last reduce-scatter are exposed, and NCCL shares the SMs, hence 0.8 of a pass's
-compute to hide behind (torchtitan's FSDP2 figure for the same one-layer-ahead prefetch).
+each pass and the last reduce-scatter are exposed (planner.dataparallel.zero_window_s), and the compute
+beside the others runs slower for sharing the SMs with NCCL (planner.comm.overlapped_s, a measured
+average): zero_overlap=1.0, as torchtitan's FSDP2 for the same one-layer-ahead prefetch.
 Hugging Face models run their element-wise ops eager (`kernels=EAGER`). Framework memory 2.5 GiB as
 torchtitan's FSDP (an assumption: flat-parameter buffers and NCCL; no measurement in
 ../shared/reference sets it).
@@ -33,7 +34,7 @@ ENGINE = Engine(
                 pipeline_parallel=False, hybrid_shard=True,
                 switches=(PlanSwitch("prefetch", (3,), written_as="fsdp_backward_prefetch BACKWARD_PRE, "
                                                               "fsdp_forward_prefetch true"),)),
-    execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(), zero_overlap=0.8,
+    execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(), zero_overlap=1.0,
                         layer_overhead_s=0.0, framework_bytes=2.5 * GIB, kernels=Kernels.EAGER,
                         notes=("FSDP reduce-scatters gradients in the training dtype during the backward pass "
                                "(Accelerate's mixed precision sets reduce_dtype to it); element-wise ops run eager",),

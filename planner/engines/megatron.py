@@ -16,7 +16,7 @@ ENGINE = Engine(
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
                 precisions=(Precision.FP32, Precision.BF16, Precision.FP16, Precision.FP8),
                 offloads=((Offload.OPTIMIZER, (1,)),), context_parallel=True,
-                expert_parallel=True, tp_comm_overlap=True,
+                expert_parallel=True, tp_comm_overlap=True, expert_tensor_parallel=True,
                 switches=(PlanSwitch("overlap_grad_reduce", (0, 1, 2, 3), written_as="--overlap-grad-reduce"),
                           PlanSwitch("overlap_param_gather", (1,), needs=("overlap_grad_reduce",),
                                  written_as="--overlap-param-gather"))),

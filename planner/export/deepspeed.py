@@ -158,6 +158,10 @@ def export(plan: Plan, cluster: Cluster):
 INITIALIZE_NOTE = ("the training script parses its arguments with deepspeed.add_config_arguments(parser) and calls "
                    "deepspeed.initialize(args=args, model=..., model_parameters=...) without config= (launch.sh "
                    "passes --deepspeed_config ds_config.json, and DeepSpeed refuses a config given twice); "
+                   "ds_config.json names no optimizer (its learning rate is yours): add an \"optimizer\" block "
+                   "to it (DeepSpeed then builds its own Adam, DeepSpeedCPUAdam where the optimizer is "
+                   "offloaded) or pass optimizer= to initialize; with neither, DeepSpeed stops at the first "
+                   "backward (\"must provide optimizer during init\"); the plan's memory counts Adam's states; "
                    "launch.sh starts it under torchrun")
 
 

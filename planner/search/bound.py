@@ -62,7 +62,7 @@ from typing import NamedTuple
 from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
 from planner.dataparallel import pass_with_zero_floor_s, step_s, zero_per_micro_batch_floor
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, most_layers_held, state_bytes_per_param
 from planner.placement import dp_link_ceiling, p2p_floor_s
 from planner.schedule import (in_flight_micro_batches, interleaved_in_flight, window_in_flight_ceiling,
                               window_in_flight_limit)
@@ -391,7 +391,8 @@ class Bounds:
             for j in range(count):
                 flights = [in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, last_stage - j, v, own, window + j * d, m)
                            for own in owns]
-                caps.append(min(_layers_held(free, states, act, f) for (free, states, act), f in zip(coefficients, flights)))
+                caps.append(min(most_layers_held(free, states, act, f)
+                                for (free, states, act), f in zip(coefficients, flights)))
                 if all(f >= own for f, own in zip(flights, owns)):   # every later stage holds as many
                     caps += [caps[-1]] * (count - j - 1)
                     break
@@ -400,7 +401,8 @@ class Bounds:
 
     def _cap_coefficients(self, g: Group, mb, rc, sp, d, zero) -> tuple[float, float, float]:
         """(free bytes, state bytes per layer, activation bytes per layer and in-flight micro-batch)
-        of a GPU of group g at this ZeRO stage and sharding over d, for _layers_held."""
+        of a GPU of group g at this ZeRO stage and sharding over d, for memory.most_layers_held (the
+        GPU without the embedding and the head, so at least as many layers as planner.memory allows)."""
         key = (g.pool, g.tp, mb, rc, sp, d, zero)
         if key not in self._caps:
             s = self.scorer
@@ -464,13 +466,6 @@ class TransferFloors:
                 backward = max(backward, p2p_floor_s(s.cluster, pb, gb.tp, pa, ga.tp, size))
             self._cache[key] = forward + backward
         return self._cache[key]
-
-
-def _layers_held(free: float, states: float, act: float, in_flight: float) -> int:
-    """(b6): the most layers whose states and `in_flight` micro-batches of activations fit in `free`
-    bytes (the GPU's memory less the framework and the recompute workspace): planner.memory without
-    the embedding and the head, so at least as many layers as it allows."""
-    return max(0, math.floor(free / (states + in_flight * act) * (1 + 1e-9)))
 
 
 def _lane_window_ratio(n: int, window: int, m: int) -> float:

@@ -214,7 +214,8 @@ class Scorer:
         if any(sum(g.count for g in stage) % self.job.expert_parallel for stage in layout.stages):
             return None             # expert-parallel groups of ep replicas in every stage
         sp = any(g.tp > 1 for stage in layout.stages for g in stage)
-        shares = self._even_shares(layout, knobs) if uniform else self.shares(layout, knobs, sp)
+        m, mixed = self.job.global_batch // knobs.micro_batch, self.engine.space.mixed_stages
+        shares = _even_shares(layout, m, mixed) if uniform else self.shares(layout, knobs, sp)
         if shares is None:
             return None
         p = layout.num_stages
@@ -267,29 +268,12 @@ class Scorer:
             self._act[key] = stage_param_count(self.model, num_layers, first, last, p)
         return self._act[key]
 
-    def _even_shares(self, layout: Layout, knobs: Knobs):
-        m = self.job.global_batch // knobs.micro_batch
-        out = []
-        for groups in layout.stages:
-            replicas = sum(g.count for g in groups)
-            if m < replicas or (m % replicas and not self.engine.space.mixed_stages):
-                return None
-            out.append(tuple(even_shares(m, replicas)))
-        return tuple(out)
-
-    def _group_max_shares(self, groups: tuple[Group, ...], shares: tuple[int, ...]) -> list[int]:
-        out, k = [], 0
-        for g in groups:
-            out.append(max(shares[k:k + g.count]))
-            k += g.count
-        return out
-
     def _stage_costs(self, layout, knobs, i, shares, sp, window: int) -> StageCosts:
         groups = layout.stages[i]
         p = layout.num_stages
         last = i == p - 1
         slopes, intercepts, max_layers = [], [], 10**9
-        for g, n in zip(groups, self._group_max_shares(groups, shares)):
+        for g, n in zip(groups, _group_max_shares(groups, shares)):
             pool = self.pools[g.pool]
             f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp)
             slopes.append(n * (f + b))
@@ -367,7 +351,7 @@ class Scorer:
                                               self.states.trainable)
                 zf, zb = zf + f, zb + b
             stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
-            for g, n in zip(groups, self._group_max_shares(groups, shares[i])):
+            for g, n in zip(groups, _group_max_shares(groups, shares[i])):
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
@@ -377,8 +361,9 @@ class Scorer:
                 a2a_f, a2a_b = alltoall_s(model=self.model, num_layers=layers[i], seq_len=self.job.seq_len,
                                           micro_batch=mb, tp=g.tp // cp, cp=cp, expert_parallel=ep, bw=dp_bw,
                                           latency_s=dp_lat, recompute=knobs.recompute, precision=precision)
-                f, b = (f + zero_exposed_s(zf + fetch, f, h) + a2a_f,
-                        b + zero_backward_exposed_s(zf, zb, fetch, h * b, run.prefetch, run.overlap_grad_reduce) + a2a_b)
+                f, b = (f + zero_exposed_s(zf + fetch, f, h, layers[i]) + a2a_f,
+                        b + zero_backward_exposed_s(zf, zb, fetch, b, h, layers[i], run.prefetch,
+                                                    run.overlap_grad_reduce) + a2a_b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
@@ -480,6 +465,27 @@ def _window_s(v: int, m: int, own: list[int], t: list[float], x, wrap: float, wi
         worst = max(worst, prefix + held / k)
         prefix += t[i] / v + (x[i] if i < p - 1 else 0.0)
     return worst
+
+
+def _even_shares(layout: Layout, m: int, mixed_stages: bool):
+    """Each stage's m micro-batches spread evenly over its replicas (the baselines), or None where a
+    stage has more replicas than micro-batches, or (engines of one mesh) shares that are not whole."""
+    out = []
+    for groups in layout.stages:
+        replicas = sum(g.count for g in groups)
+        if m < replicas or (m % replicas and not mixed_stages):
+            return None
+        out.append(tuple(even_shares(m, replicas)))
+    return tuple(out)
+
+
+def _group_max_shares(groups: tuple[Group, ...], shares: tuple[int, ...]) -> list[int]:
+    """The busiest replica's micro-batches in each group of a stage (shares: groups expanded in order)."""
+    out, k = [], 0
+    for g in groups:
+        out.append(max(shares[k:k + g.count]))
+        k += g.count
+    return out
 
 
 def _windows(layout: Layout) -> list[int]:

@@ -101,7 +101,8 @@ def _cluster_section() -> None:
                    icon=":material/check_circle:")
     with st.expander("GPU key figures (from the catalog)", expanded=True):
         figures = compose.gpu_figures([p.gpu.id for p in built.pools])
-        st.dataframe(figures, hide_index=True, width="stretch", column_config=grouped(figures))
+        st.dataframe(figures, hide_index=True, width="stretch", column_config=grouped(figures, {
+            "catalog $/GPU-h": st.column_config.NumberColumn(format="$%.2f")}))
     if built.network is not None and len(built.pools) > 1:
         with st.expander("Network between pools (widest paths of the cluster file's network)", expanded=True):
             st.dataframe(frames.network_paths(built), hide_index=True, width="stretch",

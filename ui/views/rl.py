@@ -28,8 +28,8 @@ MODELS = ("llama-3-8b", "qwen2.5-7b", "llama-2-7b", "llama-2-13b")
 @st.cache_data(show_spinner="searching placements…", max_entries=16)
 def _search(cluster_file: str, model: str, kind: str, prompts: int, samples: int, prompt_len: int, response: int,
             longest: int, mode: str, reference: bool):
-    return bounded(_search_work, cluster_file, model, kind, prompts, samples, prompt_len, response, longest, mode,
-                   reference)
+    job = (cluster_file, model, kind, prompts, samples, prompt_len, response, longest, mode, reference)
+    return bounded(_search_work, *job)
 
 
 def _search_work(cluster_file: str, model: str, kind: str, prompts: int, samples: int, prompt_len: int,

@@ -144,7 +144,7 @@ def _engine_line(cur) -> None:
     planned_for = session.get().engine
     text = f"For **{pinned(cur.plan.engine)}**: predicted as that engine runs the plan."
     if planned_for == AUTO:
-        text += f" {md(title(planned_for))} (Compose): the search picked this engine's plan as the best."
+        text += f" With {md(title(planned_for))} on Compose, the search picked this engine's plan as the best."
     elif cur.plan.engine != planned_for:
         text += (f" The planner now searches for {md(title(planned_for))} (the engine on Compose); run it for "
                  f"plans that engine runs.")
