@@ -49,7 +49,7 @@ def check(megatron_src: str, time_limit_s: float) -> int:
     from planner.export import export_result
     from planner.export.megatron import launch_env
     from planner.search import SearchOptions, search
-    from planner.types import Job
+    from planner.types import Job, Plan
     if not hasattr(typing, "override"):
         typing.override = lambda f: f
     sys.path.insert(0, megatron_src)
@@ -57,10 +57,11 @@ def check(megatron_src: str, time_limit_s: float) -> int:
     _stub_cuda(margs)
     catalog, failures = load_catalog(), 0
     for label, cluster, job, fixed in _cases(catalog, load_cluster_file):
-        model = job.model
-        plan = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=time_limit_s),
-                      **{name: "fixed" for name in fixed}).plans[0].plan
-        result = export_result(plan, cluster, "megatron")
+        plan = job if isinstance(job, Plan) else search(
+            cluster, job, baselines=False, options=SearchOptions(time_limit_s=time_limit_s),
+            **{name: "fixed" for name in fixed}).plans[0].plan
+        model = plan.model
+        result = export_result(plan, cluster, "megatron", force=isinstance(job, Plan))
         words = exported_args(result.files["megatron_args.sh"])
         env, unset = launch_env(plan)
         os.environ.update(env, WORLD_SIZE=str(plan.num_gpus), RANK="0", LOCAL_RANK="0")
@@ -132,6 +133,22 @@ def _cases(catalog, load_cluster_file):
     tuning = Job(llama, 64, 4096, engine="megatron", training=Training(JobKind.FULL_FINETUNE),
                  offload=Offload.OPTIMIZER)
     yield "full fine-tune, optimizer offload", h100, replace(tuning), ("offload",)
+    yield "DeepSeek-V3, ep 64 on 8 replicas of tp 8 (expert tp 1)", *deepseek_v3_etp1(catalog), ()
+
+
+def deepseek_v3_etp1(catalog):
+    """(cluster, plan): DeepSeek-V3 on 64 x 8 H100, 8 stages of 8 replicas of tp 8, ZeRO-1, ep 64 with expert tp 1
+    (the expert group takes tp ranks first, so ep does not divide the replicas); exported with --force (its memory
+    is the user's to check here: the point is Megatron's acceptance of the parallel sizes)."""
+    from catalog import cluster_from_dict
+    from planner.types import Plan, Precision, Recompute, Replica, Stage
+    m = catalog.models["deepseek-v3"]
+    cluster = cluster_from_dict({"name": "h100-512", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 64,
+                                                                "gpus_per_node": 8, "inter_node_gbps": 400}]}, catalog)
+    reps, b = tuple(Replica("h100", 8, 8) for _ in range(8)), [0, 8, 16, 24, 32, 40, 48, 55, 61]
+    return cluster, Plan(m, 64, 4096, 1, Precision.BF16, tuple(Stage(x, y, reps) for x, y in zip(b, b[1:])),
+                         zero_stage=1, recompute=Recompute.FULL, sequence_parallel=True, expert_parallel=64,
+                         expert_tensor_parallel=1, engine="megatron")
 
 
 def main() -> int:

@@ -19,8 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from planner.compute import Kernels
+from planner.compute import Kernels, layer_forward_parts
 from planner.cost import CostOptions, evaluate
+from planner.engines import get as engine_profile
 from planner.flops import megatron_flops_with_recompute
 from planner.types import (GB, GIB, Cluster, Estimate, Gpu, MlpKind, Model, NormKind, Plan, Pool, PositionKind,
                            Precision, Recompute, Replica, Stage)
@@ -46,6 +47,9 @@ class RunRow:
     estimate: Estimate | None = field(default=None, compare=False, repr=False)   # what predicted came from
     precision: str = "bf16"   # the plan's precision (Precision value)
     layer_kind: str = "dense"  # "dense" or "MoE": the model's layers
+    plan: Plan | None = field(default=None, compare=False, repr=False)
+    forward_parts: tuple[float, float, float] = (0.0, 0.0, 0.0)   # one layer's forward: matmuls, attention,
+    #                                                               element-wise seconds (forward_parts)
 
     @property
     def error(self) -> float:
@@ -121,7 +125,9 @@ ASSUMED = {
                      "overlap_param_gather: planner/compute.py exposed_tp_comm_s, planner/dataparallel.py "
                      "after_step_s); --overlap-grad-reduce is the profile's",
     "torchtitan": "torchtitan: local batch = micro-batch (no gradient accumulation), FSDP2 fully_shard "
-                  "(ZeRO-3), sequence-parallel TP, FlashAttention (SDPA); selective AC is the profile's op-level "
+                  "(ZeRO-3; ZeRO-2 with pipelining: 'For PP, do not reshard after forward to avoid per-microbatch "
+                  "all-gathers', torchtitan/parallelisms/parallelize_llama.py lines 326-329 @9dec370, the version "
+                  "the Dec. 2024 tables name), sequence-parallel TP, FlashAttention (SDPA); selective AC is the profile's op-level "
                   "SAC, and the two 'selective (layer)' rows (every second layer fully recomputed, lines 35 and 41) "
                   "are costed as op SAC too: the same tables measure the two within 1% and 2% (lines 35/36, 41/42)",
     "torchtitan-batch": "torchtitan Dec. 2024 Tables 2 and 6 state a local batch (1 and 8) but no global batch: "
@@ -294,8 +300,10 @@ def torchtitan_row(row: dict, gpus: dict[str, Gpu], power_limited: bool = True) 
     batch = global_batch_of(row)
     precision = Precision.FP8 if is_fp8(row) else Precision.BF16      # Float8 linears (torchao)
     micro = batch // dp if pp == 1 else 1    # ASSUMED["torchtitan-pp"]: pipeline_parallel_microbatch_size's default
+    # with pipelining FSDP2 keeps the gathered weights through every micro-batch: ZeRO-2 (ASSUMED["torchtitan"])
+    zero = 3 if pp == 1 else 2
     plan = uniform_plan(llama(row), label, tp, pp, dp, batch, int(row["seq_len"]), micro, precision,
-                        3, recompute_of(row["recompute"]), True, "torchtitan", cp)
+                        zero, recompute_of(row["recompute"]), True, "torchtitan", cp)
     return cluster_for(row, gpu, label), plan, label
 
 
@@ -353,12 +361,12 @@ def predict(row: dict, gpus: dict[str, Gpu], heads_by_hidden: dict[int, int], li
     if row["framework"] == "torchtitan":
         cluster, plan, label = torchtitan_row(row, gpus, power_limited)
         with engine_variant("torchtitan", kernels=torchtitan_kernels(row)):
-            est = evaluate(cluster, plan)
+            est, parts = evaluate(cluster, plan), forward_parts(cluster, plan, True)
     else:
         cluster, plan, label = megatron_row(row, gpus, heads_by_hidden)
+        flash = "r0.8" in row["framework"] or "r0.12" in row["framework"]
         with engine_variant("megatron", **megatron_overlaps(row)):
-            est = evaluate(cluster, plan, options=CostOptions(flash_attention="r0.8" in row["framework"]
-                                                              or "r0.12" in row["framework"]))
+            est, parts = evaluate(cluster, plan, options=CostOptions(flash_attention=flash)), forward_parts(cluster, plan, flash)
     if row["measured_tokens_per_s_per_gpu"]:
         quantity, measured = TOKENS, float(row["measured_tokens_per_s_per_gpu"])
         predicted = est.tokens_per_s / plan.num_gpus
@@ -370,7 +378,16 @@ def predict(row: dict, gpus: dict[str, Gpu], heads_by_hidden: dict[int, int], li
                  megatron_flops_with_recompute(m.layers, m.hidden, m.vocab, plan.seq_len, plan.global_batch))
         predicted = flops / est.iteration_time_s / plan.num_gpus / 1e12
     return RunRow(line, engine_group, plan.engine, label, case_of(row, plan), quantity, measured, predicted, est.fits,
-                  est, plan.precision.value, "MoE" if plan.model.is_moe else "dense")
+                  est, plan.precision.value, "MoE" if plan.model.is_moe else "dense", plan, parts)
+
+
+def forward_parts(cluster: Cluster, plan: Plan, flash: bool) -> tuple[float, float, float]:
+    """(matmuls, attention core, element-wise) seconds of one layer's forward on the plan's first replica,
+    as planner.cost.evaluate costs them under the plan's engine: where a row's predicted time goes."""
+    run, gpu = engine_profile(plan.engine).execution_for(plan), cluster.pools[0].gpu
+    return layer_forward_parts(plan.model, gpu, plan.seq_len, plan.micro_batch, plan.stages[0].replicas[0].tp,
+                               plan.sequence_parallel, flash, plan.precision, run.tf32(plan.tf32), run.kernels,
+                               plan.context_parallel, plan.expert_parallel)
 
 
 def fp8_rows(gpus: dict[str, Gpu]) -> tuple[list[RunRow], list[Unstated]]:
@@ -655,8 +672,10 @@ def markdown_section(rows: list[RunRow], unstated: list[Unstated], catalog_h100:
             "prefetches the next layer's all-gather during the current layer's compute. It would move compute's "
             "gap into communication: the 8-GPU Llama 3.1 8B rows, whose collectives run over NVLink, stay at "
             f"{min(r.error for r in eight):+.0%} to {max(r.error for r in eight):+.0%}, while the 405B row, "
-            f"whose all-gathers cross the network, falls to {big.error:+.0%}. The profile keeps 0.8; the gap is "
-            "in compute (see 'Not explained yet').", ""]
+            f"whose all-gathers cross the network, falls to {big.error:+.0%}. The profile hides them behind all but "
+            "the first and last layer of a pass (one layer prefetched: planner.dataparallel.zero_window_s), the "
+            "compute beside them slowed by the measured 18.9% (planner.comm.overlapped_s); the gap is in compute "
+            "(see 'Not explained yet').", ""]
     out += ["### Rows", "", "| line | engine | GPU | case | quantity | measured | predicted | error | fits |",
             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -85,6 +85,11 @@ def _message(error: dict) -> str:
         return f"must be true or false, got {value!r}"
     if kind == "string_type":
         return f"must be text, got {value!r}"
+    if kind in ("too_short", "too_long"):
+        bound, actual = ctx.get("min_length" if kind == "too_short" else "max_length"), ctx.get("actual_length")
+        entries = "entry" if bound == 1 else "entries"
+        got = "none (an empty list)" if actual == 0 else f"{actual}"
+        return f"must have at {'least' if kind == 'too_short' else 'most'} {bound} {entries}, got {got}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, got {value!r}"
     msg = error["msg"].replace("Input should be", "must be").replace("Value error, ", "")

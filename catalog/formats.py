@@ -311,7 +311,9 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
                     training=_training(entry.job), offload=Offload(entry.offload),
                     context_parallel=entry.context_parallel, expert_parallel=entry.expert_parallel,
                     attention=Attention(entry.attention),
-                    tp_comm_overlap=entry.tp_comm_overlap)
+                    tp_comm_overlap=entry.tp_comm_overlap, overlap_grad_reduce=entry.overlap_grad_reduce,
+                    overlap_param_gather=entry.overlap_param_gather, prefetch=entry.prefetch,
+                    hybrid_shard=entry.hybrid_shard, expert_tensor_parallel=entry.expert_tensor_parallel)
     except InputError as err:
         raise relocated(err, source) from None
     problems = engine.violations(plan)
@@ -364,6 +366,10 @@ def plan_to_dict(plan: Plan, catalog: Catalog | None = None, metrics: Mapping | 
         **({} if plan.expert_parallel == 1 else {"expert_parallel": plan.expert_parallel}),
         **({} if plan.attention == Attention.FLASH else {"attention": plan.attention.value}),
         **({"tp_comm_overlap": True} if plan.tp_comm_overlap else {}),
+        **{k: getattr(plan, k) for k in ("overlap_grad_reduce", "overlap_param_gather", "prefetch")
+           if getattr(plan, k) is not None},
+        **({"hybrid_shard": plan.hybrid_shard} if plan.hybrid_shard else {}),
+        **({"expert_tensor_parallel": plan.expert_tensor_parallel} if plan.expert_tensor_parallel else {}),
         "stages": [{"layers": [s.layer_start, s.layer_end],
                     "replicas": [{"pool": r.pool, "tp": r.tp, "samples": r.samples} for r in s.replicas]}
                    for s in plan.stages],

@@ -258,6 +258,11 @@ class PlanEntry(Strict):
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False
     tp_comm_overlap: bool = False         # tp collectives pipelined with the GEMMs (engines that offer it)
+    overlap_grad_reduce: Optional[bool] = None    # absent: the engine's default (planner.engines.base.SWITCHES)
+    overlap_param_gather: Optional[bool] = None
+    prefetch: Optional[bool] = None
+    expert_tensor_parallel: NonNegativeInt = 0   # each expert split over this many GPUs; 0: tp
+    hybrid_shard: NonNegativeInt = 0      # FSDP HYBRID_SHARD group (replicas a node holds); 0: none
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     interleave: PositiveInt = 1
     engine: Optional[str] = None          # planner.engines; absent: hetplan's runtime (the format's first meaning)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 
+from planner.elementwise import maximum
+
 # nccl-tests all-reduce bus bandwidth reaches about 80% of nominal NVLink/InfiniBand figures on
 # large messages (e.g. ~230 of 300 GB/s on DGX A100 NVLink3; NVIDIA nccl-tests PERFORMANCE.md,
 # DGX A100 user guide). One constant for every link kind.
@@ -29,6 +31,22 @@ LINK_EFFICIENCY = 0.8
 # Per-hop latency of a collective step: ~5 us for NVLink/PCIe inside a node and for InfiniBand
 # or RoCE across nodes (NCCL's base latencies are microseconds per step).
 INTRA_NODE_LATENCY_S = 5e-6
+
+# Compute that runs beside a collective is slowed by it (NCCL's kernels take SMs and memory bandwidth
+# from the GEMMs): measured on A100, H100, MI250 and MI210 over GPT and Llama layers, an average
+# "computational slowdown of 18.9%, with a maximum of 40.0%" of the compute overlapped with
+# communication, against the same compute alone (Lee et al. 2025, "Characterizing Compute-Communication
+# Overlap in GPU-Accelerated Distributed Deep Learning", arXiv 2507.03114, abstract). The average is taken.
+OVERLAP_COMPUTE_SLOWDOWN = 0.189
+
+
+def overlapped_s(comm_s, window_s):
+    """What `comm_s` seconds of communication cost beside `window_s` seconds of compute they may hide
+    behind: the part beyond the window, plus the slowdown of the compute that shares the GPU with the
+    hidden part (OVERLAP_COMPUTE_SLOWDOWN of it). Never more than comm_s, never below its exposed part.
+    Numbers or numpy arrays."""
+    exposed = maximum(0.0, comm_s - window_s)
+    return exposed + OVERLAP_COMPUTE_SLOWDOWN * (comm_s - exposed)
 
 
 def activation_message_bytes(act_bytes, seq_len, micro_batch, hidden):

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.comm import INTRA_NODE_LATENCY_S, activation_message_bytes, all_reduce_s
+from planner.comm import (INTRA_NODE_LATENCY_S, OVERLAP_COMPUTE_SLOWDOWN, activation_message_bytes, all_reduce_s,
+                          overlapped_s)
 from planner.engines.base import Execution
 from planner.experts import expert_load
 from planner.flops import (expert_matmul_share, head_forward_flops, layer_attention_flops_per_token, layer_params,
@@ -386,8 +387,10 @@ def stage_pass_times(stage: StagePass, run: PassExecution = PassExecution()) -> 
     training, cp, cp_bw, expert_parallel = stage.training, stage.cp, stage.cp_bw, stage.expert_parallel
     layer_overhead_s, tf32, kernels, selective, tp_overlap = (run.layer_overhead_s, run.tf32, run.kernels,
                                                               run.selective, run.tp_overlap)
-    proj, attn, elem = layer_forward_parts(model, gpu, seq_len, micro_batch, tp, sequence_parallel,
-                                           flash_attention, precision, tf32, kernels, cp, expert_parallel)
+    proj, attn, elem = layer_forward_parts(model=model, gpu=gpu, seq_len=seq_len, micro_batch=micro_batch, tp=tp,
+                                           sequence_parallel=sequence_parallel, flash_attention=flash_attention,
+                                           precision=precision, tf32=tf32, kernels=kernels, cp=cp,
+                                           expert_parallel=expert_parallel)
     collective = tp_collective_s(model, seq_len / cp, micro_batch, tp, link_bw, precision)
     extra = adapter_pass_s(model, gpu, seq_len * micro_batch / cp, tp, training, precision, tf32)
     ring_fwd, ring_bwd = context_ring_s(model, seq_len, micro_batch, tp, cp, cp_bw, attn, precision)
@@ -436,7 +439,8 @@ def exposed_tp_comm_s(comm_s: float, gemm_s: float, tp: int) -> float:
     and so does whatever the transfer takes beyond the GEMM."""
     if tp <= 1 or comm_s <= 0.0:
         return comm_s
-    return max(comm_s / tp, comm_s - gemm_s)
+    exposed = max(comm_s / tp, comm_s - gemm_s)
+    return exposed + OVERLAP_COMPUTE_SLOWDOWN * (comm_s - exposed)
 
 
 def context_ring_s(model: Model, seq_len: int, micro_batch: int, tp: int, cp: int, cp_bw: float,
@@ -453,5 +457,5 @@ def context_ring_s(model: Model, seq_len: int, micro_batch: int, tp: int, cp: in
     chunk = numerics(precision).act_bytes * 2 * (seq_len / cp) * micro_batch * g / tp
     step = chunk / cp_bw + INTRA_NODE_LATENCY_S
     per_step_attention = attention_s / cp
-    return ((cp - 1) * max(0.0, step - per_step_attention),
-            (cp - 1) * max(0.0, 2 * step - 2 * per_step_attention))
+    return ((cp - 1) * overlapped_s(step, per_step_attention),
+            (cp - 1) * overlapped_s(2 * step, 2 * per_step_attention))

@@ -12,14 +12,15 @@ from dataclasses import dataclass, replace
 
 from planner.comm import activation_message_bytes
 from planner.compute import PassTimes, StagePass, pass_execution, speed_notes, stage_pass_times
-from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_exposed_s,
-                                  zero_per_micro_batch_s)
+from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_backward_exposed_s,
+                                  zero_exposed_s, zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
 from planner.explain import bottleneck
 from planner.energy import J_PER_KWH, energy_per_million_tokens_kwh, power_w, train_co2_kg
 from planner.experts import MOE_LOAD_IMBALANCE, alltoall_s
 from planner.flops import model_flops_per_iteration, param_shards, stage_params
-from planner.memory import plan_states, replica_memory
+from planner.comm import INTRA_NODE_LATENCY_S
+from planner.memory import plan_states, replica_memory, shard_ranks
 from planner.numerics import numerics
 from planner.placement import Links, context_ring_bw, place, structure_of
 from planner.schedule import simulate
@@ -87,27 +88,36 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         params = stage_params(plan.model, stage.layer_start, stage.layer_end, p)
         min_tp = min(r.tp for r in stage.replicas)
         d = len(stage.replicas) * plan.context_parallel      # gradients are reduced over dp x cp ranks
-        shards = param_shards(params, stage.num_layers, plan.model, min_tp, d, plan.expert_parallel)
+        hs = shard_ranks(plan, i)               # ... and ZeRO states sharded over d, or a node's (hybrid sharding)
+        shards = param_shards(params, stage.num_layers, plan.model, min_tp, hs, plan.expert_parallel,
+                              plan.expert_tensor_parallel)
+        zbw, zlat = hybrid_link(cluster, plan, stage, dp_bw, dp_lat) if plan.hybrid_shard else (dp_bw, dp_lat)
         zf = zb = 0.0
         for per_gpu, ranks in shards:           # dense weights over d ranks, routed experts over d / ep
-            f, b = zero_per_micro_batch_s(plan.zero_stage, per_gpu * wire, ranks, dp_bw, dp_lat, grad_bytes,
+            f, b = zero_per_micro_batch_s(plan.zero_stage, per_gpu * wire, ranks, zbw, zlat, grad_bytes,
                                           wire, states.trainable)
+            # hybrid sharding: each unit's reduce-scattered shard then all-reduced across the d / hs groups
+            if d > hs:
+                b += grad_sync_s(0, per_gpu / ranks * states.trainable, d // hs, dp_bw, dp_lat, grad_bytes)
             zf, zb = zf + f, zb + b
         passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
             pool = cluster.pool(rep.pool)
             if (rep.pool, rep.tp) not in passes:     # the passes, the ZeRO-3 fetch and the all-to-alls
                 fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu)
-                            for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, d,
-                                                               plan.expert_parallel))
-                a2a = alltoall_s(plan.model, stage.num_layers, plan.seq_len, plan.micro_batch, rep.tp,
-                                 plan.context_parallel, plan.expert_parallel, dp_bw, dp_lat, plan.recompute,
-                                 plan.precision)
+                            for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, hs,
+                                                               plan.expert_parallel, plan.expert_tensor_parallel))
+                a2a_bw, a2a_lat = expert_group_link(plan, pool, rep.tp, dp_bw, dp_lat)
+                a2a = alltoall_s(model=plan.model, num_layers=stage.num_layers, seq_len=plan.seq_len,
+                                 micro_batch=plan.micro_batch, tp=rep.tp, cp=plan.context_parallel,
+                                 expert_parallel=plan.expert_parallel, bw=a2a_bw, latency_s=a2a_lat,
+                                 recompute=plan.recompute, precision=plan.precision)
                 passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
             times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
             f_comp = times.forward_s
-            f_exp = zero_exposed_s(zf + fetch, f_comp, run.zero_overlap)
-            b_exp = zero_exposed_s(zb + fetch, times.backward_s, run.zero_overlap)
+            f_exp = zero_exposed_s(zf + fetch, f_comp, run.zero_overlap, stage.num_layers)
+            b_exp = zero_backward_exposed_s(zf, zb, fetch, times.backward_s, run.zero_overlap, stage.num_layers,
+                                            run.prefetch, run.overlap_grad_reduce)
             fwd[i].append(f_comp + f_exp + a2a_f)
             bwd[i].append(times.backward_s + b_exp + a2a_b)
             own = rep.samples // plan.micro_batch
@@ -129,14 +139,37 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                            for per_gpu, ranks in shards))
         after_step.append(max(sum(after_step_s(plan.zero_stage, per_gpu, ranks, cluster.pool(rep.pool), dp_bw, dp_lat,
                                                states, first_fwd if run.overlap_param_gather else 0.0)
-                                  for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, d,
-                                                                     plan.expert_parallel))
+                                  for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, hs,
+                                                                     plan.expert_parallel, plan.expert_tensor_parallel))
                               for rep, first_fwd in zip(stage.replicas, fwd[i])))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
     p2p_total = _p2p_per_replica(plan, counts, links)
-    return _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
-                     tp_comm, cp_comm, ep_comm, compute, zero_exposed, p2p_total, dp_sync, after_step)
+    return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
+                     sim_local=sim_local, replica_estimates=replica_estimates, tp_comm=tp_comm, cp_comm=cp_comm,
+                     ep_comm=ep_comm, compute=compute, zero_exposed=zero_exposed, p2p_total=p2p_total, dp_sync=dp_sync,
+                     after_step=after_step)
+
+
+def expert_group_link(plan: Plan, pool: Pool, tp: int, dp_bw: float, dp_lat: float) -> tuple[float, float]:
+    """(bandwidth, latency) of the expert all-to-alls: an expert group of etp x ep GPUs within a replica's tp
+    ranks (expert_tensor_parallel below tp; Megatron's expert grid puts etp, then ep, fastest:
+    parallel_state.py lines 887-895) stays on the node's links; groups over replicas use the stage's
+    data-parallel ring, of which they are a part."""
+    etp = plan.expert_tensor_parallel or tp
+    if etp * plan.expert_parallel <= tp:
+        return pool.gpu.link_bw_bytes_per_s, INTRA_NODE_LATENCY_S
+    return dp_bw, dp_lat
+
+
+def hybrid_link(cluster: Cluster, plan: Plan, stage: Stage, dp_bw: float, dp_lat: float) -> tuple[float, float]:
+    """(bandwidth, latency) of ZeRO's collectives under hybrid sharding: a group of hybrid_shard consecutive
+    replicas (tp x cp GPUs each) that fits in a node runs on the slowest GPU link of the stage's pools (the
+    FSDP export holds the group to one host's GPUs); a wider one on the stage's data-parallel ring."""
+    width = plan.hybrid_shard * max(r.tp for r in stage.replicas) * plan.context_parallel
+    if all(width <= cluster.pool(r.pool).gpus_per_node for r in stage.replicas):
+        return min(cluster.pool(r.pool).gpu.link_bw_bytes_per_s for r in stage.replicas), INTRA_NODE_LATENCY_S
+    return dp_bw, dp_lat
 
 
 def _p2p_per_replica(plan: Plan, counts, links: Links) -> dict:
@@ -160,7 +193,7 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     p = plan.num_stages
     # Each stage finishes its iteration when its slowest replica has synchronised gradients.
     finish, dp_total, dp_exposed, step_total = 0.0, 0.0, 0.0, 0.0
-    overlaps = options.overlap_grad_reduce and engine_profile(plan.engine).execution.overlap_grad_reduce
+    overlaps = options.overlap_grad_reduce and engine_profile(plan.engine).execution_for(plan).overlap_grad_reduce
     for i in range(p):
         for r in range(len(plan.stages[i].replicas)):
             overlap = sim.last_backward_s[i][r] if overlaps else 0.0
@@ -207,9 +240,11 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
                   train_energy_kwh=None if train_time is None else power * train_time / J_PER_KWH,
                   train_co2_kg=train_co2_kg(cluster, plan, train_time))
     energy.update(spot_figures(cluster, plan, tokens_per_s, price_per_hour, train_time))   # waits for spot pools
-    est = Estimate(iteration, makespan, tokens_per_s, mfu, price_per_hour, cost_per_m, not oom, breakdown,
-                   tuple(replica_estimates), plan.num_gpus, "", oom, train_time, train_cost, notes,
-                   engine=plan.engine, timeline=sim.timeline, **energy)
+    est = Estimate(iteration_time_s=iteration, pipeline_time_s=makespan, tokens_per_s=tokens_per_s, mfu=mfu,
+                   cost_per_hour_usd=price_per_hour, cost_per_million_tokens_usd=cost_per_m, fits=not oom,
+                   breakdown=breakdown, replicas=tuple(replica_estimates), num_gpus=plan.num_gpus, bottleneck="",
+                   oom=oom, train_time_s=train_time, train_cost_usd=train_cost, notes=notes, engine=plan.engine,
+                   timeline=sim.timeline, **energy)
     return replace(est, bottleneck=bottleneck(plan, est, crit))
 
 

@@ -8,7 +8,7 @@ collectives, which is a lower bound on them.
 """
 from __future__ import annotations
 
-from planner.comm import all_gather_s, all_reduce_s, reduce_scatter_s
+from planner.comm import all_gather_s, all_reduce_s, overlapped_s, reduce_scatter_s
 from planner.compute import MEM_BW_EFFICIENCY
 from planner.elementwise import maximum
 from planner.memory import WEIGHT_BYTES
@@ -44,26 +44,56 @@ def zero_per_micro_batch_s(zero_stage: int, weight_bytes_per_gpu: float, replica
     return gather, gather + grads
 
 
-def zero_exposed_s(collective_s, compute_s, overlap: float):
-    """What of a pass's ZeRO collectives (`collective_s`: zero_per_micro_batch_s, plus any offloaded
-    fetch) the pass's compute (`compute_s`) does not hide, the engine hiding them behind `overlap` of
-    it (planner.engines.base.Execution.zero_overlap, 0 to 1). Numbers or numpy arrays."""
-    return maximum(0.0, collective_s - overlap * compute_s)
+def zero_window_s(compute_s, layers: int | None, overlap: float):
+    """The compute a pass's ZeRO-2/3 collectives can hide behind. They run layer by layer, each layer's
+    all-gather prefetched during the layer before it (FSDP2: the next module's unshard issued ahead in the
+    forward, and in the backward FSDPParamGroup._backward_prefetch, one module ahead in reverse
+    post-forward order, none before the first; DeepSpeed ZeRO-3's prefetch bucket likewise) and each
+    reduce-scatter beside the next layer's backward, so the first layer's gather and the last layer's
+    reduce-scatter of a pass have no compute beside them: (layers - 1) / layers of the pass, times the
+    engine's `overlap` (planner.engines.base.Execution.zero_overlap); `layers` None: all of it.
+    Numbers or numpy arrays."""
+    return overlap * compute_s * (1.0 if layers is None else (layers - 1) / layers)
+
+
+def zero_exposed_s(collective_s, compute_s, overlap: float, layers: int | None = None):
+    """What a pass's ZeRO collectives (`collective_s`: zero_per_micro_batch_s, plus any offloaded
+    fetch) cost beside the pass's compute (`compute_s`) over `layers` layers, the engine hiding them
+    behind `overlap` of it (planner.engines.base.Execution.zero_overlap, 0 to 1): the part
+    zero_window_s does not hide, plus the slowdown of the compute beside the rest (planner.comm.overlapped_s).
+    Numbers or numpy arrays."""
+    return overlapped_s(collective_s, zero_window_s(compute_s, layers, overlap))
 
 
 def pass_with_zero_floor_s(compute_s, collective_floor_s):
     """A lower bound on compute_s + zero_exposed_s(c, compute_s, overlap) for every overlap <= 1 and
     every c >= `collective_floor_s` (zero_per_micro_batch_floor): the pass lasts at least its compute
     and at least its collectives. What the search's bounds take for a pass under ZeRO-2/3
-    (planner.search.bound, screen); tests/test_properties.py holds it below the exact one."""
+    (planner.search.bound, screen); tests/test_formulas.py holds it below zero_exposed_s (forward) and
+    zero_backward_exposed_s (backward) on random inputs."""
     return maximum(compute_s, collective_floor_s)
 
 
 def exposed_grad_sync_s(sync_s, hidden_behind_s):
-    """The gradient synchronisation (grad_sync_s) left after the compute it runs beside
+    """What the gradient synchronisation (grad_sync_s) costs beside the compute it runs beside
     (`hidden_behind_s`: the last backward pass where the engine overlaps its gradient reduction, else
-    0). Numbers or numpy arrays."""
-    return maximum(0.0, sync_s - hidden_behind_s)
+    0): planner.comm.overlapped_s. Numbers or numpy arrays."""
+    return overlapped_s(sync_s, hidden_behind_s)
+
+
+def zero_backward_exposed_s(gather_s: float, collectives_s: float, fetch_s: float, compute_s: float, overlap: float,
+                            layers: int | None = None, prefetch: bool = True, overlap_reduce: bool = True) -> float:
+    """A micro-batch's backward ZeRO time (`collectives_s` = ZeRO-3's all-gathers, as long as the forward's
+    `gather_s`, plus the gradients' reduce-scatters: zero_per_micro_batch_s; and offload's `fetch_s`) beside
+    `compute_s` of backward compute over `layers` layers (zero_exposed_s, with the engine's `overlap`). `prefetch` (FSDP backward_prefetch BACKWARD_PRE: "the next set of
+    parameters" all-gathered "before the current set of parameters' gradient computation", torch fsdp/api.py
+    BackwardPrefetch lines 72-108): off, a layer's all-gather is issued when its backward needs it and waited
+    on, so it is exposed. `overlap_reduce` (DeepSpeed's overlap_comm: buckets reduced on a side stream during
+    the backward; off, on the compute stream, zero/stage_1_and_2.py): off, the reduce-scatters are exposed."""
+    reduce_s = collectives_s - gather_s
+    exposed = (0.0 if prefetch else gather_s) + (0.0 if overlap_reduce else reduce_s)
+    hideable = (gather_s if prefetch else 0.0) + (reduce_s if overlap_reduce else 0.0) + fetch_s
+    return exposed + zero_exposed_s(hideable, compute_s, overlap, layers)
 
 
 def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, s_per_byte,
@@ -133,4 +163,4 @@ def after_step_s(zero_stage: int, params_per_gpu: float, replicas: int, pool: Po
     params_per_gpu = params_per_gpu * states.trainable
     gather = (all_gather_s(params_per_gpu * weight_element_bytes, replicas, bw, latency_s)
               if zero_stage in (1, 2) else 0.0)
-    return step + max(0.0, gather - gather_hidden_behind_s)
+    return step + overlapped_s(gather, gather_hidden_behind_s)

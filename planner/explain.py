@@ -15,13 +15,19 @@ _TERM_NAMES = {
 }
 
 
+def layer_range(start: int, end: int) -> str:
+    """Layers [start, end) (a stage's end-exclusive pair, as plan files hold it) as people read them: first and
+    last, both included, counted from 0: "layers 0–15", "layer 7". The CLI and the app write them this way."""
+    return f"layer {start}" if end - start == 1 else f"layers {start}–{end - 1}"
+
+
 def bottleneck(plan: Plan, est: Estimate, critical: tuple[int, int]) -> str:
     """One sentence naming what binds: memory, the slowest stage, or the largest overhead."""
     if not est.fits:
         return f"memory: {est.oom}"
     i, r = critical
     rep = next(e for e in est.replicas if (e.stage, e.replica) == critical)
-    slowest = (f"stage {i} (layers {plan.stages[i].layer_start}-{plan.stages[i].layer_end}) on "
+    slowest = (f"stage {i} ({layer_range(plan.stages[i].layer_start, plan.stages[i].layer_end)}) on "
                f"{rep.gpu} tp {rep.tp}, replica {r}, is the slowest pipeline worker")
     overheads = {k: v.exposed_s for k, v in est.breakdown.items() if k != "compute"}
     worst = max(overheads, key=overheads.get)

@@ -75,16 +75,18 @@ def expert_layer_params(model: Model) -> float:
 
 
 def param_shards(params: float, num_layers: int, model: Model, tp: int, ranks: int,
-                 expert_parallel: int = 1) -> tuple[tuple[float, int], ...]:
+                 expert_parallel: int = 1, expert_tp: int = 0) -> tuple[tuple[float, int], ...]:
     """A stage's `params` as (parameters per GPU, ranks that hold the same ones and reduce and shard
     them together) for a replica of `tp` GPUs among `ranks` data-parallel (x context-parallel)
     ranks. Expert parallelism over `expert_parallel` of them keeps 1/ep of the routed experts on
-    each, reduced and sharded over ranks / ep (Megatron-LM's expert-data-parallel group; expert
-    tensor parallelism = tp, its default)."""
-    if expert_parallel == 1:
+    each, reduced and sharded over ranks / ep (Megatron-LM's expert-data-parallel group), each expert
+    split over `expert_tp` GPUs (0: tp, Megatron's default): an expert group is etp x ep of the stage's
+    tp x ranks GPUs, so tp x ranks / (etp x ep) of them hold the same expert shard."""
+    if expert_parallel == 1 and expert_tp in (0, tp):
         return ((params / tp, ranks),)
+    etp = expert_tp or tp
     experts = num_layers * expert_layer_params(model)
-    return (((params - experts) / tp, ranks), (experts / (tp * expert_parallel), ranks // expert_parallel))
+    return (((params - experts) / tp, ranks), (experts / (etp * expert_parallel), ranks * tp // (etp * expert_parallel)))
 
 
 def expert_matmul_share(model: Model) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from planner.elementwise import floor, maximum
 from planner.engines import get as engine_profile
 from planner.engines.base import FRAMEWORK_OVERHEAD_BYTES
 from planner.flops import param_shards, stage_params
@@ -60,8 +61,15 @@ def plan_shards(plan: Plan, stage_index: int, tp: int) -> tuple[tuple[float, int
     parallelism for the routed experts)."""
     stage = plan.stages[stage_index]
     params = stage_params(plan.model, stage.layer_start, stage.layer_end, plan.num_stages)
-    return param_shards(params, stage.num_layers, plan.model, tp, len(stage.replicas) * plan.context_parallel,
-                        plan.expert_parallel)
+    return param_shards(params, stage.num_layers, plan.model, tp, shard_ranks(plan, stage_index), plan.expert_parallel,
+                        plan.expert_tensor_parallel)
+
+
+def shard_ranks(plan: Plan, stage_index: int) -> int:
+    """Ranks a stage's ZeRO states are sharded over: its replicas x cp, or the hybrid-shard group's
+    (FSDP HYBRID_SHARD: the replicas of one node; torch fsdp/api.py ShardingStrategy lines 55-60)."""
+    replicas = plan.hybrid_shard or len(plan.stages[stage_index].replicas)
+    return replicas * plan.context_parallel
 
 
 def model_state_bytes(plan: Plan, stage_index: int, tp: int) -> tuple[float, float, float]:
@@ -147,8 +155,10 @@ def layer_activation_bytes(plan: Plan, tp: int, flash_attention: bool,
                            selective: SelectiveKind = SelectiveKind.ATTENTION_CORE) -> float:
     """activation_bytes_per_layer for a plan's job and knobs (`recompute` overrides the plan's)."""
     recompute = plan.recompute if recompute is None else recompute
-    return activation_bytes_per_layer(plan.model, plan.seq_len, plan.micro_batch, tp, plan.sequence_parallel,
-                                      recompute, flash_attention, plan.precision, selective, plan.context_parallel)
+    return activation_bytes_per_layer(model=plan.model, seq_len=plan.seq_len, micro_batch=plan.micro_batch, tp=tp,
+                                      sequence_parallel=plan.sequence_parallel, recompute=recompute,
+                                      flash_attention=flash_attention, precision=plan.precision, selective=selective,
+                                      cp=plan.context_parallel)
 
 
 def in_flight_micro_batches(plan: Plan, stage_index: int, own_micro_batches: int) -> float:
@@ -175,6 +185,15 @@ def edge_activation_bytes(plan: Plan, stage: Stage, tp: int) -> float:
                                     stage.layer_end == plan.model.layers, plan.precision, plan.context_parallel)
 
 
+def most_layers_held(free_bytes, state_bytes_per_layer, activation_bytes_per_layer, in_flight):
+    """The most layers whose states and `in_flight` micro-batches of activations fit in `free_bytes`
+    (a GPU's memory less what does not grow with its layers), rounding up by a hair so that it is
+    never below the count replica_memory allows for the same terms: the search's memory caps ((b6) of
+    planner.search.bound, and its screen). Numbers or numpy arrays."""
+    per_layer = state_bytes_per_layer + in_flight * activation_bytes_per_layer
+    return maximum(0, floor(free_bytes / per_layer * (1 + 1e-9)))
+
+
 def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_bytes: float,
                    flash_attention: bool = True,
                    framework_bytes: float = FRAMEWORK_OVERHEAD_BYTES,
@@ -190,9 +209,10 @@ def replica_memory(plan: Plan, stage_index: int, replica_index: int, capacity_by
     in_flight = in_flight_micro_batches(plan, stage_index, own)
     layer_act = layer_activation_bytes(plan, replica.tp, flash_attention, selective=selective)
     activations = in_flight * stage.num_layers * layer_act + edge_activation_bytes(plan, stage, replica.tp)
-    activations += recompute_workspace_bytes(plan.model, plan.seq_len, plan.micro_batch, replica.tp,
-                                             plan.sequence_parallel, plan.recompute, flash_attention, plan.precision,
-                                             selective, plan.context_parallel)
+    activations += recompute_workspace_bytes(model=plan.model, seq_len=plan.seq_len, micro_batch=plan.micro_batch,
+                                             tp=replica.tp, sequence_parallel=plan.sequence_parallel,
+                                             recompute=plan.recompute, flash_attention=flash_attention,
+                                             precision=plan.precision, selective=selective, cp=plan.context_parallel)
     host = host_state_bytes(plan, stage_index, replica.tp)
     return MemoryBreakdown(weights, grads, optimizer, activations, framework_bytes, capacity_bytes, host,
                            host_capacity_bytes)

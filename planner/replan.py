@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from catalog.formats import check_plan_against_cluster
 from planner.cost import CostOptions, evaluate
 from planner.engines import ENGINES, REAL, RUNTIME
+from planner.explain import layer_range
 from planner.flops import model_params
 from planner.memory import plan_states
 from planner.report import format_duration
@@ -56,8 +57,9 @@ class Replan:
 
 def job_of(plan: Plan, tokens_to_train: float | None) -> Job:
     """The job a plan trains, with the settings it holds (offload, context and expert parallelism)."""
-    return Job(plan.model, plan.global_batch, plan.seq_len, plan.precision, tokens_to_train, plan.engine,
-               plan.tf32, plan.training, plan.offload, plan.context_parallel, plan.expert_parallel)
+    return Job(model=plan.model, global_batch=plan.global_batch, seq_len=plan.seq_len, precision=plan.precision,
+               tokens_to_train=tokens_to_train, engine=plan.engine, tf32=plan.tf32, training=plan.training,
+               offload=plan.offload, context_parallel=plan.context_parallel, expert_parallel=plan.expert_parallel)
 
 
 def default_engines(current: Plan) -> tuple[str, ...]:
@@ -95,13 +97,14 @@ def moves(old: Plan, new: Plan) -> tuple[str, ...]:
     if old.num_stages != new.num_stages:
         out.append(f"pipeline: {old.num_stages} -> {new.num_stages} stages")
     for i, stage in enumerate(new.stages):
-        layers = f"layers {stage.layer_start}-{stage.layer_end}"
+        layers = layer_range(stage.layer_start, stage.layer_end)
         if i >= old.num_stages:
             out.append(f"stage {i}: new, {layers}, {_replicas(stage)}")
             continue
         was = old.stages[i]
         if (was.layer_start, was.layer_end) != (stage.layer_start, stage.layer_end):
-            out.append(f"stage {i}: layers {was.layer_start}-{was.layer_end} -> {stage.layer_start}-{stage.layer_end}")
+            out.append(f"stage {i}: {layer_range(was.layer_start, was.layer_end)} -> "
+                       f"{layer_range(stage.layer_start, stage.layer_end)}")
         if _replicas(was) != _replicas(stage):
             out.append(f"stage {i}: {_replicas(was)} -> {_replicas(stage)}")
     knobs = [(k, getattr(old, k), getattr(new, k)) for k in ("micro_batch", "zero_stage", "interleave",

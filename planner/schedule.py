@@ -267,6 +267,12 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
         heapq.heappush(events, (t, seq, what, i, r, kind, j))
         seq += 1
 
+    def send(t, i, r, i2, r2, kind, j):        # an output leaves (i, r) for (i2, r2) over their link
+        link = delay(i, r, i2, r2)
+        if timeline and link > 0:
+            rows.append((i2, r2, j, 0, "p2p", t, t + link))
+        push(t + link, 0, i2, r2, kind, j)
+
     def try_start(t, i, r):
         if busy_until[i][r] is not None:
             return
@@ -304,11 +310,11 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
         if kind == FORWARD and i == p - 1:
             heapq.heappush(ready_b[i][r], j)
         elif kind == FORWARD:
-            _send(push, timeline, rows, delay, t, i, r, i + 1, owners[i + 1][j], FORWARD, j)
+            send(t, i, r, i + 1, owners[i + 1][j], FORWARD, j)
         else:
             in_flight[i][r] -= 1
             if i > 0:
-                _send(push, timeline, rows, delay, t, i, r, i - 1, owners[i - 1][j], BACKWARD, j)
+                send(t, i, r, i - 1, owners[i - 1][j], BACKWARD, j)
         try_start(t, i, r)
     stuck = [(i, r) for i, c in enumerate(micro_batches) for r in range(len(c))
              if forwards_left[i][r] or in_flight[i][r]]
@@ -316,13 +322,6 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     last_bwd = [list(row) for row in backward_s]
     makespan = max(max(row) for row in end_s)
     return SimResult(makespan, end_s, busy_s, last_bwd, _frame(rows) if timeline else None)
-
-
-def _send(push, timeline, rows, delay, t, i, r, i2, r2, kind, j):
-    link = delay(i, r, i2, r2)
-    if timeline and link > 0:
-        rows.append((i2, r2, j, 0, "p2p", t, t + link))
-    push(t + link, 0, i2, r2, kind, j)
 
 
 def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline) -> SimResult:

@@ -975,19 +975,35 @@ class Plan:
     expert_parallel: int = 1          # routed experts sharded over this many of a stage's replicas (no more GPUs)
     tp_comm_overlap: bool = False     # tp collectives pipelined with the GEMMs beside them, where the engine offers it
     attention: Attention = Attention.FLASH   # the attention core's kernels (planner.compute, planner.memory)
+    # overlaps the engine lets a plan switch (planner.engines.base.SWITCHES); None: the engine's default
+    overlap_grad_reduce: bool | None = None   # dp gradients reduced in buckets during the last backward pass
+    overlap_param_gather: bool | None = None  # ZeRO-1/2's weight all-gather behind the next first forward
+    prefetch: bool | None = None              # ZeRO-3/FSDP: the next layer's all-gather issued during this one's backward
+    expert_tensor_parallel: int = 0   # each routed expert split over this many GPUs (Megatron's expert tp); 0: tp.
+    #                                   Below tp, an expert group of etp x ep GPUs takes tp ranks first, so ep
+    #                                   need only divide tp x replicas / etp, not the replicas
+    hybrid_shard: int = 0             # FSDP HYBRID_SHARD: states sharded within groups of this many replicas (a
+    #                                   node), replicated across the groups; 0: sharded over all the replicas
 
     def __post_init__(self):
         check_engine(self.engine)
         _require(isinstance(self.tp_comm_overlap, bool), "tp_comm_overlap",
                  f"must be true or false, got {self.tp_comm_overlap!r}")
+        for name in ("overlap_grad_reduce", "overlap_param_gather", "prefetch"):
+            _require(getattr(self, name) is None or isinstance(getattr(self, name), bool), name,
+                     f"must be true, false or absent (the engine's default), got {getattr(self, name)!r}")
         _check_context_parallel(self.context_parallel, self.seq_len)
         _check_expert_parallel(self.expert_parallel, self.model)
         _check_lora_rank(self.training, self.model)
-        for i, st in enumerate(self.stages):
-            _require(len(st.replicas) % self.expert_parallel == 0, f"stages[{i}].replicas",
-                     f"{len(st.replicas)} data-parallel replicas do not form groups of expert_parallel "
-                     f"{self.expert_parallel}; give every stage a multiple of {self.expert_parallel} replicas or "
-                     f"use a smaller expert-parallel degree")
+        _require(not isinstance(self.hybrid_shard, bool) and isinstance(self.hybrid_shard, int)
+                 and self.hybrid_shard >= 0, "hybrid_shard", f"must be 0 or a whole number of replicas, got "
+                                                             f"{self.hybrid_shard!r}")
+        _require(not self.hybrid_shard or (self.zero_stage >= 2 and all(
+            len(st.replicas) % self.hybrid_shard == 0 for st in self.stages)), "hybrid_shard",
+            f"shards ZeRO-2/3 states within groups of {self.hybrid_shard} replicas: it needs zero_stage 2 or 3 and "
+            f"every stage's replicas a multiple of it (the plan: ZeRO {self.zero_stage}, "
+            f"{[len(st.replicas) for st in self.stages]} replicas); set it to the GPUs of a node or remove it")
+        self._check_expert_groups()
         _require(self.offload == Offload.NONE or self.zero_stage >= 1, "offload",
                  "offloading the optimizer needs ZeRO stage 1 or more (its shards are what the host updates, "
                  "as in DeepSpeed and Megatron-LM's distributed optimizer); set zero_stage to 1, 2 or 3")
@@ -1032,6 +1048,25 @@ class Plan:
             _require(all(sh == shares[0] for sh in shares), "interleave",
                      "interleaving needs every stage to have the same number of replicas with the same "
                      "sample shares; set interleave to 1 for uneven replicas")
+
+    def _check_expert_groups(self) -> None:
+        """ep groups of whole replicas (etp = tp), or of etp x ep GPUs taken tp ranks first (etp < tp)."""
+        etp = self.expert_tensor_parallel
+        _require(not isinstance(etp, bool) and isinstance(etp, int) and etp >= 0, "expert_tensor_parallel",
+                 f"must be 0 (tp) or a whole number of GPUs, got {etp!r}")
+        for i, st in enumerate(self.stages):
+            tp = st.replicas[0].tp
+            if etp in (0, tp):
+                _require(len(st.replicas) % self.expert_parallel == 0, f"stages[{i}].replicas",
+                         f"{len(st.replicas)} data-parallel replicas do not form groups of expert_parallel "
+                         f"{self.expert_parallel}; give every stage a multiple of {self.expert_parallel} replicas or "
+                         f"use a smaller expert-parallel degree")
+                continue
+            _require(self.context_parallel == 1 and all(r.tp == tp for r in st.replicas) and tp % etp == 0
+                     and (tp * len(st.replicas)) % (etp * self.expert_parallel) == 0, "expert_tensor_parallel",
+                     f"{etp} with expert_parallel {self.expert_parallel} needs one tp per stage that it divides, no "
+                     f"context parallelism, and etp x ep dividing tp x replicas (stage {i}: tp {tp}, "
+                     f"{len(st.replicas)} replicas, cp {self.context_parallel})")
 
     def _check_layers(self) -> None:
         expected = 0

@@ -201,8 +201,8 @@ def test_pool_errors_name_the_table_row_not_the_file_path():
 
 
 def test_money_fits_a_metric_tile_and_the_ring_names_the_plan_on_view():
-    from ui.views.summary import _money
-    assert (_money(663), _money(380_037), _money(1_873_456)) == ("$663", "$380k", "$1.87M")
+    from ui.numbers import dollars
+    assert (dollars(663), dollars(380_037), dollars(1_873_456)) == ("$663", "$380,037", "$1.87 M")
     df = pd.DataFrame({"plan": ["#1", "#2"], "role": ["plan", "plan"], "tokens_per_s": [1.0, 2.0],
                        "usd_per_m_tokens": [1.0, 2.0], "on_view": [True, False]})
     fig = charts.cost_vs_throughput(df)

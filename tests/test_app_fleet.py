@@ -43,7 +43,7 @@ def test_allocate_the_default_jobs_on_the_default_preset():
     capacity = {p["name"]: p["nodes"] * p["gpus_per_node"] for p in AppState().cluster["pools"]}
     for pool, gpus in capacity.items():
         assert table[f"{pool} GPUs"].sum() <= gpus
-    assert (table["tokens/s"] > 0).all() and table["plan"].str.contains("L0-").all()
+    assert (table["tokens/s"] > 0).all() and table["plan"].str.contains("L0–").all()
     assert at.get("plotly_chart"), "no allocation chart"
     assert "Idle GPUs" in shown and "solved in" in shown
 

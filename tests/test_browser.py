@@ -7,6 +7,7 @@ to docs/screenshot.png (the README's picture).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -43,6 +44,24 @@ def _playwright():
     if not CHROMIUM.exists():
         pytest.skip(f"Chromium not found at {CHROMIUM} (Debian: apt-get install chromium); no browser download here")
     return sync_playwright
+
+
+def _new_page(browser, width: int = 1440, **options):
+    page = browser.new_page(viewport={"width": width, "height": 1000}, **options)
+    page.set_default_timeout(STEP_TIMEOUT_MS)
+    return page
+
+@contextlib.contextmanager
+def browser_page(width: int = 1440, **options):
+    """A page of a fresh headless Chromium (skips where Playwright or Chromium is missing), its steps'
+    timeout set; the browser is closed after the block. `page.context.browser` opens more pages."""
+    sync_playwright = _playwright()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield _new_page(browser, width, **options)
+        finally:
+            browser.close()
 
 
 def _free_port() -> int:
@@ -136,9 +155,8 @@ def _first_metric(page) -> str:
 
 def _reopen_the_link(browser, url: str, tokens_per_s: str) -> None:
     """The Export page's link, pasted into a fresh page (no session), brings back the same plan and page."""
-    fresh = browser.new_page(viewport={"width": 1440, "height": 1000})
+    fresh = _new_page(browser)
     try:
-        fresh.set_default_timeout(STEP_TIMEOUT_MS)
         fresh.goto(url.replace("/export?", "/plan?"))
         fresh.get_by_role("heading", name="Plan on view").wait_for()
         assert _first_metric(fresh) == tokens_per_s
@@ -150,9 +168,8 @@ def _reopen_the_link(browser, url: str, tokens_per_s: str) -> None:
 
 
 def _garbage_link(browser, base: str) -> None:
-    bad = browser.new_page(viewport={"width": 1440, "height": 1000})
+    bad = _new_page(browser)
     try:
-        bad.set_default_timeout(STEP_TIMEOUT_MS)
         bad.goto(f"{base}/?v=1&s=not-a-state")
         bad.get_by_text("could not read the link").wait_for()
         bad.get_by_role("heading", name="Compose").wait_for()
@@ -162,48 +179,41 @@ def _garbage_link(browser, base: str) -> None:
 
 def test_shared_link_plan_charts_and_download(server):
     from catalog import load_catalog, plan_from_dict
-    sync_playwright = _playwright()
     out = ARTIFACTS_DIR()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
-            page.set_default_timeout(STEP_TIMEOUT_MS)
-            page.goto(_shared_link(server))
-            page.get_by_role("heading", name="Compose").wait_for()
-            page.get_by_text("8 GPUs", exact=False).first.wait_for()
-            # the sidebar's button: it stays put while Compose is still drawing (the one below the job moves)
-            page.get_by_test_id("stSidebar").get_by_role("button", name="Plan", exact=True).click()
-            page.get_by_role("heading", name="Plan on view").wait_for()
-            assert _charts(page, 1) >= 1
-            tokens_per_s = _first_metric(page)
-            page.mouse.move(5, 995)          # no hover toolbar over a chart in the picture
-            page.wait_for_timeout(500)
-            page.screenshot(path=str(out / "plan.png"), full_page=False)
-            assert "s=" in page.url, "the state is in the address bar"
-            _open_page(page, "Stages")
-            assert _charts(page, 2) >= 2
-            page.wait_for_timeout(500)
-            page.screenshot(path=str(out / "stages.png"), full_page=True)
-            _open_page(page, "Timeline")
-            assert _charts(page, 1) >= 1
-            page.screenshot(path=str(out / "timeline.png"), full_page=False)
-            _open_page(page, "Cost")
-            assert _charts(page, 1) >= 1
-            _open_page(page, "Export")
-            with page.expect_download() as download:
-                page.get_by_role("button", name="Plan (JSON)").click()
-            text = Path(download.value.path()).read_text()
-            with page.expect_download() as report:
-                page.get_by_role("button", name="Report (HTML)").click()
-            assert "<html" in Path(report.value.path()).read_text()[:2000].lower()
-            page.screenshot(path=str(out / "export.png"), full_page=False)
-            link = page.get_by_test_id("stCode").first.inner_text().strip()
-            assert link.startswith(server) and "s=" in link, link
-            _reopen_the_link(browser, link, tokens_per_s)
-            _garbage_link(browser, server)
-        finally:
-            browser.close()
+    with browser_page(accept_downloads=True) as page:
+        page.goto(_shared_link(server))
+        page.get_by_role("heading", name="Compose").wait_for()
+        page.get_by_text("8 GPUs", exact=False).first.wait_for()
+        # the sidebar's button: it stays put while Compose is still drawing (the one below the job moves)
+        page.get_by_test_id("stSidebar").get_by_role("button", name="Plan", exact=True).click()
+        page.get_by_role("heading", name="Plan on view").wait_for()
+        assert _charts(page, 1) >= 1
+        tokens_per_s = _first_metric(page)
+        page.mouse.move(5, 995)          # no hover toolbar over a chart in the picture
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(out / "plan.png"), full_page=False)
+        assert "s=" in page.url, "the state is in the address bar"
+        _open_page(page, "Stages")
+        assert _charts(page, 2) >= 2
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(out / "stages.png"), full_page=True)
+        _open_page(page, "Timeline")
+        assert _charts(page, 1) >= 1
+        page.screenshot(path=str(out / "timeline.png"), full_page=False)
+        _open_page(page, "Cost")
+        assert _charts(page, 1) >= 1
+        _open_page(page, "Export")
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Plan (JSON)").click()
+        text = Path(download.value.path()).read_text()
+        with page.expect_download() as report:
+            page.get_by_role("button", name="Report (HTML)").click()
+        assert "<html" in Path(report.value.path()).read_text()[:2000].lower()
+        page.screenshot(path=str(out / "export.png"), full_page=False)
+        link = page.get_by_test_id("stCode").first.inner_text().strip()
+        assert link.startswith(server) and "s=" in link, link
+        _reopen_the_link(page.context.browser, link, tokens_per_s)
+        _garbage_link(page.context.browser, server)
     data = json.loads(text)
     assert data["format"] == "hetplan.plan/1"
     plan = plan_from_dict(data, load_catalog())
@@ -216,27 +226,20 @@ def test_shared_link_plan_charts_and_download(server):
 def test_a_timeline_of_a_thousand_micro_batches_draws_in_phases_and_zooms(server):
     """Issue 12: 1,024 micro-batches read as phases, and a jump into the steady state draws its window."""
     from tests.test_app_timeline import _pipeline_plan
-    sync_playwright = _playwright()
     plan = _pipeline_plan(4, 1024)
     state = AppState(cluster=presets()["single-node-8"], model="gpt3-1.3b", global_batch=1024, seq_len=2048,
                      precision="bf16", plan=plan)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
-            page.set_default_timeout(STEP_TIMEOUT_MS)
-            page.goto(f"{server}/?v=1&s={encode(state)['s']}")
-            page.get_by_role("heading", name="Compose").wait_for()
-            _open_page(page, "Timeline")
-            assert _charts(page, 1) == 1
-            page.get_by_text("steady 1,021 F + 1,021 B", exact=False).first.wait_for()   # a block's label
-            page.screenshot(path=str(ARTIFACTS_DIR() / "timeline-phases.png"), full_page=False)
-            page.get_by_test_id("stRadioGroup").get_by_text("a window of micro-batches").click()
-            page.get_by_role("button", name="steady 1F1B", exact=False).click()
-            assert _chart_titled(page, "pass by pass")       # the window drawn pass by pass
-            page.screenshot(path=str(ARTIFACTS_DIR() / "timeline-window.png"), full_page=False)
-        finally:
-            browser.close()
+    with browser_page() as page:
+        page.goto(f"{server}/?v=1&s={encode(state)['s']}")
+        page.get_by_role("heading", name="Compose").wait_for()
+        _open_page(page, "Timeline")
+        assert _charts(page, 1) == 1
+        page.get_by_text("steady 1,021 F + 1,021 B", exact=False).first.wait_for()   # a block's label
+        page.screenshot(path=str(ARTIFACTS_DIR() / "timeline-phases.png"), full_page=False)
+        page.get_by_test_id("stRadioGroup").get_by_text("a window of micro-batches").click()
+        page.get_by_role("button", name="steady 1F1B", exact=False).click()
+        assert _chart_titled(page, "pass by pass")       # the window drawn pass by pass
+        page.screenshot(path=str(ARTIFACTS_DIR() / "timeline-window.png"), full_page=False)
 
 
 def _choose(page, label: str, option: str, attempts: int = 4) -> None:
@@ -257,25 +260,18 @@ def test_compose_clicked_on_compose_then_an_engine_change_keeps_the_job(server):
     """Review: "Compose" in the navigation while on Compose, then at once another engine: the browser
     had dropped the page's widget state and showed each field at its default (batch 1, sequence 1,
     search limit 1, no cluster name), which the engine change sent back into the job."""
-    sync_playwright = _playwright()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
-            page.set_default_timeout(STEP_TIMEOUT_MS)
-            page.goto(_shared_link(server))
-            sidebar = page.get_by_test_id("stSidebar")
-            sidebar.get_by_text("batch 64 × 2,048 tokens", exact=False).wait_for()
-            for engine in ("Megatron-LM", "hetplan runtime", "DeepSpeed"):
-                page.get_by_test_id("stSidebarNav").get_by_text("Compose", exact=True).click()
-                _choose(page, "engine (what will run the plan)", engine)
-                sidebar.get_by_text(f"Engine {engine}", exact=False).wait_for()
-                page.wait_for_timeout(1000)          # the reruns after the change have drawn the sidebar
-                job = sidebar.locator("p", has_text="objective").first.inner_text()
-                assert "batch 64 × 2,048 tokens" in job and "search limit 20 CPU s" in job, job
-                assert page.get_by_label("cluster name").input_value() == "single-node-8"
-        finally:
-            browser.close()
+    with browser_page() as page:
+        page.goto(_shared_link(server))
+        sidebar = page.get_by_test_id("stSidebar")
+        sidebar.get_by_text("batch 64 × 2,048 tokens", exact=False).wait_for()
+        for engine in ("Megatron-LM", "hetplan runtime", "DeepSpeed"):
+            page.get_by_test_id("stSidebarNav").get_by_text("Compose", exact=True).click()
+            _choose(page, "engine (what will run the plan)", engine)
+            sidebar.get_by_text(f"Engine {engine}", exact=False).wait_for()
+            page.wait_for_timeout(1000)          # the reruns after the change have drawn the sidebar
+            job = sidebar.locator("p", has_text="objective").first.inner_text()
+            assert "batch 64 × 2,048 tokens" in job and "search limit 20 CPU s" in job, job
+            assert page.get_by_label("cluster name").input_value() == "single-node-8"
 
 
 def _pick(page, label: str, option: str, attempts: int = 4) -> None:
@@ -301,48 +297,37 @@ def test_degree_labels_follow_the_model_and_nothing_leaves_localhost(server):
     """Issue 20: the expert-parallel picker said "auto (dense model: none)" on Mixtral, and the browser,
     which sends a select box's label as its value, then sent that text back as the degree; and every page
     asked fonts.gstatic.com for its Material page icon."""
-    sync_playwright = _playwright()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
-            page.set_default_timeout(STEP_TIMEOUT_MS)
-            hosts = []
-            page.on("request", lambda request: hosts.append(request.url.split("/")[2]))
-            page.goto(_shared_link(server))
-            page.get_by_test_id("stSidebar").get_by_text("batch 64 × 2,048 tokens", exact=False).wait_for()
-            _pick(page, "engine (what will run the plan)", "Megatron-LM")
-            page.get_by_test_id("stSidebar").get_by_text("Engine Megatron-LM", exact=False).wait_for()
-            _pick(page, "model", "Mixtral 8x7B")
-            page.get_by_test_id("stSidebar").get_by_text("Mixtral 8x7B", exact=False).wait_for()
-            page.get_by_text("auto tries 1, 2, 4, 8", exact=False).first.wait_for()
-            batch = page.get_by_label("global batch (sequences)")
-            batch.fill("32")
-            batch.press("Enter")
-            page.get_by_test_id("stSidebar").get_by_text("batch 32 × 2,048", exact=False).wait_for()
-            page.wait_for_timeout(1000)
-            assert page.get_by_role("combobox", name="expert parallel (replicas per expert group)").input_value() \
-                == "auto"
-            job = _job_line(page)
-            assert "expert parallel auto (1, 2, 4, 8)" in job and "dense" not in job, job
-            _open_page(page, "Stages")
-            _open_page(page, "Compose")
-            assert set(hosts) == {server.split("/")[2]}, sorted(set(hosts))
-        finally:
-            browser.close()
+    with browser_page() as page:
+        hosts = []
+        page.on("request", lambda request: hosts.append(request.url.split("/")[2]))
+        page.goto(_shared_link(server))
+        page.get_by_test_id("stSidebar").get_by_text("batch 64 × 2,048 tokens", exact=False).wait_for()
+        _pick(page, "engine (what will run the plan)", "Megatron-LM")
+        page.get_by_test_id("stSidebar").get_by_text("Engine Megatron-LM", exact=False).wait_for()
+        _pick(page, "model", "Mixtral 8x7B")
+        page.get_by_test_id("stSidebar").get_by_text("Mixtral 8x7B", exact=False).wait_for()
+        page.get_by_text("auto tries 1, 2, 4, 8", exact=False).first.wait_for()
+        batch = page.get_by_label("global batch (sequences)")
+        batch.fill("32")
+        batch.press("Enter")
+        page.get_by_test_id("stSidebar").get_by_text("batch 32 × 2,048", exact=False).wait_for()
+        page.wait_for_timeout(1000)
+        assert page.get_by_role("combobox", name="expert parallel (replicas per expert group)").input_value() \
+            == "auto"
+        job = _job_line(page)
+        assert "expert parallel auto (1, 2, 4, 8)" in job and "dense" not in job, job
+        _open_page(page, "Stages")
+        _open_page(page, "Compose")
+        assert set(hosts) == {server.split("/")[2]}, sorted(set(hosts))
 
 
 def test_a_reload_during_a_search_keeps_the_job_and_leaving_keeps_the_answer(server):
     """Issue 20: a reload while a search ran opened the defaults (Plan then planned the default job without
     a word); leaving the page cancelled the search silently; Back stepped through every edit."""
-    sync_playwright = _playwright()
     # a search of some seconds: 64 GPUs of three types, a 13 B model
     state = AppState(global_batch=128, time_limit_s=6.0, tokens_to_train=None)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with browser_page() as page:
         try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
-            page.set_default_timeout(STEP_TIMEOUT_MS)
             sidebar = page.get_by_test_id("stSidebar")
             page.goto(f"{server}/?v=1&s={encode(state)['s']}")
             sidebar.get_by_text("batch 128 × 4,096", exact=False).wait_for()
@@ -377,8 +362,6 @@ def test_a_reload_during_a_search_keeps_the_job_and_leaving_keeps_the_answer(ser
         except Exception:
             page.screenshot(path=str(ARTIFACTS_DIR() / "reload-during-search.png"), full_page=True)
             raise
-        finally:
-            browser.close()
 
 
 CAPTIONS_CLEAR_JS = """() => [...document.querySelectorAll('p.caption')].map(p => {
@@ -394,21 +377,15 @@ def test_the_html_report_shows_every_caption_whole():
     from planner.cost import evaluate
     from tests.app_helpers import example_plan
     from ui.report import to_html
-    sync_playwright = _playwright()
     catalog = load_catalog()
     cluster = cluster_from_dict(presets()["single-node-8"], catalog)
     plan = plan_from_dict(example_plan(), catalog)
     report = to_html(cluster, plan, evaluate(cluster, plan))
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 900, "height": 1000})
-            page.set_content(report, wait_until="load")
-            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
-            captions = page.evaluate(CAPTIONS_CLEAR_JS)
-            assert captions and all(c["below"] and c["fits"] and c["height"] > 0 for c in captions), captions
-        finally:
-            browser.close()
+    with browser_page(900) as page:
+        page.set_content(report, wait_until="load")
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
+        captions = page.evaluate(CAPTIONS_CLEAR_JS)
+        assert captions and all(c["below"] and c["fits"] and c["height"] > 0 for c in captions), captions
 
 
 # ----------------------------------------------------------------------------- one visitor's worst link (issue 24)

@@ -48,13 +48,14 @@ def test_a_replica_spans_tp_x_cp_gpus_and_whole_nodes_when_wider(catalog):
 def test_context_parallelism_cuts_time_and_memory_per_gpu_at_long_sequences(catalog):
     """Llama 3 8B at 131,072 tokens on H100s: cp 1 does not fit one replica of tp 2; each doubling
     of cp halves the work per GPU (load-balanced causal attention), and over NVLink the ring's
-    transfers hide behind attention."""
+    transfers hide behind attention: what is left of them is the slowdown of the attention beside them
+    (planner.comm.OVERLAP_COMPUTE_SLOWDOWN), a thousandth of the iteration."""
     cluster = h100_nodes(catalog)
     est = {cp: evaluate(cluster, _plan(catalog, cp)) for cp in (1, 2, 4)}
     assert not est[1].fits and est[2].fits and est[4].fits
     assert est[4].peak_memory_bytes < est[2].peak_memory_bytes
     assert est[4].iteration_time_s == pytest.approx(est[2].iteration_time_s / 2, rel=0.1)
-    assert est[4].breakdown["context_parallel_comm"].exposed_s == 0.0
+    assert 0.0 < est[4].breakdown["context_parallel_comm"].exposed_s < 0.005 * est[4].iteration_time_s
 
 
 def test_the_ring_shows_where_the_network_is_slow_and_the_sequence_short(catalog):

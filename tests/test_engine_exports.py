@@ -523,6 +523,27 @@ def test_fsdp_config_loads_with_accelerates_own_classes(catalog, tmp_path, monke
     assert any(p.offload == Offload.OPTIMIZER_PARAMS for _, p in plans)
 
 
+def test_fsdp_hybrid_shard_and_prefetch_off_load_with_accelerates_own_classes(catalog, tmp_path, monkeypatch):
+    """The plan's hybrid_shard and prefetch switches as Accelerate hands them to FSDP: HYBRID_SHARD (and
+    _HYBRID_SHARD_ZERO2 for ZeRO-2), backward_prefetch None and forward_prefetch off for prefetch false."""
+    pytest.importorskip("accelerate", reason="accelerate is not installed (requirements-dev.txt installs it)")
+    from dataclasses import replace
+    from planner.types import Recompute
+    from tests.test_overlaps import _one_stage
+    cluster, plan = _one_stage(catalog, "fsdp", 3)
+    cases = ((replace(plan, recompute=Recompute.FULL, hybrid_shard=8, prefetch=False), "HYBRID_SHARD"),
+             (replace(plan, recompute=Recompute.FULL, hybrid_shard=8, zero_stage=2), "_HYBRID_SHARD_ZERO2"))
+    for k, (case, strategy) in enumerate(cases):
+        path = tmp_path / f"hybrid{k}.yaml"
+        path.write_text(export_result(case, cluster, "fsdp", force=True).files["accelerate_fsdp.yaml"])
+        _, plugin = _accelerate_plugin(str(path), ",".join(str(g) for g in range(8)), monkeypatch)
+        assert plugin.sharding_strategy.name == strategy
+        if case.prefetch is False:
+            assert plugin.backward_prefetch is None and not plugin.forward_prefetch
+        else:
+            assert plugin.backward_prefetch.name == "BACKWARD_PRE" and plugin.forward_prefetch
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
 def test_fsdp_launch_starts_each_host_with_its_machine_rank(catalog, tmp_path):
     cluster = load_cluster_file(EXAMPLES / "a100-v100-16.yaml", catalog)
@@ -768,3 +789,82 @@ def test_megatron_launch_with_real_torchrun_gives_each_gpu_its_planned_rank(cata
         assert (row["HOST"], gpu) == expected[rank], rank
         assert int(row["WORLD_SIZE"]) == plan.num_gpus and row["argv"][-1] == "--mock-data"
         assert row["argv"][row["argv"].index("--tensor-model-parallel-size") + 1] == str(plan.stages[0].replicas[0].tp)
+
+
+DEEPSPEED_TOY = """import argparse, json, os, sys
+import torch
+import deepspeed
+sys.path.insert(0, os.getcwd())
+from pipeline_module import PlannedPipelineModule
+parser = deepspeed.add_config_arguments(argparse.ArgumentParser())
+parser.add_argument("--local_rank", type=int, default=-1)
+args = parser.parse_args()
+deepspeed.init_distributed(dist_backend="gloo")
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.f = torch.nn.Linear(16, 16)
+    def forward(self, x):
+        return x + torch.tanh(self.f(x))
+layers = [torch.nn.Linear(8, 16)] + [Block() for _ in range(int(os.environ["TOY_LAYERS"]))] + [torch.nn.Linear(16, 1)]
+model = PlannedPipelineModule(layers=layers, loss_fn=torch.nn.MSELoss())
+engine, _, _, _ = deepspeed.initialize(args=args, model=model, optimizer=lambda ps: torch.optim.AdamW(ps, lr=1e-3),
+                                       model_parameters=[p for p in model.parameters() if p.requires_grad])
+def batches():
+    g = torch.Generator().manual_seed(0)
+    while True:
+        x = torch.randn(engine.train_micro_batch_size_per_gpu(), 8, generator=g)
+        yield x, x.sum(dim=1, keepdim=True)
+data = batches()
+losses = [float(engine.train_batch(data_iter=data)) for _ in range(2)]
+with open(os.path.join(os.environ["STUB_OUT"], os.environ["RANK"] + ".json"), "w") as f:
+    json.dump({"stage": engine.stage_id, "parts": model.parts, "bounds": [model._local_start, model._local_stop],
+               "micro_batches": engine.micro_batches, "dp": engine.dp_world_size, "losses": losses}, f)
+"""
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
+def test_deepspeed_pipeline_engine_trains_the_exported_module_on_cpu(catalog, tmp_path):
+    """Issue 20: DeepSpeed's own PipelineEngine, on CPU (gloo), started by the exported launch.sh under PyTorch's
+    torchrun: a toy model of the plan's 24 layers built with the exported PlannedPipelineModule and ds_config.json,
+    two training steps. Each rank holds the layers of its planned stage (embedding + layers 0-9, then layers
+    10-23 + head: an uneven split), in the plan's dp, with the plan's micro-batches per step."""
+    pytest.importorskip("deepspeed", reason="DeepSpeed is not installed")
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed beside this Python")
+    from catalog import cluster_from_dict, plan_from_dict
+    cluster = cluster_from_dict({"name": "four", "pools": [{"name": "a", "gpu": "a100-80gb-sxm", "nodes": 1,
+                                                            "gpus_per_node": 4}]}, catalog)
+    plan = plan_from_dict({"model": "gpt3-1.3b", "global_batch": 16, "seq_len": 2048, "micro_batch": 2,
+                           "precision": "fp32", "zero_stage": 1, "recompute": "none", "engine": "deepspeed",
+                           "stages": [{"layers": [0, 10], "replicas": [{"pool": "a", "tp": 1}] * 2},
+                                      {"layers": [10, 24], "replicas": [{"pool": "a", "tp": 1}] * 2}]}, catalog)
+    result = export_result(plan, cluster, "deepspeed")
+    assert result.exported_plan == plan and not result.reasons, "the plan is exported as it is"
+    folder, out = tmp_path / "run", tmp_path / "out"
+    folder.mkdir(), out.mkdir()
+    for name, text in result.files.items():
+        (folder / name).write_text(text)
+    (folder / "train.py").write_text(DEEPSPEED_TOY)
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    host = result.files["hostfile"].split()[0]
+    env = {**os.environ, "PATH": f"{torchrun.parent}:{os.environ['PATH']}", "DS_ACCELERATOR": "cpu",
+           "STUB_OUT": str(out), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
+           "HOST": host, "TRAIN_SCRIPT": "train.py", "TOY_LAYERS": str(plan.model.layers)}
+    done = subprocess.run(["bash", str(folder / "launch.sh")], env=env, cwd=folder, capture_output=True, text=True,
+                          timeout=200)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"), key=lambda p: int(p.stem))]
+    assert len(rows) == plan.num_gpus == 4
+    config = json.loads(result.files["ds_config.json"])
+    for row in rows:
+        assert row["parts"] == [0, 11, 26] and row["dp"] == 2
+        assert row["bounds"] == ([0, 11] if row["stage"] == 0 else [11, 26])
+        assert row["micro_batches"] == config["gradient_accumulation_steps"] == 16 // (2 * 2)
+        assert all(loss == loss and loss < 1e6 for loss in row["losses"])
+    assert sorted(r["stage"] for r in rows) == [0, 0, 1, 1]

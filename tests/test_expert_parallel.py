@@ -13,7 +13,9 @@ from catalog.formats import plan_from_dict, plan_to_dict
 from planner.cost import evaluate
 from planner.experts import MOE_LOAD_IMBALANCE, dispatch_bytes
 from planner.flops import expert_layer_params, expert_params, param_shards
-from planner.search import search
+from planner.engines import ENGINES
+from planner.export import export_result
+from planner.search import SearchOptions, search
 from planner.search.search import expert_settings
 from planner.types import InputError, Job, Plan, Precision, Recompute, Replica, Stage
 from tests.bounds import check_bounds_below_evaluate
@@ -97,3 +99,75 @@ def test_bounds_and_floors_below_evaluate_with_expert_parallelism(catalog, ep, s
 
     if not check_bounds_below_evaluate(cluster, job, check_plan):
         pytest.skip("nothing fits this random case at this degree")
+
+
+def test_torchtitan_runs_expert_parallelism_on_the_mesh_it_builds_tp_1_only(catalog):
+    """torchtitan 0.3.0 forms ep groups from dp_shard x cp x tp with ep innermost and no expert tensor
+    parallelism (parallel_dims.py lines 279, 336-340): with tp > 1 its experts would sit whole on the tp ranks,
+    not split over tp with ep over replicas as planned. The profile refuses that plan and searches tp 1."""
+    plan = replace(_plan(catalog, 2, model="qwen3-30b-a3b"), engine="torchtitan", zero_stage=3)
+    problems = ENGINES["torchtitan"].violations(plan)
+    assert any("expert tensor parallelism" in v and "tp 1" in v for v in problems)
+    assert not any("expert" in v for v in ENGINES["torchtitan"].violations(replace(
+        plan, stages=(Stage(0, plan.model.layers, tuple(Replica("h100", 1, 8) for _ in range(4))),),
+        sequence_parallel=False)))
+    cluster = h100_nodes(catalog)
+    job = Job(catalog.model("qwen3-30b-a3b"), 32, 4096, engine="torchtitan", expert_parallel=2)
+    found = search(cluster, job, baselines=False, expert_parallel="fixed",
+                   options=SearchOptions(time_limit_s=3)).plans
+    assert found and all(r.tp == 1 for sp in found for st in sp.plan.stages for r in st.replicas)
+    assert all(sp.plan.expert_parallel == 2 and sp.plan.context_parallel == 1 for sp in found)
+    exported = export_result(found[0].plan, cluster, "torchtitan")
+    assert exported.closest_plan is None and not any("whole experts" in w for w in exported.warnings)
+
+
+def test_deepseek_v3_is_statable_under_megatron_with_expert_parallelism(catalog):
+    """DeepSeek-V3 (catalog: 61 layers, 3 dense, 256 routed + 1 shared expert, top-8, MLA) as a Megatron plan
+    with ep 8 over 8 replicas of tp 8: evaluated, and exported with its MoE, MLA and EP arguments."""
+    from catalog import cluster_from_dict
+    m = catalog.model("deepseek-v3")
+    assert (m.layers, m.experts, m.top_k, m.dense_layers, m.is_mla) == (61, 256, 8, 3, True)
+    cluster = cluster_from_dict({"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 64,
+                                                         "gpus_per_node": 8, "inter_node_gbps": 400}]}, catalog)
+    reps = tuple(Replica("h100", 8, 8) for _ in range(8))
+    bounds = [0, 8, 16, 24, 32, 40, 48, 55, 61]
+    plan = Plan(m, 64, 4096, 1, Precision.BF16, tuple(Stage(a, b, reps) for a, b in zip(bounds, bounds[1:])),
+                zero_stage=1, recompute=Recompute.FULL, sequence_parallel=True, expert_parallel=8, engine="megatron")
+    assert ENGINES["megatron"].violations(plan) == []
+    est = evaluate(cluster, plan)
+    assert est.tokens_per_s > 0 and est.breakdown["expert_parallel_comm"].total_s > 0
+    args = export_result(plan, cluster, "megatron", force=True).files["megatron_args.sh"]
+    for flag in ("--num-experts 256", "--moe-router-topk 8", "--expert-model-parallel-size 8",
+                 "--expert-tensor-parallel-size 8", "--multi-latent-attention", "--moe-layer-freq"):
+        assert flag in args, flag
+    assert plan_from_dict(plan_to_dict(plan), catalog) == plan
+
+
+def test_expert_tensor_parallelism_below_tp_lets_ep_span_tp_ranks_not_just_replicas(catalog):
+    """Megatron's --expert-tensor-parallel-size 1 with tp 8: an expert group of ep GPUs takes the tp ranks first,
+    so DeepSeek-V3's ep 64 runs on 8 replicas of tp 8 (ep does not divide the 8 replicas), each GPU holding 4
+    whole experts; the all-to-all of an ep 8 group stays on the node's NVLink."""
+    from catalog import cluster_from_dict
+    m = catalog.model("deepseek-v3")
+    cluster = cluster_from_dict({"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 64,
+                                                         "gpus_per_node": 8, "inter_node_gbps": 400}]}, catalog)
+    reps = tuple(Replica("h100", 8, 8) for _ in range(8))
+    bounds = [0, 8, 16, 24, 32, 40, 48, 55, 61]
+    base = Plan(m, 64, 4096, 1, Precision.BF16, tuple(Stage(a, b, reps) for a, b in zip(bounds, bounds[1:])),
+                zero_stage=1, recompute=Recompute.FULL, sequence_parallel=True, expert_parallel=8, engine="megatron")
+    with pytest.raises(InputError, match="groups of expert_parallel 64"):
+        replace(base, expert_parallel=64)
+    wide = replace(base, expert_parallel=64, expert_tensor_parallel=1)
+    assert ENGINES["megatron"].violations(wide) == []
+    assert any("expert_tensor_parallel" in v for v in ENGINES["torchtitan"].violations(replace(wide, engine="torchtitan")))
+    # memory: experts / (etp x ep) per GPU = 1/64 of them either way; the grad-reduce group 8 x 8 / 64 = 1
+    experts = param_shards(1.0e9, 8, m, 8, 8, 64, 1)[1]
+    assert experts == (pytest.approx(8 * expert_layer_params(m) / 64), 1)
+    assert param_shards(1.0e9, 8, m, 8, 8, 8)[1] == (pytest.approx(8 * expert_layer_params(m) / 64), 1)
+    # an ep 8 group within a replica's tp ranks: node links, not the 400 Gb/s data-parallel ring
+    inside = replace(base, expert_tensor_parallel=1)
+    a2a = lambda plan: evaluate(cluster, plan).breakdown["expert_parallel_comm"].total_s   # noqa: E731
+    assert a2a(inside) < a2a(base)
+    args = export_result(wide, cluster, "megatron", force=True).files["megatron_args.sh"]
+    assert "--expert-model-parallel-size 64" in args and "--expert-tensor-parallel-size 1" in args
+    assert plan_from_dict(plan_to_dict(wide), catalog) == wide

@@ -83,7 +83,8 @@ MEGATRON_SWITCHES = {"--group-query-attention", "--bf16", "--fp16", "--sequence-
                      "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias",
                      "--overlap-grad-reduce", "--use-megatron-fsdp", "--finetune", "--optimizer-cpu-offload",
                      "--use-precision-aware-optimizer", "--multi-latent-attention", "--use-rope-scaling",
-                     "--tp-comm-overlap"}   # ModelParallelConfig.tp_comm_overlap (model_parallel_config.py line 265)
+                     "--tp-comm-overlap",   # ModelParallelConfig.tp_comm_overlap (model_parallel_config.py line 265)
+                     "--overlap-param-gather"}   # arguments.py line 3148
 CHECKPOINT = "/ckpt/base"      # what launch.sh's CHECKPOINT holds in these tests
 
 

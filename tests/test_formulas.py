@@ -3,7 +3,10 @@ search's bounds take are held below the exact formula the cost model calls, on r
 (Hypothesis), and the functions the docs list as each formula's one place exist."""
 from __future__ import annotations
 
+import ast
+import importlib
 import math
+import re
 
 import numpy as np
 import pytest
@@ -11,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.comm import ring_s_per_byte
-from planner.dataparallel import (pass_with_zero_floor_s, zero_exposed_s, zero_per_micro_batch_floor,
-                                  zero_per_micro_batch_s)
+from planner.dataparallel import (pass_with_zero_floor_s, zero_backward_exposed_s, zero_exposed_s,
+                                  zero_per_micro_batch_floor, zero_per_micro_batch_s)
 from planner.schedule import (interleaved_in_flight, window_in_flight_ceiling, window_in_flight_floor,
                               window_in_flight_limit)
 from planner.types import Objective
@@ -25,20 +28,26 @@ seconds = st.floats(0.0, 10.0, allow_nan=False)
 @given(zero=st.integers(0, 3), weight_bytes=st.floats(1e3, 1e11), replicas=st.integers(1, 4096),
        gbps=st.floats(1.0, 3600.0), latency_us=st.floats(0.0, 50.0), grad_bytes=st.sampled_from((2, 4)),
        element_bytes=st.sampled_from((2.0, 4.0, 0.5)), trained=st.floats(0.001, 1.0), forward=seconds,
-       backward=seconds, fetch=seconds, overlap=st.floats(0.0, 1.0))
+       backward=seconds, fetch=seconds, overlap=st.floats(0.0, 1.0), prefetch=st.booleans(),
+       overlap_reduce=st.booleans(), layers=st.one_of(st.none(), st.integers(1, 128)))
 def test_zero_pass_floor_at_most_the_exposed_zero_pass(zero, weight_bytes, replicas, gbps, latency_us, grad_bytes,
-                                                       element_bytes, trained, forward, backward, fetch, overlap):
-    """pass_with_zero_floor_s over zero_per_micro_batch_floor (the bounds' tau) <= the pass plus
-    zero_exposed_s of zero_per_micro_batch_s (cost.evaluate and the fast score), any overlap in [0, 1]."""
+                                                       element_bytes, trained, forward, backward, fetch, overlap,
+                                                       prefetch, overlap_reduce, layers):
+    """pass_with_zero_floor_s over zero_per_micro_batch_floor (the bounds' tau) <= the pass plus what
+    cost.evaluate and the fast score expose of zero_per_micro_batch_s: zero_exposed_s forward,
+    zero_backward_exposed_s backward (any overlap in [0, 1], over any layers, the engine's prefetch and reduce
+    overlap on or off)."""
     bw = gbps * 1e9 / 8
     exact_f, exact_b = zero_per_micro_batch_s(zero, weight_bytes, replicas, bw, latency_us * 1e-6, grad_bytes,
                                               element_bytes, trained)
     floor_f, floor_b = zero_per_micro_batch_floor(zero, weight_bytes, replicas, ring_s_per_byte(replicas, bw),
                                                   element_bytes, trained)
     if grad_bytes == 2:                 # the floor counts 16-bit gradients, the least any engine sends
-        for compute, exact, floor in ((forward, exact_f, floor_f), (backward, exact_b, floor_b)):
-            bound = pass_with_zero_floor_s(compute, floor)
-            assert bound <= (compute + zero_exposed_s(exact + fetch, compute, overlap)) * (1 + 1e-12)
+        exposed_f = zero_exposed_s(exact_f + fetch, forward, overlap, layers)
+        exposed_b = zero_backward_exposed_s(exact_f, exact_b, fetch, backward, overlap, layers, prefetch=prefetch,
+                                            overlap_reduce=overlap_reduce)
+        assert pass_with_zero_floor_s(forward, floor_f) <= (forward + exposed_f) * (1 + 1e-12)
+        assert pass_with_zero_floor_s(backward, floor_b) <= (backward + exposed_b) * (1 + 1e-12)
     assert zero_exposed_s(exact_f, forward, overlap) >= 0.0
 
 
@@ -95,3 +104,73 @@ def test_fast_key_and_estimate_key_are_one_objective(catalog, objective):
             assert fast == math.inf and objective == Objective.DEADLINE
         else:
             assert estimate_key_of_fast(objective, job, fast) == pytest.approx(exact, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- the table of docs/cost-model.md
+
+ROOT = EXAMPLES.parent
+CODE = re.compile(r"`([^`]+)`")
+
+
+def _formula_rows() -> list[list[str]]:
+    text = (ROOT / "docs" / "cost-model.md").read_text()
+    table = text.split("<!-- formulas:begin -->")[1].split("<!-- formulas:end -->")[0]
+    return [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table.strip().splitlines()[2:]]
+
+
+def _functions(cells: list[str]) -> dict[str, object]:
+    """The functions a row names: `planner.module.name`, and bare names in the same cell, of that module."""
+    found = {}
+    for cell in cells:
+        module = None
+        for name in CODE.findall(cell):
+            if name.startswith("planner.") and "/" not in name:
+                module_name, _, attr = name.rpartition(".")
+                module = importlib.import_module(module_name)
+            elif module is None or not name.isidentifier():
+                continue
+            else:
+                attr = name
+            assert hasattr(module, attr), f"docs/cost-model.md names {module.__name__}.{attr}, which does not exist"
+            found[attr] = getattr(module, attr)
+    return found
+
+
+def _called(path: str) -> set[str]:
+    tree = ast.parse((ROOT / path).read_text())
+    return {node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))}
+
+
+def test_each_formula_listed_exists_and_is_called_where_the_docs_say():
+    rows = _formula_rows()
+    assert len(rows) >= 9
+    for formula, place, by_evaluate, by_search, relaxation in rows:
+        functions = _functions([place, relaxation])
+        assert functions, f"{formula}: no function named"
+        for path in CODE.findall(by_evaluate + by_search):
+            if path.endswith(".py"):
+                assert _called(path) & set(functions), f"{formula}: {path} calls none of {sorted(functions)}"
+
+
+# Restatements the table replaced, as they were written; each would state a formula a second time.
+RESTATED = {
+    "planner/cost.py": [r"max\(0\.0, z[fb] \+ fetch", r"max\(0\.0, dp_sync", r"act_bytes \* plan\.seq_len",
+                        r"run\.layer_overhead_s", r"cluster\.pool\(name\)\.price_per_gpu_hour_usd"],
+    "planner/search/score.py": [r"max\(0\.0, z[fb] \+ fetch", r"max\(0\.0, sync", r"act_bytes \* self\.job\.seq_len",
+                                r"layer_overhead_s", r"price_per_gpu_hour_usd for"],
+    "planner/search/bound.py": [r"max\(f, zf\)", r"ACT_BYTES \* ", r"def _in_flight", r"\* n / m \+ 1",
+                                r"math\.floor\(free / "],
+    "planner/search/screen.py": [r"np\.maximum\(per\.(fw|bw)", r"ACT_BYTES \* ", r"np\.ceil\([^)]*\(1 - 1e-12\)",
+                                 r"\(v - 1\) \* p_stages", r"network_share_bw\(",
+                                 r"np\.floor\(free / \(W \+"],
+    "planner/compute.py": [r"act_bytes \* seq_len \* micro_batch"],
+    "planner/placement.py": [r"min\(network_share_bw\(pool\.inter_node_bw_bytes_per_s"],
+}
+
+
+@pytest.mark.parametrize("path", sorted(RESTATED))
+def test_no_restatement_comes_back(path):
+    source = (ROOT / path).read_text()
+    for pattern in RESTATED[path]:
+        assert not re.search(pattern, source), f"{path} restates a formula of docs/cost-model.md's table: /{pattern}/"

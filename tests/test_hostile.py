@@ -739,6 +739,7 @@ def test_a_dangling_link_at_an_output_path_is_refused_and_nothing_is_created(com
 def test_export_out_through_a_missing_folder_and_back_says_so(tmp_path, capsys):
     line = refused(_export(tmp_path / "o" / ".." / "x"), "does not exist", capsys)
     assert "a part of the path is a file" not in line and "`..`" in line
+    assert "not a usable" not in line and "PosixPath" not in line      # said once, not wrapped as a bad name
     assert not (tmp_path / "o").exists() and not (tmp_path / "x").exists()
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     line = refused(_export(tmp_path / "dangling"), "symbolic link", capsys)

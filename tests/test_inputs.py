@@ -355,3 +355,13 @@ def test_bomb_through_the_real_command(tmp_path):
     out = subprocess.run([sys.executable, "-m", "planner", "evaluate", "--cluster", path, "--plan", PLAN],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 2 and len(out.stderr.splitlines()) == 1 and out.stdout == "", out.stderr[:300]
+
+
+def test_an_empty_pool_list_is_said_in_words_not_the_validators(tmp_path, capsys):
+    """Issue 20: an empty cluster said "List should have at least 1 item after validation, not 0" (pydantic)."""
+    path = tmp_path / "empty.yaml"
+    path.write_text("name: empty\npools: []\n")
+    assert main(["plan", "--cluster", str(path), "--model", "gpt3-1.3b", "--global-batch", "8",
+                 "--seq-len", "2048"]) == 2
+    err = capsys.readouterr().err
+    assert "pools: must have at least 1 entry, got none (an empty list)" in err and "List should" not in err

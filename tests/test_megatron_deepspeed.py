@@ -132,3 +132,15 @@ def test_moe_models_are_refused_by_name_and_the_search_says_so(catalog):
     with pytest.raises(InputError, match="dense models only"):
         search(cluster, Job(mixtral, 32, 4096, engine="megatron-deepspeed"), baselines=False,
                options=SearchOptions(time_limit_s=1))
+
+
+def test_the_search_plans_fp32_on_a100_and_v100_for_it_and_the_plan_exports_exactly(catalog):
+    cluster, plan = sailor_style(catalog)
+    job = Job(plan.model, 32, 2048, Precision.FP32, engine="megatron-deepspeed")
+    found = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=3)).plans[0]
+    assert found.plan.precision == Precision.FP32 and found.plan.engine == "megatron-deepspeed"
+    assert found.estimate.fits and ENGINES["megatron-deepspeed"].violations(found.plan) == []
+    result = export_result(found.plan, cluster, "megatron-deepspeed")
+    assert result.closest_plan is None and "export TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1" in result.files["launch.sh"]
+    # the fp32 matmuls are costed on TF32, as the launch runs them
+    assert evaluate(cluster, replace(found.plan, tf32=False)).iteration_time_s > found.estimate.iteration_time_s

@@ -21,8 +21,9 @@ from planner.dataparallel import zero_per_micro_batch_floor, zero_per_micro_batc
 from planner.placement import Links, place_structure
 from planner.search import SearchOptions, search
 from planner.search.bound import Bounds
+from planner.search.links import LinkFigures
 from planner.search.planners import precision_for
-from planner.search.score import LinkFigures, Scorer
+from planner.search.score import Scorer
 from planner.search.screen import screen_s
 from planner.search.space import Group, Knobs, Layout, knob_settings, layout_families
 from planner.types import InfeasibleError, Job, Objective, Recompute

@@ -147,12 +147,12 @@ ENGINE_NAMES = ("hetplan", "megatron", "deepspeed")
        replicas=st.integers(1, 8), own=st.integers(1, 16), data=st.data())
 def test_memory_cap_of_the_bounds_at_least_the_layers_memory_allows(catalog, gpu, model, engine, seq, mb, zero,
                                                                      recompute, p, replicas, own, data):
-    """(b6)'s relaxation, bound._layers_held over Bounds._cap_coefficients, against the exact memory
+    """(b6)'s relaxation, memory.most_layers_held over Bounds._cap_coefficients, against the exact memory
     fit the fast score solves (Scorer.max_layers, planner.memory solved for the layers): a stage
     never holds more layers than the bound's cap, whatever its position, window and knobs."""
     from planner.engines import ENGINES
     from planner.schedule import in_flight_micro_batches
-    from planner.search.bound import _layers_held
+    from planner.memory import most_layers_held
     from planner.search.space import Group, Knobs
     assume(engine in ENGINES)
     i = data.draw(st.integers(0, p - 1))
@@ -166,6 +166,23 @@ def test_memory_cap_of_the_bounds_at_least_the_layers_memory_allows(catalog, gpu
     exact = scorer.max_layers(cluster.pools[0], tp, Knobs(mb, zero, recompute, 1), sp, p, i, own, replicas, window)
     bounds = Bounds(scorer)
     in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, 1, own, window, m)
-    cap = _layers_held(*bounds._cap_coefficients(Group("p0", tp, replicas), mb, recompute, sp, replicas, zero),
-                       in_flight)
+    cap = most_layers_held(*bounds._cap_coefficients(Group("p0", tp, replicas), mb, recompute, sp, replicas, zero),
+                           in_flight)
     assert exact <= cap, (exact, cap)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_limit_keeps_exactly_the_settings_whose_bound_is_below_it(catalog, seed):
+    """pipeline_s(limit=x) leaves out a setting only when the bound it returns (margin taken off) is at
+    least x: the search prunes by the same number it ranks and verifies with."""
+    cluster, job = _random_case(random.Random(seed), catalog)
+    bounds = Bounds(Scorer(cluster, job))
+    checked = 0
+    for family in layout_families(cluster.pools, job.model, job.global_batch, partial=False):
+        runs = family.runs(family.orders()[0])
+        every = bounds.pipeline_s(runs, family.max_replicas_per_stage)
+        for limit in sorted(set(every.values()))[::7]:
+            cut = bounds.pipeline_s(runs, family.max_replicas_per_stage, limit=limit)
+            assert cut == {k: b for k, b in every.items() if b < limit}, family
+            checked += 1
+    assert checked > 0

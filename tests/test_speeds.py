@@ -66,10 +66,14 @@ def test_flash_backward_is_two_and_a_half_forwards(catalog):
     # FlashAttention's benchmark counts its backward as 2.5x its forward (it recomputes the scores)
     m, a100 = catalog.model("llama-2-7b"), catalog.gpus["a100-80gb-sxm"]
     proj, attn, elem = layer_forward_parts(m, a100, 4096, 1, 1, False, True)
-    one_layer = stage_pass_times(StagePass(m, a100, 1, False, 4096, 1, 1, False, Recompute.NONE, True, 1e12))
+    one_layer = stage_pass_times(StagePass(model=m, gpu=a100, num_layers=1, has_head=False, seq_len=4096, micro_batch=1,
+                                            tp=1, sequence_parallel=False, recompute=Recompute.NONE,
+                                            flash_attention=True, link_bw=1e12))
     assert one_layer.backward_s == pytest.approx(2 * proj + 2.5 * attn + 2 * elem)
     proj_u, attn_u, elem_u = layer_forward_parts(m, a100, 4096, 1, 1, False, False)
-    unfused = stage_pass_times(StagePass(m, a100, 1, False, 4096, 1, 1, False, Recompute.NONE, False, 1e12))
+    unfused = stage_pass_times(StagePass(model=m, gpu=a100, num_layers=1, has_head=False, seq_len=4096, micro_batch=1,
+                                         tp=1, sequence_parallel=False, recompute=Recompute.NONE,
+                                         flash_attention=False, link_bw=1e12))
     assert unfused.backward_s == pytest.approx(2 * (proj_u + attn_u + elem_u))
 
 

@@ -12,6 +12,7 @@ and marked as expected failures where not, so meeting them fails the marker and 
 """
 from __future__ import annotations
 
+import re
 import statistics
 
 import pytest
@@ -99,22 +100,23 @@ def test_every_public_run_is_stated_or_has_a_reason(public):
 def test_megatron_engine_group_within_10_percent(public):
     # 41 Megatron-LM rows (2020 V100/A100 lines 85-96, 2021 Selene lines 65-84, 2024 H100 lines 47-55):
     # median abs. error measured 7.3%, signed +3.5% with GEMMs at the measured rates and no fitted factor,
-    # attention at FlashAttention-2's measured rates (issue 19); 5.1%, +1.0% with the fitted 0.948
+    # attention at FlashAttention-2's measured rates (issue 19); 5.1%, +1.0% with the fitted 0.948; 7.4%, +3.0%
+    # with compute slowed beside the collectives it hides (planner.comm.OVERLAP_COMPUTE_SLOWDOWN)
     s = public_runs.targets(public[0])[0]["Megatron-LM"]
     assert s.rows == 41
     assert s.median_abs <= 0.10
-    assert s.median_abs <= 0.073 + MEASURED_TOLERANCE
-    assert abs(s.signed_median - 0.035) <= MEASURED_TOLERANCE
+    assert s.median_abs <= 0.074 + MEASURED_TOLERANCE
+    assert abs(s.signed_median - 0.030) <= MEASURED_TOLERANCE
 
 
 def test_torchtitan_engine_group_does_not_regress(public):
     # 17 torchtitan rows (A100 lines 34-43, H100 HBM2e 500 W lines 2-27 and 44): median abs. error
     # measured 24.2% with the GEMMs at their measured rates without the fitted factor 0.948 and attention at
     # FlashAttention-2's measured rates (issue 19; 16.3% before), all but the two async-TP rows (lines 21,
-    # 27) over-predicted
+    # 27) over-predicted; 16.8% with compute slowed beside the FSDP collectives it hides
     s = public_runs.targets(public[0])[0]["torchtitan (FSDP2)"]
     assert s.rows == 17
-    assert s.median_abs <= 0.242 + MEASURED_TOLERANCE
+    assert s.median_abs <= 0.168 + MEASURED_TOLERANCE
 
 
 def test_torchtitan_rows_that_ran_fit(public):
@@ -130,23 +132,24 @@ def test_torchtitan_op_sac_costs_what_it_measured(public):
     assert abs(predicted - measured) <= 0.02, (measured, predicted)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 target not met: torchtitan median 24.2% (docs/validation.md)")
+@pytest.mark.xfail(strict=True, reason="issue 10 target not met: torchtitan median 16.8% (docs/validation.md)")
 def test_torchtitan_engine_group_within_10_percent(public):
     assert public_runs.targets(public[0])[0]["torchtitan (FSDP2)"].median_abs <= 0.10
 
 
 def test_gpu_types_do_not_regress(public):
-    # signed medians measured: A100 +8.2% (36 rows), H100 SXM 700 W +3.5% (9), H100 HBM2e 500 W +14.7% (9),
-    # V100 -13.4% (4) (issue 19: measured GEMM and attention rates, no fitted factor)
-    measured = {"A100": 0.082, "H100 SXM 700 W": 0.035, "H100 HBM2e 500 W": 0.147, "V100": -0.134}
+    # signed medians measured: A100 +7.9% (36 rows), H100 SXM 700 W -1.8% (9), H100 HBM2e 500 W +13.3% (9),
+    # V100 -13.4% (4) (issue 19: measured GEMM and attention rates, no fitted factor, compute slowed beside
+    # the collectives it hides)
+    measured = {"A100": 0.079, "H100 SXM 700 W": -0.018, "H100 HBM2e 500 W": 0.133, "V100": -0.134}
     gpu_types = public_runs.targets(public[0])[1]
     assert set(gpu_types) == set(measured)
     for gpu, signed in measured.items():
         assert abs(gpu_types[gpu].signed_median - signed) <= MEASURED_TOLERANCE, (gpu, gpu_types[gpu])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 target not met: GPU types' signed medians 28.1 points apart "
-                                       "(V100 -13.4% to H100 HBM2e 500 W +14.7%)")
+@pytest.mark.xfail(strict=True, reason="issue 10 target not met: GPU types' signed medians 26.7 points apart "
+                                       "(V100 -13.4% to H100 HBM2e 500 W +13.3%)")
 def test_gpu_types_signed_medians_within_10_points(public):
     assert public_runs.targets(public[0])[2] <= 0.10
 
@@ -180,7 +183,9 @@ def test_eager_kernels_and_op_sac_cost_more_time_and_op_sac_keeps_less(catalog):
     from planner.types import Recompute
     m, gpu = catalog.model("llama-2-7b"), catalog.gpus["a100-80gb-sxm"]
     def total(kernels, selective, rc=Recompute.SELECTIVE):
-        t = stage_pass_times(StagePass(m, gpu, 4, False, 4096, 1, 1, False, rc, True, gpu.link_bw_bytes_per_s),
+        t = stage_pass_times(StagePass(model=m, gpu=gpu, num_layers=4, has_head=False, seq_len=4096, micro_batch=1,
+                                       tp=1, sequence_parallel=False, recompute=rc, flash_attention=True,
+                                       link_bw=gpu.link_bw_bytes_per_s),
                              PassExecution(kernels=kernels, selective=selective))
         return t.forward_s + t.backward_s
     fused, core = Kernels.FUSED, SelectiveKind.ATTENTION_CORE
@@ -208,8 +213,9 @@ def test_fp8_runs_stated_apart_with_their_error(catalog):
     s = public_runs.summarise(tt)
     # issue 19: FP8 GEMMs at the measured FP8 rates (H100 0.709 of the FP8 peak), attention at FlashAttention-2's
     # measured rates: torchtitan +10.0%, line 59 -17.3%; +5.9% since FP8 plans reduce gradients as their BF16
-    # twins do (the engines branch)
-    assert abs(s.signed_median - 0.059) <= MEASURED_TOLERANCE
+    # twins do (the engines branch); +3.4%, line 59 -17.4% with compute slowed beside the collectives it hides;
+    # +6.0% with the pipelined rows (14, 16) as torchtitan runs them, ZeRO-2 (no all-gather per micro-batch)
+    assert abs(s.signed_median - 0.060) <= MEASURED_TOLERANCE
     assert abs(mg[0].error + 0.173) <= MEASURED_TOLERANCE
     assert all(r.reason for r in unstated) and any("row-wise" in r.reason for r in unstated)
     assert all(r.fits for r in stated)
@@ -247,14 +253,15 @@ def test_context_parallel_runs_stated_with_their_error(context_parallel):
     mg = [r for r in stated if r.engine == "megatron"]
     assert [r.line for r in tt] == [6, 7, 8, 17, 18, 19] and [r.line for r in mg] == [58, 60]
     assert all(r.predicted > 0 and abs(r.error) < 1.0 for r in stated)
-    # issue 19 (measured GEMM and attention rates): torchtitan +46.0%, Megatron-Core median 7.9%
-    assert abs(public_runs.summarise(tt).signed_median - 0.460) <= MEASURED_TOLERANCE
-    assert public_runs.summarise(mg).median_abs <= 0.079 + MEASURED_TOLERANCE
+    # issue 19 (measured GEMM and attention rates): torchtitan +46.0%, Megatron-Core median 7.9%; +43.5% and
+    # 9.1% with compute slowed beside the collectives it hides (FSDP's, the tp overlap's)
+    assert abs(public_runs.summarise(tt).signed_median - 0.435) <= MEASURED_TOLERANCE
+    assert public_runs.summarise(mg).median_abs <= 0.091 + MEASURED_TOLERANCE
     assert [u.line for u in unstated] == [99] and "Meta" in unstated[0].reason
 
 
 @pytest.mark.xfail(strict=True, reason="issue 10's 10% target not met by torchtitan's context-parallel rows: "
-                                       "median 46.0% (docs/validation.md)")
+                                       "median 44.4% (docs/validation.md)")
 def test_context_parallel_torchtitan_within_10_percent(context_parallel):
     tt = [r for r in context_parallel[0] if r.engine == "torchtitan"]
     assert public_runs.summarise(tt).median_abs <= 0.10
@@ -282,10 +289,12 @@ def test_gemm_roll_off_is_the_gpus_ops_byte_ratio(catalog):
 
 
 def test_tp_comm_overlap_leaves_one_chunk_and_what_outlasts_the_gemms():
+    from planner.comm import OVERLAP_COMPUTE_SLOWDOWN as slow
     from planner.compute import exposed_tp_comm_s
     assert exposed_tp_comm_s(1.0, 5.0, 1) == 1.0              # no tensor parallelism, nothing to overlap
-    assert exposed_tp_comm_s(1.0, 5.0, 8) == pytest.approx(1 / 8)
-    assert exposed_tp_comm_s(1.0, 0.25, 8) == pytest.approx(0.75)
+    # one chunk exposed, and the GEMMs beside the other seven slowed by them
+    assert exposed_tp_comm_s(1.0, 5.0, 8) == pytest.approx(1 / 8 + slow * 7 / 8)
+    assert exposed_tp_comm_s(1.0, 0.25, 8) == pytest.approx(0.75 + slow * 0.25)
     assert all(1.0 / t <= exposed_tp_comm_s(1.0, g, t) <= 1.0 for t in (2, 4, 8) for g in (0.0, 0.5, 2.0))
 
 
@@ -321,3 +330,45 @@ def test_every_set_reports_signed_medians_per_gpu_type_precision_and_layer_kind(
     text = "\n".join(validation.discipline_section(sets))
     assert "| GPU type | precision | layer kind |" in text and "| H100 SXM 700 W | fp8 | dense |" in text
     assert "signed median" in text and "Targets (issue 19)" in text
+
+
+def test_where_the_error_sits_by_engine_gpu_and_op_class(catalog):
+    # issue 19: which op class and which engine the error sits in, per micro-batch and sequence length
+    sets = validation.every_set(catalog)
+    text = "\n".join(validation.diagnosis_section(sets))
+    assert "## Where the error sits (issue 19)" in text and "| micro-batch size |" in text
+    assert "| sequence length (tokens per GPU) |" in text and "### What it shows" in text
+    public = [r for name, _, rows in sets if name.startswith("public") for r in rows]
+    # each row's layer forward splits into matmuls, attention and element-wise seconds, all positive
+    assert all(len(r.forward_parts) == 3 and min(r.forward_parts) > 0 for r in public)
+    # torchtitan at tp 1 ran on A100, the 500 W H100 and H200: measured, the three GPU types' signed
+    # medians +21.7%, +23.2% and +22.2%, within 5 points of each other (the gap is the engine's, not a GPU's)
+    tt1: dict[str, list[float]] = {}
+    for r in public:
+        if r.engine == "torchtitan" and r.plan.stages[0].replicas[0].tp == 1:
+            tt1.setdefault(r.gpu, []).append(r.error)
+    signed = {g: statistics.median(e) for g, e in tt1.items()}
+    assert set(signed) == {"A100", "H100 HBM2e 500 W", "H200"}
+    assert max(signed.values()) - min(signed.values()) <= 0.05
+    assert abs(signed["A100"] - 0.217) <= MEASURED_TOLERANCE
+
+
+def test_fp8_over_bf16_step_time_as_measured_on_the_pairs(catalog):
+    # the runs measured in both precisions (lines 3/4, 10/11, 20/12, 21/13, 20/22, 21/23, 26/28, 27/29,
+    # 44/45): median FP8/BF16 step-time ratio measured 0.74, predicted 0.74 (FP8 GEMMs at the measured rate)
+    sets = validation.every_set(catalog)
+    public = [r for name, _, rows in sets if name.startswith("public") for r in rows]
+    text = "\n".join(validation.fp8_pairs(public))
+    assert "(9 pairs)" in text
+    measured, predicted = map(float, re.search(r"measured (\d\.\d\d), predicted (\d\.\d\d)", text).groups())
+    assert measured == 0.74 and abs(predicted - measured) <= MEASURED_TOLERANCE
+
+
+def test_torchtitan_pipelined_rows_are_zero_2_as_torchtitan_runs_them(catalog):
+    # torchtitan/parallelisms/parallelize_llama.py lines 326-329 @9dec370: "For PP, do not reshard after
+    # forward to avoid per-microbatch all-gathers"
+    runs = public_runs.read_runs()
+    for line, zero in ((14, 2), (16, 2), (17, 2), (2, 3), (44, 3)):
+        _, plan, _ = public_runs.torchtitan_row(runs[line - 2], catalog.gpus)
+        assert plan.zero_stage == zero and (plan.num_stages > 1) == (zero == 2), line
+    assert "For PP, do not reshard after forward" in public_runs.ASSUMED["torchtitan"]

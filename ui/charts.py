@@ -36,6 +36,9 @@ def _layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
               if entries <= MAX_TOP_LEGEND_ENTRIES else dict(orientation="v", yanchor="top", y=1.0, x=1.02))
     fig.update_layout(title=dict(text=title, x=0, font=dict(size=15)), height=height, font=FONT,
                       template="plotly_white", margin=dict(l=10, r=10, t=50, b=10), legend=legend, **kw)
+    # numbers on the axes as the pages write them (ui.numbers): "120,000", not "120k"; "1,400", not "1400"
+    fig.for_each_xaxis(lambda axis: axis.update(tickformat=",") if axis.tickformat is None else None)
+    fig.for_each_yaxis(lambda axis: axis.update(tickformat=",") if axis.tickformat is None else None)
     return fig
 
 

@@ -21,6 +21,7 @@ from planner.types import GIB, MAX_LORA_RANK, InputError, Model, Precision
 from ui import session
 from ui.engines import engines_with_context_parallel, engines_with_expert_parallel, short_version
 from ui.markup import md
+from ui.numbers import gib, whole
 from ui.planning import (baseline_time_limit_s, build_model, catalog, context_degrees, expert_degrees,
                          pool_error_for_people)  # noqa: F401 - its home was here; tests import it
 from ui.state import (ENGINE_CHOICES, CONTEXT_PARALLEL_AUTO, DEFAULT_TIME_LIMIT_S, EXPERT_PARALLEL_AUTO,
@@ -254,11 +255,11 @@ def custom_model(current: str | dict) -> dict:
 def model_facts(model: Model) -> None:
     n = model_params(model)
     c = st.columns(4)
-    c[0].metric("parameters", f"{n / 1e9:.2f} B")
-    c[1].metric("weights (16-bit)", f"{n * 2 / GIB:,.0f} GiB")
-    c[2].metric("training state", f"{n * BYTES_PER_PARAM_TRAINING / GIB:,.0f} GiB",
+    c[0].metric("parameters", f"{n / 1e9:,.2f} B")
+    c[1].metric("weights (16-bit)", gib(n * 2))
+    c[2].metric("training state", gib(n * BYTES_PER_PARAM_TRAINING),
                 help="weights, fp32 gradients and Adam states: 18 bytes per parameter before sharding")
-    c[3].metric("layers × hidden", f"{model.layers} × {model.hidden}")
+    c[3].metric("layers × hidden", f"{whole(model.layers)} × {whole(model.hidden)}")
 
 
 @dataclass(frozen=True)
@@ -567,9 +568,11 @@ def job_inputs(state) -> JobInputs:
                          f"gets {_baseline_share():.0%} of it. A search that reaches its limit answers with "
                          "its best plan and how far from optimal that can be, by the cost model.",
                     **edits(TIME_LIMIT_WIDGET, lambda v: {"time_limit_s": float(v)}))
-    return JobInputs(state.global_batch, state.seq_len, state.precision, state.tokens_to_train, state.objective,
-                     state.deadline_hours, state.time_limit_s, state.engine, state.tf32, state.job_kind,
-                     state.lora_rank, state.offload, state.context_parallel, state.expert_parallel)
+    return JobInputs(global_batch=state.global_batch, seq_len=state.seq_len, precision=state.precision,
+                     tokens_to_train=state.tokens_to_train, objective=state.objective,
+                     deadline_hours=state.deadline_hours, time_limit_s=state.time_limit_s, engine=state.engine,
+                     tf32=state.tf32, job_kind=state.job_kind, lora_rank=state.lora_rank, offload=state.offload,
+                     context_parallel=state.context_parallel, expert_parallel=state.expert_parallel)
 
 
 TIME_LIMIT_WIDGET = session.WIDGET_PREFIX + "time_limit"

@@ -14,6 +14,7 @@ from planner.engines import AUTO, ENGINES, REAL
 from planner.types import InputError, JobKind, Offload, Plan, Precision
 from ui.frames import plan_shape
 from ui.markup import md
+from ui.numbers import per_million_tokens, percent, whole
 from ui.planning import catalog
 from ui.state import ENGINE_CHOICES
 
@@ -122,7 +123,7 @@ def search_proof(result) -> str:
     gap = getattr(result, "gap", None)
     stopped = getattr(result, "stopped_by", None)
     head = f"stopped at its {stopped}" if stopped else "not proven best"
-    return f"{head}, " + (f"gap {gap:.1%}" if gap is not None else "gap unknown")
+    return f"{head}, " + (f"gap {percent(gap, 1)}" if gap is not None else "gap unknown")
 
 
 def engines_table(outcomes: dict, cluster_gpus: int):
@@ -142,9 +143,9 @@ def engines_table(outcomes: dict, cluster_gpus: int):
             continue
         best = outcome.result.plans[0]
         est = best.estimate
-        rows.append({**row, "tokens/s": f"{est.tokens_per_s:,.0f}",
-                     "$ / M tokens": f"${est.cost_per_million_tokens_usd:.3f}",
-                     "GPUs used": f"{est.num_gpus:,} of {cluster_gpus:,}", "search": search_proof(outcome.result),
+        rows.append({**row, "tokens/s": whole(est.tokens_per_s),
+                     "$ / M tokens": per_million_tokens(est.cost_per_million_tokens_usd),
+                     "GPUs used": f"{whole(est.num_gpus)} of {whole(cluster_gpus)}", "search": search_proof(outcome.result),
                      "tokens/s vs runtime": "-" if ref is None or name == DEFAULT_ENGINE else
                      _change(est.tokens_per_s, ref.tokens_per_s),
                      "$ / M vs runtime": "-" if ref is None or name == DEFAULT_ENGINE else

@@ -7,9 +7,8 @@ import pandas as pd
 
 from planner.compute import gemm_half_dim
 from planner.placement import place
-from planner.report import format_duration
 from planner.types import GIB, Cluster, Estimate, Plan
-from ui.numbers import layer_range
+from ui.numbers import dollars, duration, gib, layer_range, per_million_tokens, percent, signed, whole
 from ui.state import JOB_KIND_LABELS
 
 
@@ -130,12 +129,12 @@ def metrics_table(rows: list[dict]) -> pd.DataFrame:
         return df
     return pd.DataFrame({
         "plan": df["plan"], "kind": df["kind"], "GPUs": df["gpus"], "stages": df["stages"],
-        "tokens/s": df["tokens_per_s"].map("{:,.0f}".format), "MFU": df["mfu"].map("{:.1%}".format),
-        "iteration": df["iteration_s"].map("{:.3f} s".format),
-        "$ / M tokens": df["usd_per_m_tokens"].map("${:.3f}".format),
-        "$ / hour": df["usd_per_hour"].map("${:,.0f}".format),
-        "time to train": df["train_time_s"].map(format_duration),
-        "$ to train": df["train_cost_usd"].map(lambda v: "-" if v is None or pd.isna(v) else f"${v:,.0f}"),
+        "tokens/s": df["tokens_per_s"].map(whole), "MFU": df["mfu"].map(lambda v: percent(v, 1)),
+        "iteration": df["iteration_s"].map(duration),
+        "$ / M tokens": df["usd_per_m_tokens"].map(per_million_tokens),
+        "$ / hour": df["usd_per_hour"].map(dollars),
+        "time to train": df["train_time_s"].map(duration),
+        "$ to train": df["train_cost_usd"].map(lambda v: "-" if v is None or pd.isna(v) else dollars(v)),
         "fits": df["fits"].map({True: "yes", False: "NO"}),
     })
 
@@ -210,7 +209,7 @@ def memory_overflow(groups: pd.DataFrame) -> pd.DataFrame:
         "replicas": over["replicas"] if "replicas" in over else 1,
         "needs GiB": over["total"].round(1), "holds GiB": over["capacity"].round(1),
         "short by GiB": (over["total"] - over["capacity"]).round(1),
-        "largest part": [f"{part} {over.at[i, part]:.1f} GiB" for i, part in largest.items()],
+        "largest part": [f"{part} {gib(over.at[i, part] * GIB)}" for i, part in largest.items()],
     }).reset_index(drop=True)
 
 
@@ -227,35 +226,30 @@ def _change(before: float, after: float, kind: str, fmt) -> str:
         return "same"
     sign = "+" if d > 0 else "-"
     if kind == "relative" and before:
-        return f"{after / before - 1:+.1%}"
+        return signed(after / before - 1)
     if kind == "points":
         return f"{sign}{abs(d) * 100:.1f} pt"
     return sign + fmt(abs(d))
 
 
-def _time(seconds: float) -> str:
-    return f"{seconds * 1e3:,.0f} ms" if seconds < 10 else f"{seconds:,.2f} s"
-
-
 def side_by_side(before: Estimate, before_plan: Plan, after: Estimate, after_plan: Plan) -> pd.DataFrame:
     """The key metrics of two plans (the plan on view and an edit of it), with the change."""
     rows = [
-        ("throughput (tokens/s)", before.tokens_per_s, after.tokens_per_s, "{:,.0f}".format, "relative"),
-        ("MFU", before.mfu, after.mfu, "{:.1%}".format, "points"),
-        ("iteration", before.iteration_time_s, after.iteration_time_s, _time, "relative"),
-        ("pipeline (of the iteration)", before.pipeline_time_s, after.pipeline_time_s, _time, "relative"),
-        ("$ / M tokens", before.cost_per_million_tokens_usd, after.cost_per_million_tokens_usd, "${:.3f}".format,
+        ("throughput (tokens/s)", before.tokens_per_s, after.tokens_per_s, whole, "relative"),
+        ("MFU", before.mfu, after.mfu, lambda v: percent(v, 1), "points"),
+        ("iteration", before.iteration_time_s, after.iteration_time_s, duration, "relative"),
+        ("pipeline (of the iteration)", before.pipeline_time_s, after.pipeline_time_s, duration, "relative"),
+        ("$ / M tokens", before.cost_per_million_tokens_usd, after.cost_per_million_tokens_usd, per_million_tokens,
          "relative"),
-        ("$ / hour", before.cost_per_hour_usd, after.cost_per_hour_usd, "${:,.0f}".format, "relative"),
-        ("GPUs used", before.num_gpus, after.num_gpus, "{:,}".format, "unit"),
-        ("pipeline stages", before_plan.num_stages, after_plan.num_stages, "{:,}".format, "unit"),
+        ("$ / hour", before.cost_per_hour_usd, after.cost_per_hour_usd, dollars, "relative"),
+        ("GPUs used", before.num_gpus, after.num_gpus, whole, "unit"),
+        ("pipeline stages", before_plan.num_stages, after_plan.num_stages, whole, "unit"),
         ("fullest GPU's memory (of its capacity)", peak_memory_share(before), peak_memory_share(after),
-         "{:.0%}".format, "points"),
-        ("peak memory per GPU", before.peak_memory_bytes / GIB, after.peak_memory_bytes / GIB,
-         "{:.1f} GiB".format, "unit"),
+         percent, "points"),
+        ("peak memory per GPU", before.peak_memory_bytes, after.peak_memory_bytes, gib, "unit"),
     ]
     if before.train_time_s and after.train_time_s:
-        rows.append(("time to train", before.train_time_s, after.train_time_s, format_duration, "relative"))
+        rows.append(("time to train", before.train_time_s, after.train_time_s, duration, "relative"))
     out = [{"metric": name, "plan on view": fmt(b), "edited": fmt(a), "change": _change(b, a, kind, fmt)}
            for name, b, a, fmt, kind in rows]
     out.append({"metric": "fits in memory", "plan on view": "yes" if before.fits else "NO",
@@ -314,8 +308,8 @@ def mfu_caveat(plan: Plan, cluster: Cluster, est: Estimate) -> str:
     peak16, peak_own = mfu_peaks(plan, cluster)
     if peak_own == peak16:
         return ""
-    return (f"MFU {est.mfu:.1%} is against the GPUs' 16-bit peak, as MFU is usually quoted; against their FP8 "
-            f"peak, at which this fp8 plan runs its linear layers, it is {est.mfu * peak16 / peak_own:.1%}.")
+    return (f"MFU {percent(est.mfu, 1)} is against the GPUs' 16-bit peak, as MFU is usually quoted; against their FP8 "
+            f"peak, at which this fp8 plan runs its linear layers, it is {percent(est.mfu * peak16 / peak_own, 1)}.")
 
 
 def batch_too_small(plan: Plan, cluster: Cluster, est: Estimate) -> str:
@@ -328,5 +322,5 @@ def batch_too_small(plan: Plan, cluster: Cluster, est: Estimate) -> str:
         return ""
     return (f"The batch is far too small for {est.num_gpus:,} GPUs: {plan.global_batch:,} sequences of "
             f"{plan.seq_len:,} tokens give each GPU {tokens_per_gpu:,.1f} tokens an iteration, fewer than the "
-            f"{half:,.0f} at which its matmuls reach half their best rate, hence the MFU of {est.mfu:.1%}. "
+            f"{half:,.0f} at which its matmuls reach half their best rate, hence the MFU of {percent(est.mfu, 1)}. "
             "Raise the global batch, or plan for fewer GPUs.")

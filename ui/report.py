@@ -12,12 +12,13 @@ import plotly.graph_objects as go
 
 from planner.engines import ENGINES
 from planner.flops import model_params
-from planner.report import format_duration, spot_text
+from planner.report import spot_text
 from planner.types import Cluster, Estimate, Plan
 from ui import charts, frames, phases
 from ui.engines import short_version
 from ui.engines import title as engine_title
 from ui.markup import md
+from ui.numbers import count, dollars, duration, per_million_tokens, percent, whole
 
 STYLE = """
 body{font-family:Inter,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;color:#1f2430}
@@ -40,22 +41,23 @@ def precision_text(plan: Plan) -> str:
 def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str, str]]:
     spot = spot_text(est)       # a plan on spot pools: its expected figures
     return [
-        ("cluster", f"{cluster.name}: " + ", ".join(f"{p.num_gpus} × {p.gpu.id}" for p in cluster.pools)),
+        ("cluster", f"{cluster.name}: " + ", ".join(f"{whole(p.num_gpus)} × {p.gpu.id}" for p in cluster.pools)),
         ("model", f"{plan.model.name} ({model_params(plan.model) / 1e9:.1f} B parameters)"),
-        ("job", f"{frames.plan_training_text(plan)}, global batch {plan.global_batch} × {plan.seq_len} tokens, "
+        ("job", f"{frames.plan_training_text(plan)}, global batch {whole(plan.global_batch)} × {whole(plan.seq_len)} tokens, "
                 f"{precision_text(plan)}, micro-batch {plan.micro_batch}"),
         ("engine", f"{engine_title(plan.engine)} · {short_version(ENGINES[plan.engine].version)}: the plan is "
                    "predicted as this engine runs it"),
-        ("plan", f"{plan.num_stages} stages on {plan.num_gpus} GPUs, "
+        ("plan", f"{count(plan.num_stages, 'stage')} on {count(plan.num_gpus, 'GPU')}, "
                  + (f"{frames.context_text(plan)}, " if plan.context_parallel > 1 else "")
                  + (f"{frames.expert_text(plan)}, " if plan.expert_parallel > 1 else "") + f"ZeRO {plan.zero_stage}, "
                  f"recompute {plan.recompute.value}, schedule {plan.schedule.value}"),
-        ("throughput", f"{est.tokens_per_s:,.0f} tokens/s"),
-        ("MFU", f"{est.mfu:.1%}"),
-        ("iteration time", f"{est.iteration_time_s:.3f} s"),
-        ("cost", f"${est.cost_per_hour_usd:,.2f}/h, ${est.cost_per_million_tokens_usd:.3f} per million tokens"),
-        ("time to train", format_duration(est.train_time_s)),
-        ("dollars to train", "-" if est.train_cost_usd is None else f"${est.train_cost_usd:,.0f}"),
+        ("throughput", f"{whole(est.tokens_per_s)} tokens/s"),
+        ("MFU", percent(est.mfu, 1)),
+        ("iteration time", duration(est.iteration_time_s)),
+        ("cost", f"{dollars(est.cost_per_hour_usd)}/h, {per_million_tokens(est.cost_per_million_tokens_usd)} per "
+                 "million tokens"),
+        ("time to train", duration(est.train_time_s)),
+        ("dollars to train", "-" if est.train_cost_usd is None else dollars(est.train_cost_usd)),
         ("energy", frames.energy_text(est)),
         *([("spot", spot)] if spot else []),
         ("fits in memory", "yes" if est.fits else f"NO: {est.oom}"),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from catalog import plan_to_dict, without_output_keys
 from planner import spot
+from ui.numbers import count, per_million_tokens, percent, whole
 from ui.planning import catalog
 
 
@@ -54,7 +55,8 @@ def find(named: list[NamedPlan], plan: dict | None) -> NamedPlan | None:
 
 def baseline_facts(estimate, cluster_gpus: int) -> str:
     """What a baseline is, next to any gain quoted against it: "16 of 112 GPUs · $0.412 / M tokens"."""
-    return f"{estimate.num_gpus:,} of {cluster_gpus:,} GPUs · ${spot.cost_per_million_tokens_usd(estimate):.3f} / M tokens"
+    return (f"{whole(estimate.num_gpus)} of {count(cluster_gpus, 'GPU')} · "
+            f"{per_million_tokens(spot.cost_per_million_tokens_usd(estimate))} / M tokens")
 
 
 def cheaper_baseline(name: str, plan_estimate, baseline_estimate, cluster_gpus: int) -> str:
@@ -64,13 +66,14 @@ def cheaper_baseline(name: str, plan_estimate, baseline_estimate, cluster_gpus: 
     base_usd = spot.cost_per_million_tokens_usd(baseline_estimate)
     if not base_usd < plan_usd * (1 - 0.005):            # within half a percent: the same price
         return ""
-    return (f"The {name} is {1 - base_usd / plan_usd:.0%} cheaper per token than this plan "
-            f"(${base_usd:.3f} against ${plan_usd:.3f} per million tokens): it uses {baseline_estimate.num_gpus:,} "
-            f"of the {cluster_gpus:,} GPUs, this plan {plan_estimate.num_gpus:,}.")
+    return (f"The {name} is {percent(1 - base_usd / plan_usd)} cheaper per token than this plan "
+            f"({per_million_tokens(base_usd)} against {per_million_tokens(plan_usd)} per million tokens): it uses "
+            f"{whole(baseline_estimate.num_gpus)} of the {count(cluster_gpus, 'GPU')}, this plan "
+            f"{whole(plan_estimate.num_gpus)}.")
 
 
 def _percent(fraction: float) -> str:
-    return f"{abs(fraction):.0%}" if abs(fraction) >= 0.01 else f"{abs(fraction):.1%}"
+    return percent(abs(fraction))
 
 
 def _what_it_leaves(plan, cluster) -> str:
@@ -81,8 +84,8 @@ def _what_it_leaves(plan, cluster) -> str:
         if pool.num_gpus > used.get(pool.name, 0):
             idle[pool.gpu.id] = idle.get(pool.gpu.id, 0) + pool.num_gpus - used.get(pool.name, 0)
     if not idle:
-        return f"uses all {cluster.num_gpus:,} GPUs"
-    parts = [f"{n:,} {gpu} GPU{'s' if n != 1 else ''}" for gpu, n in idle.items()]
+        return f"uses all {count(cluster.num_gpus, 'GPU')}"
+    parts = [f"{whole(n)} {gpu} GPU{'s' if n != 1 else ''}" for gpu, n in idle.items()]
     return "leaves " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + " idle"
 
 
@@ -105,7 +108,7 @@ def cheaper_front_plans(result, on_view_plan: dict, on_view_estimate, cluster) -
                 f"{_percent(speed)} {'slower' if speed < 0 else 'faster'}")
         cheaper = 1 - usd / view_usd
         out.append((name, f"{pace}, {_percent(cheaper)} cheaper per token "
-                          f"(${usd:.3f} / M tokens): {_what_it_leaves(sp.plan, cluster)}"))
+                          f"({per_million_tokens(usd)} / M tokens): {_what_it_leaves(sp.plan, cluster)}"))
     return out
 
 
@@ -156,5 +159,5 @@ def baseline_gap_text(search: BaselineSearch) -> str:
         return f"search stopped at its {search.stopped_by}, with a gap unknown"
     if search.gap < 0.0005:
         return f"search stopped at its {search.stopped_by}, with a gap below 0.1% (fast estimate)"
-    return (f"search stopped at its {search.stopped_by}: a plan of its space up to {search.gap:.1%} better "
+    return (f"search stopped at its {search.stopped_by}: a plan of its space up to {percent(search.gap, 1)} better "
             f"may be unexplored (fast estimate)")

@@ -49,7 +49,11 @@ def engine_row(e) -> dict:
             "interleave": s.interleave, "recompute": [r.value for r in s.recomputes],
             "precisions": [p.value for p in s.precisions], "overlap_grad_reduce": x.overlap_grad_reduce,
             "fp32_grad_reduce": [p.value for p in x.fp32_grad_reduce], "zero_overlap": x.zero_overlap,
-            "layer_overhead_s": x.layer_overhead_s, "framework_gib": x.framework_bytes / GIB}
+            "layer_overhead_s": x.layer_overhead_s, "framework_gib": x.framework_bytes / GIB,
+            "switches": [{"key": w.name, "written_as": w.written_as, "zero_stages": list(w.zero_stages),
+                          "pipelined": w.pipelined} for w in s.switches],
+            "tp_comm_overlap": s.tp_comm_overlap, "hybrid_shard": s.hybrid_shard,
+            "mixture_of_experts": s.mixture_of_experts, "expert_parallel_with_tp": s.expert_parallel_with_tp}
 
 
 def run(args) -> int:

@@ -74,8 +74,8 @@ def check_output_file(path: str | Path, option: str) -> Path:
     points. Refuses anything there but a regular file or nothing, and a link whose target is missing
     (writing there would create folders the user never named)."""
     path = Path(path)
+    _check_path_walk(path, option)       # outside the try: its InputError is a ValueError too
     try:
-        _check_path_walk(path, option)
         target = Path(os.path.realpath(path)) if path.is_symlink() else path
         info = os.stat(target)
     except FileNotFoundError:
@@ -97,8 +97,8 @@ def check_output_file(path: str | Path, option: str) -> Path:
 def check_output_folder(path: str | Path, option: str) -> Path:
     """A folder to write files into: an existing folder (or a link to one), or nothing yet."""
     path = Path(path)
+    _check_path_walk(path, option)
     try:
-        _check_path_walk(path, option)
         info = os.stat(path)
     except FileNotFoundError:
         if path.is_symlink():

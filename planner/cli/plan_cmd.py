@@ -67,8 +67,8 @@ def register(sub) -> None:
     p.add_argument("--engine", choices=(AUTO, *ENGINES, "all"), default=AUTO, metavar="NAME",
                    help=f"the engine that will run the plan: search only what it runs and predict it as it runs it "
                         f"({', '.join(ENGINES)}). {AUTO} (default): the best plan over the engines people launch "
-                        f"({', '.join(REAL)}), searched in turn, each pruned by the best plan before it (half of "
-                        f"--time-limit for the first, an equal share of the rest for each next), the plan tagged "
+                        f"({', '.join(REAL)}), searched in turn, each pruned by the best plan before it (each with "
+                        f"the --time-limit left less 5% of it for each engine after it), the plan tagged "
                         f"with its engine; {RUNTIME}: hetplan's own runtime (`run-local`), which runs every plan; "
                         f"`all`: the best plan of each engine side by side")
     p.add_argument("--baseline", choices=("megatron", "uniform", "exhaustive"), default=None,
@@ -144,8 +144,10 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
     offload = Offload.NONE if args.offload == "auto" else Offload(args.offload)
     cp = 1 if args.context_parallel == "auto" else args.context_parallel
     ep = 1 if args.expert_parallel == "auto" else args.expert_parallel
-    job = Job(model, args.global_batch, args.seq_len, Precision(args.precision) if args.precision else None,
-              args.tokens, RUNTIME if engine == AUTO else engine, None if args.tf32 is None else args.tf32 == "on", training, offload, cp, ep)
+    job = Job(model=model, global_batch=args.global_batch, seq_len=args.seq_len,
+              precision=Precision(args.precision) if args.precision else None, tokens_to_train=args.tokens,
+              engine=RUNTIME if engine == AUTO else engine, tf32=None if args.tf32 is None else args.tf32 == "on",
+              training=training, offload=offload, context_parallel=cp, expert_parallel=ep)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
                       method=args.baseline or "hetplan", options=_options(args.time_limit),

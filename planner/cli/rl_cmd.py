@@ -75,10 +75,12 @@ def check_flags(args) -> None:
 def job_from_args(args, model, catalog) -> RlJob:
     reward = catalog.model(args.reward_model, "--reward-model") if args.reward_model else None
     try:
-        return RlJob(model, Algorithm(args.job_kind), args.prompts_per_step, args.samples_per_prompt, args.prompt_len,
-                     args.response_len, args.response_len_max or args.response_len, args.ppo_epochs or 1,
-                     args.mini_batches or 1, Mode.ASYNC if args.rl_async else Mode.SYNC,
-                     True if args.reference is None else args.reference, reward)
+        return RlJob(model=model, algorithm=Algorithm(args.job_kind), prompts_per_step=args.prompts_per_step,
+                     samples_per_prompt=args.samples_per_prompt, prompt_len=args.prompt_len,
+                     response_len=args.response_len, response_len_max=args.response_len_max or args.response_len,
+                     ppo_epochs=args.ppo_epochs or 1, mini_batches=args.mini_batches or 1,
+                     mode=Mode.ASYNC if args.rl_async else Mode.SYNC,
+                     reference=True if args.reference is None else args.reference, reward_model=reward)
     except InputError as e:
         raise InputError("--" + e.field.replace("_", "-"), e.message) from None
 

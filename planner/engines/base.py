@@ -17,7 +17,14 @@ An `Engine` is a profile of one engine at one pinned version:
 hetplan's own runtime (`hetplan run-local`) is the most capable and the least costly profile:
 every other engine's execution costs at least as much time and memory (`Execution.dominates`,
 held by tests/test_engines.py), but for switches a plan turns on that the runtime lacks
-(`Plan.tp_comm_overlap`, read into pass times from the plan's own engine). The search's bounds are built for that floor, so they stay lower
+(`Plan.tp_comm_overlap`, read into pass times from the plan's own engine; `Plan.overlap_param_gather`,
+which hides only the post-step all-gather the bounds leave out).
+
+Overlap switches (`PlanSwitch`, `Space.switches`): the plan keys overlap_grad_reduce, overlap_param_gather
+and prefetch turn an engine's overlap on or off where it has the switch (Megatron-LM's
+--overlap-grad-reduce and --overlap-param-gather, DeepSpeed's overlap_comm, FSDP's prefetch); absent,
+the engine's default runs. The search turns each on where it applies (none is slower in the cost
+model), the cost model reads them through `execution_for`, the exports write them. The search's bounds are built for that floor, so they stay lower
 bounds under every engine.
 
 Every claim of a profile cites the engine's source at the pinned version (`sources`).
@@ -40,6 +47,25 @@ WHOLE_MODEL_JOBS = (JobKind.PRETRAIN, JobKind.FULL_FINETUNE)
 
 
 @dataclass(frozen=True)
+class PlanSwitch:
+    """An overlap the engine lets a plan turn on or off (the Plan field `name`), where it applies."""
+    name: str                                # "overlap_grad_reduce", "overlap_param_gather" or "prefetch"
+    zero_stages: tuple[int, ...]             # the ZeRO stages it applies under
+    pipelined: bool = True                   # also with two or more pipeline stages
+    needs: tuple[str, ...] = ()              # switches that must be on with it (Megatron: param gather needs
+    #                                          the overlapped grad reduce)
+    written_as: str = ""                     # what the export writes for it
+    on_by_default: tuple[int, ...] = ()      # ZeRO stages under which the engine turns it on unless told
+    #                                          (DeepSpeed's overlap_comm: ZeRO-3)
+
+    def applies(self, num_stages: int, zero_stage: int) -> bool:
+        return zero_stage in self.zero_stages and (self.pipelined or num_stages == 1)
+
+
+SWITCHES = ("overlap_grad_reduce", "overlap_param_gather", "prefetch")   # Plan fields an engine may offer
+
+
+@dataclass(frozen=True)
 class Space:
     """(a) What a plan may contain under the engine."""
     uneven_layers: bool = True             # stages may hold different numbers of layers
@@ -58,6 +84,9 @@ class Space:
     context_parallel: bool = False         # the sequence split over GPUs (ring attention)
     context_parallel_zero_stages: tuple[int, ...] = (0, 1, 2, 3)   # the ZeRO stages it runs with cp > 1
     expert_parallel: bool = False          # routed experts sharded over data-parallel replicas
+    expert_tensor_parallel: bool = False   # an expert tp degree below tp (Plan.expert_tensor_parallel)
+    expert_parallel_with_tp: bool = True   # ... together with tp or cp > 1, each expert split over the tp group
+    #                                        as planned (torchtitan 0.3.0 builds another expert mesh: False)
     job_kinds: tuple[JobKind, ...] = WHOLE_MODEL_JOBS   # pretraining, fine-tuning, LoRA, QLoRA
     adapters_with_recompute: bool = True   # LoRA together with activation recomputation
     adapters_with_moe: bool = True         # LoRA on mixture-of-experts models
@@ -65,6 +94,8 @@ class Space:
     pipeline_parallel: bool = True         # two or more pipeline stages at all
     tp_comm_overlap: bool = False          # a plan may pipeline tp collectives with its GEMMs (Plan.tp_comm_overlap)
     mixture_of_experts: bool = True        # models with routed experts at all
+    hybrid_shard: bool = False             # states sharded within a node, replicated across (Plan.hybrid_shard)
+    switches: tuple[PlanSwitch, ...] = ()      # overlaps a plan may turn on or off (Plan.overlap_grad_reduce, ...)
     latent_attention: bool = True          # multi-head latent attention (DeepSeek-V2/V3) at all
 
     def zero_allowed(self, zero_stage: int, num_stages: int) -> bool:
@@ -98,6 +129,8 @@ class Execution:
     #                                         planner.compute.exposed_tp_comm_s)
     overlap_param_gather: bool = False      # ZeRO-1/2's post-step weight all-gather hidden behind the next
     #                                         iteration's first forward (Megatron-Core --overlap-param-gather)
+    prefetch: bool = True                   # ZeRO-3's backward all-gathers issued a layer ahead (FSDP
+    #                                         backward_prefetch); off: each exposed (planner.cost)
     tf32_default: bool = False              # fp32 matmuls on TF32 tensor cores unless the plan says otherwise
     #                                         (PyTorch's default: off, torch.backends.cuda.matmul.allow_tf32)
     notes: tuple[str, ...] = ()             # how it runs every plan, in words
@@ -134,6 +167,7 @@ class Execution:
                 and self.zero_overlap <= other.zero_overlap
                 and (other.tp_comm_overlap or not self.tp_comm_overlap)
                 and (other.overlap_param_gather or not self.overlap_param_gather)
+                and (other.prefetch or not self.prefetch)
                 and self.layer_overhead_s >= other.layer_overhead_s
                 and self.framework_bytes >= other.framework_bytes
                 and self.offload_grad_bytes >= other.offload_grad_bytes)
@@ -151,8 +185,37 @@ class Engine:
     summary: str = ""
 
     def execution_for(self, plan: Plan) -> Execution:
-        """How the engine executes `plan`: its execution with the switches the plan turns on."""
-        return replace(self.execution, tp_comm_overlap=True) if plan.tp_comm_overlap else self.execution
+        """How the engine executes `plan`: its execution with the switches the plan turns on or off."""
+        chosen = {sw.name: True for sw in self.space.switches
+                  if plan.zero_stage in sw.on_by_default and sw.applies(plan.num_stages, plan.zero_stage)}
+        chosen.update({name: getattr(plan, name) for name in SWITCHES if getattr(plan, name) is not None})
+        return self.execution_with(chosen, plan.tp_comm_overlap)
+
+    def execution_with(self, switches: dict[str, bool], tp_comm_overlap: bool = False) -> Execution:
+        run = replace(self.execution, **switches) if switches else self.execution
+        return replace(run, tp_comm_overlap=True) if tp_comm_overlap else run
+
+    def search_switches(self, num_stages: int, zero_stage: int) -> dict[str, bool]:
+        """The switches the search sets for a plan of this shape: every one the engine offers there, on (none is
+        slower in the cost model); the others absent (the engine's default)."""
+        return {sw.name: True for sw in self.space.switches if sw.applies(num_stages, zero_stage)}
+
+    def switch_violations(self, plan: Plan) -> list[str]:
+        """A plan switch the engine has no switch for where the plan sets it otherwise than the engine runs."""
+        out, offered = [], {sw.name: sw for sw in self.space.switches}
+        for name in SWITCHES:
+            value, sw = getattr(plan, name), offered.get(name)
+            if value is None:
+                continue
+            if sw is None or not sw.applies(plan.num_stages, plan.zero_stage):
+                if value != getattr(self.execution, name):
+                    where = (f" (it switches it with ZeRO stage {_join(sw.zero_stages)}"
+                             f"{'' if sw.pipelined else ', without pipelining'})" if sw else "")
+                    out.append(f"{self.title} cannot turn {name} {'on' if value else 'off'} here{where}")
+            elif value:
+                out += [f"{self.title} runs {name} only with {need} on" for need in sw.needs
+                        if not getattr(self.execution_for(plan), need)]
+        return out
 
     def violations(self, plan: Plan) -> list[str]:
         """What in `plan` this engine cannot run, one plain sentence each (empty: it runs it)."""
@@ -209,10 +272,19 @@ class Engine:
         elif plan.context_parallel > 1 and plan.zero_stage not in s.context_parallel_zero_stages:
             out.append(f"{name} runs context parallelism with ZeRO stage {_join(s.context_parallel_zero_stages)} "
                        f"only; the plan uses ZeRO stage {plan.zero_stage}")
-        out += self.model_violations(plan.model)
+        if plan.expert_tensor_parallel not in (0, *tps) and not s.expert_tensor_parallel:
+            out.append(f"{name} splits each expert over the tp group; the plan splits them over "
+                       f"expert_tensor_parallel {plan.expert_tensor_parallel}")
+        if plan.hybrid_shard and not s.hybrid_shard:
+            out.append(f"{name} has no hybrid sharding (states sharded within a node, replicated across nodes)")
+        out += self.model_violations(plan.model) + self.switch_violations(plan)
         if plan.expert_parallel > 1 and not s.expert_parallel:
             out.append(f"{name} has no expert parallelism; the plan shards the experts over "
                        f"{plan.expert_parallel} replicas")
+        elif plan.expert_parallel > 1 and max(tps) * plan.context_parallel > 1 and not s.expert_parallel_with_tp:
+            out.append(f"{name} forms its expert-parallel groups from the tp and cp ranks first, with no expert "
+                       f"tensor parallelism, not over {plan.expert_parallel} replicas with each expert split over "
+                       f"tp {max(tps)} as the plan does; plan expert parallelism with tp 1 and context_parallel 1")
         return out + self._job_violations(plan)
 
     def model_violations(self, model: Model) -> list[str]:

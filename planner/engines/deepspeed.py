@@ -5,7 +5,7 @@ data-parallel replicas and every replica the same share of the batch; layer boun
 per stage. No tensor parallelism of its own in the pipeline engine. The pipeline engine runs
 ZeRO stage 0 or 1 only; ZeRO-2/3 run without pipelining.
 """
-from planner.engines.base import Engine, Execution, Space
+from planner.engines.base import Engine, Execution, Space, PlanSwitch
 from planner.engines.sources import DEEPSPEED as VERSION, DEEPSPEED_SOURCES
 from planner.types import GIB, Offload, Precision, Recompute
 
@@ -13,6 +13,8 @@ ENGINE = Engine(
     name="deepspeed", title="DeepSpeed", version=VERSION,
     space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
+                switches=(PlanSwitch("overlap_grad_reduce", (1, 2, 3), pipelined=False,
+                                 written_as="zero_optimization.overlap_comm", on_by_default=(3,)),),
                 recomputes=(Recompute.NONE, Recompute.FULL), sequence_parallel=False, tensor_parallel=False,
                 precisions=(Precision.FP32, Precision.BF16, Precision.FP16),
                 offloads=((Offload.OPTIMIZER, (1, 2, 3)), (Offload.OPTIMIZER_PARAMS, (3,)))),
@@ -25,5 +27,6 @@ ENGINE = Engine(
     sources=DEEPSPEED_SOURCES,
     summary="equal replicas per stage, exact layer boundaries, no tensor parallelism in the pipeline engine; "
             "ZeRO-1 with pipelining, ZeRO-2/3 without; full activation checkpointing only; pretraining and full "
-            "fine-tuning; ZeRO-Offload of the optimizer (ZeRO 1-3) and of parameters (ZeRO-3)",
+            "fine-tuning; ZeRO-Offload of the optimizer (ZeRO 1-3) and of parameters (ZeRO-3); overlap_comm a plan "
+            "switch without pipelining",
 )

@@ -35,6 +35,12 @@ FEATURES = (
     ("context parallelism", lambda e: _flag(e.space.context_parallel)),
     ("expert parallelism", lambda e: _flag(e.space.expert_parallel)),
     ("MoE / latent-attention models", lambda e: f"{_flag(e.space.mixture_of_experts)} / {_flag(e.space.latent_attention)}"),
+    ("expert parallelism with tp > 1", lambda e: _flag(e.space.expert_parallel and e.space.expert_parallel_with_tp)),
+    ("overlap switches (plan keys)", lambda e: "; ".join(
+        f"`{sw.name}` ({sw.written_as}; ZeRO {_zero(sw.zero_stages)}{'' if sw.pipelined else ', one stage'})"
+        for sw in e.space.switches) or NO),
+    ("tp-communication overlap", lambda e: _flag(e.space.tp_comm_overlap)),
+    ("hybrid sharding (`hybrid_shard`)", lambda e: _flag(e.space.hybrid_shard)),
     ("job kinds", lambda e: ", ".join(k.value for k in e.space.job_kinds)),
     ("LoRA limits", lambda e: ", ".join(x for x, ok in (("no recompute", e.space.adapters_with_recompute),
                                                          ("dense models", e.space.adapters_with_moe)) if not ok) or "-"),

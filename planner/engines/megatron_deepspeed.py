@@ -18,7 +18,7 @@ launch (planner.export.megatron_deepspeed), so the default planning (planner.eng
 Dense models only: Megatron-DeepSpeed's experts are DeepSpeed-MoE (--num-experts, --topk with a
 capacity factor), another expert model than the one hetplan costs, and it has no latent attention.
 """
-from planner.engines.base import ALL_RECOMPUTES, Engine, Execution, Space
+from planner.engines.base import ALL_RECOMPUTES, Engine, Execution, Space, PlanSwitch
 from planner.engines.sources import MEGATRON_DEEPSPEED as VERSION, MEGATRON_DEEPSPEED_SOURCES
 from planner.types import GIB, Precision
 
@@ -26,6 +26,8 @@ ENGINE = Engine(
     name="megatron-deepspeed", title="Megatron-DeepSpeed", version=VERSION,
     space=Space(uneven_layers=True, tp_per_stage=False, replicas_per_stage=False, mixed_stages=False,
                 zero_stages=(0, 1, 2, 3), zero_stages_pipelined=(0, 1), interleave=False, gpipe=False,
+                switches=(PlanSwitch("overlap_grad_reduce", (1, 2, 3), pipelined=False,
+                                 written_as="zero_optimization.overlap_comm", on_by_default=(3,)),),
                 recomputes=ALL_RECOMPUTES, sequence_parallel=True, tensor_parallel=True,
                 precisions=(Precision.FP32, Precision.BF16, Precision.FP16),
                 mixture_of_experts=False, latent_attention=False),

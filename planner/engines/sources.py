@@ -44,7 +44,12 @@ MEGATRON_SOURCES: dict[str, str] = {
                                 "(megatron/training/arguments.py lines 1441-1442); a plan switches it "
                                 "(Plan.tp_comm_overlap), the export writes it",
     "overlapped gradient reduce": "--overlap-grad-reduce arguments.py line 3121; buckets during backward "
-                                  "(megatron/core/distributed/distributed_data_parallel.py lines 133-137)",
+                                  "(megatron/core/distributed/distributed_data_parallel.py lines 133-137); a plan "
+                                  "switch (Plan.overlap_grad_reduce), written unless the plan turns it off",
+    "overlapped parameter gather": "--overlap-param-gather arguments.py line 3148; validate_args lines 1024-1029: "
+                                   "'only supported with distributed optimizer, megatron fsdp, or dist_muon' and "
+                                   "'Must use --overlap-param-gather with --overlap-grad-reduce'; a plan switch "
+                                   "(Plan.overlap_param_gather) with ZeRO-1, the search turns it on",
     "optimizer offload": "--optimizer-cpu-offload, --optimizer-offload-fraction (arguments.py lines 2918-2927); needs "
                          "--use-precision-aware-optimizer (lines 1884-1892), which needs the distributed optimizer "
                          "(megatron/core/optimizer/__init__.py lines 1057-1060); HybridDeviceOptimizer "
@@ -80,6 +85,10 @@ DEEPSPEED_SOURCES: dict[str, str] = {
     "gradients reduced after the flush": "deepspeed/runtime/pipe/schedule.py TrainSchedule.steps lines 237-241; "
                                          "engine.py line 79-80 enable_backward_allreduce=False",
     "reduce dtype": "engine.py lines 1364-1376: communication_data_type defaults to the training dtype",
+    "overlap_comm": "site-packages/deepspeed/runtime/zero/config.py line 138 overlap_comm (Optional[bool]), "
+                    "lines 384-386: None becomes True for ZeRO-3 only; ZeRO-1/2 reduce buckets on a side stream "
+                    "when on (runtime/zero/stage_1_and_2.py); a plan switch (Plan.overlap_grad_reduce) without the "
+                    "pipeline engine, which reduces after the flush whatever it says",
     "no tensor parallelism of its own": "tp lives in the model code (PipeModelDataParallelTopology only labels it)",
     "optimizer offload": "zero_optimization.offload_optimizer {device: cpu, pin_memory}, ZeRO 1-3 "
                          "(deepspeed/runtime/zero/offload_config.py lines 55-107; zero/config.py line 171); the "
@@ -107,6 +116,11 @@ TORCHTITAN_SOURCES: dict[str, str] = {
     "expert parallelism": "parallelism.expert_parallel_degree, dividing dp_shard x cp x tp (distributed/"
                           "parallel_dims.py); MoE models deepseek_v3, qwen3, gpt_oss; no expert tensor parallel "
                           "degree in 0.3.0",
+    "expert mesh with tp": "site-packages/torchtitan/distributed/parallel_dims.py: dp_shard x cp x tp = efsdp x ep, "
+                           "line 279 efsdp = fsdp x tp / ep, sparse mesh [pp, dp_replicate, efsdp, ep] with ep innermost (lines 336-340), so "
+                           "with tp or cp > 1 an ep group takes the tp and cp ranks first and each GPU holds whole "
+                           "experts; the plan's experts split over tp with ep over replicas is another mesh: the "
+                           "profile runs ep > 1 with tp = cp = 1 only (Space.expert_parallel_with_tp)",
     "LoRA": "site-packages/torchtitan/components/lora.py LoRAConverter.Config(rank, alpha, target_modules) lines "
             "141-172: Linear -> LoRALinear, base frozen (lines 115-235); applied as a model converter "
             "(models/llama3/__init__.py lines 369-381); no NF4/QLoRA in 0.3.0",
@@ -121,6 +135,10 @@ TORCHTITAN_SOURCES: dict[str, str] = {
                           "line 181; v0.2.2 job_config.py line 367)",
     "interleaving / GPipe": "pipeline_parallel_schedule resolved by torch get_schedule_class "
                             "(torch/distributed/pipelining/schedules.py): 1F1B, Interleaved1F1B, GPipe",
+    "hybrid sharding (HSDP)": "Plan.hybrid_shard: data_parallel_shard_degree = the group, "
+                              "data_parallel_replicate_degree = dp / group (parallel_dims.py mesh pp, dp_replicate, "
+                              "dp_shard, cp, tp: a shard group is consecutive replicas; FSDP2 fully_shard over "
+                              "dp_shard x cp, replicated over dp_replicate)",
     "ZeRO 0/2/3": "data_parallel_replicate_degree (ZeRO-0), FSDP2 data_parallel_shard_degree with "
                   "fsdp_reshard_after_forward never (ZeRO-2) / always (ZeRO-3); 'default' does not reshard under "
                   "pipelining (configs.py lines 136-150)",
@@ -155,7 +173,9 @@ FSDP_SOURCES: dict[str, str] = {
     "sharding strategies": "site-packages/torch/distributed/fsdp/api.py ShardingStrategy lines 32-69: FULL_SHARD "
                            "(parameters, gradients and optimizer states sharded: ZeRO-3), SHARD_GRAD_OP (gradients "
                            "and optimizer states: ZeRO-2), NO_SHARD (replicated: ZeRO-0), HYBRID_SHARD (FULL_SHARD "
-                           "in a node, replicated across nodes: not a plan setting here); accelerate/utils/"
+                           "in a node, replicated across nodes) and _HYBRID_SHARD_ZERO2 (lines 55-60, 68-69): "
+                           "Plan.hybrid_shard, the node's GPUs (FSDP's intra-node group is device_count() "
+                           "consecutive ranks, fsdp/_init_utils.py lines 160-162, 201-212); accelerate/utils/"
                            "constants.py line 38 FSDP_SHARDING_STRATEGY names them; no optimizer-only sharding "
                            "(ZeRO-1)",
     "no pipeline, no tensor parallelism": "accelerate/accelerator.py prepare_model wraps the whole model in "
@@ -170,6 +190,9 @@ FSDP_SOURCES: dict[str, str] = {
                 "fully_sharded_data_parallel.py lines 345-356: forward_prefetch, limit_all_gathers (default "
                 "True, line 411); accelerate --fsdp_backward_prefetch, --fsdp_forward_prefetch "
                 "(commands/launch.py lines 559-577)",
+    "prefetch switch": "Plan.prefetch with FULL_SHARD: on writes fsdp_backward_prefetch BACKWARD_PRE and "
+                       "fsdp_forward_prefetch true, off NO_PREFETCH and false (accelerate/utils/constants.py line 40: "
+                       "FSDP_BACKWARD_PREFETCH = BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH)",
     "limit_all_gathers": "FullyShardedDataParallelPlugin.limit_all_gathers default True (accelerate/utils/"
                          "dataclasses.py lines 1750-1757), passed to FSDP (accelerator.py line 1957); no launch "
                          "flag",

@@ -133,6 +133,14 @@ def _search_keeping_cp(cluster: Cluster, job: Job, time_limit_s: float):
         return search(cluster, job, baselines=False, options=options), [note]
 
 
+def switched(plan: Plan) -> tuple[str, ...]:
+    """The overlap switches the plan sets where its engine offers them (planner.engines.base.PlanSwitch): what the
+    export writes; a switch left to the engine's default is not written."""
+    engine = ENGINES[plan.engine]
+    return tuple(sw.name for sw in engine.space.switches
+                 if getattr(plan, sw.name) is not None and sw.applies(plan.num_stages, plan.zero_stage))
+
+
 def no_limits(plan: Plan, cluster: Cluster) -> list[str]:
     return []
 

@@ -38,7 +38,7 @@ import json
 
 from planner.engines.sources import DEEPSPEED
 from planner.export import launch
-from planner.export.common import CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, uniform_tp_dp
+from planner.export.common import CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, switched, uniform_tp_dp
 from planner.runtime.ranks import rank_layout
 from planner.types import Cluster, Offload, Plan, Precision, Recompute
 
@@ -58,6 +58,9 @@ def ds_config(plan: Plan) -> dict:
            "bf16": {"enabled": plan.precision == Precision.BF16},      # fp32: both off (DeepSpeed's default)
            "fp16": {"enabled": plan.precision == Precision.FP16}}
     assert plan.precision.value in ("bf16", "fp16", "fp32"), "no FP8 in the deepspeed profile"
+    if "overlap_grad_reduce" in switched(plan):      # DeepSpeed's overlap_comm (zero/config.py line 138; its
+        #                                              default, None, turns it on for ZeRO-3 only, lines 384-386)
+        cfg["zero_optimization"]["overlap_comm"] = plan.overlap_grad_reduce
     if plan.offload != Offload.NONE:
         cfg["zero_optimization"]["offload_optimizer"] = dict(CPU)
     if plan.offload == Offload.OPTIMIZER_PARAMS:
@@ -155,6 +158,10 @@ def export(plan: Plan, cluster: Cluster):
 INITIALIZE_NOTE = ("the training script parses its arguments with deepspeed.add_config_arguments(parser) and calls "
                    "deepspeed.initialize(args=args, model=..., model_parameters=...) without config= (launch.sh "
                    "passes --deepspeed_config ds_config.json, and DeepSpeed refuses a config given twice); "
+                   "ds_config.json names no optimizer (its learning rate is yours): add an \"optimizer\" block "
+                   "to it (DeepSpeed then builds its own Adam, DeepSpeedCPUAdam where the optimizer is "
+                   "offloaded) or pass optimizer= to initialize; with neither, DeepSpeed stops at the first "
+                   "backward (\"must provide optimizer during init\"); the plan's memory counts Adam's states; "
                    "launch.sh starts it under torchrun")
 
 

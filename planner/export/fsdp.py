@@ -33,15 +33,16 @@ from planner.types import Cluster, Offload, Plan, Precision, Recompute
 
 CONFIG_FILE = "accelerate_fsdp.yaml"
 SHARDING = {3: "FULL_SHARD", 2: "SHARD_GRAD_OP", 0: "NO_SHARD"}      # ZeRO stage -> FSDP sharding strategy
+HYBRID = {3: "HYBRID_SHARD", 2: "HYBRID_SHARD_ZERO2"}    # ... with Plan.hybrid_shard (accelerate constants.py line 38)
 MIXED_PRECISION = {Precision.FP32: "no", Precision.BF16: "bf16", Precision.FP16: "fp16"}
 
 
 def fsdp_config(plan: Plan) -> dict:
     """The fsdp_config section: the plan's sharding, prefetch, checkpointing and offload."""
     return {"fsdp_version": 1,
-            "fsdp_sharding_strategy": SHARDING[plan.zero_stage],
-            "fsdp_backward_prefetch": "BACKWARD_PRE",
-            "fsdp_forward_prefetch": True,
+            "fsdp_sharding_strategy": (HYBRID if plan.hybrid_shard else SHARDING)[plan.zero_stage],
+            "fsdp_backward_prefetch": "BACKWARD_PRE" if plan.prefetch is not False else "NO_PREFETCH",
+            "fsdp_forward_prefetch": plan.prefetch is not False,      # the plan's prefetch switch (off: neither)
             "fsdp_offload_params": plan.offload == Offload.OPTIMIZER_PARAMS,
             "fsdp_activation_checkpointing": plan.recompute == Recompute.FULL,
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
@@ -115,4 +116,9 @@ def limits(plan: Plan, cluster: Cluster) -> list[str]:
     if len(counts) > 1:
         return [f"accelerate launch starts num_processes / num_machines processes on every host; the plan "
                 f"places {' and '.join(map(str, counts))} on its hosts"]
+    if plan.hybrid_shard and plan.hybrid_shard != counts[0]:
+        # FSDP's hybrid groups are torch.cuda.device_count() consecutive ranks (torch fsdp/_init_utils.py lines
+        # 160-162, 201-212): the GPUs launch.sh makes visible on each host
+        return [f"FSDP's HYBRID_SHARD shards within the {counts[0]} GPUs of each host; the plan shards within "
+                f"groups of {plan.hybrid_shard}"]
     return []

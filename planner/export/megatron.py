@@ -103,6 +103,7 @@ import shlex
 
 from planner.export.common import (CHECKPOINT_VARIABLE, checkpoint_preamble, from_checkpoint, layer_segments,
                                    one_mesh_ranks, uniform_tp_dp)
+from planner.engines import ENGINES
 from planner.export import launch
 from planner.types import Cluster, MlpKind, Model, NormKind, Offload, Plan, PositionKind, Recompute
 
@@ -242,9 +243,10 @@ def moe_arguments(model: Model) -> list[tuple]:
 
 def expert_parallel_arguments(plan: Plan, tp: int) -> list[tuple]:
     """--expert-model-parallel-size and its dispatcher (module docstring); none for ep 1."""
-    if plan.expert_parallel == 1:
+    if plan.expert_parallel == 1 and plan.expert_tensor_parallel in (0, tp):
         return []
-    return [("--expert-model-parallel-size", plan.expert_parallel), ("--expert-tensor-parallel-size", tp),
+    return [("--expert-model-parallel-size", plan.expert_parallel),
+            ("--expert-tensor-parallel-size", plan.expert_tensor_parallel or tp),
             ("--moe-token-dispatcher-type", "alltoall")]
 
 
@@ -270,7 +272,9 @@ def training_arguments(plan: Plan, tp: int) -> list[tuple]:
     elif plan.zero_stage in FSDP_STRATEGY:
         args += [("--use-megatron-fsdp",), ("--data-parallel-sharding-strategy", FSDP_STRATEGY[plan.zero_stage]),
                  ("--ckpt-format", "fsdp_dtensor")]
-    args += [("--overlap-grad-reduce",)]
+    run = ENGINES[plan.engine].execution_for(plan)     # the plan's overlap switches (planner.engines.megatron)
+    args += [("--overlap-grad-reduce",)] if run.overlap_grad_reduce else []
+    args += [("--overlap-param-gather",)] if run.overlap_param_gather else []   # arguments.py lines 1024-1029
     return args + job_arguments(plan)
 
 
@@ -390,11 +394,14 @@ def expert_notes(plan: Plan) -> list[str]:
     ep = plan.expert_parallel
     if ep > 1:
         tp, _ = uniform_tp_dp(plan)
-        grid = (f"each expert group is {ep} consecutive replicas of a stage" if plan.context_parallel == 1 else
+        etp = plan.expert_tensor_parallel or tp
+        grid = (f"each expert group is {ep} consecutive replicas of a stage" if plan.context_parallel == 1 and etp == tp
+                else f"each expert group is {etp * ep} consecutive ranks (etp fastest, then ep), tp ranks first"
+                if etp != tp else
                 f"Megatron's expert grid has no cp axis, so each expert group of {ep} spans the cp ranks of a "
                 f"replica first (the plan shards experts over replicas; the all-to-all volume is the same)")
-        notes.append(f"expert parallelism {ep}: {m.experts // ep} experts per GPU, tensor-parallel over tp {tp} "
-                     f"(--expert-tensor-parallel-size {tp}); dense ranks keep their order (tp, cp, dp, pp); {grid}")
+        notes.append(f"expert parallelism {ep}: {m.experts // ep} experts per GPU, tensor-parallel over {etp} "
+                     f"(--expert-tensor-parallel-size {etp}); dense ranks keep their order (tp, cp, dp, pp); {grid}")
     return notes
 
 

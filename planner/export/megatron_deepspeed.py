@@ -40,7 +40,7 @@ import json
 
 from planner.engines.sources import MEGATRON_DEEPSPEED
 from planner.export import launch
-from planner.export.common import checkpoint_preamble, from_checkpoint, one_mesh_ranks, uniform_tp_dp
+from planner.export.common import checkpoint_preamble, from_checkpoint, one_mesh_ranks, switched, uniform_tp_dp
 from planner.export.megatron import CHECKPOINT_WORD, _number, args_script, vocab_divisor, vocab_note
 from planner.engines import ENGINES
 from planner.types import Attention, Cluster, MlpKind, NormKind, Plan, PositionKind, Precision, Recompute
@@ -105,10 +105,13 @@ def arguments(plan: Plan) -> list[tuple[str, ...]]:
 def ds_config(plan: Plan) -> dict:
     """DeepSpeed's config: the batch identity over dp = world / (tp x pp), ZeRO, the training dtype."""
     _, dp = uniform_tp_dp(plan)
+    zero = {"stage": plan.zero_stage}
+    if "overlap_grad_reduce" in switched(plan):      # DeepSpeed's overlap_comm, without the pipeline engine
+        zero["overlap_comm"] = plan.overlap_grad_reduce
     return {"train_batch_size": plan.global_batch,
             "train_micro_batch_size_per_gpu": plan.micro_batch,
             "gradient_accumulation_steps": plan.global_batch // (plan.micro_batch * dp),
-            "zero_optimization": {"stage": plan.zero_stage},
+            "zero_optimization": zero,
             "bf16": {"enabled": plan.precision == Precision.BF16},
             "fp16": {"enabled": plan.precision == Precision.FP16},
             "steps_per_print": 10}

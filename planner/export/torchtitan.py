@@ -80,9 +80,11 @@ Mixture of experts and expert parallelism (plan.expert_parallel = ep):
   ["pp", "dp_replicate", "efsdp", "ep"] (parallel_dims.py lines 336-340) has ep innermost, so an ep
   group is ep consecutive ranks of a stage's dp_shard x cp x tp block: ep consecutive replicas when
   tp = cp = 1, as the plan shards them; with tp x cp > 1 0.3.0 (which has no expert tensor parallel
-  degree) spreads the experts over tp and cp ranks first and does not tensor-split them (the export
-  notes say so). v0.2.2 has expert_tensor_parallel_degree, "etp = tp" or 1 (job_config.py lines
-  464-472): the TOML writes etp = tp, the plan's tensor-parallel experts. ep never comes from
+  degree) spreads the experts over tp and cp ranks first and does not tensor-split them, another mesh
+  than the plan's, so the torchtitan profile runs ep > 1 with tp = cp = 1 only
+  (Space.expert_parallel_with_tp; the search plans that, other plans are searched again).
+  v0.2.2 has expert_tensor_parallel_degree, "etp = tp" or 1 (job_config.py lines 464-472): the TOML
+  writes etp = tp (1 here). ep never comes from
   dp_replicate, so a ZeRO-0/1 plan (data_parallel_replicate_degree = dp) with ep > 1 is refused.
 Job kind and offload:
 - LoRA (0.3.0 only): torchtitan/components/lora.py LoRAConverter.Config(rank, alpha, target_modules)
@@ -168,10 +170,11 @@ def parallelism(plan: Plan, version: str) -> dict:
     schedule = ("Interleaved1F1B" if plan.interleave > 1 else
                 "GPipe" if plan.schedule == Schedule.GPIPE else "1F1B")
     shard = plan.zero_stage >= 2
+    group = plan.hybrid_shard or dp       # HSDP: shard within groups of consecutive replicas, replicate across
     out = {"tensor_parallel_degree": tp, "pipeline_parallel_degree": plan.num_stages,
            "pipeline_parallel_schedule": schedule, "pipeline_parallel_microbatch_size": plan.micro_batch,
-           "data_parallel_shard_degree": dp if shard else 1,
-           "data_parallel_replicate_degree": 1 if shard else dp,
+           "data_parallel_shard_degree": group if shard else 1,
+           "data_parallel_replicate_degree": dp // group if shard else dp,
            "context_parallel_degree": plan.context_parallel}
     if plan.expert_parallel > 1:
         out["expert_parallel_degree"] = plan.expert_parallel
@@ -411,14 +414,6 @@ def expert_notes(plan: Plan) -> list[str]:
         notes.append(f"mixture of experts: torchtitan has MoE models only in its own families ({MOE_FAMILIES} in "
                      f"0.3.0); {m.id} is none of them, so it needs a custom model built on torchtitan's MoE module "
                      f"(models/common/moe.py), else expert_parallel_degree has no effect")
-    tp, _ = uniform_tp_dp(plan)
-    if ep > 1 and tp * plan.context_parallel > 1:
-        notes.append(f"expert parallelism {ep} with tp x cp = {tp * plan.context_parallel}: torchtitan 0.3.0 forms "
-                     f"ep groups innermost over dp_shard x cp x tp (no expert tensor parallel degree), so experts "
-                     f"are sharded over tp and cp ranks first and not tensor-split: each GPU holds "
-                     f"{m.experts // ep} whole experts, not {m.experts // ep} split {tp} ways as planned ({tp}x the "
-                     f"planned expert weights per GPU: check memory, or plan with tp 1); the 0.2.2 TOML sets "
-                     f"expert_tensor_parallel_degree = tp, as planned")
     return notes
 
 
@@ -484,6 +479,9 @@ def limits(plan: Plan, cluster: Cluster) -> list[str]:
     """What torchtitan refuses, or runs otherwise, beyond its profile: expert parallelism outside FSDP,
     context parallelism's sequence splits and FSDP over cp (module docstring)."""
     out = []
+    if plan.hybrid_shard and plan.expert_parallel > 1:
+        out.append("hybrid sharding (data_parallel_replicate_degree > 1) with expert parallelism is not written: "
+                   "torchtitan's expert FSDP mesh (efsdp) would span the replicate groups differently")
     if plan.expert_parallel > 1 and plan.zero_stage < 2:
         out.append(f"torchtitan takes expert parallelism from the sharded data-parallel ranks (dp_shard x cp x tp "
                    f"= efsdp x ep), never from dp_replicate, so a ZeRO-{plan.zero_stage} plan (replicated, "

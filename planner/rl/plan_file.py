@@ -63,12 +63,14 @@ def job_from_dict(d: Mapping, catalog, where: str = "rl") -> RlJob:
         raise InputError(where, f"missing key(s) {missing}")
     reward = d.get("reward_model")
     try:
-        return RlJob(catalog.model(d["model"], f"{where}.model"),
-                     _enum(Algorithm, d["algorithm"], f"{where}.algorithm"),
-                     d["prompts_per_step"], d["samples_per_prompt"], d["prompt_len"], d["response_len"],
-                     d.get("response_len_max", d["response_len"]), d.get("ppo_epochs", 1), d.get("mini_batches", 1),
-                     _enum(Mode, d.get("mode", "sync"), f"{where}.mode"), _bool(d.get("reference", True), where),
-                     None if reward is None else catalog.model(reward, f"{where}.reward_model"))
+        return RlJob(model=catalog.model(d["model"], f"{where}.model"),
+                     algorithm=_enum(Algorithm, d["algorithm"], f"{where}.algorithm"),
+                     prompts_per_step=d["prompts_per_step"], samples_per_prompt=d["samples_per_prompt"],
+                     prompt_len=d["prompt_len"], response_len=d["response_len"],
+                     response_len_max=d.get("response_len_max", d["response_len"]), ppo_epochs=d.get("ppo_epochs", 1),
+                     mini_batches=d.get("mini_batches", 1), mode=_enum(Mode, d.get("mode", "sync"), f"{where}.mode"),
+                     reference=_bool(d.get("reference", True), where),
+                     reward_model=None if reward is None else catalog.model(reward, f"{where}.reward_model"))
     except InputError as e:
         if e.field.startswith(where):
             raise

@@ -81,9 +81,11 @@ def rollout_group(cluster: Cluster, job: RlJob, pool: Pool, gpus: int, engine: s
     while tp <= min(pool.gpus_per_node, gpus):
         replicas = gpus // tp
         try:
-            g = generation(job.model, pool, tp, max(1, math.ceil(job.samples_per_step * share / replicas)),
-                           job.prompt_len, job.response_len, job.response_len_max, job.samples_per_prompt,
-                           ROLLOUT_ENGINES[engine], per_gpu + sharded / tp)
+            g = generation(model=job.model, pool=pool, tp=tp,
+                           sequences=max(1, math.ceil(job.samples_per_step * share / replicas)),
+                           prompt_len=job.prompt_len, response_len=job.response_len,
+                           response_len_max=job.response_len_max, samples_per_prompt=job.samples_per_prompt,
+                           engine=ROLLOUT_ENGINES[engine], resident_bytes=per_gpu + sharded / tp)
             if g.time_s < best_s:
                 best, best_s = RolloutGroup(pool.name, tp, replicas), g.time_s
         except InputError as e:

@@ -125,8 +125,10 @@ def rollout_split(cluster: Cluster, plan: RlPlan, resident: dict[str, float]) ->
     replicas = sum(g.replicas for g in plan.rollout)
 
     def run(group: RolloutGroup, per_replica: int) -> Generation:
-        return generation(job.model, cluster.pool(group.pool), group.tp, max(1, per_replica), job.prompt_len,
-                          job.response_len, job.response_len_max, G, engine, resident.get(group.pool, 0.0))
+        return generation(model=job.model, pool=cluster.pool(group.pool), tp=group.tp, sequences=max(1, per_replica),
+                          prompt_len=job.prompt_len, response_len=job.response_len,
+                          response_len_max=job.response_len_max, samples_per_prompt=G, engine=engine,
+                          resident_bytes=resident.get(group.pool, 0.0))
 
     even = [run(g, math.ceil(n / replicas)) for g in plan.rollout]
     rates = [g.replicas * gen.sequences / gen.time_s for g, gen in zip(plan.rollout, even)]
@@ -235,8 +237,10 @@ def evaluate_rl(cluster: Cluster, plan: RlPlan) -> RlEstimate:
     used = plan.gpus_by_pool()
     price = price_per_hour_usd({p.name: p for p in cluster.pools}, used)
     notes = _notes(plan, actor)
-    return RlEstimate(step, tuple(phases), n / step, job.tokens_per_step / step, job.response_tokens_per_step / step,
-                      price, price / 3600 * step, sum(used.values()), used, actor.fits, tuple(gens), actor, notes)
+    return RlEstimate(step_time_s=step, phases=tuple(phases), samples_per_s=n / step,
+                      tokens_per_s=job.tokens_per_step / step, response_tokens_per_s=job.response_tokens_per_step / step,
+                      cost_per_hour_usd=price, dollars_per_step=price / 3600 * step, num_gpus=sum(used.values()),
+                      gpus_by_pool=used, fits=actor.fits, generation=tuple(gens), actor=actor, notes=notes)
 
 
 def _timeline(plan: RlPlan, rollout_side, training_side, sync: float, side: str, train_side: str) -> list[Phase]:

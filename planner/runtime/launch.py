@@ -84,7 +84,8 @@ def run_local(cluster: Cluster, plan: Plan, iterations: int = 3, seed: int = 0, 
                                  f"and allows at most {MAX_LOCAL_PROCESSES}")
     cfg, notes = scaled_config(plan, hidden=hidden, seq_len=seq_len, vocab=vocab)
     notes += adapter_notes(plan, cfg) + context_notes(plan, cfg)
-    spec = RunSpec(plan, cfg, layout, worker_op_orders(cluster, plan), iterations, seed, dtype, lr, _free_port(), timeout_s)
+    spec = RunSpec(plan=plan, cfg=cfg, layout=layout, orders=worker_op_orders(cluster, plan), iterations=iterations,
+                   seed=seed, dtype=dtype, lr=lr, port=_free_port(), timeout_s=timeout_s)
     ctx = mp.get_context("spawn")
     results_queue = ctx.Queue()
     t0 = time.perf_counter()

@@ -52,7 +52,8 @@ def rank_layout(cluster: Cluster, plan: Plan) -> list[RankInfo]:
             where = (pool_order[slot.pool], slot.node + g // per_node, g % per_node)
             gpus.append((where, i, r, position % tp, tp, position // tp, slot.pool))
     gpus.sort(key=lambda row: row[0])
-    return [RankInfo(k, i, r, t, tp, pool, cluster.pool(pool).gpu.id, where[1], where[2], c, cp)
+    return [RankInfo(rank=k, stage=i, replica=r, tp_rank=t, tp=tp, pool=pool, gpu=cluster.pool(pool).gpu.id,
+                     node=where[1], local_gpu=where[2], cp_rank=c, cp=cp)
             for k, (where, i, r, t, tp, c, pool) in enumerate(gpus)]
 
 

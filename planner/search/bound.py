@@ -57,11 +57,12 @@ single-pool stage's even shares in whole groups of p.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
 from planner.dataparallel import pass_with_zero_floor_s, step_s, zero_per_micro_batch_floor
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, most_layers_held, state_bytes_per_param
 from planner.placement import dp_link_ceiling, p2p_floor_s
 from planner.schedule import (in_flight_micro_batches, interleaved_in_flight, window_in_flight_ceiling,
                               window_in_flight_limit)
@@ -72,6 +73,37 @@ from planner.search.space import (INTERLEAVES, ZERO_STAGES, zero_stages, Family,
 from planner.types import Recompute, Schedule
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
+
+
+class StageRates(NamedTuple):
+    """A stage's figures for one ZeRO stage (Bounds._stage_rates): (b1)'s a (its busiest replica's
+    micro-batches x tau per layer), (b3)'s beta (its fastest group's tau) and beta_hi (its slowest's),
+    (b5)'s c (optimizer step and ZeRO-1/2 gather per layer), whether the head's time e counts (not when
+    ZeRO-2/3 traffic may hide it), and (b9)'s lanes (micro-batches, tau) per group."""
+    a: float
+    beta: float
+    c: float
+    keep_head: bool
+    beta_hi: float
+    lanes: tuple[tuple[int, float], ...]
+
+
+class StageFigures(NamedTuple):
+    """Bounds._stage_rates of a stage of some groups: StageRates per ZeRO stage, the head's time e,
+    and the stage's shares (micro-batches per replica)."""
+    per_zero: dict[int, StageRates]
+    head: float
+    shares: tuple[int, ...]
+
+
+class StageRow(NamedTuple):
+    """Stages of run `run` in Bounds._pipeline_s: `count` of them, their rates, the head's time and which
+    part of the run they are ("all" of a run before the last; the last run's "others" and "last")."""
+    run: int
+    count: int
+    per_zero: dict[int, StageRates]
+    head: float
+    part: str
 
 # Narayanan's fill (b3) is an estimate of the simulated 1F1B bubble, not a bound on it (the
 # simulation hides the stages after the busiest one behind its own backward passes), and the
@@ -96,6 +128,7 @@ class Bounds:
         self._rates: dict = {}
         self._caps: dict = {}
         self._run: dict = {}
+        self.transfers = TransferFloors(scorer)
 
     def sharing(self, even: bool) -> "Bounds":
         """Bounds of the same scorer for `even` splits or not, sharing this one's caches (per stage
@@ -105,6 +138,7 @@ class Bounds:
             return self
         other = Bounds(self.scorer, even)
         other._rates, other._caps, other._run = self._rates, self._caps, self._run
+        other.transfers = self.transfers
         return other
 
     def capacity_s(self, family: Family) -> float:
@@ -149,11 +183,12 @@ class Bounds:
         any_order = fixed < len(runs)           # no head time, and only known transfers
         last[fixed:], windows[fixed:] = [p - 1] * (len(runs) - fixed), replicas[fixed:]
         out = {}
+        raw_limit = limit / (1 - FILL_SLACK)    # `limit` applies to the bound as returned, margin taken off
         wanted = None if only is None else {key[:3] for key in only}
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
                 break
-            transfers = self._transfers_floor_s(runs, mb, fixed)
+            transfers = self.transfers.floor_s(runs, mb, fixed)
             fits = False
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
@@ -163,11 +198,12 @@ class Bounds:
                         continue
                     ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
                     found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers,
-                                                  any_order, limit, ratio, fixed >= 1)
+                                                  any_order, raw_limit, ratio, fixed >= 1)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
+                        bound *= 1 - FILL_SLACK
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
-                            out[(mb, v, rc, zero)] = bound * (1 - FILL_SLACK)
+                            out[(mb, v, rc, zero)] = bound
             if not fits and only is None:
                 break   # nothing fits at this micro-batch without interleave: nothing larger fits either
         return out
@@ -193,9 +229,10 @@ class Bounds:
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
                 return never, False
             if k < len(runs) - 1:
-                stages.append((k, count, per_zero, 0.0, "all"))
+                stages.append(StageRow(k, count, per_zero, 0.0, "all"))
             else:                                # only the very last stage holds the head
-                stages += [(k, count - 1, per_zero, 0.0, "others")] * (count > 1) + [(k, 1, per_zero, head, "last")]
+                stages += ([StageRow(k, count - 1, per_zero, 0.0, "others")] * (count > 1)
+                           + [StageRow(k, 1, per_zero, head, "last")])
         out, fits = [], False
         total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs)
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
@@ -325,13 +362,13 @@ class Bounds:
                 if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                     a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
                 # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
-                per_zero[zero] = (a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes))
+                per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes))
             heads, k = [], 0
             for g in groups:
                 _, _, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
                 heads.append(max(shares[k:k + g.count]) * (hf + hb) if len(groups) == 1 else hf + hb)
                 k += g.count
-            self._rates[key] = (per_zero, min(heads), shares)
+            self._rates[key] = StageFigures(per_zero, min(heads), shares)
         return self._rates[key]
 
     def _run_caps(self, groups, mb, v, rc, sp, p, last_stage, window, count, m, zero) -> tuple[int, int, int]:
@@ -354,7 +391,8 @@ class Bounds:
             for j in range(count):
                 flights = [in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, last_stage - j, v, own, window + j * d, m)
                            for own in owns]
-                caps.append(min(_layers_held(free, states, act, f) for (free, states, act), f in zip(coefficients, flights)))
+                caps.append(min(most_layers_held(free, states, act, f)
+                                for (free, states, act), f in zip(coefficients, flights)))
                 if all(f >= own for f, own in zip(flights, owns)):   # every later stage holds as many
                     caps += [caps[-1]] * (count - j - 1)
                     break
@@ -363,7 +401,8 @@ class Bounds:
 
     def _cap_coefficients(self, g: Group, mb, rc, sp, d, zero) -> tuple[float, float, float]:
         """(free bytes, state bytes per layer, activation bytes per layer and in-flight micro-batch)
-        of a GPU of group g at this ZeRO stage and sharding over d, for _layers_held."""
+        of a GPU of group g at this ZeRO stage and sharding over d, for memory.most_layers_held (the
+        GPU without the embedding and the head, so at least as many layers as planner.memory allows)."""
         key = (g.pool, g.tp, mb, rc, sp, d, zero)
         if key not in self._caps:
             s = self.scorer
@@ -373,37 +412,47 @@ class Bounds:
             self._caps[key] = (free, s.layer_params_held / g.tp * per_param, s.activation_bytes(mb, g.tp, sp, rc))
         return self._caps[key]
 
-    def _transfers_floor_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
+
+class TransferFloors:
+    """(b4): the least transfer time a pipeline of some runs has across its boundaries, under any
+    placement or for the layouts' own (cached per run and boundary; Bounds and its sharing() copies
+    hold one)."""
+
+    def __init__(self, scorer: Scorer):
+        self.scorer = scorer
+        self._cache: dict = {}
+
+    def floor_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
         """sum_i x_i of (b4), at least, over the boundaries every order starting with the first
         `fixed` runs has (all boundaries when `fixed` is None or len(runs)): inside each chain run
         exactly (a chain's run is its pool's only user, and placement packs its replicas stage by
-        stage, so their nodes and transfers do not depend on the order: score.LayoutLinks of the
+        stage, so their nodes and transfers do not depend on the order: links.LayoutLinks of the
         run alone); inside a mixed run (one order only) the layout's own; and between consecutive
         fixed runs the least they can cost under any placement (placement.p2p_floor_s)."""
         fixed = len(runs) if fixed is None else fixed
         total, prev = 0.0, None
         for k, (groups, count) in enumerate(runs):
             if prev is not None and k < fixed:
-                total += self._boundary_floor_s(prev, groups, mb)
+                total += self.boundary_floor_s(prev, groups, mb)
             if count > 1:
-                total += self._run_transfers_s(groups, count, mb)
+                total += self.run_s(groups, count, mb)
             prev = groups
         return total
 
-    def _run_transfers_s(self, groups: tuple[Group, ...], count: int, mb: int) -> float:
+    def run_s(self, groups: tuple[Group, ...], count: int, mb: int) -> float:
         """The least round trips any lane has inside a run of `count` stages of these groups:
-        exact (score.LayoutLinks of the run alone) where the run is small enough that computing
+        exact (links.LayoutLinks of the run alone) where the run is small enough that computing
         it costs little; else count - 1 times the boundary floor."""
         if count * sum(g.count for g in groups) <= EXACT_RUN_REPLICAS:
             return self.scorer.layout_links(_layout_of(((groups, count),)), mb).least_round_trips_s
-        return (count - 1) * self._boundary_floor_s(groups, groups, mb)
+        return (count - 1) * self.boundary_floor_s(groups, groups, mb)
 
-    def _boundary_floor_s(self, a: tuple[Group, ...], b: tuple[Group, ...], mb: int) -> float:
+    def boundary_floor_s(self, a: tuple[Group, ...], b: tuple[Group, ...], mb: int) -> float:
         """The least round trip across a boundary from a stage of groups `a` to one of `b` costs
         the fast score: the slowest forward and the slowest backward transfer of the replica pairs
-        it joins (r with r, as score.LinkFigures pairs them), each at its placement.p2p_floor_s."""
+        it joins (r with r, as links.LinkFigures pairs them), each at its placement.p2p_floor_s."""
         key = (a, b, mb)
-        if key not in self._run:
+        if key not in self._cache:
             s = self.scorer
             size = activation_message_bytes(ACT_BYTES, s.job.seq_len, mb, s.model.hidden)
             owners_a = [g for g in a for _ in range(g.count)]
@@ -415,15 +464,8 @@ class Bounds:
                 pa, pb = s.pools[ga.pool], s.pools[gb.pool]
                 forward = max(forward, p2p_floor_s(s.cluster, pa, ga.tp, pb, gb.tp, size))
                 backward = max(backward, p2p_floor_s(s.cluster, pb, gb.tp, pa, ga.tp, size))
-            self._run[key] = forward + backward
-        return self._run[key]
-
-
-def _layers_held(free: float, states: float, act: float, in_flight: float) -> int:
-    """(b6): the most layers whose states and `in_flight` micro-batches of activations fit in `free`
-    bytes (the GPU's memory less the framework and the recompute workspace): planner.memory without
-    the embedding and the head, so at least as many layers as it allows."""
-    return max(0, math.floor(free / (states + in_flight * act) * (1 + 1e-9)))
+            self._cache[key] = forward + backward
+        return self._cache[key]
 
 
 def _lane_window_ratio(n: int, window: int, m: int) -> float:

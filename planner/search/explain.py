@@ -21,7 +21,7 @@ def describe_plan(plan: Plan) -> str:
         for r in s.replicas:
             groups[(r.pool, r.tp)] = groups.get((r.pool, r.tp), 0) + 1
         reps = " + ".join(f"{n}x {pool} tp{tp}" for (pool, tp), n in groups.items())
-        parts.append(f"L{s.layer_start}-{s.layer_end}: {reps}")
+        parts.append(f"L{s.layer_start}–{s.layer_end - 1}: {reps}")     # first and last layer, as layer_range
     knobs = [f"mb {plan.micro_batch}", f"ZeRO-{plan.zero_stage}", f"recompute {plan.recompute.value}"]
     if plan.interleave > 1:
         knobs.append(f"interleave {plan.interleave}")
@@ -29,8 +29,17 @@ def describe_plan(plan: Plan) -> str:
         knobs.append("SP")
     if plan.tp_comm_overlap:
         knobs.append("TP-comm overlap")
+    if plan.overlap_param_gather:
+        knobs.append("param-gather overlap")
+    if plan.overlap_grad_reduce is False or plan.prefetch is False:
+        knobs.append("no " + " or ".join(k for k, v in (("grad-reduce overlap", plan.overlap_grad_reduce),
+                                                        ("prefetch", plan.prefetch)) if v is False))
+    if plan.hybrid_shard:
+        knobs.append(f"hybrid shard {plan.hybrid_shard}")
     if plan.expert_parallel > 1:
         knobs.append(f"EP {plan.expert_parallel}")
+    if plan.expert_tensor_parallel:
+        knobs.append(f"expert TP {plan.expert_tensor_parallel}")
     if plan.context_parallel > 1:
         knobs.append(f"CP {plan.context_parallel} (each replica tp x {plan.context_parallel} GPUs)")
     if plan.offload.value != "none":

@@ -408,8 +408,8 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
             c.stopped_by = TIME_LIMIT if _out_of_time(clock, c) else BUDGET
             c.budget_hit = c.stopped_by == BUDGET
             c.lower_bound = min(key, unlisted)
-            if not c.kept and options.beat is None:   # any limit answers: the first layout that holds the
-                _first_plan(scorer, bounds, frontier.listed, keeper, scan)    # model (with `beat`, one exists)
+            if not c.kept and keeper.ceiling == math.inf:   # any limit answers (a plan beaten elsewhere needs none)
+                _first_plan(scorer, bounds, frontier.listed, keeper, scan)
             return
         if detail is UNSCREENED:
             frontier.screen_next()
@@ -583,7 +583,7 @@ class HetplanPlanner:
         considered.method = self.name
         stop = ListingStop(limit)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
-                                   engine=job.engine, cp=job.context_parallel, stop=stop)
+                                   engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
         _best_first(bounds, families, keeper, options, _scan_layout, pools, limit, listing=stop)
         return considered
 
@@ -639,7 +639,7 @@ class MegatronPlanner:
         pools, excluded = usable_pools(cluster, job)
         stop = ListingStop(options.baseline_time_limit_s)
         single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,),
-                                 engine=job.engine, cp=job.context_parallel, stop=stop)
+                                 engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools, bounds,
                                stop)
 
@@ -654,7 +654,7 @@ class UniformPlanner:
         stop = ListingStop(options.baseline_time_limit_s)
         every_pool_one_tp = layout_families(everything, job.model, job.global_batch, False,
                                             subset_sizes=(len(everything),), one_tp=True, engine=job.engine,
-                                            cp=job.context_parallel, stop=stop)
+                                            cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
         return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp,
                                everything, bounds, stop)
 

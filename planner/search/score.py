@@ -32,17 +32,18 @@ from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
 from planner.cost import CostOptions, price_per_hour_usd
-from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_exposed_s,
-                                  zero_per_micro_batch_s)
+from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_backward_exposed_s,
+                                  zero_exposed_s, zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
 from planner.experts import alltoall_s
 from planner.flops import edge_param_count, expert_layer_params, layer_params, param_shards, stage_param_count
 from planner.memory import (host_bytes_per_param, activation_bytes_per_layer, edge_activation_bytes_of,
                             recompute_workspace_bytes, state_bytes_per_param)
-from planner.comm import activation_message_bytes, p2p_s
-from planner.placement import Links, context_ring_bw, network_bw, place_structure
+from planner.comm import activation_message_bytes
+from planner.placement import context_ring_bw
 from planner.schedule import (in_flight_micro_batches, interleave_groups_fit, interleaved_in_flight,
                               window_in_flight_limit)
+from planner.search.links import Lane, LayoutLinker, LayoutLinks
 from planner.search.space import Group, Knobs, Layout
 from planner.search.split import StageCosts, even_shares, even_split, share_micro_batches, split_layers
 from planner.types import (Cluster, Job, Plan, Pool, Precision, Recompute, Replica, Schedule, Stage)
@@ -71,11 +72,14 @@ class Candidate:
             replicas = tuple(Replica(g.pool, g.tp // cp, n * self.knobs.micro_batch) for g, n in zip(pools, shares))
             stages.append(Stage(start, start + n_layers, replicas))
             start += n_layers
-        return Plan(job.model, job.global_batch, job.seq_len, self.knobs.micro_batch, self.precision,
-                    tuple(stages), self.knobs.zero_stage, self.knobs.recompute, sp,
-                    Schedule.ONE_F_ONE_B, self.knobs.interleave, job.engine,
-                    job.tf32 if self.precision == Precision.FP32 else None, job.training, job.offload, cp,
-                    job.expert_parallel, tp_comm_overlap=overlap)
+        return Plan(model=job.model, global_batch=job.global_batch, seq_len=job.seq_len,
+                    micro_batch=self.knobs.micro_batch, precision=self.precision, stages=tuple(stages),
+                    zero_stage=self.knobs.zero_stage, recompute=self.knobs.recompute, sequence_parallel=sp,
+                    schedule=Schedule.ONE_F_ONE_B, interleave=self.knobs.interleave, engine=job.engine,
+                    tf32=job.tf32 if self.precision == Precision.FP32 else None, training=job.training,
+                    offload=job.offload, context_parallel=cp, expert_parallel=job.expert_parallel,
+                    tp_comm_overlap=overlap,
+                    **engine_profile(job.engine).search_switches(len(self.layout.stages), self.knobs.zero_stage))
 
 
 class Scorer:
@@ -100,6 +104,7 @@ class Scorer:
         self._act: dict = {}
         self._caps: dict = {}
         self._links: dict = {}
+        self.linker = LayoutLinker(cluster)
         self._best_rate: dict = {}
         # the layer parameters one GPU holds at tp 1: routed experts 1/ep (expert parallelism); the
         # bounds read it as is (an under-estimate of the optimizer shards, so they stay bounds),
@@ -146,86 +151,34 @@ class Scorer:
         """planner.memory.activation_bytes_per_layer for this job."""
         key = (mb, tp, sp, recompute)
         if key not in self._act:
-            self._act[key] = activation_bytes_per_layer(self.model, self.job.seq_len, mb, tp // self.cp, sp, recompute,
-                                                        self.options.flash_attention, self.job.precision,
-                                                        self.run.selective_recompute, self.cp)
+            self._act[key] = activation_bytes_per_layer(model=self.model, seq_len=self.job.seq_len, micro_batch=mb,
+                                                        tp=tp // self.cp, sequence_parallel=sp, recompute=recompute,
+                                                        flash_attention=self.options.flash_attention,
+                                                        precision=self.job.precision,
+                                                        selective=self.run.selective_recompute, cp=self.cp)
         return self._act[key]
 
     def workspace_bytes(self, mb: int, tp: int, sp: bool, recompute: Recompute) -> float:
         """planner.memory.recompute_workspace_bytes for this job."""
         key = ("workspace", mb, tp, sp, recompute)
         if key not in self._act:
-            self._act[key] = recompute_workspace_bytes(self.model, self.job.seq_len, mb, tp // self.cp, sp, recompute,
-                                                       self.options.flash_attention, self.job.precision,
-                                                       self.run.selective_recompute, self.cp)
+            self._act[key] = recompute_workspace_bytes(model=self.model, seq_len=self.job.seq_len, micro_batch=mb,
+                                                       tp=tp // self.cp, sequence_parallel=sp, recompute=recompute,
+                                                       flash_attention=self.options.flash_attention,
+                                                       precision=self.job.precision,
+                                                       selective=self.run.selective_recompute, cp=self.cp)
         return self._act[key]
 
     # ------------------------------------------------------------------ links of a layout's placement
 
-    def layout_links(self, layout: Layout, mb: int) -> "LayoutLinks":
+    def layout_links(self, layout: Layout, mb: int) -> LayoutLinks:
         """The links planner.cost.evaluate sees for any plan of this layout (its placement depends
-        on the stage structure alone): each stage's data-parallel ring and each boundary's transfer."""
+        on the stage structure alone): each stage's data-parallel ring and each boundary's transfer
+        (planner.search.links)."""
         key = (layout, mb)
         if key not in self._links:
             size = activation_message_bytes(self.numerics.act_bytes, self.job.seq_len, mb, self.model.hidden)
-            self._links[key] = self._link_figures(layout).at(size)
-        return self._links[key]
-
-    def _link_figures(self, layout: Layout) -> "LinkFigures":
-        """LinkFigures of the layout. A chain's runs are placed one at a time and cached: each run
-        is its pool's only user and placement packs a pool's replicas in stage order, so a run's
-        nodes are the same in every pool order; the junctions between runs join different pools
-        (different nodes), whose figures need only each side's node load (Links.busy)."""
-        if layout in self._links:
-            return self._links[layout][1]
-        runs = _runs(layout)
-        if layout.family == "mixed" or len(runs) == 1:
-            structure = tuple(tuple((g.pool, g.tp) for g in groups for _ in range(g.count))
-                              for groups in layout.stages)
-            links = Links(self.cluster, structure, place_structure(self.cluster, structure), 0.0)
-            lanes = _lane_links(links, layout.num_stages)
-            self._links[layout] = (links, LinkFigures.of(links, layout, lanes), lanes)
-            return self._links[layout][1]
-        parts = []
-        for groups, count in runs:
-            run = Layout("chain", (groups,) * count)
-            self._link_figures(run)
-            parts.append(self._links[run])
-        dp = tuple(ring for _, figures, _ in parts for ring in figures.dp)
-        joints = [self._junction(runs[k], runs[k + 1]) for k in range(len(runs) - 1)]
-        wrap = self._junction(runs[-1], runs[0])
-        lanes = []
-        for r in range(len(parts[0][2])):
-            forward, backward = [], []
-            for k, (_, _, run_lanes) in enumerate(parts):
-                forward += run_lanes[r][0]
-                backward += run_lanes[r][1]
-                if k < len(joints):
-                    forward.append(joints[k][0][r])
-                    backward.append(joints[k][1][r])
-            lanes.append((tuple(forward), tuple(backward), wrap[0][r], wrap[1][r]))
-        figures = LinkFigures(dp, _distinct_lanes(layout, lanes))
-        self._links[layout] = (None, figures, None)
-        return figures
-
-    def _junction(self, run_a, run_b) -> tuple[tuple, tuple]:
-        """Per lane r, the (bandwidth, latency) from the last stage of chain run `run_a` to the
-        first of `run_b`, forward and backward (different pools, so different nodes:
-        placement.network_bw)."""
-        key = ("junction", run_a, run_b)
-        if key not in self._links:
-            a = self._links[Layout("chain", (run_a[0],) * run_a[1])][0]
-            b = self._links[Layout("chain", (run_b[0],) * run_b[1])][0]
-            i, i2 = len(a.structure) - 1, 0
-            forward, backward = [], []
-            n, n2 = len(a.structure[i]), len(b.structure[i2])
-            for r in range(max(n, n2)):
-                ra, rb = r % n, r % n2
-                tp = min(a.structure[i][ra][1], b.structure[i2][rb][1])
-                pa, pb = a.pool_of(i, ra), b.pool_of(i2, rb)
-                forward.append(network_bw(self.cluster, pa, a.busy(i, ra), tp, pb, b.busy(i2, rb), tp))
-                backward.append(network_bw(self.cluster, pb, b.busy(i2, rb), tp, pa, a.busy(i, ra), tp))
-            self._links[key] = (tuple(forward), tuple(backward))
+            self._links[key] = self.linker.figures(layout).at(size)
         return self._links[key]
 
     # ------------------------------------------------------------------ one candidate
@@ -261,7 +214,8 @@ class Scorer:
         if any(sum(g.count for g in stage) % self.job.expert_parallel for stage in layout.stages):
             return None             # expert-parallel groups of ep replicas in every stage
         sp = any(g.tp > 1 for stage in layout.stages for g in stage)
-        shares = self._even_shares(layout, knobs) if uniform else self.shares(layout, knobs, sp)
+        m, mixed = self.job.global_batch // knobs.micro_batch, self.engine.space.mixed_stages
+        shares = _even_shares(layout, m, mixed) if uniform else self.shares(layout, knobs, sp)
         if shares is None:
             return None
         p = layout.num_stages
@@ -314,29 +268,12 @@ class Scorer:
             self._act[key] = stage_param_count(self.model, num_layers, first, last, p)
         return self._act[key]
 
-    def _even_shares(self, layout: Layout, knobs: Knobs):
-        m = self.job.global_batch // knobs.micro_batch
-        out = []
-        for groups in layout.stages:
-            replicas = sum(g.count for g in groups)
-            if m < replicas or (m % replicas and not self.engine.space.mixed_stages):
-                return None
-            out.append(tuple(even_shares(m, replicas)))
-        return tuple(out)
-
-    def _group_max_shares(self, groups: tuple[Group, ...], shares: tuple[int, ...]) -> list[int]:
-        out, k = [], 0
-        for g in groups:
-            out.append(max(shares[k:k + g.count]))
-            k += g.count
-        return out
-
     def _stage_costs(self, layout, knobs, i, shares, sp, window: int) -> StageCosts:
         groups = layout.stages[i]
         p = layout.num_stages
         last = i == p - 1
         slopes, intercepts, max_layers = [], [], 10**9
-        for g, n in zip(groups, self._group_max_shares(groups, shares)):
+        for g, n in zip(groups, _group_max_shares(groups, shares)):
             pool = self.pools[g.pool]
             f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp)
             slopes.append(n * (f + b))
@@ -394,6 +331,7 @@ class Scorer:
         each lane's in-flight window, and the replica of stage 0 that ends the pipeline then
         synchronises what its last backward did not hide and runs its optimizer step."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
+        run = self.engine.execution_with(self.engine.search_switches(p, zero))    # the overlaps to_plan turns on
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
         cp = self.cp
@@ -413,16 +351,19 @@ class Scorer:
                                               self.states.trainable)
                 zf, zb = zf + f, zb + b
             stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
-            for g, n in zip(groups, self._group_max_shares(groups, shares[i])):
+            for g, n in zip(groups, _group_max_shares(groups, shares[i])):
                 f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
-                h = self.run.zero_overlap
+                h = run.zero_overlap
                 fetch = sum(fetch_s(self.states, per_gpu, ranks, self.pools[g.pool].gpu)
                             for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
-                a2a_f, a2a_b = alltoall_s(self.model, layers[i], self.job.seq_len, mb, g.tp // cp, cp, ep, dp_bw,
-                                          dp_lat, knobs.recompute, precision)
-                f, b = f + zero_exposed_s(zf + fetch, f, h) + a2a_f, b + zero_exposed_s(zb + fetch, b, h) + a2a_b
+                a2a_f, a2a_b = alltoall_s(model=self.model, num_layers=layers[i], seq_len=self.job.seq_len,
+                                          micro_batch=mb, tp=g.tp // cp, cp=cp, expert_parallel=ep, bw=dp_bw,
+                                          latency_s=dp_lat, recompute=knobs.recompute, precision=precision)
+                f, b = (f + zero_exposed_s(zf + fetch, f, h, layers[i]) + a2a_f,
+                        b + zero_backward_exposed_s(zf, zb, fetch, b, h, layers[i], run.prefetch,
+                                                    run.overlap_grad_reduce) + a2a_b)
                 stage_bwd, fastest_bwd = max(stage_bwd, b), min(fastest_bwd, b)
                 ts.append(f + b)
                 fs.append(f)
@@ -432,10 +373,10 @@ class Scorer:
             fwds.append(fs)
             sync = sum(grad_sync_s(zero, per_gpu * self.states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                        for per_gpu, ranks in shards)
-            overlaps = self.options.overlap_grad_reduce and self.run.overlap_grad_reduce
+            overlaps = self.options.overlap_grad_reduce and run.overlap_grad_reduce
             exposed = exposed_grad_sync_s(sync, stage_bwd / v if overlaps else 0.0)
             step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states,
-                                        first_fwd if self.run.overlap_param_gather else 0.0)
+                                        first_fwd if run.overlap_param_gather else 0.0)
                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
                        for g, first_fwd in zip(groups, fs))
             tails.append(exposed + step)
@@ -526,106 +467,25 @@ def _window_s(v: int, m: int, own: list[int], t: list[float], x, wrap: float, wi
     return worst
 
 
-@dataclass(frozen=True)
-class Lane:
-    """One kind of lane for one activation size: replicas of replica group `group` (its index in
-    a stage with several groups; 0 in stages of one), and each boundary's forward (stage i to
-    i + 1) and backward transfer between the lane's replicas, and the wrap's round trip."""
-    group: int
-    forward: tuple[float, ...]
-    backward: tuple[float, ...]
-    wrap: float
-
-    @property
-    def round_trip(self) -> tuple[float, ...]:
-        return tuple(f + b for f, b in zip(self.forward, self.backward))
-
-
-@dataclass(frozen=True)
-class LayoutLinks:
-    """A layout's links as the fast score uses them for one activation size: per stage the
-    data-parallel ring's (bandwidth, latency), and the distinct kinds of lane (replica r of every
-    stage: the layouts' stages form lanes, as planner.schedule simulates them)."""
-    dp: tuple[tuple[float, float], ...]
-    lanes: tuple[Lane, ...]
-
-    @property
-    def backward(self) -> tuple[float, ...]:
-        """Each boundary's slowest backward transfer."""
-        return tuple(max(x) for x in zip(*(lane.backward for lane in self.lanes)))
-
-    @property
-    def fastest_round_trip(self) -> tuple[float, ...]:
-        """Each boundary's fastest round trip over the lanes."""
-        return tuple(min(x) for x in zip(*(lane.round_trip for lane in self.lanes)))
-
-    @property
-    def fastest_wrap(self) -> float:
-        return min(lane.wrap for lane in self.lanes)
-
-    @property
-    def least_round_trips_s(self) -> float:
-        """The fewest seconds any lane spends in transfers, one round trip across every boundary."""
-        return min(sum(lane.round_trip) for lane in self.lanes)
-
-
-@dataclass(frozen=True)
-class LinkFigures:
-    """A layout's placement's link figures, independent of the activation size: each stage's ring,
-    and the distinct kinds of lane as (group, forward (bandwidth, latency) per boundary, backward
-    ones, wrap forward, wrap backward)."""
-    dp: tuple[tuple[float, float], ...]
-    lanes: tuple
-
-    @staticmethod
-    def of(links: Links, layout: Layout, lanes: list | None = None) -> "LinkFigures":
-        lanes = _lane_links(links, layout.num_stages) if lanes is None else lanes
-        return LinkFigures(tuple(links.dp_group(i) for i in range(layout.num_stages)), _distinct_lanes(layout, lanes))
-
-    def at(self, activation_bytes: float) -> LayoutLinks:
-        def seconds(link) -> float:
-            return p2p_s(activation_bytes, *link) if link is not None else 0.0
-        return LayoutLinks(self.dp, tuple(
-            Lane(group, tuple(seconds(x) for x in forward), tuple(seconds(x) for x in backward),
-                 seconds(wrap_f) + seconds(wrap_b))
-            for group, forward, backward, wrap_f, wrap_b in self.lanes))
-
-
-def _lane_links(links: Links, num_stages: int) -> list:
-    """Per lane r: (forward, backward (bandwidth, latency) per boundary, wrap forward, wrap backward)."""
-    count = len(links.structure[0])
+def _even_shares(layout: Layout, m: int, mixed_stages: bool):
+    """Each stage's m micro-batches spread evenly over its replicas (the baselines), or None where a
+    stage has more replicas than micro-batches, or (engines of one mesh) shares that are not whole."""
     out = []
-    for r in range(count):
-        forward = tuple(links.p2p_link(i, r, i + 1, r) for i in range(num_stages - 1))
-        backward = tuple(links.p2p_link(i + 1, r, i, r) for i in range(num_stages - 1))
-        last = num_stages - 1
-        wrap = (links.p2p_link(last, r, 0, r), links.p2p_link(0, r, last, r)) if num_stages > 1 else (None, None)
-        out.append((forward, backward) + wrap)
-    return out
-
-
-def _distinct_lanes(layout: Layout, lanes: list) -> tuple:
-    """The distinct (group, links) among the lanes, in lane order: a lane's group is that of its
-    replica in a stage of several groups (groups expanded in order), 0 in chains."""
-    groups = [k for k, g in enumerate(layout.stages[0]) for _ in range(g.count)] if len(layout.stages[0]) > 1 else None
-    seen, out = set(), []
-    for r, lane in enumerate(lanes):
-        entry = (groups[r] if groups else 0,) + tuple(lane)
-        if entry not in seen:
-            seen.add(entry)
-            out.append(entry)
+    for groups in layout.stages:
+        replicas = sum(g.count for g in groups)
+        if m < replicas or (m % replicas and not mixed_stages):
+            return None
+        out.append(tuple(even_shares(m, replicas)))
     return tuple(out)
 
 
-def _runs(layout: Layout) -> list[tuple[tuple[Group, ...], int]]:
-    """The layout's stages as runs of consecutive stages with the same replica groups."""
-    runs: list = []
-    for groups in layout.stages:
-        if runs and runs[-1][0] == groups:
-            runs[-1] = (groups, runs[-1][1] + 1)
-        else:
-            runs.append((groups, 1))
-    return runs
+def _group_max_shares(groups: tuple[Group, ...], shares: tuple[int, ...]) -> list[int]:
+    """The busiest replica's micro-batches in each group of a stage (shares: groups expanded in order)."""
+    out, k = [], 0
+    for g in groups:
+        out.append(max(shares[k:k + g.count]))
+        k += g.count
+    return out
 
 
 def _windows(layout: Layout) -> list[int]:

@@ -44,7 +44,7 @@ import numpy as np
 from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
 from planner.dataparallel import pass_with_zero_floor_s, zero_per_micro_batch_floor
-from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
+from planner.memory import FRAMEWORK_OVERHEAD_BYTES, most_layers_held, state_bytes_per_param
 from planner.placement import dp_member_bw, p2p_floor_s
 from planner.schedule import interleaved_in_flight, window_in_flight_floor
 from planner.search.bound import FILL_SLACK
@@ -131,7 +131,7 @@ class _Table:
 
 
 def _transfers_floor_s(s: Scorer, table: _Table, sub, mb: int) -> np.ndarray:
-    """sum_i x_i of every order, at least (bound._transfers_floor_s): a chain run of q stages has
+    """sum_i x_i of every order, at least (bound.TransferFloors.floor_s): a chain run of q stages has
     q - 1 boundaries inside it; a mixed stage pairs each group with itself across a boundary."""
     diag = _diagonal_floor_s(s, table.pools, table.tp_list, mb)[sub.rows, sub.tpi]
     chain_x = np.where(sub.present, (sub.width - 1) * diag, 0.0).sum(axis=0)
@@ -246,8 +246,7 @@ def _mixed_fits(L, v, p, m, replicas, n_lo, present, free, W, act):
         c = np.maximum(replicas * n_lo / m, 1e-12) if v == 1 else np.ones_like(n_lo)
         q = p.astype(float)
         total = _run_total(q, c, n_lo, free, W, act)
-        least = np.where(free > 0, np.floor(free / (W + window_in_flight_floor(q * c, n_lo) * act)
-                                            * (1 + 1e-9)), 0.0)
+        least = np.where(free > 0, most_layers_held(free, W, act, window_in_flight_floor(q * c, n_lo)), 0.0)
         total = np.where(present, total, np.inf).min(axis=0)
         least = np.where(present, least, np.inf).min(axis=0)
         return (total >= L * (1 - 1e-12)) & (least >= v)
@@ -260,14 +259,14 @@ def _run_total(q, c, own, free, W, act):
     x c <= 1 (f = 1) and those at own are counted exactly; in between, f_x >= x c and each term is
     at most its integral over [x - 1/2, x + 1/2] (convex in x)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        last = np.floor(free / (W + window_in_flight_floor(c, own) * act) * (1 + 1e-9))
+        last = most_layers_held(free, W, act, window_in_flight_floor(c, own))
         ones = np.clip(np.floor(1 / c), 1, q)                          # x <= ones: one micro-batch
         ones = np.where(own <= 1, q, ones)
         k = np.clip(np.ceil(own / c) - 1, ones, q)                     # x <= k: x c < own
         middle = np.where(k > ones, free / (c * act) * np.log((W + (k + 0.5) * c * act) / (W + (ones + 0.5) * c * act)),
                           0.0)
-        total = (last + (ones - 1) * np.floor(free / (W + act) * (1 + 1e-9)) + middle
-                 + (q - k) * np.floor(free / (W + own * act) * (1 + 1e-9)))
+        total = (last + (ones - 1) * most_layers_held(free, W, act, 1) + middle
+                 + (q - k) * most_layers_held(free, W, act, own))
         return np.where((free > 0) & (q >= 1), total, 0.0)
 
 
@@ -286,7 +285,7 @@ def dp_link_ceilings(scorer: Scorer, pools, present, tps, count, chain, first, r
 
 def _diagonal_floor_s(scorer: Scorer, pools, tp_list, mb) -> np.ndarray:
     """[pool, tp] table of placement.p2p_floor_s from a replica of (pool, tp) to another of the
-    same (the larger of both directions, as bound._boundary_floor_s takes it)."""
+    same (the larger of both directions, as bound.TransferFloors.boundary_floor_s takes it)."""
     size = activation_message_bytes(ACT_BYTES, scorer.job.seq_len, mb, scorer.model.hidden)
     out = np.zeros((len(pools), len(tp_list)))
     for k, pool in enumerate(pools):

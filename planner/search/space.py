@@ -238,7 +238,7 @@ def mixed_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[i
 def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
                     partial: bool, subset_sizes: Iterable[int] | None = None,
                     one_tp: bool = False, engine: str = "hetplan", cp: int = 1,
-                    stop: Callable[[], bool] | None = None) -> Iterator[Family]:
+                    stop: Callable[[], bool] | None = None, ep: int = 1) -> Iterator[Family]:
     """Every family of layouts of the space over `cluster_pools` (already filtered for precision),
     lazily; `subset_sizes` keeps only subsets of those sizes and `one_tp` only families whose pools
     share one tensor-parallel degree (the baselines' spaces, generated without filtering).
@@ -247,10 +247,13 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
     without tensor parallelism. `stop`: asked before each subset, GPU count and tp choice (most of
     which yield no family on a large cluster: 64 pools have 2^64 subsets); true ends the listing."""
     space = engine_profile(engine).space
+    ep_on_replicas_only = ep > 1 and not space.expert_parallel_with_tp     # tp 1 and cp 1 only (Space)
+    if ep_on_replicas_only and cp > 1:
+        return
     one_tp = (one_tp or not (space.tp_per_stage or space.mixed_stages)
               or (space.tied_edges_same_tp and model.tied_embeddings))     # (a subset of that engine's space)
     for subset in pool_subsets(cluster_pools, subset_sizes):
-        tp_options = [tp_degrees(p, model, cp, space.tensor_parallel) for p in subset]
+        tp_options = [tp_degrees(p, model, cp, space.tensor_parallel and not ep_on_replicas_only) for p in subset]
         if not all(tp_options):
             continue
         # without pipelining every GPU is a replica, so fewer GPUs than a pool has may be all a batch can use

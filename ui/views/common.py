@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 import streamlit as st
 
 from planner.types import Cluster, Estimate, InputError, Plan
@@ -15,6 +16,20 @@ HINTS = {
     "infeasible": "Try more or larger-memory GPUs, a smaller global batch or sequence length, or a smaller model.",
     "input": "Fix the value named above on the Compose page (or in the uploaded file) and try again.",
 }
+
+
+def grouped(df: pd.DataFrame, config: dict | None = None) -> dict:
+    """st.dataframe's column_config with every whole-number column grouped by thousands ("1,024"), as
+    ui.numbers writes numbers in text; `config`'s own entries kept (a number column given without a format
+    gets the grouping too)."""
+    out = {c: st.column_config.NumberColumn(format="%,d") for c in df.columns
+           if pd.api.types.is_integer_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])}
+    for name, entry in (config or {}).items():
+        number = isinstance(entry, dict) and entry.get("type_config", {}).get("type") == "number"
+        if number and name in out and not entry["type_config"].get("format"):
+            entry = {**entry, "type_config": {**entry["type_config"], "format": "%,d"}}
+        out[name] = entry
+    return out
 
 
 def titled(title: str, message: str) -> str:

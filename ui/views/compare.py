@@ -8,7 +8,7 @@ from ui import charts, frames, session
 from ui.markup import md
 from ui.planning import build_cluster
 from ui.results import find, named_plans
-from ui.views.common import caption, cheaper_front, current_plan
+from ui.views.common import caption, cheaper_front, current_plan, grouped
 
 
 def render() -> None:
@@ -32,7 +32,8 @@ def render() -> None:
         st.info("Pick two or more plans.")
         return
     rows = [frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate) for n in picked]
-    st.dataframe(frames.metrics_table(rows), hide_index=True, width="stretch")
+    table = frames.metrics_table(rows)
+    st.dataframe(table, hide_index=True, width="stretch", column_config=grouped(table))
     st.plotly_chart(charts.compare_bars(pd.DataFrame(rows)), width="stretch")
     caption("Throughput (higher is better) and dollars per million tokens (lower is better) of each plan "
             "on the same cluster and job.")
@@ -45,11 +46,11 @@ def render() -> None:
         with col:
             st.markdown(f"**{md(n.name)}**: {md(frames.plan_shape(n.scored.plan))}")
             groups = frames.replica_groups(n.scored.plan, _cluster())
-            st.dataframe(groups[["stage", "layer_range", "layers", "pool", "tp", "replicas", "samples"]],
-                         hide_index=True, width="stretch", column_config={
+            shown = groups[["stage", "layer_range", "layers", "pool", "tp", "replicas", "samples"]]
+            st.dataframe(shown, hide_index=True, width="stretch", column_config=grouped(shown, {
                              "layer_range": st.column_config.TextColumn("layer range"),
                              "tp": st.column_config.NumberColumn("tensor-parallel"),
-                             "samples": st.column_config.NumberColumn("samples each")})
+                             "samples": st.column_config.NumberColumn("samples each")}))
 
 
 def _cluster():

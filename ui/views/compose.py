@@ -16,7 +16,7 @@ from ui.numbers import count, whole
 from ui.planning import build_cluster, build_model, catalog
 from ui.sidebar import request_plan
 from ui.state import ENGINE_CHOICES, JOB_KIND_LABELS, context_parallel_degree, expert_parallel_degree, presets
-from ui.views.common import show_error
+from ui.views.common import grouped, show_error
 
 
 def _preset_row() -> None:
@@ -100,7 +100,9 @@ def _cluster_section() -> None:
         st.success(f"**{count(built.num_gpus, 'GPU')}** in {count(len(built.pools), 'pool')}: {counts}",
                    icon=":material/check_circle:")
     with st.expander("GPU key figures (from the catalog)", expanded=True):
-        st.dataframe(compose.gpu_figures([p.gpu.id for p in built.pools]), hide_index=True, width="stretch")
+        figures = compose.gpu_figures([p.gpu.id for p in built.pools])
+        st.dataframe(figures, hide_index=True, width="stretch", column_config=grouped(figures, {
+            "catalog $/GPU-h": st.column_config.NumberColumn(format="$%.2f")}))
     if built.network is not None and len(built.pools) > 1:
         with st.expander("Network between pools (widest paths of the cluster file's network)", expanded=True):
             st.dataframe(frames.network_paths(built), hide_index=True, width="stretch",

@@ -14,10 +14,11 @@ from planner.types import InputError, Objective
 from ui import charts, frames, session
 from ui.engines import engines_table, pinned, search_proof, title
 from ui.markup import md
+from ui.numbers import count, per_million_tokens, whole
 from ui.results import plan_dict
 from ui.planning import baseline_time_limit_s, build_cluster, build_job, run_search
 from ui.sidebar import request_plan
-from ui.views.common import caption, show_error
+from ui.views.common import caption, grouped, show_error
 
 ENGINES_KEY = "engine_outcomes"          # (job key for hetplan's runtime, {engine: Outcome})
 
@@ -76,8 +77,8 @@ def _cards(outcomes: dict) -> None:
             continue
         best = outcome.result.plans[0]
         est = best.estimate
-        left.markdown(f"**{pinned(name)}**: {est.tokens_per_s:,.0f} tokens/s, "
-                      f"${est.cost_per_million_tokens_usd:.3f} / M tokens on {est.num_gpus:,} GPUs "
+        left.markdown(f"**{pinned(name)}**: {whole(est.tokens_per_s)} tokens/s, "
+                      f"{per_million_tokens(est.cost_per_million_tokens_usd)} / M tokens on {count(est.num_gpus, 'GPU')} "
                       f"({md(search_proof(outcome.result))}). {md(frames.plan_shape(best.plan))}")
         shown = on_view is not None and session.get().engine == name and _same_plan(on_view, best.plan)
         right.button("On view" if shown else "Put on view", key=f"engines.adopt.{name}", disabled=shown,
@@ -95,8 +96,9 @@ def _results(outcomes: dict, cluster) -> None:
     if best is not None:
         st.success(f"**Best by the objective ({md(session.get().objective)}): {md(title(best))}.**",
                    icon=":material/trophy:")
-    st.dataframe(engines_table(outcomes, cluster.num_gpus), hide_index=True, width="stretch",
-                 column_config={"plan": st.column_config.TextColumn(width="large")})
+    table = engines_table(outcomes, cluster.num_gpus)
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config=grouped(table, {"plan": st.column_config.TextColumn(width="large")}))
     caption(f"Each engine's best plan for this job on this cluster, by the same cost model, predicted as that "
             f"engine runs it. The change is against {md(ENGINES[DEFAULT_ENGINE].title)}, which runs every plan "
             f"(the fully heterogeneous one): what choosing the engine costs you here. A search that stopped "

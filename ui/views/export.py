@@ -13,6 +13,7 @@ from planner.report import estimate_to_dict
 from ui import frames, report, session
 from ui import state as url_state
 from ui.markup import file_stem, md
+from ui.numbers import count, per_million_tokens, signed, whole
 from ui.engines import pinned, title
 from ui.planning import catalog, export_for, export_targets, exporter, simulate_plan
 from ui.results import named_plans, plan_dict
@@ -94,9 +95,10 @@ def _offered(cur, engine, result) -> None:
     speed = est.tokens_per_s / view.tokens_per_s - 1
     price = est.cost_per_million_tokens_usd / view.cost_per_million_tokens_usd - 1
     st.info(f"**The files describe the plan {md(engine.title)} runs best here**, found by its search and scored by "
-            f"the cost model as {md(engine.title)} runs it, not the plan on view: {est.tokens_per_s:,.0f} tokens/s "
-            f"({speed:+.1%} against the plan on view), ${est.cost_per_million_tokens_usd:.3f} per million tokens "
-            f"({price:+.1%}), on {alt.num_gpus:,} GPUs (the plan on view: {view.num_gpus:,}); "
+            f"the cost model as {md(engine.title)} runs it, not the plan on view: {whole(est.tokens_per_s)} tokens/s "
+            f"({signed(speed)} against the plan on view), {per_million_tokens(est.cost_per_million_tokens_usd)} per "
+            f"million tokens ({signed(price)}), on {count(alt.num_gpus, 'GPU')} (the plan on view: "
+            f"{whole(view.num_gpus)}); "
             f"{'it fits in memory' if est.fits else 'it does not fit in memory'}.\n\n"
             f"{md(frames.plan_shape(alt))}", icon=":material/swap_horiz:")
     st.button(f"Put this {engine.title} plan on view", key=f"export.adopt.{result.engine}", on_click=_adopt,

@@ -18,9 +18,10 @@ from planner.search.explain import describe_plan
 from planner.types import Cluster, InputError
 from ui import charts, session
 from ui.markup import md
+from ui.numbers import dollars, duration, percent
 from ui.planning import build_cluster, catalog, fleet_on
 from ui.state import EXAMPLES_DIR
-from ui.views.common import caption, outcome_on_button, show_error
+from ui.views.common import caption, grouped, outcome_on_button, show_error
 
 JOBS_KEY = "fleet_jobs"                  # the jobs table (a DataFrame); session only, not in the link
 OUTCOME_KEY = "fleet_outcome"            # (inputs key, Outcome)
@@ -192,12 +193,13 @@ def allocation_table(result: FleetResult, cluster: Cluster) -> pd.DataFrame:
     rows = []
     for a in result.allocations:
         tokens, cand = a.job.tokens, a.candidate
-        hours, dollars = cand.hours_to_finish(tokens), cand.dollars_to_finish(tokens)
+        hours, bill = cand.hours_to_finish(tokens), cand.dollars_to_finish(tokens)
         rows.append({"job": a.job.name, **{f"{p.name} GPUs": a.gpus.get(p.name, 0) for p in cluster.pools},
                      "where": "; ".join(s.describe() for s in a.placement),
-                     "tokens/s": round(a.estimate.tokens_per_s), "share of its best": f"{a.normalised_throughput:.0%}",
-                     "hours to finish": None if hours is None else round(hours, 1),
-                     "$ to finish": None if dollars is None else round(dollars),
+                     "tokens/s": round(a.estimate.tokens_per_s),
+                     "share of its best": percent(a.normalised_throughput),
+                     "time to finish": "-" if hours is None else duration(hours * 3600),
+                     "$ to finish": "-" if bill is None else dollars(bill),
                      "plan": describe_plan(cand.plan)})
     return pd.DataFrame(rows)
 
@@ -218,13 +220,14 @@ def _result(result: FleetResult, cluster: Cluster) -> None:
     st.subheader("Allocation")
     st.caption(f"Policy {md(result.policy.value)}: {len(result.allocations)} of "
                f"{len(result.allocations) + len(result.unscheduled)} jobs run. The program solved in "
-               f"{result.solve_time_s:.2f} s after {result.plan_time_s:.1f} s planning candidates "
+               f"{duration(result.solve_time_s)} after {duration(result.plan_time_s)} planning candidates "
                f"({result.searches} searches).")
     if result.allocations:
         # the page's width, the long columns wrapping in place of a table wider than the page
-        st.dataframe(allocation_table(result, cluster), hide_index=True, width="stretch", column_config={
+        table = allocation_table(result, cluster)
+        st.dataframe(table, hide_index=True, width="stretch", column_config=grouped(table, {
             "where": st.column_config.TextColumn("where", width="medium"),
-            "plan": st.column_config.TextColumn("plan", width="large")})
+            "plan": st.column_config.TextColumn("plan", width="large")}))
         caption("One row per job that runs: the GPUs it holds in each pool, where (whole nodes, or a half, a "
                 "quarter ... of one node's GPUs, which it shares with other jobs; nodes and GPUs numbered from 0 "
                 "within each pool), the tokens/s its plan "

@@ -7,17 +7,16 @@ import json
 import streamlit as st
 
 from catalog import plan_from_dict, without_output_keys
-from planner.report import format_duration
 from planner.types import Cluster, Estimate, InputError, Plan
 from ui import frames, session
 from ui.markup import md
+from ui.numbers import dollars, duration, gib, per_million_tokens, whole
 from ui.planning import build_cluster, catalog, replan_on
 from ui.results import named_plans, plan_dict
 from ui.views.common import caption, outcome_on_button, show_error
 
 OUTCOME_KEY = "replan_outcome"           # (inputs key, Outcome)
 ADOPTED_KEY = "replan_adopted"
-GIB = 2 ** 30
 
 
 def planned_on(state) -> dict | None:
@@ -52,17 +51,17 @@ def _inputs(state, old: dict | None) -> tuple[float | None, dict | None]:
 
 def _figures(plan: Plan, est: Estimate, cluster: Cluster) -> None:
     c = st.columns(3)
-    c[0].metric("throughput (tokens/s)", f"{est.tokens_per_s:,.0f}")
-    c[1].metric("$ / M tokens", f"${est.cost_per_million_tokens_usd:.3f}")
-    c[2].metric("GPUs used", f"{est.num_gpus:,} of {cluster.num_gpus:,}")
-    pools = ", ".join(f"{md(name)}: {n} of {_pool_gpus(cluster, name)}" for name, n in plan.gpus_by_pool().items())
+    c[0].metric("throughput (tokens/s)", whole(est.tokens_per_s))
+    c[1].metric("$ / M tokens", per_million_tokens(est.cost_per_million_tokens_usd))
+    c[2].metric("GPUs used", f"{whole(est.num_gpus)} of {whole(cluster.num_gpus)}")
+    pools = ", ".join(f"{md(name)}: {whole(n)} of {_pool_gpus(cluster, name)}" for name, n in plan.gpus_by_pool().items())
     st.markdown(f"**GPUs by pool**: {pools}")
     st.markdown(f"**Shape**: {md(frames.plan_shape(plan))}")
 
 
 def _pool_gpus(cluster: Cluster, name: str) -> str:
     try:
-        return f"{cluster.pool(name).num_gpus:,}"
+        return whole(cluster.pool(name).num_gpus)
     except InputError:
         return "0 (the pool is gone)"
 
@@ -75,9 +74,9 @@ def _adopt(plan: dict) -> None:
 def _switch(r) -> None:
     st.subheader("The switch")
     c = st.columns(3)
-    c[0].metric("time", format_duration(r.switch.seconds))
-    c[1].metric("cost", f"${r.switch.dollars:,.2f}")
-    c[2].metric("checkpoint", f"{r.switch.checkpoint_bytes / GIB:,.1f} GiB")
+    c[0].metric("time", duration(r.switch.seconds))
+    c[1].metric("cost", dollars(r.switch.dollars))
+    c[2].metric("checkpoint", gib(r.switch.checkpoint_bytes))
     st.markdown("**What moves**\n" + "\n".join(f"- {md(m)}" for m in r.switch.moves))
     verdict = f"**Worth switching: {'yes' if r.worth_switching else 'no'}.** {md(r.reason[:1].upper() + r.reason[1:])}"
     (st.success if r.worth_switching else st.info)(verdict, icon=":material/swap_horiz:")

@@ -17,6 +17,8 @@ from planner.rl.workload import Algorithm, Mode, RlJob
 from planner.types import InputError
 from ui.budget import OverBudget
 from ui.planning import bounded
+from ui.numbers import dollars, duration, factor, whole
+from ui.views.common import grouped
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CLUSTERS = ("rl/h100-l40s.yaml", "lab-mix.yaml", "h100-a100-v100-64.yaml", "a100-v100-16.yaml")
@@ -26,8 +28,8 @@ MODELS = ("llama-3-8b", "qwen2.5-7b", "llama-2-7b", "llama-2-13b")
 @st.cache_data(show_spinner="searching placements…", max_entries=16)
 def _search(cluster_file: str, model: str, kind: str, prompts: int, samples: int, prompt_len: int, response: int,
             longest: int, mode: str, reference: bool):
-    return bounded(_search_work, cluster_file, model, kind, prompts, samples, prompt_len, response, longest, mode,
-                   reference)
+    job = (cluster_file, model, kind, prompts, samples, prompt_len, response, longest, mode, reference)
+    return bounded(_search_work, *job)
 
 
 def _search_work(cluster_file: str, model: str, kind: str, prompts: int, samples: int, prompt_len: int,
@@ -74,9 +76,9 @@ def _candidates_frame(result) -> pd.DataFrame:
     rows = []
     for c in result.candidates:
         e = c.estimate
-        rows.append({"shape": c.plan.shape.value, "GPUs": ", ".join(f"{n} {p}" for p, n in e.gpus_by_pool.items()),
-                     "step s": round(e.step_time_s, 1), "samples/s": round(e.samples_per_s, 2),
-                     "$ per step": round(e.dollars_per_step, 2),
+        rows.append({"shape": c.plan.shape.value, "GPUs": ", ".join(f"{whole(n)} {p}" for p, n in e.gpus_by_pool.items()),
+                     "step": duration(e.step_time_s), "samples/s": f"{e.samples_per_s:,.2f}",
+                     "$ per step": dollars(e.dollars_per_step),
                      "baseline": "yes" if result.baseline is not None and c is result.baseline else ""})
     return pd.DataFrame(rows)
 
@@ -93,10 +95,10 @@ def render() -> None:
     best = result.best
     e = best.estimate
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Step time", f"{e.step_time_s:,.1f} s")
+    c1.metric("Step time", duration(e.step_time_s))
     c2.metric("Samples / s", f"{e.samples_per_s:,.2f}")
-    c3.metric("Tokens / s", f"{e.tokens_per_s:,.0f}")
-    c4.metric("Dollars / step", f"${e.dollars_per_step:,.2f}")
+    c3.metric("Tokens / s", whole(e.tokens_per_s))
+    c4.metric("Dollars / step", dollars(e.dollars_per_step))
     st.subheader(f"Best: {best.plan.shape.value}, {best.plan.job.mode.value}")
     st.plotly_chart(timeline_chart(timeline_frame(e)), use_container_width=True)
     st.subheader("Where each role sits")
@@ -106,9 +108,10 @@ def render() -> None:
         st.info(f"The colocated baseline on {result.baseline_pool} does not run.")
     else:
         b = result.baseline.estimate
-        st.write(f"Colocated on {result.baseline_pool} (the best GPU): step {b.step_time_s:,.1f} s, "
-                 f"${b.dollars_per_step:,.2f} per step; the best placement is "
-                 f"{b.step_time_s / e.step_time_s:.2f}x its samples per second.")
-    st.dataframe(_candidates_frame(result), hide_index=True)
+        st.write(f"Colocated on {result.baseline_pool} (the best GPU): step {duration(b.step_time_s)}, "
+                 f"{dollars(b.dollars_per_step)} per step; the best placement is "
+                 f"{factor(b.step_time_s / e.step_time_s)} its samples per second.")
+    candidates = _candidates_frame(result)
+    st.dataframe(candidates, hide_index=True, column_config=grouped(candidates))
     for note in e.notes:
         st.caption(note)

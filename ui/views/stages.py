@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import charts, frames
-from ui.views.common import caption, current_plan
+from ui.views.common import caption, current_plan, grouped
 
 
 def render() -> None:
@@ -33,7 +33,9 @@ def render() -> None:
             "degree (times the context-parallel degree, where the sequence is split over GPUs) and the samples "
             "each processes per iteration. Faster GPUs should take more layers or more "
             "samples.")
-    st.dataframe(table.drop(columns=["layer_start", "layer_end"]), hide_index=True, width="stretch", column_config={
+    shown = table.drop(columns=["layer_start", "layer_end"])
+    shown["share"] = shown["share"] * 100        # in percent, whole, as ui.numbers.percent writes shares
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=grouped(shown, {
         "layer_range": st.column_config.TextColumn("layer range", help="first and last layer, both included, "
                                                                        "counted from 0"),
         "layers": st.column_config.NumberColumn("layers"),
@@ -47,6 +49,6 @@ def render() -> None:
         "samples": st.column_config.NumberColumn("samples each", help="sequences each replica processes per "
                                                                        "iteration"),
         "replicas": st.column_config.NumberColumn("replicas", help="data-parallel copies of the stage here"),
-        "share": st.column_config.ProgressColumn("share of the batch", format="percent", min_value=0, max_value=1,
+        "share": st.column_config.ProgressColumn("share of the batch", format="%.0f%%", min_value=0, max_value=100,
                                                  help="of the stage's batch, done by these replicas; under 100% "
-                                                      "where the stage spans pools")})
+                                                      "where the stage spans pools")}))

@@ -10,15 +10,15 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.training import model_states
-from planner.report import format_duration, spot_text
+from planner.report import spot_text
 from planner.search.bound import FILL_SLACK
 from planner.engines import AUTO
-from planner.types import GIB, InputError, JobKind, Offload, Precision
+from planner.types import InputError, JobKind, Offload, Precision
 from ui import charts, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
                         engines_with_expert_parallel, pinned, title)
 from ui.markup import md
-from ui.numbers import count, percent, whole
+from ui.numbers import count, dollars, duration, factor, gib, per_million_tokens, percent, whole
 from ui.numbers import tokens as tokens_text
 from ui.planning import baseline_time_limit_s, build_cluster, build_job, build_model, run_search
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
@@ -26,7 +26,7 @@ from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, base
 from ui.compose import TIME_LIMIT_WIDGET
 from ui.sidebar import PLAN_REQUEST, request_plan
 from ui.state import ENGINE_CHOICES, MAX_TIME_LIMIT_S
-from ui.views.common import caption, cheaper_front, current_plan, show_error
+from ui.views.common import caption, cheaper_front, current_plan, grouped, show_error
 
 
 def run_planner() -> None:
@@ -144,7 +144,7 @@ def _engine_line(cur) -> None:
     planned_for = session.get().engine
     text = f"For **{pinned(cur.plan.engine)}**: predicted as that engine runs the plan."
     if planned_for == AUTO:
-        text += f" {md(title(planned_for))} (Compose): the search picked this engine's plan as the best."
+        text += f" With {md(title(planned_for))} on Compose, the search picked this engine's plan as the best."
     elif cur.plan.engine != planned_for:
         text += (f" The planner now searches for {md(title(planned_for))} (the engine on Compose); run it for "
                  f"plans that engine runs.")
@@ -171,12 +171,12 @@ def model_state_shortfall(cluster, job) -> str:
     if state_bytes <= usable_bytes:
         return ""
     ratio = state_bytes / max(usable_bytes, 1.0)
-    times = f"{ratio:,.1f}×" if ratio < 10 else f"{ratio:,.0f}×"
+    times = factor(ratio)
     return (f"**The model is too large for this cluster.** {md(job.model.name)}'s weights, gradients and "
-            f"optimizer states alone need {state_bytes / GIB:,.0f} GiB ({per_param:g} bytes × "
-            f"{params / 1e9:,.1f} B parameters), {times} the {usable_bytes / GIB:,.0f} GiB that all "
+            f"optimizer states alone need {gib(state_bytes)} ({per_param:g} bytes × "
+            f"{params / 1e9:,.1f} B parameters), {times} the {gib(usable_bytes)} that all "
             f"{cluster.num_gpus:,} GPUs of the cluster hold together: no batch size, sequence length or plan "
-            f"can fit it. Add GPUs (at least {(state_bytes - usable_bytes) / GIB:,.0f} GiB more, before "
+            f"can fit it. Add GPUs (at least {gib(state_bytes - usable_bytes)} more, before "
             f"activations) or choose a smaller model.")
 
 
@@ -191,7 +191,7 @@ def search_completeness(result) -> str:
     if getattr(result, "complete", True):
         return ""
     gap = getattr(result, "gap", None)
-    bound = (f"no plan of its space can be more than {gap:.1%} better by the cost model (lower bounds on "
+    bound = (f"no plan of its space can be more than {percent(gap, 1)} better by the cost model (lower bounds on "
              f"every plan it did not evaluate)" if gap is not None else
              "how close its best plan is to the optimum is unknown")
     stopped = getattr(result, "stopped_by", None)
@@ -211,11 +211,11 @@ def gap_made_of(gap: float | None) -> str:
     own = (1 + gap) * (1 - FILL_SLACK) - 1       # gap = best / (bound x (1 - FILL_SLACK)) - 1
     text = (f"The gap compares #1 with lower bounds on the plans not scored, and those bounds are lowered by a "
             f"{FILL_SLACK:.0%} safety margin (their pipeline fill is an estimate, kept below the cost model: "
-            f"benchmarks/fast_vs_evaluate.py), worth {margin:.1%} of gap by itself, which more time does not "
+            f"benchmarks/fast_vs_evaluate.py), worth {percent(margin, 1)} of gap by itself, which more time does not "
             "remove.")
     if own <= 0:
         return text + " All of this gap can be that margin: #1 may well be the best plan already."
-    return (text + f" Without it the unscored plans' bounds are within {own:.1%} of #1: more time narrows that "
+    return (text + f" Without it the unscored plans' bounds are within {percent(own, 1)} of #1: more time narrows that "
                    "part only by scoring those plans, and bounds that are loose for this job (they leave out "
                    "collective latencies, for one) keep it open however long the search runs.")
 
@@ -289,8 +289,9 @@ def _plan_picker(result) -> None:
     on_view = find(named, session.get().plan)
     index = labels.index(on_view.name) if on_view else 0
     rows = [frames.metrics_row(n.name, n.role, n.scored.plan, n.scored.estimate) for n in named]
-    st.dataframe(frames.metrics_table(rows), hide_index=True, width="stretch",
-                 column_config={"plan": st.column_config.TextColumn(width="medium")})
+    table = frames.metrics_table(rows)
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config=grouped(table, {"plan": st.column_config.TextColumn(width="medium")}))
     choice = st.radio("plan on view", labels, index=index, horizontal=True, key="plan_on_view")
     picked = named[labels.index(choice)]
     if on_view is None or picked.name != on_view.name:
@@ -298,38 +299,22 @@ def _plan_picker(result) -> None:
         st.rerun()
 
 
-def _si(x: float) -> str:
-    for unit, size in (("M", 1e6), ("k", 1e3)):
-        if x >= size:
-            return f"{x / size:,.3g}{unit}" if x / size < 1000 else f"{x / size:,.0f}{unit}"
-    return f"{x:,.0f}"
-
-
-def _money(usd: float) -> str:
-    """Dollars short enough for a metric tile: $663, $380k, $1.87M."""
-    if usd >= 1e6:
-        return f"${usd / 1e6:,.2f}M"
-    if usd >= 1e4:
-        return f"${usd / 1e3:,.0f}k"
-    return f"${usd:,.0f}"
-
-
 def _metrics(est, without_grid: list[str] | None = None, cur=None) -> None:
     c = st.columns(6)
-    c[0].metric("tokens / s", _si(est.tokens_per_s), help=f"{count(est.tokens_per_s, 'token')}/s on "
+    c[0].metric("tokens / s", whole(est.tokens_per_s), help=f"{count(est.tokens_per_s, 'token')}/s on "
                                                           f"{count(est.num_gpus, 'GPU')}")
     fp8 = cur is not None and frames.mfu_caveat(cur.plan, cur.cluster, est)
-    c[1].metric("MFU (vs 16-bit peak)" if fp8 else "MFU", f"{est.mfu:.1%}",
+    c[1].metric("MFU (vs 16-bit peak)" if fp8 else "MFU", percent(est.mfu, 1),
                 help="model FLOPs / (iteration time × 16-bit peak FLOP/s of the GPUs used)")
-    c[2].metric("iteration", f"{est.iteration_time_s:.2f} s")
-    c[3].metric("$ / M tokens", f"${est.cost_per_million_tokens_usd:.3f}", help=f"${est.cost_per_hour_usd:,.0f}/h")
+    c[2].metric("iteration", duration(est.iteration_time_s))
+    c[3].metric("$ / M tokens", per_million_tokens(est.cost_per_million_tokens_usd),
+                help=f"{dollars(est.cost_per_hour_usd)}/h")
     tokens = session.get().tokens_to_train
     run = f"{tokens_text(tokens)} (set on Compose) at this throughput" if tokens else "set tokens to train on Compose"
-    c[4].metric("time to train", format_duration(est.train_time_s), help=run)
-    dollars = est.train_cost_usd
-    c[5].metric("$ to train", "-" if dollars is None else _money(dollars),
-                help=f"{run}, at ${est.cost_per_hour_usd:,.0f}/h for the GPUs used"
-                     + ("" if dollars is None else f": ${dollars:,.0f}"))
+    c[4].metric("time to train", duration(est.train_time_s), help=run)
+    bill = est.train_cost_usd
+    c[5].metric("$ to train", "-" if bill is None else dollars(bill),
+                help=f"{run}, at {dollars(est.cost_per_hour_usd)}/h for the GPUs used")
     st.caption(frames.energy_text(est, without_grid) + " (GPU board power for the whole iteration: an upper bound without host, "
                "network and cooling; carbon from each pool's grid_gco2_per_kwh in the cluster file)")
     if spot_text(est):

@@ -5,8 +5,9 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, phases, session
+from ui.numbers import percent
 from ui.planning import simulate_plan
-from ui.views.common import caption, current_plan, show_error
+from ui.views.common import caption, current_plan, grouped, show_error
 
 ROWS_BY_DEFAULT = 24
 PHASES, EVERY_PASS, WINDOW = "whole iteration in phases", "whole iteration, every pass", "a window of micro-batches"
@@ -32,6 +33,12 @@ def _only(frame: pd.DataFrame, workers: pd.DataFrame) -> pd.DataFrame:
     return frame.merge(workers, on=["stage", "replica"])
 
 
+def _span_of(shares: pd.Series) -> str:
+    """"5.1%" when every worker waits the same share, else "3.2% to 5.1%"."""
+    lo, hi = percent(shares.min(), 1), percent(shares.max(), 1)
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
 def _facts(sim, summary: pd.DataFrame, total: int) -> str:
     unit, scale = charts.time_unit(sim.pipeline_time_s)
     idle = summary["idle_s"] / sim.pipeline_time_s if sim.pipeline_time_s > 0 else summary["idle_s"] * 0
@@ -41,7 +48,7 @@ def _facts(sim, summary: pd.DataFrame, total: int) -> str:
             f"{len(summary):,} worker{'s' if len(summary) != 1 else ''} drawn; "
             f"{charts.figure(sim.pipeline_time_s * scale)} {unit} of pipeline "
             f"({charts.figure(sim.iteration_time_s * scale)} {unit} with gradient sync and optimizer step). "
-            f"Pipeline bubbles: the workers drawn wait {idle.min():.1%} to {idle.max():.1%} of the pipeline time.")
+            f"Pipeline bubbles: the workers drawn wait {_span_of(idle)} of the pipeline time.")
 
 
 def _set_window(first: int, last: int, kinds: tuple[str, ...], key: str) -> None:
@@ -122,7 +129,8 @@ def render() -> None:
     else:
         _window(events, table, total, sim.gpipe, sim.pipeline_time_s)
     with st.expander("Phases as a table"):
-        st.dataframe(_phase_table(table, sim.pipeline_time_s), hide_index=True, width="stretch")
+        phases_table = _phase_table(table, sim.pipeline_time_s)
+        st.dataframe(phases_table, hide_index=True, width="stretch", column_config=grouped(phases_table))
 
 
 _PHASES_CAPTION = {
@@ -148,6 +156,6 @@ def _phase_table(table: pd.DataFrame, pipeline_s: float) -> pd.DataFrame:
         f"from ({unit})": (table["start"] * scale).map(charts.figure),
         f"to ({unit})": (table["end"] * scale).map(charts.figure),
         "busy": (table["busy_s"] / (table["end"] - table["start"]).where(lambda s: s > 0)).map(
-            lambda v: "-" if pd.isna(v) else f"{v:.0%}"),
+            lambda v: "-" if pd.isna(v) else percent(v)),
         "transfers in": table["transfers"],
     })

@@ -16,9 +16,10 @@ from planner.types import InputError
 from ui import charts, frames, phases, session
 from ui.engines import engine_fit, plan_engine, title, with_engine
 from ui.markup import md
+from ui.numbers import duration, per_million_tokens, percent, whole
 from ui.planning import catalog, evaluate_plan, simulate_plan
 from ui.state import EXAMPLES_DIR, presets
-from ui.views.common import caption, show_error
+from ui.views.common import caption, grouped, show_error
 
 PLAN_OPTIONS = {"micro_batch": None, "zero_stage": [0, 1, 2, 3], "recompute": ["none", "selective", "full"],
                 "schedule": ["1f1b", "gpipe"], "interleave": None}
@@ -168,16 +169,20 @@ def _metrics(b, a) -> None:
         """The change, or None (no arrow) when there is nothing to compare or nothing changed."""
         return None if b is None or abs(y - x) <= 1e-9 * max(abs(x), abs(y), 1) else fmt(y - x)
 
-    c[0].metric("throughput (tokens/s)", f"{a.tokens_per_s:,.0f}",
-                delta(b and b.tokens_per_s, a.tokens_per_s, lambda d: f"{d:+,.0f}"))
-    c[1].metric("MFU", f"{a.mfu:.1%}", delta(b and b.mfu, a.mfu, lambda d: f"{d * 100:+.1f} pt"))
-    c[2].metric("iteration", f"{a.iteration_time_s:.3f} s",
-                delta(b and b.iteration_time_s, a.iteration_time_s, lambda d: f"{d:+.3f} s"), delta_color="inverse")
-    c[3].metric("$ / M tokens", f"${a.cost_per_million_tokens_usd:.3f}",
-                delta(b and b.cost_per_million_tokens_usd, a.cost_per_million_tokens_usd, lambda d: f"{d:+.3f}"),
+    def plus(text: str, d: float) -> str:
+        return ("+" if d > 0 else "-") + text
+    c[0].metric("throughput (tokens/s)", whole(a.tokens_per_s),
+                delta(b and b.tokens_per_s, a.tokens_per_s, lambda d: plus(whole(abs(d)), d)))
+    c[1].metric("MFU", percent(a.mfu, 1), delta(b and b.mfu, a.mfu, lambda d: f"{d * 100:+.1f} pt"))
+    c[2].metric("iteration", duration(a.iteration_time_s),
+                delta(b and b.iteration_time_s, a.iteration_time_s, lambda d: plus(duration(abs(d)), d)),
+                delta_color="inverse")
+    c[3].metric("$ / M tokens", per_million_tokens(a.cost_per_million_tokens_usd),
+                delta(b and b.cost_per_million_tokens_usd, a.cost_per_million_tokens_usd,
+                      lambda d: plus(per_million_tokens(abs(d)), d)),
                 delta_color="inverse")
     share = frames.peak_memory_share(a)
-    c[4].metric("fullest GPU's memory", f"{share:.0%}",
+    c[4].metric("fullest GPU's memory", percent(share),
                 delta(b and frames.peak_memory_share(b), share, lambda d: f"{d * 100:+.0f} pt"), delta_color="inverse",
                 help="peak memory of the fullest GPU as a share of its capacity; above 100% it does not fit")
 
@@ -189,7 +194,7 @@ def _out_of_memory(est, changed: bool) -> None:
              "The plan on view runs out of memory.")
     st.error(f"**{title}** {md(est.oom)}", icon=":material/warning:")
     if len(over):
-        st.dataframe(over, hide_index=True, width="stretch")
+        st.dataframe(over, hide_index=True, width="stretch", column_config=grouped(over))
     st.caption("To make room: raise recompute (selective, then full), the ZeRO stage or tensor parallelism, "
                "move layers off the stages above, give their GPUs fewer samples, or use a smaller micro-batch.")
 
