@@ -115,6 +115,20 @@ def test_best_engine_answer_holds_against_every_engines_exhaustive_search(catalo
         assert key <= estimate_key(objective, exact.plans[0].estimate, None) * (1 + 1e-9), name
 
 
+@pytest.mark.parametrize("objective", [Objective.ENERGY, Objective.COST])
+def test_best_engine_baselines_are_the_winning_engines_own(catalog, objective):
+    """The best-engine search runs the baselines once, for the winner: the same plans and figures as
+    that engine's own search gives them (under energy, searched at board-power prices too)."""
+    from planner.engines import REAL
+    cluster = small_cluster(catalog, "a100-80gb-sxm", "l40s", 2)
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    auto = search(cluster, job, objective, engines=REAL)
+    alone = search(cluster, replace(job, engine=auto.plans[0].plan.engine), objective)
+    assert {n: b and (b.plan, b.estimate) for n, b in auto.baselines.items()} == \
+        {n: b and (b.plan, b.estimate) for n, b in alone.baselines.items()}
+    assert auto.plans[0].gain_over == alone.plans[0].gain_over
+
+
 # ----------------------------------------------------------------------------- plans and metrics
 
 def test_metrics_are_the_cost_models(lab_result):

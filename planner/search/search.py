@@ -255,8 +255,7 @@ def _search_energy(cluster: Cluster, job: Job, deadline_hours, top_k, method, op
     board power in kW, so that every dollar figure it ranks by is a kWh figure (planner.energy counts
     the GPUs used at board power for the whole iteration); the answer's plans are then evaluated on
     the cluster as it is, for their real prices."""
-    powered = replace(cluster, pools=tuple(replace(p, price_per_gpu_hour_usd=p.gpu.power_w / 1000)
-                                           for p in cluster.pools))
+    powered = _powered(cluster)
     found = _search_settings(powered, job, Objective.ENERGY, deadline_hours, top_k, method, options, baselines,
                              **settings)
 
@@ -268,6 +267,11 @@ def _search_energy(cluster: Cluster, job: Job, deadline_hours, top_k, method, op
     base = {name: real(sp) for name, sp in found.baselines.items()}
     plans = tuple(replace(real(sp), gain_over=_gains(Objective.ENERGY, sp.estimate, base)) for sp in found.plans)
     return replace(found, plans=plans, baselines=base, pareto=tuple(real(sp) for sp in found.pareto))
+
+
+def _powered(cluster: Cluster) -> Cluster:
+    """The cluster with each GPU priced at its board power in kW (the energy objective's search)."""
+    return replace(cluster, pools=tuple(replace(p, price_per_gpu_hour_usd=p.gpu.power_w / 1000) for p in cluster.pools))
 
 
 # Expert-parallel degrees searched: powers of two dividing the experts, up to this many
@@ -367,7 +371,11 @@ def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, r
     plan = result.plans[0].plan
     job = replace(job, engine=plan.engine, offload=plan.offload, context_parallel=plan.context_parallel,
                   expert_parallel=plan.expert_parallel)
-    base, base_notes, base_status = _baselines(cluster, job, objective, deadline_hours, options)
+    powered = _powered(cluster) if objective == Objective.ENERGY else cluster    # as _search_energy searches
+    base, base_notes, base_status = _baselines(powered, job, objective, deadline_hours, options)
+    if powered != cluster:
+        base = {name: sp and replace(sp, estimate=evaluate(cluster, sp.plan, job.tokens_to_train, options.cost_options))
+                for name, sp in base.items()}
     ranked, adopted = _adopt_baselines(objective, deadline_hours, [(sp.plan, sp.estimate) for sp in result.plans], base)
     texts = [sp.explanation for sp in result.plans]
     gap = result.gap
