@@ -318,8 +318,10 @@ def findings(public: list) -> list[str]:
             f"iteration and FSDP's exposed collectives at most {zero1:.0%}: the gap is in the engine's compute, not "
             "in one GPU's rate, so no per-GPU figure can close it, and no measurement this project holds says "
             "which kernels lose it (a profiler trace of these runs would). A fixed cost per layer and pass "
-            "(kernel launches, hooks) cannot be it either: these rows' layers take 10 to 60 ms a forward, so it "
-            f"would need milliseconds per layer. At tp > 1 the same engine is {signed(tt8):+.1%} ({len(tt8)} rows), "
+            "(kernel launches, hooks) cannot be it either: these rows' layers take "
+            f"{min(sum(r.forward_parts) for r in tt1) * 1e3:.0f} to {max(sum(r.forward_parts) for r in tt1) * 1e3:.0f} "
+            "ms a forward, so it would need milliseconds per layer (the probe `layer_overhead_s=0.001` under 'What "
+            "the engine's execution values can explain' shows how little 1 ms per layer and pass closes). At tp > 1 the same engine is {signed(tt8):+.1%} ({len(tt8)} rows), "
             f"with {tp8:.0%} of its predicted iteration in tensor-parallel communication that vanilla TP does not "
             "hide: either that is over-counted or the same compute gap is offset by it; the rows cannot tell which.",
             f"* **The spread of the GPU types' signed medians is two engines' gaps, not GPU speed.** Within "

@@ -91,7 +91,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         hs = shard_ranks(plan, i)               # ... and ZeRO states sharded over d, or a node's (hybrid sharding)
         shards = param_shards(params, stage.num_layers, plan.model, min_tp, hs, plan.expert_parallel,
                               plan.expert_tensor_parallel)
-        zbw, zlat = hybrid_link(cluster, stage) if plan.hybrid_shard else (dp_bw, dp_lat)
+        zbw, zlat = hybrid_link(cluster, plan, stage, dp_bw, dp_lat) if plan.hybrid_shard else (dp_bw, dp_lat)
         zf = zb = 0.0
         for per_gpu, ranks in shards:           # dense weights over d ranks, routed experts over d / ep
             f, b = zero_per_micro_batch_s(plan.zero_stage, per_gpu * wire, ranks, zbw, zlat, grad_bytes,
@@ -162,10 +162,14 @@ def expert_group_link(plan: Plan, pool: Pool, tp: int, dp_bw: float, dp_lat: flo
     return dp_bw, dp_lat
 
 
-def hybrid_link(cluster: Cluster, stage: Stage) -> tuple[float, float]:
-    """(bandwidth, latency) of ZeRO's collectives under hybrid sharding: within a node (the FSDP export
-    holds the group to one host's GPUs), at the slowest GPU link of the stage's pools."""
-    return min(cluster.pool(r.pool).gpu.link_bw_bytes_per_s for r in stage.replicas), INTRA_NODE_LATENCY_S
+def hybrid_link(cluster: Cluster, plan: Plan, stage: Stage, dp_bw: float, dp_lat: float) -> tuple[float, float]:
+    """(bandwidth, latency) of ZeRO's collectives under hybrid sharding: a group of hybrid_shard consecutive
+    replicas (tp x cp GPUs each) that fits in a node runs on the slowest GPU link of the stage's pools (the
+    FSDP export holds the group to one host's GPUs); a wider one on the stage's data-parallel ring."""
+    width = plan.hybrid_shard * max(r.tp for r in stage.replicas) * plan.context_parallel
+    if all(width <= cluster.pool(r.pool).gpus_per_node for r in stage.replicas):
+        return min(cluster.pool(r.pool).gpu.link_bw_bytes_per_s for r in stage.replicas), INTRA_NODE_LATENCY_S
+    return dp_bw, dp_lat
 
 
 def _p2p_per_replica(plan: Plan, counts, links: Links) -> dict:

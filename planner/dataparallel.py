@@ -69,7 +69,8 @@ def pass_with_zero_floor_s(compute_s, collective_floor_s):
     """A lower bound on compute_s + zero_exposed_s(c, compute_s, overlap) for every overlap <= 1 and
     every c >= `collective_floor_s` (zero_per_micro_batch_floor): the pass lasts at least its compute
     and at least its collectives. What the search's bounds take for a pass under ZeRO-2/3
-    (planner.search.bound, screen); tests/test_properties.py holds it below the exact one."""
+    (planner.search.bound, screen); tests/test_formulas.py holds it below zero_exposed_s (forward) and
+    zero_backward_exposed_s (backward) on random inputs."""
     return maximum(compute_s, collective_floor_s)
 
 

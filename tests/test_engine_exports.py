@@ -523,6 +523,27 @@ def test_fsdp_config_loads_with_accelerates_own_classes(catalog, tmp_path, monke
     assert any(p.offload == Offload.OPTIMIZER_PARAMS for _, p in plans)
 
 
+def test_fsdp_hybrid_shard_and_prefetch_off_load_with_accelerates_own_classes(catalog, tmp_path, monkeypatch):
+    """The plan's hybrid_shard and prefetch switches as Accelerate hands them to FSDP: HYBRID_SHARD (and
+    _HYBRID_SHARD_ZERO2 for ZeRO-2), backward_prefetch None and forward_prefetch off for prefetch false."""
+    pytest.importorskip("accelerate", reason="accelerate is not installed (requirements-dev.txt installs it)")
+    from dataclasses import replace
+    from planner.types import Recompute
+    from tests.test_overlaps import _one_stage
+    cluster, plan = _one_stage(catalog, "fsdp", 3)
+    cases = ((replace(plan, recompute=Recompute.FULL, hybrid_shard=8, prefetch=False), "HYBRID_SHARD"),
+             (replace(plan, recompute=Recompute.FULL, hybrid_shard=8, zero_stage=2), "_HYBRID_SHARD_ZERO2"))
+    for k, (case, strategy) in enumerate(cases):
+        path = tmp_path / f"hybrid{k}.yaml"
+        path.write_text(export_result(case, cluster, "fsdp", force=True).files["accelerate_fsdp.yaml"])
+        _, plugin = _accelerate_plugin(str(path), ",".join(str(g) for g in range(8)), monkeypatch)
+        assert plugin.sharding_strategy.name == strategy
+        if case.prefetch is False:
+            assert plugin.backward_prefetch is None and not plugin.forward_prefetch
+        else:
+            assert plugin.backward_prefetch.name == "BACKWARD_PRE" and plugin.forward_prefetch
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to run launch.sh")
 def test_fsdp_launch_starts_each_host_with_its_machine_rank(catalog, tmp_path):
     cluster = load_cluster_file(EXAMPLES / "a100-v100-16.yaml", catalog)

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.comm import ring_s_per_byte
-from planner.dataparallel import (pass_with_zero_floor_s, zero_exposed_s, zero_per_micro_batch_floor,
-                                  zero_per_micro_batch_s)
+from planner.dataparallel import (pass_with_zero_floor_s, zero_backward_exposed_s, zero_exposed_s,
+                                  zero_per_micro_batch_floor, zero_per_micro_batch_s)
 from planner.schedule import (interleaved_in_flight, window_in_flight_ceiling, window_in_flight_floor,
                               window_in_flight_limit)
 from planner.types import Objective
@@ -28,20 +28,26 @@ seconds = st.floats(0.0, 10.0, allow_nan=False)
 @given(zero=st.integers(0, 3), weight_bytes=st.floats(1e3, 1e11), replicas=st.integers(1, 4096),
        gbps=st.floats(1.0, 3600.0), latency_us=st.floats(0.0, 50.0), grad_bytes=st.sampled_from((2, 4)),
        element_bytes=st.sampled_from((2.0, 4.0, 0.5)), trained=st.floats(0.001, 1.0), forward=seconds,
-       backward=seconds, fetch=seconds, overlap=st.floats(0.0, 1.0))
+       backward=seconds, fetch=seconds, overlap=st.floats(0.0, 1.0), prefetch=st.booleans(),
+       overlap_reduce=st.booleans(), layers=st.one_of(st.none(), st.integers(1, 128)))
 def test_zero_pass_floor_at_most_the_exposed_zero_pass(zero, weight_bytes, replicas, gbps, latency_us, grad_bytes,
-                                                       element_bytes, trained, forward, backward, fetch, overlap):
-    """pass_with_zero_floor_s over zero_per_micro_batch_floor (the bounds' tau) <= the pass plus
-    zero_exposed_s of zero_per_micro_batch_s (cost.evaluate and the fast score), any overlap in [0, 1]."""
+                                                       element_bytes, trained, forward, backward, fetch, overlap,
+                                                       prefetch, overlap_reduce, layers):
+    """pass_with_zero_floor_s over zero_per_micro_batch_floor (the bounds' tau) <= the pass plus what
+    cost.evaluate and the fast score expose of zero_per_micro_batch_s: zero_exposed_s forward,
+    zero_backward_exposed_s backward (any overlap in [0, 1], over any layers, the engine's prefetch and reduce
+    overlap on or off)."""
     bw = gbps * 1e9 / 8
     exact_f, exact_b = zero_per_micro_batch_s(zero, weight_bytes, replicas, bw, latency_us * 1e-6, grad_bytes,
                                               element_bytes, trained)
     floor_f, floor_b = zero_per_micro_batch_floor(zero, weight_bytes, replicas, ring_s_per_byte(replicas, bw),
                                                   element_bytes, trained)
     if grad_bytes == 2:                 # the floor counts 16-bit gradients, the least any engine sends
-        for compute, exact, floor in ((forward, exact_f, floor_f), (backward, exact_b, floor_b)):
-            bound = pass_with_zero_floor_s(compute, floor)
-            assert bound <= (compute + zero_exposed_s(exact + fetch, compute, overlap)) * (1 + 1e-12)
+        exposed_f = zero_exposed_s(exact_f + fetch, forward, overlap, layers)
+        exposed_b = zero_backward_exposed_s(exact_f, exact_b, fetch, backward, overlap, layers, prefetch=prefetch,
+                                            overlap_reduce=overlap_reduce)
+        assert pass_with_zero_floor_s(forward, floor_f) <= (forward + exposed_f) * (1 + 1e-12)
+        assert pass_with_zero_floor_s(backward, floor_b) <= (backward + exposed_b) * (1 + 1e-12)
     assert zero_exposed_s(exact_f, forward, overlap) >= 0.0
 
 

@@ -155,6 +155,27 @@ def test_fsdp_hybrid_shard_trades_memory_for_node_local_collectives_and_is_writt
     assert plan_from_dict(plan_to_dict(hybrid), catalog) == hybrid
     with pytest.raises(InputError, match="hybrid_shard"):
         replace(plan, hybrid_shard=3)                                 # 16 replicas are not groups of 3
-    assert any("hybrid sharding" in v for v in ENGINES["torchtitan"].violations(replace(hybrid, engine="torchtitan")))
+    assert any("hybrid sharding" in v for v in ENGINES["deepspeed"].violations(replace(hybrid, engine="deepspeed")))
     # a group that is not one host's GPUs: FSDP would build another; the export searches again
     assert export_result(replace(hybrid, hybrid_shard=4), cluster, "fsdp").closest_plan is not None
+
+
+def test_torchtitan_hybrid_shard_is_hsdp_replicate_times_shard(catalog):
+    """torchtitan's HSDP: data_parallel_shard_degree = the plan's group, data_parallel_replicate_degree the rest;
+    its mesh (pp, dp_replicate, dp_shard, cp, tp) makes a shard group consecutive replicas, as the plan groups them."""
+    from planner.export.torchtitan import parallelism
+    cluster, plan = _one_stage(catalog, "torchtitan", 3)
+    hybrid = replace(plan, recompute=Recompute.FULL, hybrid_shard=8)
+    assert ENGINES["torchtitan"].violations(hybrid) == []
+    out = parallelism(hybrid, "0.3")
+    assert (out["data_parallel_shard_degree"], out["data_parallel_replicate_degree"]) == (8, 2)
+    assert export_result(hybrid, cluster, "torchtitan").closest_plan is None
+    # a group wider than a node runs on the data-parallel ring: no faster than full sharding over both nodes
+    wide = replace(hybrid, stages=(replace(hybrid.stages[0], replicas=tuple(Replica("h100", 2, 8) for _ in range(8))),),
+                   hybrid_shard=8, sequence_parallel=True)
+    assert evaluate(cluster, wide).iteration_time_s >= evaluate(cluster, replace(wide, hybrid_shard=0)).iteration_time_s
+    pytest.importorskip("torchtitan", reason="torchtitan is not installed (requirements-dev.txt installs it)")
+    from torchtitan.distributed.parallel_dims import ParallelDims
+    dims = ParallelDims(dp_replicate=out["data_parallel_replicate_degree"], dp_shard=out["data_parallel_shard_degree"],
+                        cp=1, tp=1, pp=1, ep=1, world_size=hybrid.num_gpus)       # its own size checks run
+    assert dims.dp_replicate == 2 and dims.dp_shard == 8 and dims.fsdp_enabled

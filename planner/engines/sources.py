@@ -135,6 +135,10 @@ TORCHTITAN_SOURCES: dict[str, str] = {
                           "line 181; v0.2.2 job_config.py line 367)",
     "interleaving / GPipe": "pipeline_parallel_schedule resolved by torch get_schedule_class "
                             "(torch/distributed/pipelining/schedules.py): 1F1B, Interleaved1F1B, GPipe",
+    "hybrid sharding (HSDP)": "Plan.hybrid_shard: data_parallel_shard_degree = the group, "
+                              "data_parallel_replicate_degree = dp / group (parallel_dims.py mesh pp, dp_replicate, "
+                              "dp_shard, cp, tp: a shard group is consecutive replicas; FSDP2 fully_shard over "
+                              "dp_shard x cp, replicated over dp_replicate)",
     "ZeRO 0/2/3": "data_parallel_replicate_degree (ZeRO-0), FSDP2 data_parallel_shard_degree with "
                   "fsdp_reshard_after_forward never (ZeRO-2) / always (ZeRO-3); 'default' does not reshard under "
                   "pipelining (configs.py lines 136-150)",

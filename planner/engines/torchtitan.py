@@ -42,7 +42,7 @@ ENGINE = Engine(
                 job_kinds=(JobKind.PRETRAIN, JobKind.FULL_FINETUNE, JobKind.LORA),
                 offloads=((Offload.OPTIMIZER_PARAMS, (3,)),), context_parallel=True,
                 context_parallel_zero_stages=(2, 3),
-                expert_parallel=True, expert_parallel_with_tp=False),
+                expert_parallel=True, expert_parallel_with_tp=False, hybrid_shard=True),
     execution=Execution(overlap_grad_reduce=True, fp32_grad_reduce=(Precision.BF16,), zero_overlap=1.0,
                         layer_overhead_s=0.0, framework_bytes=2.5 * GIB, kernels=Kernels.EAGER,
                         selective_recompute=SelectiveKind.OP_SAC,
@@ -56,5 +56,5 @@ ENGINE = Engine(
     sources=TORCHTITAN_SOURCES,
     summary="FSDP2 (ZeRO-2/3) with TP and PP on one mesh, uneven layer split; bf16, fp32 or fp8 (no fp16); "
             "pretraining, full fine-tuning and LoRA (no QLoRA); FSDP's CPU offload of parameters and optimizer; "
-            "expert parallelism with tp 1 (its expert mesh has no expert tp)",
+            "expert parallelism with tp 1 (its expert mesh has no expert tp); HSDP (hybrid_shard)",
 )

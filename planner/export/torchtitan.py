@@ -170,10 +170,11 @@ def parallelism(plan: Plan, version: str) -> dict:
     schedule = ("Interleaved1F1B" if plan.interleave > 1 else
                 "GPipe" if plan.schedule == Schedule.GPIPE else "1F1B")
     shard = plan.zero_stage >= 2
+    group = plan.hybrid_shard or dp       # HSDP: shard within groups of consecutive replicas, replicate across
     out = {"tensor_parallel_degree": tp, "pipeline_parallel_degree": plan.num_stages,
            "pipeline_parallel_schedule": schedule, "pipeline_parallel_microbatch_size": plan.micro_batch,
-           "data_parallel_shard_degree": dp if shard else 1,
-           "data_parallel_replicate_degree": 1 if shard else dp,
+           "data_parallel_shard_degree": group if shard else 1,
+           "data_parallel_replicate_degree": dp // group if shard else dp,
            "context_parallel_degree": plan.context_parallel}
     if plan.expert_parallel > 1:
         out["expert_parallel_degree"] = plan.expert_parallel
@@ -478,6 +479,9 @@ def limits(plan: Plan, cluster: Cluster) -> list[str]:
     """What torchtitan refuses, or runs otherwise, beyond its profile: expert parallelism outside FSDP,
     context parallelism's sequence splits and FSDP over cp (module docstring)."""
     out = []
+    if plan.hybrid_shard and plan.expert_parallel > 1:
+        out.append("hybrid sharding (data_parallel_replicate_degree > 1) with expert parallelism is not written: "
+                   "torchtitan's expert FSDP mesh (efsdp) would span the replicate groups differently")
     if plan.expert_parallel > 1 and plan.zero_stage < 2:
         out.append(f"torchtitan takes expert parallelism from the sharded data-parallel ranks (dp_shard x cp x tp "
                    f"= efsdp x ep), never from dp_replicate, so a ZeRO-{plan.zero_stage} plan (replicated, "

@@ -30,8 +30,17 @@ def describe_plan(plan: Plan) -> str:
         knobs.append("SP")
     if plan.tp_comm_overlap:
         knobs.append("TP-comm overlap")
+    if plan.overlap_param_gather:
+        knobs.append("param-gather overlap")
+    if plan.overlap_grad_reduce is False or plan.prefetch is False:
+        knobs.append("no " + " or ".join(k for k, v in (("grad-reduce overlap", plan.overlap_grad_reduce),
+                                                        ("prefetch", plan.prefetch)) if v is False))
+    if plan.hybrid_shard:
+        knobs.append(f"hybrid shard {plan.hybrid_shard}")
     if plan.expert_parallel > 1:
         knobs.append(f"EP {plan.expert_parallel}")
+    if plan.expert_tensor_parallel:
+        knobs.append(f"expert TP {plan.expert_tensor_parallel}")
     if plan.context_parallel > 1:
         knobs.append(f"CP {plan.context_parallel} (each replica tp x {plan.context_parallel} GPUs)")
     if plan.offload.value != "none":
