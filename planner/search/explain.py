@@ -104,7 +104,8 @@ def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> di
             if used[pool.name] < pool.num_gpus:
                 plan = best.plan
                 most = most_usable_gpus(pool, plan.model, plan.global_batch, plan.engine, plan.context_parallel)
-                idle = f"{pool.num_gpus - used[pool.name]:,} of its {pool.num_gpus:,} GPUs stay idle: "
+                left = pool.num_gpus - used[pool.name]
+                idle = f"{left:,} of its {pool.num_gpus:,} GPUs {'stays' if left == 1 else 'stay'} idle: "
                 out[pool.name] = idle + (
                     f"a global batch of {plan.global_batch:,} sequences gives a stage at most {plan.global_batch:,} "
                     f"replicas, so no plan uses more than {most:,} of them, and fewer were faster on "
