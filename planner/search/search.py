@@ -325,8 +325,8 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     best = _combine(objective, deadline_hours, results, errors)
     if tries:
         searched = ", ".join(o.value for o in [job.offload, *tries])
-        best = replace(best, notes=best.notes + (f"offload searched ({searched}) because GPU memory limits the plan "
-                                                 f"without it; each setting is a search of its own, pruned by the "
+        best = replace(best, notes=best.notes + (f"offload searched ({searched}) because {_offload_reason(first)}; "
+                                                 f"each setting is a search of its own, pruned by the "
                                                  f"best answer so far; the best answer is shown",)
                     + _skipped_note(skipped))
     if skipped:
@@ -421,6 +421,15 @@ def _search_or_error(*args) -> tuple[SearchResult | None, InputError | None]:
         return _search_setting(*args), None
     except InfeasibleError as err:
         return None, err
+
+
+def _offload_reason(first: SearchResult | None) -> str:
+    """Which of _offload_settings' triggers held, in words."""
+    if first is None:
+        return "no plan fits in GPU memory without it"
+    if first.idle:
+        return "GPUs stay idle without it (offload may give them room for a stage)"
+    return f"the fullest GPU holds more than {OFFLOAD_MEMORY_SHARE:.0%} of its memory without it"
 
 
 def _offload_settings(job: Job, first: SearchResult | None) -> list[Offload]:
