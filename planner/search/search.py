@@ -736,13 +736,17 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
     out: dict[str, ScoredPlan | None] = {}
     notes, status = [], {}
     for name in BASELINES:
-        left = _left_s()          # each within what is left of the whole budget (at least 1 ms: its first plan)
+        left = _left_s()          # each within what is left of the whole budget; none once it is spent
+        if left is not None and left <= 0:
+            out[name], status[name] = None, BaselineStatus(False, TIME_LIMIT, None)
+            notes.append(f"the {name} baseline was not run: the time limit was spent before it")
+            continue
         if left is not None and options.baseline_time_limit_s is not None:
-            options = replace(options, baseline_time_limit_s=max(1e-3, min(options.baseline_time_limit_s, left)))
-        clock = Clock(options.baseline_time_limit_s)
+            options = replace(options, baseline_time_limit_s=min(options.baseline_time_limit_s, left))
+        clock, full = Clock(options.baseline_time_limit_s), {}
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options, shared)
-        best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock)
-        out[name] = (ScoredPlan(best[0], _full(cluster, job, best[0], options), {},
+        best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock, full)
+        out[name] = (ScoredPlan(best[0], _full(cluster, job, best[0], options, full), {},
                                 f"{name} baseline: {describe_plan(best[0])}") if best else None)
         notes += [n.replace(f"the {name} search", f"the {name} baseline") for n in
                   _stop_notes(name, considered, options, optimality_gap(considered))]
@@ -752,11 +756,12 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
 
 
 def _best_of(cluster, job, objective, deadline_hours, considered: Considered, options,
-             clock: Clock | None = None) -> tuple[Plan, Estimate] | None:
+             clock: Clock | None = None, full: dict[Plan, Estimate] | None = None) -> tuple[Plan, Estimate] | None:
     """What `_rank` would put first, re-scoring only candidates that could still beat the best so far:
     not one whose lower bound (the search's, _Keeper.add) cannot, and no iteration is shorter than its
     busiest replica's compute (the cost model's own pass times, without communication), so a
-    candidate whose compute alone cannot win is not simulated."""
+    candidate whose compute alone cannot win is not simulated. As in `_rank`, the first is evaluated
+    in full (into `full`): past the clock it is the answer."""
     best, best_key = None, math.inf
     for _, _, cand, bound in considered.kept:
         if best is not None and clock is not None and clock.expired():
@@ -768,7 +773,11 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
             cluster, job, cand, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
         if floor >= best_key:
             continue
-        plan, est = _evaluate(cluster, job, cand, options)
+        if best is None and full is not None:
+            plan = cand.to_plan(job)
+            est = _full(cluster, job, plan, options, full)
+        else:
+            plan, est = _evaluate(cluster, job, cand, options)
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < best_key:
