@@ -520,7 +520,7 @@ def _result(cluster, jobs, candidates, why_not, chosen, policy) -> FleetResult:
     picked = [candidates[j][chosen[j]] for j in running]
     allocations = []
     for j, cand, slices in zip(running, picked, place(cluster, [k.shares for k in picked])):
-        est = evaluate(sub_cluster(cluster, cand.shares), cand.plan, tokens_to_train=jobs[j].tokens)
+        est = cand.estimate          # evaluate(sub_cluster(cluster, cand.shares), cand.plan, job's tokens): _candidate
         best = max(k.estimate.tokens_per_s for k in candidates[j])
         allocations.append(Allocation(jobs[j], cand, est, est.tokens_per_s / best, cand.gpus_by_pool, slices))
     unscheduled = {jobs[j].name: _why_unscheduled(jobs[j], candidates[j], why_not[j], policy)

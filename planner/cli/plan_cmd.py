@@ -286,7 +286,9 @@ def _text(result) -> str:
     for name, b in result.baselines.items():
         lines.append(f"\nbaseline {name} under {ENGINES[result.plans[0].plan.engine].title}: " + (f"{b.estimate.tokens_per_s:,.0f} tokens/s, "
                                                f"${b.estimate.cost_per_million_tokens_usd:.3f}/M tokens: "
-                                               f"{describe_plan(b.plan)}" if b else "no plan fits"))
+                                               f"{describe_plan(b.plan)}" if b else "no plan fits" if
+                                               getattr(result.baseline_status.get(name), "complete", True)
+                                               else "none found within its time limit"))
     for pool, why in result.idle.items():
         lines.append(f"idle {pool}: {why}")
     lines.append(f"\nPareto front (throughput vs cost): {len(result.pareto)} plan(s)")

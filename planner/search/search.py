@@ -256,8 +256,7 @@ def _search_energy(cluster: Cluster, job: Job, deadline_hours, top_k, method, op
     board power in kW, so that every dollar figure it ranks by is a kWh figure (planner.energy counts
     the GPUs used at board power for the whole iteration); the answer's plans are then evaluated on
     the cluster as it is, for their real prices."""
-    powered = replace(cluster, pools=tuple(replace(p, price_per_gpu_hour_usd=p.gpu.power_w / 1000)
-                                           for p in cluster.pools))
+    powered = _powered(cluster)
     found = _search_settings(powered, job, Objective.ENERGY, deadline_hours, top_k, method, options, baselines,
                              **settings)
 
@@ -269,6 +268,11 @@ def _search_energy(cluster: Cluster, job: Job, deadline_hours, top_k, method, op
     base = {name: real(sp) for name, sp in found.baselines.items()}
     plans = tuple(replace(real(sp), gain_over=_gains(Objective.ENERGY, sp.estimate, base)) for sp in found.plans)
     return replace(found, plans=plans, baselines=base, pareto=tuple(real(sp) for sp in found.pareto))
+
+
+def _powered(cluster: Cluster) -> Cluster:
+    """The cluster with each GPU priced at its board power in kW (the energy objective's search)."""
+    return replace(cluster, pools=tuple(replace(p, price_per_gpu_hour_usd=p.gpu.power_w / 1000) for p in cluster.pools))
 
 
 # Expert-parallel degrees searched: powers of two dividing the experts, up to this many
@@ -322,8 +326,8 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     best = _combine(objective, deadline_hours, results, errors)
     if tries:
         searched = ", ".join(o.value for o in [job.offload, *tries])
-        best = replace(best, notes=best.notes + (f"offload searched ({searched}) because GPU memory limits the plan "
-                                                 f"without it; each setting is a search of its own, pruned by the "
+        best = replace(best, notes=best.notes + (f"offload searched ({searched}) because {_offload_reason(first)}; "
+                                                 f"each setting is a search of its own, pruned by the "
                                                  f"best answer so far; the best answer is shown",)
                     + _skipped_note(skipped))
     if skipped:
@@ -368,7 +372,11 @@ def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, r
     plan = result.plans[0].plan
     job = replace(job, engine=plan.engine, offload=plan.offload, context_parallel=plan.context_parallel,
                   expert_parallel=plan.expert_parallel)
-    base, base_notes, base_status = _baselines(cluster, job, objective, deadline_hours, options)
+    powered = _powered(cluster) if objective == Objective.ENERGY else cluster    # as _search_energy searches
+    base, base_notes, base_status = _baselines(powered, job, objective, deadline_hours, options)
+    if powered != cluster:
+        base = {name: sp and replace(sp, estimate=evaluate(cluster, sp.plan, job.tokens_to_train, options.cost_options))
+                for name, sp in base.items()}
     ranked, adopted = _adopt_baselines(objective, deadline_hours, [(sp.plan, sp.estimate) for sp in result.plans], base)
     texts = [sp.explanation for sp in result.plans]
     gap = result.gap
@@ -414,6 +422,15 @@ def _search_or_error(*args) -> tuple[SearchResult | None, InputError | None]:
         return _search_setting(*args), None
     except InfeasibleError as err:
         return None, err
+
+
+def _offload_reason(first: SearchResult | None) -> str:
+    """Which of _offload_settings' triggers held, in words."""
+    if first is None:
+        return "no plan fits in GPU memory without it"
+    if first.idle:
+        return "GPUs stay idle without it (offload may give them room for a stage)"
+    return f"the fullest GPU holds more than {OFFLOAD_MEMORY_SHARE:.0%} of its memory without it"
 
 
 def _offload_settings(job: Job, first: SearchResult | None) -> list[Offload]:
@@ -721,13 +738,17 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
     out: dict[str, ScoredPlan | None] = {}
     notes, status = [], {}
     for name in BASELINES:
-        left = _left_s()          # each within what is left of the whole budget (at least 1 ms: its first plan)
+        left = _left_s()          # each within what is left of the whole budget; none once it is spent
+        if left is not None and left <= 0:
+            out[name], status[name] = None, BaselineStatus(False, TIME_LIMIT, None)
+            notes.append(f"the {name} baseline was not run: the time limit was spent before it")
+            continue
         if left is not None and options.baseline_time_limit_s is not None:
-            options = replace(options, baseline_time_limit_s=max(1e-3, min(options.baseline_time_limit_s, left)))
-        clock = Clock(options.baseline_time_limit_s)
+            options = replace(options, baseline_time_limit_s=min(options.baseline_time_limit_s, left))
+        clock, full = Clock(options.baseline_time_limit_s), {}
         considered = PLANNERS[name].consider(cluster, job, objective, deadline_hours, options, shared)
-        best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock)
-        out[name] = (ScoredPlan(best[0], _full(cluster, job, best[0], options), {},
+        best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock, full)
+        out[name] = (ScoredPlan(best[0], _full(cluster, job, best[0], options, full), {},
                                 f"{name} baseline: {describe_plan(best[0])}") if best else None)
         notes += [n.replace(f"the {name} search", f"the {name} baseline") for n in
                   _stop_notes(name, considered, options, optimality_gap(considered))]
@@ -737,11 +758,12 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
 
 
 def _best_of(cluster, job, objective, deadline_hours, considered: Considered, options,
-             clock: Clock | None = None) -> tuple[Plan, Estimate] | None:
+             clock: Clock | None = None, full: dict[Plan, Estimate] | None = None) -> tuple[Plan, Estimate] | None:
     """What `_rank` would put first, re-scoring only candidates that could still beat the best so far:
     not one whose lower bound (the search's, _Keeper.add) cannot, and no iteration is shorter than its
     busiest replica's compute (the cost model's own pass times, without communication), so a
-    candidate whose compute alone cannot win is not simulated."""
+    candidate whose compute alone cannot win is not simulated. As in `_rank`, the first is evaluated
+    in full (into `full`): past the clock it is the answer."""
     best, best_key = None, math.inf
     for _, _, cand, bound in considered.kept:
         if best is not None and clock is not None and clock.expired():
@@ -753,7 +775,11 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
             cluster, job, cand, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
         if floor >= best_key:
             continue
-        plan, est = _evaluate(cluster, job, cand, options)
+        if best is None and full is not None:
+            plan = cand.to_plan(job)
+            est = _full(cluster, job, plan, options, full)
+        else:
+            plan, est = _evaluate(cluster, job, cand, options)
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < best_key:
