@@ -141,8 +141,9 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
     try:
         if engines:
-            return _search_engines(cluster, job, tuple(engines), objective, deadline_hours, top_k, method, options,
-                                   baselines, settings)
+            return _search_engines(cluster=cluster, job=job, names=tuple(engines), objective=objective,
+                                   deadline_hours=deadline_hours, top_k=top_k, method=method, options=options,
+                                   baselines=baselines, settings=settings)
         _check_job_kind(job)
         if Objective(objective) == Objective.ENERGY:
             return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
@@ -502,9 +503,10 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     gap = 0.0 if complete else (best / floor - 1 if floor > 0 else None)
     notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
-    return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes,
-                        complete, gap, considered.stopped_by, _guarantee(method, complete, gap, considered),
-                        base_status)
+    return SearchResult(plans=plans, pareto=pareto, baselines=base, idle=idle, search_time_s=search_time,
+                        candidates_evaluated=considered.fast_scores, objective=objective, method=method, notes=notes,
+                        complete=complete, gap=gap, stopped_by=considered.stopped_by,
+                        guarantee=_guarantee(method, complete, gap, considered), baseline_status=base_status)
 
 
 def _within_whole(options: SearchOptions) -> SearchOptions:
