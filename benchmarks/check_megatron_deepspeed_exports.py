@@ -108,6 +108,8 @@ def check_one(margs, plan, cluster) -> str:
     cfg = DeepSpeedConfig(json.loads(result.files["ds_config.json"]), mpu=Mpu(args.data_parallel_size))
     if (cfg.train_batch_size, cfg.zero_optimization_stage) != (plan.global_batch, plan.zero_stage):
         wrong.append(f"DeepSpeedConfig batch {cfg.train_batch_size} ZeRO {cfg.zero_optimization_stage}")
+    if plan.overlap_grad_reduce is not None and plan.num_stages == 1 and cfg.zero_config.overlap_comm != plan.overlap_grad_reduce:
+        wrong.append(f"DeepSpeedConfig overlap_comm {cfg.zero_config.overlap_comm}, the plan {plan.overlap_grad_reduce}")
     if wrong:
         raise ValueError("; ".join(wrong))
     tf32 = os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "unset")
@@ -129,7 +131,7 @@ def _cases(catalog, time_limit_s):
     a100 = tuple(Replica("a100", 1, 4) for _ in range(8))
     yield "bf16 ZeRO-3 without pipelining, full recompute", cluster, replace(
         plan, precision=Precision.BF16, stages=(Stage(0, plan.model.layers, a100),), zero_stage=3,
-        recompute=Recompute.FULL, tf32=None, attention=Attention.FLASH)
+        recompute=Recompute.FULL, tf32=None, attention=Attention.FLASH, overlap_grad_reduce=True)
     options = SearchOptions(time_limit_s=time_limit_s)
     for name, model in (("a100-v100-16", "llama-3-8b"), ("h100-a100-v100-64", "llama-3-8b")):
         cluster = load_cluster_file(ROOT / "examples" / f"{name}.yaml", catalog)

@@ -144,3 +144,10 @@ def test_the_search_plans_fp32_on_a100_and_v100_for_it_and_the_plan_exports_exac
     assert result.closest_plan is None and "export TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1" in result.files["launch.sh"]
     # the fp32 matmuls are costed on TF32, as the launch runs them
     assert evaluate(cluster, replace(found.plan, tf32=False)).iteration_time_s > found.estimate.iteration_time_s
+
+
+def test_flash_attention_on_v100_is_said_to_fail(catalog):
+    cluster, plan = sailor_style(catalog)
+    assert not any("FlashAttention-2" in w for w in export_result(plan, cluster, "megatron-deepspeed").warnings)
+    flash = export_result(replace(plan, attention=Attention.FLASH), cluster, "megatron-deepspeed")
+    assert any("FlashAttention-2" in w and "v100" in w for w in flash.warnings)

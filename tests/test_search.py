@@ -115,6 +115,20 @@ def test_best_engine_answer_holds_against_every_engines_exhaustive_search(catalo
         assert key <= estimate_key(objective, exact.plans[0].estimate, None) * (1 + 1e-9), name
 
 
+@pytest.mark.parametrize("objective", [Objective.ENERGY, Objective.COST])
+def test_best_engine_baselines_are_the_winning_engines_own(catalog, objective):
+    """The best-engine search runs the baselines once, for the winner: the same plans and figures as
+    that engine's own search gives them (under energy, searched at board-power prices too)."""
+    from planner.engines import REAL
+    cluster = small_cluster(catalog, "a100-80gb-sxm", "l40s", 2)
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    auto = search(cluster, job, objective, engines=REAL)
+    alone = search(cluster, replace(job, engine=auto.plans[0].plan.engine), objective)
+    assert {n: b and (b.plan, b.estimate) for n, b in auto.baselines.items()} == \
+        {n: b and (b.plan, b.estimate) for n, b in alone.baselines.items()}
+    assert auto.plans[0].gain_over == alone.plans[0].gain_over
+
+
 # ----------------------------------------------------------------------------- plans and metrics
 
 def test_metrics_are_the_cost_models(lab_result):
@@ -204,10 +218,14 @@ def test_a_pool_larger_than_the_batch_can_use_gets_a_plan_on_part_of_it(catalog,
         return cluster_from_dict({"name": "big", "pools": [{"name": "a100", "gpu": "a100-80gb-sxm", "nodes": nodes,
                                                             "gpus_per_node": 64, "inter_node_gbps": 100}]}, catalog)
     job = Job(catalog.model("gpt3-1.3b"), 8, 2048, engine=engine)
-    big = search(pool(1560), job, baselines=False).plans[0]
+    result = search(pool(1560), job, baselines=False)
+    big = result.plans[0]
     one_node = search(pool(1), job, baselines=False).plans[0]
     assert big.plan.num_gpus <= 64 * 24 * 8
     assert big.estimate.tokens_per_s >= one_node.estimate.tokens_per_s * (1 - 1e-9)
+    # the idle GPUs are put down to the batch, in grouped figures, and an offload search to the idle GPUs
+    assert "of its 99,840 GPUs stay idle: a global batch of 8 sequences" in result.idle["a100"]
+    assert not any("because GPU memory limits" in note for note in result.notes)
 
 
 def test_exhaustive_refuses_large_clusters(catalog):

@@ -68,7 +68,7 @@ def register(sub) -> None:
                    help=f"the engine that will run the plan: search only what it runs and predict it as it runs it "
                         f"({', '.join(ENGINES)}). {AUTO} (default): the best plan over the engines people launch "
                         f"({', '.join(REAL)}), searched in turn, each pruned by the best plan before it (each with "
-                        f"the --time-limit left less 5% of it for each engine after it), the plan tagged "
+                        f"the --time-limit left less 5%% of it for each engine after it), the plan tagged "
                         f"with its engine; {RUNTIME}: hetplan's own runtime (`run-local`), which runs every plan; "
                         f"`all`: the best plan of each engine side by side")
     p.add_argument("--baseline", choices=("megatron", "uniform", "exhaustive"), default=None,

@@ -2,9 +2,9 @@
 
 Megatron's tensor (and sequence) parallelism inside a DeepSpeed PipelineModule (GPTModelPipe) over a
 PipeModelDataParallelTopology: one tp, pp and dp for every stage, even batch shares. GPTModelPipe
-splits the transformer layers evenly (partition_method 'type:transformer'); an uneven split takes
-the PipelineModule subclass hetplan's deepspeed export writes (its `_partition_layers` set to the
-plan's boundaries), the same DeepSpeed class underneath. The
+splits the transformer layers evenly (partition_method 'type:transformer'); an uneven split runs
+pretrain_gpt.py through the export's pretrain_gpt_planned.py, which sets DeepSpeed's
+PipelineModule._partition_layers to the plan's boundaries (planner.export.megatron_deepspeed). The
 DeepSpeed pipeline engine runs ZeRO-0/1 only; without pipelining (--no-pipeline-parallel) ZeRO-2/3
 run. Gradients are reduced after the pipeline flush in the training dtype, as the deepspeed profile
 says of the same engine.

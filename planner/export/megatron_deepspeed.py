@@ -193,9 +193,21 @@ def model_warnings(plan: Plan) -> list[str]:
     return out
 
 
+def flash_note(plan: Plan, cluster: Cluster) -> list[str]:
+    """--use-flash-attn-v2 on GPUs FlashAttention-2 does not run on: its kernels need Ampere or newer
+    (flash-attn README), the NVIDIA GPUs with bf16 (Gpu.supports_bf16)."""
+    old = sorted({r.pool for st in plan.stages for r in st.replicas
+                  if cluster.pool(r.pool).gpu.vendor == "nvidia" and not cluster.pool(r.pool).gpu.supports_bf16})
+    if plan.attention != Attention.FLASH or not old:
+        return []
+    return [f"--use-flash-attn-v2: FlashAttention-2 needs an Ampere or newer GPU; pool(s) {', '.join(old)} have "
+            f"none, so that run fails: plan with attention unfused (Megatron-DeepSpeed's default attention, more "
+            f"activation memory) for them"]
+
+
 def export(plan: Plan, cluster: Cluster):
     tp, dp = uniform_tp_dp(plan)
-    notes = model_warnings(plan) + vocab_note(plan.model, tp)
+    notes = model_warnings(plan) + vocab_note(plan.model, tp) + flash_note(plan, cluster)
     script = '"$MEGATRON_DEEPSPEED_DIR/pretrain_gpt.py"'
     files = {"megatron_deepspeed_args.sh": "", "ds_config.json": json.dumps(ds_config(plan), indent=2) + "\n"}
     if plan.num_stages > 1 and uneven(plan):

@@ -197,8 +197,9 @@ class Bounds:
                     if wanted is not None and (mb, v, rc) not in wanted:
                         continue
                     ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
-                    found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers,
-                                                  any_order, raw_limit, ratio, fixed >= 1)
+                    found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=zeros, last=last,
+                                                  windows=windows, transfers=transfers, no_head=any_order,
+                                                  limit=raw_limit, window_ratio=ratio, first_known=fixed >= 1)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
                         bound *= 1 - FILL_SLACK
@@ -280,7 +281,9 @@ class Bounds:
                 continue
             caps, smallest = {}, math.inf
             for k, (groups, count) in enumerate(runs):
-                cap_last, before, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
+                cap_last, before, least = self._run_caps(groups=groups, mb=mb, v=v, rc=rc, sp=sp, p=p,
+                                                         last_stage=last[k], window=windows[k], count=count, m=m,
+                                                         zero=zero)
                 smallest = min(smallest, least)
                 caps[(k, "last")], caps[(k, "all")] = cap_last, (cap_last + before) / count
                 caps[(k, "others")] = before / (count - 1) if count > 1 else math.inf

@@ -9,6 +9,7 @@ from planner.flops import model_params
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.report import format_duration
 from planner.search.objective import describe
+from planner.search.space import most_usable_gpus
 from planner.training import describe as describe_training, model_states
 from planner.types import GIB, PRETRAIN, Cluster, Estimate, Job, Objective, Plan
 
@@ -101,9 +102,16 @@ def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> di
     for pool in cluster.pools:
         if pool.name in used:
             if used[pool.name] < pool.num_gpus:
-                out[pool.name] = (f"{pool.num_gpus - used[pool.name]} of its {pool.num_gpus} GPUs stay idle: "
-                                  f"the layout that fits the stages to this pool's nodes leaves them over, or using "
-                                  f"them does not pay for itself on {describe(objective)}")
+                plan = best.plan
+                most = most_usable_gpus(pool, plan.model, plan.global_batch, plan.engine, plan.context_parallel)
+                left = pool.num_gpus - used[pool.name]
+                idle = f"{left:,} of its {pool.num_gpus:,} GPUs {'stays' if left == 1 else 'stay'} idle: "
+                out[pool.name] = idle + (
+                    f"a global batch of {plan.global_batch:,} sequences gives a stage at most {plan.global_batch:,} "
+                    f"replicas, so no plan uses more than {most:,} of them, and fewer were faster on "
+                    f"{describe(objective)}" if pool.num_gpus > most else
+                    f"the layout that fits the stages to this pool's nodes leaves them over, or using "
+                    f"them does not pay for itself on {describe(objective)}")
             continue
         if pool.name in considered.precision_excluded:
             out[pool.name] = considered.precision_excluded[pool.name]

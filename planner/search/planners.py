@@ -640,8 +640,9 @@ class MegatronPlanner:
         stop = ListingStop(options.baseline_time_limit_s)
         single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,),
                                  engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
-        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, single, pools, bounds,
-                               stop)
+        return _uniform_search(cluster=cluster, job=job, objective=objective, deadline_hours=deadline_hours,
+                               options=options, excluded=excluded, families=single, pools=pools, bounds=bounds,
+                               listing=stop)
 
 
 class UniformPlanner:
@@ -655,8 +656,9 @@ class UniformPlanner:
         every_pool_one_tp = layout_families(everything, job.model, job.global_batch, False,
                                             subset_sizes=(len(everything),), one_tp=True, engine=job.engine,
                                             cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
-        return _uniform_search(cluster, job, objective, deadline_hours, options, excluded, every_pool_one_tp,
-                               everything, bounds, stop)
+        return _uniform_search(cluster=cluster, job=job, objective=objective, deadline_hours=deadline_hours,
+                               options=options, excluded=excluded, families=every_pool_one_tp, pools=everything,
+                               bounds=bounds, listing=stop)
 
 
 def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,

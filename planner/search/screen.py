@@ -189,11 +189,12 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
         M = np.full(ch.size, np.inf)
         on = np.flatnonzero(ok & ch)
         if on.size:
-            M[on] = _chain_level(L, v, sub.width[:, on], sub.present[:, on], a_chain[:, on], per.free[:, on],
-                                 W[:, on], per.act[:, on], own[on], sub.p[on], sub.lanes[on], m)
+            M[on] = _chain_level(L=L, v=v, width=sub.width[:, on], present=sub.present[:, on], a=a_chain[:, on],
+                                 free=per.free[:, on], W=W[:, on], act=per.act[:, on], own=own[on], p_stages=sub.p[on],
+                                 lanes=sub.lanes[on], m=m)
         if mx.any():
-            fits = _mixed_fits(L, v, sub.p[mx], m, sub.d[mx], n_lo, sub.present[:, mx], per.free[:, mx], W[:, mx],
-                               per.act[:, mx])
+            fits = _mixed_fits(L=L, v=v, p=sub.p[mx], m=m, replicas=sub.d[mx], n_lo=n_lo, present=sub.present[:, mx],
+                               free=per.free[:, mx], W=W[:, mx], act=per.act[:, mx])
             M[mx] = np.where(ok[mx] & fits, a_mixed[mx] * L / sub.p[mx], np.inf)
         M = np.maximum(M, v * a_max)
         with np.errstate(invalid="ignore"):     # interleaved: no fill, transfers once (bound.py)

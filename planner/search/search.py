@@ -141,8 +141,9 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
     try:
         if engines:
-            return _search_engines(cluster, job, tuple(engines), objective, deadline_hours, top_k, method, options,
-                                   baselines, settings)
+            return _search_engines(cluster=cluster, job=job, names=tuple(engines), objective=objective,
+                                   deadline_hours=deadline_hours, top_k=top_k, method=method, options=options,
+                                   baselines=baselines, settings=settings)
         _check_job_kind(job)
         if Objective(objective) == Objective.ENERGY:
             return _search_energy(cluster, job, deadline_hours, top_k, method, options, baselines, settings)
@@ -255,8 +256,7 @@ def _search_energy(cluster: Cluster, job: Job, deadline_hours, top_k, method, op
     board power in kW, so that every dollar figure it ranks by is a kWh figure (planner.energy counts
     the GPUs used at board power for the whole iteration); the answer's plans are then evaluated on
     the cluster as it is, for their real prices."""
-    powered = replace(cluster, pools=tuple(replace(p, price_per_gpu_hour_usd=p.gpu.power_w / 1000)
-                                           for p in cluster.pools))
+    powered = _powered(cluster)
     found = _search_settings(powered, job, Objective.ENERGY, deadline_hours, top_k, method, options, baselines,
                              **settings)
 
@@ -268,6 +268,11 @@ def _search_energy(cluster: Cluster, job: Job, deadline_hours, top_k, method, op
     base = {name: real(sp) for name, sp in found.baselines.items()}
     plans = tuple(replace(real(sp), gain_over=_gains(Objective.ENERGY, sp.estimate, base)) for sp in found.plans)
     return replace(found, plans=plans, baselines=base, pareto=tuple(real(sp) for sp in found.pareto))
+
+
+def _powered(cluster: Cluster) -> Cluster:
+    """The cluster with each GPU priced at its board power in kW (the energy objective's search)."""
+    return replace(cluster, pools=tuple(replace(p, price_per_gpu_hour_usd=p.gpu.power_w / 1000) for p in cluster.pools))
 
 
 # Expert-parallel degrees searched: powers of two dividing the experts, up to this many
@@ -321,8 +326,8 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     best = _combine(objective, deadline_hours, results, errors)
     if tries:
         searched = ", ".join(o.value for o in [job.offload, *tries])
-        best = replace(best, notes=best.notes + (f"offload searched ({searched}) because GPU memory limits the plan "
-                                                 f"without it; each setting is a search of its own, pruned by the "
+        best = replace(best, notes=best.notes + (f"offload searched ({searched}) because {_offload_reason(first)}; "
+                                                 f"each setting is a search of its own, pruned by the "
                                                  f"best answer so far; the best answer is shown",)
                     + _skipped_note(skipped))
     if skipped:
@@ -367,7 +372,11 @@ def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, r
     plan = result.plans[0].plan
     job = replace(job, engine=plan.engine, offload=plan.offload, context_parallel=plan.context_parallel,
                   expert_parallel=plan.expert_parallel)
-    base, base_notes, base_status = _baselines(cluster, job, objective, deadline_hours, options)
+    powered = _powered(cluster) if objective == Objective.ENERGY else cluster    # as _search_energy searches
+    base, base_notes, base_status = _baselines(powered, job, objective, deadline_hours, options)
+    if powered != cluster:
+        base = {name: sp and replace(sp, estimate=evaluate(cluster, sp.plan, job.tokens_to_train, options.cost_options))
+                for name, sp in base.items()}
     ranked, adopted = _adopt_baselines(objective, deadline_hours, [(sp.plan, sp.estimate) for sp in result.plans], base)
     texts = [sp.explanation for sp in result.plans]
     gap = result.gap
@@ -413,6 +422,15 @@ def _search_or_error(*args) -> tuple[SearchResult | None, InputError | None]:
         return _search_setting(*args), None
     except InfeasibleError as err:
         return None, err
+
+
+def _offload_reason(first: SearchResult | None) -> str:
+    """Which of _offload_settings' triggers held, in words."""
+    if first is None:
+        return "no plan fits in GPU memory without it"
+    if first.idle:
+        return "GPUs stay idle without it (offload may give them room for a stage)"
+    return f"the fullest GPU holds more than {OFFLOAD_MEMORY_SHARE:.0%} of its memory without it"
 
 
 def _offload_settings(job: Job, first: SearchResult | None) -> list[Offload]:
@@ -485,9 +503,10 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     gap = 0.0 if complete else (best / floor - 1 if floor > 0 else None)
     notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
-    return SearchResult(plans, pareto, base, idle, search_time, considered.fast_scores, objective, method, notes,
-                        complete, gap, considered.stopped_by, _guarantee(method, complete, gap, considered),
-                        base_status)
+    return SearchResult(plans=plans, pareto=pareto, baselines=base, idle=idle, search_time_s=search_time,
+                        candidates_evaluated=considered.fast_scores, objective=objective, method=method, notes=notes,
+                        complete=complete, gap=gap, stopped_by=considered.stopped_by,
+                        guarantee=_guarantee(method, complete, gap, considered), baseline_status=base_status)
 
 
 def _within_whole(options: SearchOptions) -> SearchOptions:

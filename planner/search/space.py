@@ -123,6 +123,14 @@ def tp_degrees(pool: Pool, model: Model, cp: int = 1, tensor_parallel: bool = Tr
     return out
 
 
+def most_usable_gpus(pool: Pool, model: Model, global_batch: int, engine: str = "hetplan", cp: int = 1) -> int:
+    """The most GPUs of `pool` a layout of the space can use: at most `global_batch` replicas a stage, each
+    of the widest replica width, over as many stages as the model has layers (one without pipelining)."""
+    space = engine_profile(engine).space
+    widest = max(tp_degrees(pool, model, cp, space.tensor_parallel), default=cp)
+    return widest * global_batch * (model.layers if space.pipeline_parallel else 1)
+
+
 def pool_subsets(pools: tuple[Pool, ...], sizes: Iterable[int] | None = None) -> Iterator[tuple[Pool, ...]]:
     """Subsets of the pools, smallest first (or of the given sizes only), lazily: 64 pools have 2^64."""
     for size in (range(1, len(pools) + 1) if sizes is None else sizes):

@@ -362,7 +362,7 @@ def _idle(result, cur) -> None:
         return
     why = getattr(result, "idle", {}) if result is not None else {}
     because = "the planner found the plan faster without them"
-    lines = [f"- **{n} idle GPUs of pool {md(name)}**: {md(why.get(name, because))}" for name, n in idle]
+    lines = [f"- **{count(n, 'idle GPU')} of pool {md(name)}**: {md(why.get(name, because))}" for name, n in idle]
     st.markdown("**Idle GPUs**\n" + "\n".join(lines))
 
 
