@@ -263,7 +263,7 @@ def _text(result) -> str:
     if result.by_engine:
         lines.append(f"engine: {ENGINES[result.plans[0].plan.engine].title}, the best of "
                      + ", ".join(f"{ENGINES[n].title} ({r.plans[0].estimate.tokens_per_s:,.0f} tokens/s)"
-                                 if not isinstance(r, str) else f"{ENGINES[n].title} (no plan: {r})"
+                                 if not isinstance(r, str) else f"{ENGINES[n].title} ({r if r.startswith('beaten') else 'no plan: ' + r})"
                                  for n, r in result.by_engine.items()))
     for k, sp in enumerate(result.plans, 1):
         e = sp.estimate

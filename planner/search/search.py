@@ -189,7 +189,7 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     best = min(results, key=lambda n: estimate_key(objective, results[n].plans[0].estimate, deadline_hours))
     won = f"{ENGINES[best].title}'s plan"
     for name in beaten:
-        why[name] = Beaten(f"none beats {won} by {describe(objective)} (lower bounds)",
+        why[name] = Beaten(f"beaten: by its lower bounds, none of its plans beats {won} by {describe(objective)}",
                            beaten[name].complete, beaten[name].gap)
     said = ", ".join(f"{ENGINES[n].title} " + (f"{results[n].plans[0].estimate.tokens_per_s:,.0f} tokens/s"
                                                 if n in results else "beaten" if n in beaten else "none")
