@@ -154,3 +154,19 @@ def test_a_worker_still_starts_after_the_server_reloads_the_apps_code():
     done = subprocess.run([sys.executable, "-c", RELOAD_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0 and "answered after the reload" in done.stdout, done.stderr[-3000:]
+
+
+def test_a_plan_on_view_refused_by_the_budget_says_the_budget_not_a_misfit(monkeypatch):
+    """Browser walk: the plan on view's evaluation, refused by the session's budget, read "Cannot use this
+    input. The plan on view does not fit this cluster: this session has used its ... CPU seconds"."""
+    from tests.app_helpers import example_plan
+    from ui.state import AppState, encode, presets
+    monkeypatch.delenv(budget.INLINE_ENV, raising=False)
+    monkeypatch.setenv("HETPLAN_APP_SESSION_CPU_S", "0.5")           # every computation of the session refused
+    state = AppState(cluster=presets()["single-node-8"], model="gpt3-1.3b", global_batch=64, seq_len=2048,
+                     plan=example_plan())
+    at = ok(new_app(encode(state)).run())
+    at.switch_page("ui/pages/summary.py")
+    said = texts(ok(at.run()))
+    assert "Over this session's budget" in said and "CPU seconds" in said, said[-1500:]
+    assert "does not fit" not in said and "Cannot use this input" not in said, said[-1500:]
