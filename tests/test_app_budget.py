@@ -127,3 +127,46 @@ def test_a_session_stops_its_own_workers_and_not_the_others():
     assert isinstance(outcomes["replaced"], OverBudget) and outcomes["replaced"].limit == "stopped"
     assert outcomes["other"] >= 3
     assert ledger.left_s("replaced") > 110
+
+
+RELOAD_SCRIPT = """
+import sys
+from ui import planning, state
+assert planning.ledger().run("s", state.presets)
+# what Streamlit does when a source file of the app changes (LocalSourcesWatcher): every watched module leaves
+# sys.modules and the next run imports it again, while st.cache_resource keeps what it holds
+for name in [m for m in sys.modules if m == "ui" or m.startswith("ui.")]:
+    del sys.modules[name]
+from ui import planning, state
+assert planning.ledger().run("s", state.presets)
+print("answered after the reload")
+"""
+
+
+def test_a_worker_still_starts_after_the_server_reloads_the_apps_code():
+    """Browser walk: after an edit of any app file (or a deploy that updates the files) the server's next
+    planner call failed with "PicklingError: Can't pickle <function _work>: it's not the same object as
+    ui.budget._work" on every page: the cached Ledger was the old module's."""
+    import subprocess
+    import sys
+    from tests.app_helpers import ROOT
+    env = {k: v for k, v in os.environ.items() if k != budget.INLINE_ENV}
+    done = subprocess.run([sys.executable, "-c", RELOAD_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0 and "answered after the reload" in done.stdout, done.stderr[-3000:]
+
+
+def test_a_plan_on_view_refused_by_the_budget_says_the_budget_not_a_misfit(monkeypatch):
+    """Browser walk: the plan on view's evaluation, refused by the session's budget, read "Cannot use this
+    input. The plan on view does not fit this cluster: this session has used its ... CPU seconds"."""
+    from tests.app_helpers import example_plan
+    from ui.state import AppState, encode, presets
+    monkeypatch.delenv(budget.INLINE_ENV, raising=False)
+    monkeypatch.setenv("HETPLAN_APP_SESSION_CPU_S", "0.5")           # every computation of the session refused
+    state = AppState(cluster=presets()["single-node-8"], model="gpt3-1.3b", global_batch=64, seq_len=2048,
+                     plan=example_plan())
+    at = ok(new_app(encode(state)).run())
+    at.switch_page("ui/pages/summary.py")
+    said = texts(ok(at.run()))
+    assert "Over this session's budget" in said and "CPU seconds" in said, said[-1500:]
+    assert "does not fit" not in said and "Cannot use this input" not in said, said[-1500:]

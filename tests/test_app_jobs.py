@@ -83,6 +83,14 @@ def test_a_hostile_link_opens_the_app_with_warnings_shown_as_text():
 
 # ----------------------------------------------------------------------------- Compose and Plan
 
+def test_the_sidebar_job_line_names_the_precision():
+    """Browser walk: the job line read "batch 512 × 4,096 tokens, auto, 300 B tokens" (what was auto?)."""
+    at = ok(new_app(encode(LAB_STATE)).run())
+    assert "2,048 tokens, precision auto" in _sidebar(at)
+    at.selectbox(key="w.precision").select("bf16").run()
+    assert "2,048 tokens, bf16" in _sidebar(ok(at))
+
+
 def test_compose_a_lora_job_and_plan_it():
     at = ok(new_app(encode(LAB_STATE)).run())
     kind = at.selectbox(key="w.job_kind")

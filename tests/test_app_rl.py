@@ -38,3 +38,16 @@ def test_async_overlap_visible_on_the_timeline():
     gen = frame[frame.phase == "generation"].iloc[0]
     train = frame[frame.phase == "actor training"].iloc[0]
     assert train.start_s < gen.end_s           # training of step k-1 runs while step k generates
+
+
+def test_the_rl_timeline_axis_says_how_its_ticks_read():
+    """Browser walk: the axis read "seconds into the step" under ticks 00:30, 01:00, ... (minutes:seconds);
+    past an hour, %M:%S would start again at 00:00."""
+    import pandas as pd
+    from ui.views.rl import timeline_chart
+    for end_s, title, ticks in ((150.0, "time into the step (min:s)", "%M:%S"),
+                                (4000.0, "time into the step (h:min:s)", "%H:%M:%S")):
+        frame = pd.DataFrame([{"lane": "rollout GPUs", "phase": "generation", "role": "rollout", "start_s": 0.0,
+                               "end_s": end_s, "seconds": end_s}])
+        fig = timeline_chart(frame)
+        assert (fig.layout.xaxis.title.text, fig.layout.xaxis.tickformat) == (title, ticks)

@@ -200,7 +200,7 @@ def cluster_options(cluster: dict) -> None:
                        "path between two pools becomes the bandwidth between pools")
         return
     c2.number_input("between pools, Gb/s per node (empty: the slower pool's network)", min_value=1.0,
-                    value=float(between) if between else None,
+                    value=float(between) if between else None, format="%g",     # "100", as in the pool table
                     **session.edits_state(session.fresh_key("between"), _between))
 
 

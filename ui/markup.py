@@ -37,10 +37,11 @@ def plain(text: object) -> str:
     return _INVISIBLE.sub(" ", text)
 
 
-def md(text: object) -> str:
-    """`text` as Markdown that renders as exactly that text, on one line."""
+def md(text: object, line_start: bool = True) -> str:
+    """`text` as Markdown that renders as exactly that text, on one line. `line_start=False` for a table
+    cell, which holds only inline Markdown: its first character is not escaped ("69,553", not "69\\,553")."""
     text = _PUNCTUATION.sub(r"\\\1", _LINK_OR_ICON.sub(WORD_JOINER, plain(text)))
-    return _LINE_START.sub(r"\1\\\2", text)
+    return _LINE_START.sub(r"\1\\\2", text) if line_start else text
 
 
 _UNSAFE_IN_FILE_NAMES = re.compile(r"[^A-Za-z0-9._+-]+")

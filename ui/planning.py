@@ -217,9 +217,15 @@ def baseline_time_limit_s(time_limit_s: float) -> float:
     return search_options(options_type, time_limit_s).baseline_time_limit_s
 
 
-@st.cache_resource(show_spinner=False)
 def ledger() -> Ledger:
     """The server's one ledger of the sessions' CPU seconds and its worker slots (ui.budget)."""
+    return _ledger(id(Ledger))
+
+
+@st.cache_resource(show_spinner=False)
+def _ledger(code: int) -> Ledger:
+    """`code`: the identity of ui.budget's Ledger, so that a server whose code is reloaded (an edited file, a
+    deploy) gets a ledger of the new module: the old one's workers would name a `_work` no longer importable."""
     return Ledger(Budget.from_env())
 
 

@@ -26,7 +26,10 @@ def request_plan() -> None:
 
 
 def precision_text(state) -> str:
-    """"bf16", "fp32 (TF32 off)", "fp32 (TF32: engine default)"."""
+    """"bf16", "fp32 (TF32 off)", "fp32 (TF32: engine default)"; "precision auto" (a bare "auto" in the job line
+    named nothing)."""
+    if state.precision == "auto":
+        return "precision auto"
     if state.precision != "fp32":
         return state.precision
     return "fp32 (TF32 " + {None: ": engine default", True: "on", False: "off"}[state.tf32] + ")"

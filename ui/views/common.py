@@ -16,6 +16,9 @@ HINTS = {
     "infeasible": "Try more or larger-memory GPUs, a smaller global batch or sequence length, or a smaller model.",
     "input": "Fix the value named above on the Compose page (or in the uploaded file) and try again.",
 }
+# A plan on view that no longer fits (a pool edited on Compose after planning): the fix is a new plan, not an input.
+DOES_NOT_FIT_HINT = ("Press **Plan** in the sidebar for a plan on the cluster as composed now, or open **Re-plan** "
+                     "to see what moves and what the switch costs.")
 
 
 def grouped(df: pd.DataFrame, config: dict | None = None) -> dict:
@@ -97,8 +100,11 @@ def current_plan() -> Current | None:
                 "or upload a plan on the **What-if** page.", icon=":material/explore:")
         return None
     outcome = estimate_of(state)
+    if outcome.error and outcome.kind != "input":       # over the budget: said as such, not as a misfit
+        show_error(outcome.error, outcome.kind)
+        return None
     if outcome.error:
-        show_error(f"The plan on view does not fit this cluster: {outcome.error}")
+        show_error(f"The plan on view does not fit this cluster: {outcome.error}", hint=DOES_NOT_FIT_HINT)
         return None
     plan, est = outcome.result
     return Current(cluster, plan, est)

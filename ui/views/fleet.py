@@ -183,7 +183,7 @@ def _options() -> tuple[Policy, float]:
                             help="; ".join(f"**{p.value}**: {h}" for p, h in POLICY_HELP.items()))
     left.caption(POLICY_HELP[policy])
     seconds = right.number_input("search seconds per candidate", min_value=0.05, max_value=60.0,
-                                 value=DEFAULT_SEARCH_S, step=0.1, key="w.fleet.search_s",
+                                 value=DEFAULT_SEARCH_S, step=0.1, format="%g", key="w.fleet.search_s",
                                  help="CPU seconds of hetplan's search for each job on each candidate allocation "
                                       "(up to 16 per job); more finds better plans, slower")
     return policy, seconds

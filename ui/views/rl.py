@@ -67,8 +67,10 @@ def timeline_chart(frame: pd.DataFrame):
     f = frame.assign(start=base + pd.to_timedelta(frame.start_s, unit="s"),
                      end=base + pd.to_timedelta(frame.end_s, unit="s"))
     fig = px.timeline(f, x_start="start", x_end="end", y="lane", color="phase", hover_data=["seconds"])
-    fig.update_layout(height=260, xaxis_title="seconds into the step", margin=dict(t=10, b=10))
-    fig.update_xaxes(tickformat="%M:%S")
+    hours = frame.end_s.max() >= 3600          # %M alone would start again at 00 after an hour
+    fig.update_layout(height=260, xaxis_title=f"time into the step ({'h:' if hours else ''}min:s)",
+                      margin=dict(t=10, b=10))
+    fig.update_xaxes(tickformat="%H:%M:%S" if hours else "%M:%S")
     return fig
 
 

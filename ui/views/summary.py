@@ -369,8 +369,8 @@ def _idle(result, cur) -> None:
 def _why_no_alternatives() -> None:
     """Above a plan the planner has not ranked for these inputs: say why, and what to press."""
     if session.search_is_stale():
-        kept = (" The plan on view is scored on the current cluster and job, but the alternatives and "
-                "baselines are gone." if session.get().plan is not None else "")
+        kept = (" The plan on view stays (scored on the current cluster and job where it still fits them), but the "
+                "alternatives and baselines are gone." if session.get().plan is not None else "")
         st.warning(f"**The inputs changed since the last planning run.**{kept} Run the planner for plans "
                    "made for these inputs.", icon=":material/update:")
     elif session.get().plan is None:

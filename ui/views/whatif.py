@@ -262,6 +262,12 @@ def _keep_buttons(edited: dict, fit) -> None:
             st.rerun()
 
 
+# The edited plan does not fit the cluster as composed (a pool edited after planning, or an edit above): the
+# fix is on this page or a new plan, not a value on Compose.
+DOES_NOT_FIT_HINT = ("Edit the stages and replicas above until the plan fits the cluster as composed, or press "
+                     "**Plan** in the sidebar for a plan made for it.")
+
+
 def render() -> None:
     st.title("What-if")
     st.write("Upload a plan to evaluate it on your cluster, or change the plan on view and watch the "
@@ -283,7 +289,7 @@ def render() -> None:
     before = evaluate_plan(state.cluster, state.plan, state.tokens_to_train)
     after = evaluate_plan(state.cluster, with_engine(edited, fit.plan.engine), state.tokens_to_train)
     if after.error:
-        show_error(after.error)
+        show_error(after.error, after.kind, hint=None if after.kind != "input" else DOES_NOT_FIT_HINT)
         return
     _metrics(None if before.error else before.result[1], after.result[1])
     if not changed:
