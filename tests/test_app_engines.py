@@ -244,6 +244,9 @@ def test_export_offers_the_plan_the_engine_runs_best_against_the_plan_on_view():
     ok(at)
     state = at.session_state["app_state"]
     assert state.engine == "megatron" and state.plan["engine"] == "megatron"
+    at.switch_page("ui/pages/export.py")
+    ok(at.run())          # the tab that opens is the plan's own engine's (it was torchrun's, which cannot run it)
+    assert [t.label.split(" · ")[0] for t in at.tabs][:2] == ["megatron", "torchrun"], [t.label for t in at.tabs]
 
 
 def test_the_report_names_the_engine_and_its_version():

@@ -55,6 +55,8 @@ def _engine_files(cur) -> None:
                "exactly this plan. Where it cannot, the page says why and can search for the plan that engine runs "
                f"best on this cluster (up to {SEARCH_CPU_S:g} CPU seconds): the files then describe that plan, with "
                "its figures against the plan on view.")
+    # the plan's own engine first: the tab that opens is the one whose files describe exactly this plan
+    targets = sorted(targets, key=lambda t: engine_for(t).name != cur.plan.engine)
     tabs = st.tabs([f"{t} · {title(engine_for(t).name)}" for t in targets])
     for tab, target in zip(tabs, targets):
         with tab:
