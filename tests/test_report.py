@@ -29,3 +29,16 @@ def test_the_text_prints_no_total_for_a_term_whose_total_is_not_computed():
     assert rows["data_parallel_comm"] == [f"{est.breakdown['data_parallel_comm'].total_s:.3f}",
                                           f"{est.breakdown['data_parallel_comm'].exposed_s:.3f}"]
     assert f"(zero_comm: {EXPOSED_ONLY_TERMS['zero_comm']})" in estimate_to_text(est)
+
+
+def test_a_plan_description_counts_its_stages_in_words():
+    """'1 stage', '2 stages' (it printed '2 stage(s)' beside the app's plural-aware counts)."""
+    from dataclasses import replace
+    from planner.search.explain import describe_plan
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    plan = load_plan_file(examples / "plans" / "single-node-8-small.json", load_catalog())
+    one = replace(plan, stages=(replace(plan.stages[0], layer_end=plan.model.layers),))
+    assert describe_plan(one).startswith("1 stage [")
+    two = describe_plan(plan) if plan.num_stages > 1 else None
+    assert two is None or two.startswith(f"{plan.num_stages} stages [")
+    assert "stage(s)" not in describe_plan(one)

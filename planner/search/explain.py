@@ -46,7 +46,8 @@ def describe_plan(plan: Plan) -> str:
     if plan.offload.value != "none":
         knobs.append(f"offload {plan.offload.value}")
     job = "" if plan.training == PRETRAIN else f", {describe_training(plan.training)}"
-    return f"{plan.num_stages} stage(s) [{' | '.join(parts)}], {', '.join(knobs)}, {plan.precision.value}{job}"
+    stages = f"{plan.num_stages} stage" + ("s" if plan.num_stages != 1 else "")
+    return f"{stages} [{' | '.join(parts)}], {', '.join(knobs)}, {plan.precision.value}{job}"
 
 
 def _shape(plan: Plan) -> dict[str, object]:
