@@ -34,6 +34,17 @@ def example_plan() -> dict:
     return json.loads((ROOT / "examples/plans/single-node-8-small.json").read_text())
 
 
+def plan_that_no_longer_fits_state():
+    """The app's state after a pool lost GPUs on Compose: single-node-8 with 2 GPUs per node, and the
+    example plan on view, which uses all 8 GPUs of 2 pools."""
+    import copy
+    from ui.state import AppState, presets
+    cluster = copy.deepcopy(presets()["single-node-8"])
+    for pool in cluster["pools"]:
+        pool["gpus_per_node"] = 2
+    return AppState(cluster=cluster, model="gpt3-1.3b", global_batch=64, seq_len=2048, plan=example_plan())
+
+
 def shown(markdown: str) -> str:
     """What a reader sees of Markdown text as far as `ui.markup.md` escapes it: backslash escapes
     resolved, the invisible word joiners dropped."""

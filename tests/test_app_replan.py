@@ -83,13 +83,8 @@ def test_a_bad_cluster_is_a_message_not_a_traceback():
 def test_a_plan_on_view_that_no_longer_fits_points_to_plan_and_replan():
     """Browser walk: after a pool lost nodes on Compose, the Plan page said the plan does not fit and "Fix
     the value named above on the Compose page", while the fix is a new plan (Plan) or Re-plan."""
-    from tests.app_helpers import example_plan
-    from ui.state import presets
-    cluster = copy.deepcopy(presets()["single-node-8"])
-    for pool in cluster["pools"]:
-        pool["gpus_per_node"] = 2                            # the example plan uses all 8 GPUs of 2 pools
-    state = AppState(cluster=cluster, model="gpt3-1.3b", global_batch=64, seq_len=2048, plan=example_plan())
-    at = ok(new_app(encode(state)).run())
+    from tests.app_helpers import plan_that_no_longer_fits_state
+    at = ok(new_app(encode(plan_that_no_longer_fits_state())).run())
     at.switch_page("ui/pages/summary.py")
     said = texts(ok(at.run()))
     assert "does not fit this cluster" in said and "Re-plan" in said, said[-1500:]

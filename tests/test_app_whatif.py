@@ -65,12 +65,8 @@ def test_no_edit_says_so_and_offers_nothing_to_keep():
 def test_a_plan_that_no_longer_fits_says_to_edit_it_here_or_plan_again():
     """Browser walk: after a pool lost nodes on Compose, What-if said "Fix the value named above on the Compose
     page", while the page's own editors (or a new plan) are the fix."""
-    import copy
-    cluster = copy.deepcopy(presets()["single-node-8"])
-    for pool in cluster["pools"]:
-        pool["gpus_per_node"] = 2                            # the example plan uses all 8 GPUs of 2 pools
-    state = AppState(cluster=cluster, model="gpt3-1.3b", global_batch=64, seq_len=2048, plan=example_plan())
-    at = ok(new_app(encode(state)).run())
+    from tests.app_helpers import plan_that_no_longer_fits_state
+    at = ok(new_app(encode(plan_that_no_longer_fits_state())).run())
     at.switch_page("ui/pages/whatif.py")
     said = texts(ok(at.run()))
     assert "Edit the stages and replicas above" in said and "Fix the value named above" not in said, said[-1500:]
