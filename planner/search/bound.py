@@ -144,7 +144,7 @@ class Bounds:
     def capacity_s(self, family: Family) -> float:
         """The capacity bound of every layout of `family`."""
         s = self.scorer
-        sp = any(t > 1 for t in family.tps)
+        sp = max(family.tps) > 1
         capacity = 0.0
         for pool, t, w in zip(family.subset, family.tps, family.width):
             replicas = w * family.lanes

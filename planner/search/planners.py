@@ -303,7 +303,7 @@ def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, opt
         if k % LISTING_CLOCK_EVERY == 0 and clock.expired(share=LISTING_SHARE):
             unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
             break
-        price = layout_price(scorer, family)
+        price = layout_price(scorer, family) if objective != Objective.THROUGHPUT else 0.0   # its key reads no price
         key = fast_key(objective, job, bounds.capacity_s(family), price, deadline)
         if key < math.inf:
             listed.append((key, len(listed), family, price))
