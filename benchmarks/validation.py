@@ -283,7 +283,7 @@ def diagnosis_section(sets: list[tuple[str, str, list]], gpus: dict) -> list[str
         fwd = [_median([p[k] / sum(p) for p in (r.forward_parts for r in rs)]) for k in range(3)]
         cells = " | ".join(f"{x:.0%}" for x in it + [tail] + fwd)
         out.append(f"| {engine} | {gpu} | {tp} | {len(rs)} | {_median([r.error for r in rs]):+.1%} | {cells} |")
-    out += within_engine(public)
+    out += within_engine(public) + by_tensor_parallel(public)
     for title, key in (("micro-batch size", lambda r: r.plan.micro_batch),
                        ("sequence length", lambda r: r.plan.seq_len // r.plan.context_parallel)):
         by: dict[int, list[float]] = {}
@@ -349,6 +349,10 @@ def findings(public: list, gpus: dict) -> list[str]:
             return None
         return (a, b, lines[a].measured / lines[b].measured, lines[a].predicted / lines[b].predicted)
     pair_sac, pair_full = pair(36, 34), pair(39, 40)
+    by_tp: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for r in public:
+        by_tp.setdefault((r.group, r.gpu), {}).setdefault(r.plan.stages[0].replicas[0].tp, []).append(r.error)
+    tp_ends = [(g, gpu, _median(e[1]), _median(e[8])) for (g, gpu), e in sorted(by_tp.items()) if 1 in e and 8 in e]
     a100, v100_gpu = gpus["a100-40gb-sxm"], gpus["v100-32gb-sxm"]    # the 2020 table's parts (public_runs.gpu_for)
     peaks = (f"{a100.peak_flops / v100_gpu.peak_flops:.2f}x, {a100.peak_flops / 1e12:.0f} over "
              f"{v100_gpu.peak_flops / 1e12:.0f} TFLOP/s")
@@ -402,6 +406,12 @@ def findings(public: list, gpus: dict) -> list[str]:
             + 
             "and the one published V100 GEMM figure found (Markidis et al. 2018, 83 of 125 TFLOP/s on CUDA 9) is "
             "lower still, so it is left as it is.",
+            "* **Tensor parallelism moves the error within a source** (table 'Per source and tensor-parallel "
+            "degree'): from tp 1 to tp 8, " + ", ".join(f"{g} on {gpu} {a:+.1%} to {b:+.1%}" for g, gpu, a, b in tp_ends)
+            + ". Where it falls, a tp-dependent term (the tensor-parallel collectives, or GEMMs whose smallest "
+            "dimension is h / tp and which planner.compute.gemm_efficiency rolls off) costs more than the runs "
+            "paid, or the tp 1 rows share one engine's compute gap; Megatron-LM 2021's tp 8 rows are pipelined, "
+            "so its bubble is in them too. No source here measures a GEMM at these shapes to tell which.",
             "* **Micro-batch size and sequence length, grouped as above, mostly sort the rows by engine**: "
             "micro-batch 2 is torchtitan's tp 1 rows, 32K tokens per GPU its context-parallel ones (their own "
             "section below). Held to one engine and GPU, torchtitan's A100 rows are "
@@ -428,6 +438,21 @@ def within_engine(public: list) -> list[str]:
         cells = ", ".join(f"{g} {x:+.1%} ({len(by_gpu[g])})" for g, x in signed.items())
         spread = (max(signed.values()) - min(signed.values())) * 100
         out.append(f"| {engine} | {sum(len(e) for e in by_gpu.values())} | {cells} | {spread:.1f} |")
+    return out
+
+
+def by_tensor_parallel(public: list) -> list[str]:
+    """The signed median per source (engine and software generation), GPU type and tensor-parallel degree:
+    whether the error moves with tp within one source, where the tp-dependent terms (tensor-parallel
+    collectives, GEMMs whose smallest dimension is h / tp: planner.compute.gemm_efficiency) would show."""
+    groups: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for r in public:
+        groups.setdefault((r.group, r.gpu), {}).setdefault(r.plan.stages[0].replicas[0].tp, []).append(r.error)
+    out = ["", "Per source and tensor-parallel degree (signed median, rows):", "",
+           "| source | GPU type | tp 1 | tp 2 | tp 4 | tp 8 |", "|---|---|---|---|---|---|"]
+    for (group, gpu), by_tp in sorted(groups.items()):
+        cells = " | ".join(f"{_median(by_tp[t]):+.1%} ({len(by_tp[t])})" if t in by_tp else "" for t in (1, 2, 4, 8))
+        out.append(f"| {group} | {gpu} | {cells} |")
     return out
 
 
