@@ -28,6 +28,7 @@ the layouts' bounds, on nominal figures, stay lower bounds of it.
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -74,7 +75,8 @@ SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; th
 BUDGET = "fast-score budget"
 LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families
 SCREEN_CELLS = 32768
-FIRST_SCREEN_CHUNK = 16  # families in the first screening pass; each next pass doubles, up to the cells' share
+FIRST_SCREEN_CHUNK = 256  # families in the first screening pass; each next pass doubles, up to the cells' share
+# (a pass costs about the same up to some hundreds of families, 15-30 ms, its numpy calls' fixed cost)
 DROPPED_KEPT = 256      # scored candidates not kept that search may still verify with the cost model    # (pool, family) cells per vectorised screening pass; the clock is checked between
 
 
@@ -346,6 +348,7 @@ class _Frontier:
         self.scorer, self.keeper, self.chunk_size = scorer, keeper, chunk_size
         self.listed = sorted(listed)                      # (capacity key, tie, family, price)
         self.bound = [entry[0] for entry in self.listed]  # each family's best key so far
+        self.capacity = list(self.bound)                  # each family's capacity key, ascending
         self.heap: list = []
         self.ties = itertools.count()
         self.next = 0
@@ -363,11 +366,14 @@ class _Frontier:
     def screen_next(self) -> None:
         """Screen the next chunk of listed families and put those that can still win on the heap."""
         s, keeper = self.scorer, self.keeper
-        start, chunk = self.next, self.listed[self.next:self.next + self.chunk]
+        threshold = keeper.threshold()
+        size = self.chunk
+        if threshold < math.inf:     # no first plan to hurry: every family whose capacity bound can win, at once
+            size = max(1, min(self.chunk_size, bisect.bisect_left(self.capacity, threshold) - self.next))
+        start, chunk = self.next, self.listed[self.next:self.next + size]
         self.next += len(chunk)
         self.chunk = min(2 * self.chunk, self.chunk_size)   # small first chunks: a first plan comes early
         values = screen_s(s, [family for _, _, family, _ in chunk]).tolist()
-        threshold = keeper.threshold()
         for j, ((capacity_key, _, family, price), value) in enumerate(zip(chunk, values)):
             key = max(capacity_key, fast_key(keeper.objective, s.job, value, price, keeper.deadline_hours))
             self.bound[start + j] = key
