@@ -63,12 +63,17 @@ class SearchOptions:
     baseline_time_limit_s: float | None = 5.0   # the same, for each baseline (megatron, uniform)
     beat: float | None = None              # an estimate key found elsewhere (another engine or setting): hetplan's
     #                                        search prunes what cannot beat it (search raises Beaten when nothing does)
+    workers: int = 1                       # processes for the engines' searches (planner.search.parallel); 1: in turn
+    shared_beat: object = field(default=None, compare=False, repr=False)   # with workers: a SharedBest, the best
+    #                                        keys the searches before this one evaluated so far, pruned at as `beat`
 
     def __post_init__(self):
         for name in ("time_limit_s", "baseline_time_limit_s"):
             limit = getattr(self, name)
             if limit is not None and not limit > 0:
                 raise InputError(name, f"must be a positive number of seconds (or None for no limit), got {limit!r}")
+        if not (isinstance(self.workers, int) and not isinstance(self.workers, bool) and self.workers >= 1):
+            raise InputError("workers", f"must be a whole number of at least 1, got {self.workers!r}")
 
 
 TIME_LIMIT = "time limit"
@@ -78,6 +83,7 @@ LISTING_SHARE = 0.3     # of the search loop's time at most for listing the fami
 SCREEN_CELLS = 32768
 FIRST_SCREEN_CHUNK = 256  # families in the first screening pass; each next pass doubles, up to the cells' share
 # (a pass costs about the same up to some hundreds of families, 15-30 ms, its numpy calls' fixed cost)
+SHARED_READ_EVERY = 64   # thresholds between two reads of SearchOptions.shared_beat (a read: ~1 us)
 DROPPED_KEPT = 256      # scored candidates not kept that search may still verify with the cost model    # (pool, family) cells per vectorised screening pass; the clock is checked between
 
 
@@ -208,8 +214,20 @@ class _Keeper:
         cost model is visited, so that search can prove its answer without a second pass)."""
         if self.fixed_threshold is not None:
             return self.fixed_threshold
+        if self.shared is not None:
+            self._read_shared()
         kth = self.c.kept[-1][0] if len(self.c.kept) >= self.limit else math.inf
         return min(self.ceiling, max(kth, self.incumbent) if kth < math.inf else kth)
+
+    shared = None                             # SearchOptions.shared_beat: read every SHARED_READ_EVERY thresholds
+    reads = 0
+
+    def _read_shared(self) -> None:
+        """Lower the ceiling to the best key the searches before this one have evaluated by now (it
+        only falls, as the threshold must: see _visit's pruned_floor)."""
+        if self.reads % SHARED_READ_EVERY == 0:
+            self.ceiling = min(self.ceiling, fast_key_of_estimate(self.objective, self.job, self.shared.ceiling()))
+        self.reads += 1
 
     def add(self, cand: Candidate, bound: float = -math.inf) -> None:
         """`bound`: the fast-key lower bound the search had for the candidate's setting (its
@@ -583,6 +601,7 @@ class HetplanPlanner:
         keeper.fixed_threshold = prove_below
         if options.beat is not None:
             keeper.ceiling = fast_key_of_estimate(objective, job, options.beat)
+        keeper.shared = options.shared_beat
         limit = options.time_limit_s if time_limit_s is None else time_limit_s
         if prove_below is None:
             keeper.evaluate_incumbent = _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered,
@@ -611,6 +630,8 @@ def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, consi
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:
             considered.incumbents.append((plan, est))
+            if options.shared_beat is not None:       # the searches after this one prune at it at once
+                options.shared_beat.offer(key)
         return fast_key_of_estimate(objective, job, key)
     return evaluated
 
