@@ -268,7 +268,7 @@ def _partial(objective: Objective, options: SearchOptions) -> bool:
 
 # ----------------------------------------------------------------------------- best-first search
 
-Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], None]
+Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], "dict | None"]   # returns settings left to score
 
 
 def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
@@ -424,14 +424,23 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
             only = detail.settings if isinstance(detail, AnyOrder) else None
             best = _push_orders(scorer, bounds, family, key, keeper, frontier, clock, dive, only)
             if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
-                scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1])
+                _requeue(frontier, family, best[0],
+                         scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1]))
             frontier.drop_losers()
             continue
         order, keyed = detail
-        scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
+        _requeue(frontier, family, order, scan(scorer, family.layout(order), precision_for(job, family.subset), keeper,
+                                               keyed))
     c.lower_bound = unlisted
     if keeper.threshold() < math.inf:        # the heap ran out: what was pruned on the way still was
         c.pruned_floor = min(keeper.threshold(), unlisted)
+
+
+def _requeue(frontier: _Frontier, family: Family, order: tuple[int, ...], rest: dict | None) -> None:
+    """A scan that left knob settings of its layout unscored (`rest`, keyed by their bounds) puts
+    them back on the heap under the smallest of those bounds."""
+    if rest:
+        frontier.push(min(rest.values()), (order, rest), family)
 
 
 def _seconds(keeper: _Keeper, price_per_hour: float) -> float:
@@ -668,21 +677,38 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
     the splits and shares the bounds cover)."""
     considered = Considered(precision_excluded=excluded)
     keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
+    keeper.incumbent = -math.inf    # no incumbent evaluated: prune at the `rescore`-th fast key alone
     _best_first(bounds or shared_bounds(cluster, job, options), families, keeper, options, _scan_uniform, pools,
                 options.baseline_time_limit_s, even=True, listing=listing)
     return considered
 
 
-def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
-    for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention,
-                               scorer.job.engine, scorer.job):
-        if keyed.get((knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage),
-                     math.inf) >= keeper.threshold():
-            continue
+def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> dict | None:
+    """Score the layout's knob settings (evenly split) in the order of their bounds until one is
+    kept, and return the rest (`_Unscored`, in that order) for the heap: the baselines' loop so
+    scores candidates across all its layouts smallest bound first, and stops at the first bound
+    that cannot beat the threshold. Ties keep knob_settings' order."""
+    if isinstance(keyed, _Unscored):
+        queue = list(keyed.items())
+    else:
+        settings = ((k.micro_batch, k.interleave, k.recompute, k.zero_stage)
+                    for k in knob_settings(scorer.job.global_batch, layout, scorer.model.layers,
+                                           scorer.options.flash_attention, scorer.job.engine, scorer.job))
+        queue = sorted(((s, keyed[s]) for s in settings if s in keyed), key=lambda e: e[1])
+    for k, (setting, bound) in enumerate(queue):
+        if bound >= keeper.threshold():
+            return None
         keeper.c.fast_scores += 1
-        cand = scorer.score(layout, knobs, precision, uniform=True)
+        mb, v, recompute, zero = setting
+        cand = scorer.score(layout, Knobs(mb, zero, recompute, v), precision, uniform=True)
         if cand is not None:
-            keeper.add(cand, keyed[(knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)])
+            keeper.add(cand, bound)
+            return _Unscored(queue[k + 1:])
+    return None
+
+
+class _Unscored(dict):
+    """Knob settings of one layout still to score, by their bounds, in scoring order (_scan_uniform)."""
 
 
 class ExhaustivePlanner:
