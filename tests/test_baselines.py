@@ -5,6 +5,8 @@ fast score (the bounds are below every fast score, tests/test_search_bounds.py),
 the same candidates while scoring far fewer."""
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from catalog import cluster_from_dict, load_catalog
@@ -15,6 +17,7 @@ from planner.search.planners import precision_for, usable_pools
 from planner.search.score import Scorer
 from planner.search.space import knob_settings, layout_families
 from planner.types import Job, Objective
+from tests.test_search_bounds import _random_case
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +52,7 @@ def _brute_force(name: str, cluster, job: Job, objective: Objective):
                                        job.engine, job):
                 cand = scorer.score(layout, knobs, precision_for(job, family.subset), uniform=True)
                 if cand is not None:
+                    assert scorer.even_busiest_s(layout, knobs) <= cand.time_s * (1 + 1e-12), (layout, knobs)
                     out.append((fast_key(objective, job, cand.time_s, cand.price_per_hour_usd, None),
                                 cand.to_plan(job)))
     return out
@@ -73,3 +77,21 @@ def test_baseline_keeps_the_best_fast_scores_of_its_space_and_reports_the_best_o
     exact = min(estimate_key(objective, evaluate(cluster, plan, job.tokens_to_train), None) for plan in kept)
     reported = search(cluster, job, objective, options=options, offload="fixed").baselines[name]
     assert estimate_key(objective, reported.estimate, None) == pytest.approx(exact, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_even_busiest_replica_bounds_the_even_fast_score(catalog, seed):
+    """Scorer.even_busiest_s, by which the baselines order and prune their knob settings, is at most
+    the fast score of the even split (score(..., uniform=True)) on random clusters and jobs, chains
+    and mixed stages."""
+    cluster, job = _random_case(random.Random(seed), catalog)
+    scorer, checked = Scorer(cluster, job), 0
+    for family in layout_families(cluster.pools, job.model, job.global_batch, partial=False):
+        for order in family.orders():
+            layout = family.layout(order)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, scorer.options.flash_attention):
+                cand = scorer.score(layout, knobs, job.precision, uniform=True)
+                if cand is not None:
+                    assert scorer.even_busiest_s(layout, knobs) <= cand.time_s * (1 + 1e-12), (layout, knobs)
+                    checked += 1
+    assert checked > 0

@@ -436,11 +436,11 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
         c.pruned_floor = min(keeper.threshold(), unlisted)
 
 
-def _requeue(frontier: _Frontier, family: Family, order: tuple[int, ...], rest: dict | None) -> None:
-    """A scan that left knob settings of its layout unscored (`rest`, keyed by their bounds) puts
-    them back on the heap under the smallest of those bounds."""
+def _requeue(frontier: _Frontier, family: Family, order: tuple[int, ...], rest: _Unscored | None) -> None:
+    """A scan that left knob settings of its layout unscored (`rest`) puts them back on the heap
+    under the smallest of their bounds."""
     if rest:
-        frontier.push(min(rest.values()), (order, rest), family)
+        frontier.push(rest.smallest(), (order, rest), family)
 
 
 def _seconds(keeper: _Keeper, price_per_hour: float) -> float:
@@ -683,20 +683,28 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
     return considered
 
 
-def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> dict | None:
-    """Score the layout's knob settings (evenly split) in the order of their bounds until one is
-    kept, and return the rest (`_Unscored`, in that order) for the heap: the baselines' loop so
-    scores candidates across all its layouts smallest bound first, and stops at the first bound
-    that cannot beat the threshold. Ties keep knob_settings' order."""
+def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper,
+                  keyed: dict) -> _Unscored | None:
+    """Score the layout's knob settings (evenly split) smallest bound first until one is kept, and
+    return the rest (`_Unscored`) for the heap: the baselines' loop so scores candidates across all
+    its layouts smallest bound first, and stops at the first bound that cannot beat the threshold.
+    A setting's bound is the larger of its pipeline bound and its even split's busiest replica
+    (Scorer.even_busiest_s); ties keep knob_settings' order."""
     if isinstance(keyed, _Unscored):
         queue = list(keyed.items())
     else:
-        settings = ((k.micro_batch, k.interleave, k.recompute, k.zero_stage)
-                    for k in knob_settings(scorer.job.global_batch, layout, scorer.model.layers,
-                                           scorer.options.flash_attention, scorer.job.engine, scorer.job))
-        queue = sorted(((s, keyed[s]) for s in settings if s in keyed), key=lambda e: e[1])
-    for k, (setting, bound) in enumerate(queue):
-        if bound >= keeper.threshold():
+        price, job = layout_price(scorer, layout), scorer.job
+        queue = []
+        for k in knob_settings(job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention,
+                               job.engine, job):
+            setting = (k.micro_batch, k.interleave, k.recompute, k.zero_stage)
+            if setting in keyed:
+                busiest = fast_key(keeper.objective, job, scorer.even_busiest_s(layout, k), price,
+                                   keeper.deadline_hours)
+                queue.append((setting, (max(keyed[setting], busiest), keyed[setting])))
+        queue.sort(key=lambda e: e[1][0])
+    for k, (setting, (key, bound)) in enumerate(queue):
+        if key >= keeper.threshold():
             return None
         keeper.c.fast_scores += 1
         mb, v, recompute, zero = setting
@@ -708,7 +716,11 @@ def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: 
 
 
 class _Unscored(dict):
-    """Knob settings of one layout still to score, by their bounds, in scoring order (_scan_uniform)."""
+    """Knob settings of one layout still to score (_scan_uniform): setting -> (its bound as a fast
+    key, its pipeline bound), in scoring order."""
+
+    def smallest(self) -> float:
+        return next(iter(self.values()))[0]
 
 
 class ExhaustivePlanner:

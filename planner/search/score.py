@@ -240,6 +240,23 @@ class Scorer:
         price = self.price_per_hour(layout)
         return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds, floor_s)
 
+    def even_busiest_s(self, layout: Layout, knobs: Knobs) -> float:
+        """A lower bound on score(layout, knobs, uniform=True).time_s, the baselines' even split and
+        shares: its busiest replica's forward and backward passes (iteration_s's first term), without
+        ZeRO traffic, all-to-alls, transfers, fill, tail or the memory check; inf where the even
+        shares or layers do not split. tests/test_baselines.py holds it below score."""
+        shares = _even_shares(layout, self.job.global_batch // knobs.micro_batch, self.engine.space.mixed_stages)
+        layers = even_split(self.model.layers, layout.num_stages, knobs.interleave)
+        if shares is None or layers is None:
+            return math.inf
+        sp = any(g.tp > 1 for stage in layout.stages for g in stage)
+        busiest, last = 0.0, layout.num_stages - 1
+        for i, (groups, num_layers, stage_shares) in enumerate(zip(layout.stages, layers, shares)):
+            for g, n in zip(groups, _group_max_shares(groups, stage_shares)):
+                f, b, hf, hb = self.pass_times(self.pools[g.pool], g.tp, knobs.micro_batch, knobs.recompute, sp)
+                busiest = max(busiest, n * (num_layers * (f + b) + (hf + hb if i == last else 0.0)))
+        return busiest
+
     def price_per_hour(self, layout) -> float:
         """The dollars an hour of every GPU the layout (or family) uses: the plan's price, stated once
         for the fast scores and the bounds."""
