@@ -53,6 +53,7 @@ def _brute_force(name: str, cluster, job: Job, objective: Objective):
                 cand = scorer.score(layout, knobs, precision_for(job, family.subset), uniform=True)
                 if cand is not None:
                     assert scorer.even_busiest_s(layout, knobs) <= cand.time_s * (1 + 1e-12), (layout, knobs)
+                    assert scorer.even_family_busiest_s(family) <= cand.time_s * (1 + 1e-12), (layout, knobs)
                     out.append((fast_key(objective, job, cand.time_s, cand.price_per_hour_usd, None),
                                 cand.to_plan(job)))
     return out
@@ -81,9 +82,10 @@ def test_baseline_keeps_the_best_fast_scores_of_its_space_and_reports_the_best_o
 
 @pytest.mark.parametrize("seed", range(4))
 def test_even_busiest_replica_bounds_the_even_fast_score(catalog, seed):
-    """Scorer.even_busiest_s, by which the baselines order and prune their knob settings, is at most
-    the fast score of the even split (score(..., uniform=True)) on random clusters and jobs, chains
-    and mixed stages."""
+    """Scorer.even_busiest_s, by which the baselines order and prune their knob settings, and
+    Scorer.even_family_busiest_s, by which they order and prune families, are at most the fast
+    score of the even split (score(..., uniform=True)) on random clusters and jobs, chains and
+    mixed stages."""
     cluster, job = _random_case(random.Random(seed), catalog)
     scorer, checked = Scorer(cluster, job), 0
     for family in layout_families(cluster.pools, job.model, job.global_batch, partial=False):
@@ -93,5 +95,6 @@ def test_even_busiest_replica_bounds_the_even_fast_score(catalog, seed):
                 cand = scorer.score(layout, knobs, job.precision, uniform=True)
                 if cand is not None:
                     assert scorer.even_busiest_s(layout, knobs) <= cand.time_s * (1 + 1e-12), (layout, knobs)
+                    assert scorer.even_family_busiest_s(family) <= cand.time_s * (1 + 1e-12), (layout, knobs)
                     checked += 1
     assert checked > 0

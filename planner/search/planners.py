@@ -301,7 +301,10 @@ def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, opt
             unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
             break
         price = layout_price(scorer, family)
-        key = fast_key(objective, job, bounds.capacity_s(family), price, deadline)
+        capacity = bounds.capacity_s(family)
+        if even:        # the baselines' even splits: a stage's layers are known up to the pool order
+            capacity = max(capacity, scorer.even_family_busiest_s(family))
+        key = fast_key(objective, job, capacity, price, deadline)
         if key < math.inf:
             listed.append((key, len(listed), family, price))
     if listing is not None and listing.hit and unlisted == math.inf:     # the listing ended itself at the limit
@@ -694,14 +697,15 @@ def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: 
         queue = list(keyed.items())
     else:
         price, job = layout_price(scorer, layout), scorer.job
-        queue = []
+        queue, busiest = [], {}        # busiest: per (micro-batch, interleave, recompute); ZeRO does not change it
         for k in knob_settings(job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention,
                                job.engine, job):
             setting = (k.micro_batch, k.interleave, k.recompute, k.zero_stage)
             if setting in keyed:
-                busiest = fast_key(keeper.objective, job, scorer.even_busiest_s(layout, k), price,
-                                   keeper.deadline_hours)
-                queue.append((setting, (max(keyed[setting], busiest), keyed[setting])))
+                if setting[:3] not in busiest:
+                    busiest[setting[:3]] = fast_key(keeper.objective, job, scorer.even_busiest_s(layout, k), price,
+                                                    keeper.deadline_hours)
+                queue.append((setting, (max(keyed[setting], busiest[setting[:3]]), keyed[setting])))
         queue.sort(key=lambda e: e[1][0])
     for k, (setting, (key, bound)) in enumerate(queue):
         if key >= keeper.threshold():

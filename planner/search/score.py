@@ -44,7 +44,7 @@ from planner.placement import context_ring_bw
 from planner.schedule import (in_flight_micro_batches, interleave_groups_fit, interleaved_in_flight,
                               window_in_flight_limit)
 from planner.search.links import Lane, LayoutLinker, LayoutLinks
-from planner.search.space import Group, Knobs, Layout
+from planner.search.space import INTERLEAVES, RECOMPUTES, Family, Group, Knobs, Layout
 from planner.search.split import StageCosts, even_shares, even_split, share_micro_batches, split_layers
 from planner.types import (Cluster, Job, Plan, Pool, Precision, Recompute, Replica, Schedule, Stage)
 
@@ -245,17 +245,50 @@ class Scorer:
         shares: its busiest replica's forward and backward passes (iteration_s's first term), without
         ZeRO traffic, all-to-alls, transfers, fill, tail or the memory check; inf where the even
         shares or layers do not split. tests/test_baselines.py holds it below score."""
-        shares = _even_shares(layout, self.job.global_batch // knobs.micro_batch, self.engine.space.mixed_stages)
+        m = self.job.global_batch // knobs.micro_batch
         layers = even_split(self.model.layers, layout.num_stages, knobs.interleave)
-        if shares is None or layers is None:
+        if layers is None:
             return math.inf
         sp = any(g.tp > 1 for stage in layout.stages for g in stage)
         busiest, last = 0.0, layout.num_stages - 1
-        for i, (groups, num_layers, stage_shares) in enumerate(zip(layout.stages, layers, shares)):
-            for g, n in zip(groups, _group_max_shares(groups, stage_shares)):
+        for i, (groups, num_layers) in enumerate(zip(layout.stages, layers)):
+            base, extra = divmod(m, sum(g.count for g in groups))      # split.even_shares: the first `extra` one more
+            if base == 0 or (extra and not self.engine.space.mixed_stages):
+                return math.inf                                         # as _even_shares
+            first = 0
+            for g in groups:
+                n = base + (first < extra)                              # the group's busiest replica
+                first += g.count
                 f, b, hf, hb = self.pass_times(self.pools[g.pool], g.tp, knobs.micro_batch, knobs.recompute, sp)
                 busiest = max(busiest, n * (num_layers * (f + b) + (hf + hb if i == last else 0.0)))
         return busiest
+
+    def even_family_busiest_s(self, family: Family) -> float:
+        """A lower bound on even_busiest_s over every pool order and knob setting of `family` (so on
+        the baselines' fast scores of it): with p stages and v chunks a stage, every stage holds at
+        least floor(L / (p v)) v layers and the (L / v) mod p stages with a chunk more include one at
+        least as slow as the stage of that rank, fastest first; every replica takes at least
+        floor(m / R) of its stage's m micro-batches (R replicas; a chain's even shares: ceil(m / d)).
+        Inf where no setting splits."""
+        L, B, p = self.model.layers, self.job.global_batch, family.num_stages
+        sp, replicas = any(t > 1 for t in family.tps), family.max_replicas_per_stage
+        best = math.inf
+        for mb in _powers_of_two_dividing(B):
+            m = B // mb
+            if m < replicas:
+                continue
+            n = -(-m // replicas) if family.kind == "chain" else m // replicas
+            for recompute in RECOMPUTES:
+                taus = [sum(self.pass_times(pool, t, mb, recompute, sp)[:2]) for pool, t in zip(family.subset, family.tps)]
+                stage_taus = (sorted(tau for tau, q in zip(taus, family.width) for _ in range(q))
+                              if family.kind == "chain" else [max(taus)] * p)
+                for v in INTERLEAVES:
+                    if L % v or L // v < p:
+                        continue
+                    fewest, extra = (L // v) // p * v, (L // v) % p
+                    more = stage_taus[extra - 1] * (fewest + v) if extra else 0.0
+                    best = min(best, n * max(stage_taus[-1] * fewest, more))
+        return best
 
     def price_per_hour(self, layout) -> float:
         """The dollars an hour of every GPU the layout (or family) uses: the plan's price, stated once
