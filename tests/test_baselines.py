@@ -49,7 +49,7 @@ def _brute_force(name: str, cluster, job: Job, objective: Objective):
         for order in family.orders():
             layout = family.layout(order)
             for knobs in knob_settings(job.global_batch, layout, job.model.layers, scorer.options.flash_attention,
-                                       job.engine, job):
+                                       job.engine, job, {p.name: p.gpus_per_node for p in cluster.pools}):
                 cand = scorer.score(layout, knobs, precision_for(job, family.subset), uniform=True)
                 if cand is not None:
                     assert scorer.even_busiest_s(layout, knobs) <= cand.time_s * (1 + 1e-12), (layout, knobs)
@@ -60,7 +60,7 @@ def _brute_force(name: str, cluster, job: Job, objective: Objective):
 
 
 @pytest.mark.parametrize("engine,objective", [("megatron", Objective.THROUGHPUT), ("hetplan", Objective.THROUGHPUT),
-                                              ("megatron", Objective.COST)])
+                                              ("torchtitan", Objective.THROUGHPUT), ("megatron", Objective.COST)])
 @pytest.mark.parametrize("name", ["megatron", "uniform"])
 def test_baseline_keeps_the_best_fast_scores_of_its_space_and_reports_the_best_of_them(catalog, name, engine,
                                                                                        objective):
