@@ -80,6 +80,7 @@ TIME_LIMIT = "time limit"
 SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; the rest re-scores with the cost model
 BUDGET = "fast-score budget"
 LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families
+LISTING_CLOCK_EVERY = 64  # families listed between two looks at the clock (one costs about as much as a family)
 SCREEN_CELLS = 32768
 FIRST_SCREEN_CHUNK = 256  # families in the first screening pass; each next pass doubles, up to the cells' share
 # (a pass costs about the same up to some hundreds of families, 15-30 ms, its numpy calls' fixed cost)
@@ -317,11 +318,11 @@ def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, opt
     c.time_limit_s = time_limit_s
     bounds = shared.sharing(even)      # even: the baselines' even layer splits
     unlisted, listed = math.inf, []
-    for family in families:
-        if clock.expired(share=LISTING_SHARE):
+    for k, family in enumerate(families):
+        if k % LISTING_CLOCK_EVERY == 0 and clock.expired(share=LISTING_SHARE):
             unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
             break
-        price = layout_price(scorer, family)
+        price = layout_price(scorer, family) if objective != Objective.THROUGHPUT else 0.0   # its key reads no price
         capacity = bounds.capacity_s(family)
         if even:        # the baselines' even splits: a stage's layers are known up to the pool order
             capacity = max(capacity, scorer.even_family_busiest_s(family))
