@@ -321,7 +321,8 @@ def findings(public: list) -> list[str]:
             "(kernel launches, hooks) cannot be it either: these rows' layers take "
             f"{min(sum(r.forward_parts) for r in tt1) * 1e3:.0f} to {max(sum(r.forward_parts) for r in tt1) * 1e3:.0f} "
             "ms a forward, so it would need milliseconds per layer (the probe `layer_overhead_s=0.001` under 'What "
-            "the engine's execution values can explain' shows how little 1 ms per layer and pass closes). At tp > 1 the same engine is {signed(tt8):+.1%} ({len(tt8)} rows), "
+            "the engine's execution values can explain' shows how little 1 ms per layer and pass closes). "
+            f"At tp > 1 the same engine is {signed(tt8):+.1%} ({len(tt8)} rows), "
             f"with {tp8:.0%} of its predicted iteration in tensor-parallel communication that vanilla TP does not "
             "hide: either that is over-counted or the same compute gap is offset by it; the rows cannot tell which.",
             f"* **The spread of the GPU types' signed medians is two engines' gaps, not GPU speed.** Within "

@@ -372,3 +372,10 @@ def test_torchtitan_pipelined_rows_are_zero_2_as_torchtitan_runs_them(catalog):
         _, plan, _ = public_runs.torchtitan_row(runs[line - 2], catalog.gpus)
         assert plan.zero_stage == zero and (plan.num_stages > 1) == (zero == 2), line
     assert "For PP, do not reshard after forward" in public_runs.ASSUMED["torchtitan"]
+
+
+def test_written_doc_has_no_unformatted_placeholders(catalog):
+    # an f-string that lost its `f` left `{signed(tt8):+.1%} ({len(tt8)} rows)` in docs/validation.md; no text
+    # the script writes may hold a `{...}` placeholder (the doc has no braces of its own)
+    text = validation.document(catalog)
+    assert not re.findall(r"\{[^{}\n]*\}", text), re.findall(r"\{[^{}\n]*\}", text)
