@@ -13,8 +13,10 @@ from planner.search.explain import (describe_plan, explain_ranking, idle_reasons
 from planner.search.objective import (check_objective, describe, estimate_key, estimate_key_of_fast, fast_key,
                                       fast_key_of_estimate, gain)
 from planner.search.bound import Bounds
+from planner.search.greedy import greedy_candidate
 from planner.search.parallel import SharedBest, beat_now, run_each
-from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions, shared_bounds
+from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT, Clock, Considered, SearchOptions,
+                                      shared_bounds)
 from planner.search.score import Candidate
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
@@ -546,19 +548,25 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     options = _within_whole(options)
     clock = Clock(options.time_limit_s)
     shared = shared_bounds(cluster, job, options)    # one scorer's caches for the search, its proof and baselines
-    considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options, shared)
+    first = _greedy_first(cluster, job, objective, deadline_hours, options, shared, method, clock)
+    considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, _with_first(options, first, clock),
+                                           shared)
+    if first is not None:            # ranked with the search's own plans, not evaluated again
+        considered.incumbents.append(first[:2])
+        considered.evaluated[first[0]] = first[1]
     options = beat_now(options)      # with workers: what the searches before this one found meanwhile
     if considered.exact:       # the exhaustive planner is bounded by exhaustive_max_gpus, not by the clock
         clock = None
-    if not considered.kept and considered.stopped_by == TIME_LIMIT and options.beat is None:
+    if not considered.kept and considered.stopped_by == TIME_LIMIT and options.beat is None and first is None:
         raise InputError("time_limit", f"no plan found within {considered.time_limit_s:g} s on this "
                                        f"{cluster.num_gpus:,}-GPU cluster; raise the time limit (--time-limit, "
                                        f"SearchOptions.time_limit_s) or plan on fewer pools or GPUs")
     full: dict[Plan, Estimate] = {}
-    ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock, top_k, full)
-    if not ranked and options.beat is None:
+    pruning = _with_first(options, first)       # what to beat: options.beat, or the greedy plan when better
+    ranked = _rank(cluster, job, objective, deadline_hours, considered, pruning, clock, top_k, full)
+    if not ranked and options.beat is None and first is None:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
-    ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock, shared)
+    ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, pruning, ranked, clock, shared)
     if options.beat is not None and (not ranked or estimate_key(objective, ranked[0][1], deadline_hours) >= options.beat):
         complete = floor >= options.beat * (1 - 1e-9)
         raise Beaten("no plan beats the best found elsewhere", complete,
@@ -591,6 +599,38 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
                         candidates_evaluated=considered.fast_scores, objective=objective, method=method, notes=notes,
                         complete=complete, gap=gap, stopped_by=considered.stopped_by,
                         guarantee=_guarantee(method, complete, gap, considered), baseline_status=base_status)
+
+
+def _greedy_first(cluster, job, objective, deadline_hours, options: SearchOptions, shared: Bounds, method: str,
+                  clock: Clock) -> tuple[Plan, Estimate, float] | None:
+    """The greedy first plan (planner.search.greedy), evaluated, and its estimate key: for hetplan's
+    search when it has no plan to beat from elsewhere (the first engine or setting searched; with
+    workers, the first ticket), else None. The search then prunes at it from its start, and a short
+    time limit answers with at least it."""
+    if method != "hetplan" or options.beat is not None or getattr(options.shared_beat, "index", 0):
+        return None
+    cand = greedy_candidate(shared, objective, deadline_hours, options.time_limit_s)
+    if cand is None or clock.expired(share=SEARCH_SHARE):
+        return None
+    plan = cand.to_plan(job)
+    est = _evaluate_plan(cluster, job, plan, options)
+    key = estimate_key(objective, est, deadline_hours)
+    if key == math.inf:
+        return None
+    if options.shared_beat is not None:          # the searches after this one prune at it at once
+        options.shared_beat.offer(key)
+    return plan, est, key
+
+
+def _with_first(options: SearchOptions, first: tuple[Plan, Estimate, float] | None,
+                clock: Clock | None = None) -> SearchOptions:
+    """`options` that prune at the greedy first plan as well (SearchOptions.beat), with what is left
+    of the time limit on `clock` after choosing and evaluating it."""
+    if first is None:
+        return options
+    left = None if clock is None or options.time_limit_s is None else max(1e-3, options.time_limit_s - clock.elapsed())
+    return replace(options, beat=min(first[2], math.inf if options.beat is None else options.beat),
+                   time_limit_s=options.time_limit_s if clock is None else left)
 
 
 def _within_whole(options: SearchOptions) -> SearchOptions:
