@@ -30,15 +30,9 @@ processes, each with its own clock); a limit does make plans depend on the CPU's
 """
 from __future__ import annotations
 
-import ctypes
 import enum
 import math
-import multiprocessing
-import os
-import signal
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import combinations, product
 from typing import Iterator
@@ -49,6 +43,7 @@ from planner.cost import evaluate
 from planner.engines import REAL, get as engine_profile
 from planner.search import SearchOptions, search
 from planner.types import Cluster, Estimate, FleetJob, InputError, Job, Objective, Plan
+from planner.workers import stop_pool, worker_pool
 
 TIE_SLACK = 1e-6                # an earlier objective may lose this share of its optimum to a later one
 PARALLEL_AFTER_S = 2.0          # CPU seconds of searches in this process before more run in worker processes
@@ -258,39 +253,6 @@ def _search_key(cluster: Cluster, job: FleetJob, shares: tuple[Share, ...], opti
     """What a search depends on: not the job's name, tokens, deadline or weight."""
     return (sub_cluster(cluster, shares), Job(job.model, job.global_batch, job.seq_len), options.search_time_limit_s,
             options.engines)
-
-
-PR_SET_PDEATHSIG = 1            # linux/prctl.h: the signal a process gets when its parent thread ends
-
-
-def end_with_parent(parent_pid: int) -> None:
-    """A worker process's initializer: it ends when its parent does, however the parent ends (a
-    signal, SIGKILL included, or a crash): on Linux, prctl(PR_SET_PDEATHSIG, SIGTERM) (man 2 prctl);
-    and if the parent is already gone, now. SIGINT is left to the parent (a Ctrl-C reaches the whole
-    process group), which ends its workers itself. multiprocessing's resource tracker ends once every
-    process holding its pipe has (Python 3.11 multiprocessing/resource_tracker.py: it reads until EOF)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
-def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """Spawned worker processes that end with this one (end_with_parent)."""
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=end_with_parent, initargs=(os.getpid(),))
-
-
-def stop_pool(pool: ProcessPoolExecutor) -> None:
-    """End a pool's workers now, mid-task: queued tasks cancelled, running ones killed. Python 3.11's
-    executor has no public call for the second (3.14 adds terminate_workers), so its process table
-    is read."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)       # first: no task goes to a worker being ended
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
 
 
 class _Searches:

@@ -89,9 +89,27 @@ def rendered():
         at.switch_page(f"ui/pages/{page}.py").run(timeout=300)
         ok(at)
         tables = [table_text(d) for d in at.dataframe if not d.proto.editing_mode]
+        out[page, "None"] = none_cells(at.dataframe)
         out[page] = texts(at) + "\n" + "\n".join(tables) + "\n" + shown("\n".join(str(s.value) for s in at.subheader))
     mp.undo()
     return out
+
+
+def none_cells(frames) -> list[str]:
+    """Columns of text whose empty cells Streamlit would show as a grey 'None' (a missing optional value
+    reads as an empty cell, or as a word that says why it is empty)."""
+    found = []
+    for d in frames:
+        df = d.value
+        for col in df.columns:
+            if df[col].dtype == object and any(v is None for v in df[col]):
+                found.append(str(col))
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_table_shows_None_in_an_empty_text_cell(rendered, page):
+    assert not rendered[page, "None"], f"{page}: columns with None cells: {rendered[page, 'None']}"
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 
 from catalog.formats import load_cluster_file, load_jobs_file, plan_to_dict
 from planner.cli.common import catalog_from_args, finite_number, print_json
 from planner.engines import AUTO, ENGINES, REAL
 from planner.fleet import FleetOptions, FleetResult, NodeSlice, Policy, plan_fleet
 from planner.report import estimate_to_dict, format_duration
+from planner.workers import ended_by_signals
 
 MAX_TIME_LIMIT_S = 3600
 MAX_WORKERS = 64
@@ -58,30 +57,6 @@ def run(args) -> int:
     else:
         print(to_text(result))
     return 0
-
-
-class Ended(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised where the main thread is, so that the worker processes are ended
-    on the way out (planner.fleet.fleet_candidates) and `hetplan` exits with 128 + the signal."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def ended_by_signals():
-    """SIGTERM and SIGHUP end the command as SIGINT (KeyboardInterrupt) does: through the `finally`
-    blocks that stop the workers (they also end with their parent on their own; planner.fleet.
-    end_with_parent). The previous handlers come back afterwards."""
-    def raise_ended(signum, frame):
-        raise Ended(signum)
-    before = {s: signal.signal(s, raise_ended) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
 
 
 def _workers(text: str) -> int:

@@ -17,12 +17,14 @@ from planner.search.explain import describe_plan
 from planner.search.objective import estimate_key
 from planner.search.planners import SEARCH_SHARE, SearchOptions
 from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU, MAX_SEARCHED_EXPERT_PARALLEL
+from planner.workers import ended_by_signals
 from planner.types import (MAX_CONTEXT_PARALLEL, MAX_LORA_RANK, InputError, Job, JobKind, Objective, Offload, Precision, TooManyPassesError,
                            Training)
 
 MAX_TOP = 1000
 MAX_TIME_LIMIT_S = 24 * 3600              # a search that long is a typo, not a plan
 MAX_DEADLINE_HOURS = 1e6                  # over a century
+MAX_WORKERS = 64
 
 
 def register(sub) -> None:
@@ -88,6 +90,13 @@ def register(sub) -> None:
                         f"Past it: start-up, reading the files and one cost-model evaluation of the answer "
                         f"(seconds at millions of GPUs; docs/reliability.md), and with --engine all each engine "
                         f"has such a budget".replace("%", "%%"))
+    p.add_argument("--workers", type=whole_number(1, MAX_WORKERS), default=SearchOptions().workers, metavar="N",
+                   help="processes for --engine auto's searches (default 1: one engine after another in this "
+                        "process): the engines are searched in up to N processes (this one and N - 1 started for "
+                        "the call, which end with it), each pruning at the best plan the engines before it have "
+                        "evaluated so far; the same answer as 1 for searches that end before --time-limit, in less "
+                        "wall time on N free cores. Each process has the --time-limit (its own CPU seconds) for "
+                        "the engines it takes, so the call may spend up to N times it in CPU seconds")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object; `evaluate` and `export` read it, or any plan in it, as a plan file")
     p.add_argument("--out", metavar="FILE",
@@ -110,7 +119,8 @@ def run(args) -> int:
         return run_rl_plan(args, cluster, model, catalog)
     if args.engine == "all":
         return _run_all(args, cluster, model, catalog)
-    result = _search(args, cluster, model, args.engine, REAL if args.engine == AUTO else None)
+    with ended_by_signals():        # --workers: SIGTERM and SIGHUP end the workers on the way out
+        result = _search(args, cluster, model, args.engine, REAL if args.engine == AUTO else None)
 
     if args.out:                                    # before printing, which a closed pipe may cut short
         best = json.dumps(_scored(result.plans[0], catalog), indent=1, allow_nan=False)
@@ -150,7 +160,7 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
               training=training, offload=offload, context_parallel=cp, expert_parallel=ep)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
-                      method=args.baseline or "hetplan", options=_options(args.time_limit),
+                      method=args.baseline or "hetplan", options=_options(args.time_limit, args.workers),
                       offload="auto" if args.offload == "auto" else "fixed",
                       context_parallel="auto" if args.context_parallel == "auto" else "fixed",
                       expert_parallel="auto" if args.expert_parallel == "auto" else "fixed", engines=engines,
@@ -161,11 +171,11 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
                                            f"--global-batch") from None
 
 
-def _options(time_limit_s: float) -> SearchOptions:
+def _options(time_limit_s: float, workers: int = 1) -> SearchOptions:
     """The search's CPU-second limit, and each baseline's in the planner's default proportion (as the
     app gives them), so that a gain over a baseline does not depend on which front end asked."""
     default = SearchOptions()
-    return SearchOptions(time_limit_s=time_limit_s,
+    return SearchOptions(time_limit_s=time_limit_s, workers=workers,
                          baseline_time_limit_s=time_limit_s * default.baseline_time_limit_s / default.time_limit_s)
 
 

@@ -13,6 +13,7 @@ from planner.search.explain import (describe_plan, explain_ranking, idle_reasons
 from planner.search.objective import (check_objective, describe, estimate_key, estimate_key_of_fast, fast_key,
                                       fast_key_of_estimate, gain)
 from planner.search.bound import Bounds
+from planner.search.parallel import SharedBest, beat_now, run_each
 from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions, shared_bounds
 from planner.search.score import Candidate
 from planner.engines import ENGINES
@@ -58,6 +59,9 @@ class Beaten(InfeasibleError):
     def __init__(self, message: str, complete: bool, gap: float | None):
         super().__init__(message)
         self.complete, self.gap = complete, gap
+
+    def __reduce__(self):           # as built: a worker process sends it back (planner.search.parallel)
+        return Beaten, (self.message, self.complete, self.gap)
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,11 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     results: dict[str, SearchResult] = {}
     why: dict[str, InputError] = {}
     clock = Clock(options.time_limit_s)
-    for k, name in enumerate(names):     # each engine after the first prunes at the best plan so far
+    parallel = options.workers > 1 and len(names) > 1
+    if parallel:
+        results, why = _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, method, options,
+                                           settings)
+    for k, name in enumerate(() if parallel else names):     # each engine after the first prunes at the best so far
         if results and _spent():
             why[name] = InputError("time_limit", "not searched: the time limit was spent on the engines before it")
             continue
@@ -197,6 +205,12 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     note = (f"planned for the best of {len(names)} engines, each a search of its own that prunes at the best plan "
             f"of the engines before it, each with the time limit left less {ENGINE_RESERVE:.0%} of it for each "
             f"engine after it ({said}); the {ENGINES[best].title} plan is shown, baselines under the same engine")
+    if parallel:
+        note = (f"planned for the best of {len(names)} engines, each a search of its own that prunes at the best "
+                f"plan the engines before it have evaluated so far, searched in {min(options.workers, len(names))} "
+                f"processes that share those plans, each process with the time limit (its own CPU seconds) for "
+                f"the engines it takes, less {ENGINE_RESERVE:.0%} of it for each it may still take ({said}); the "
+                f"{ENGINES[best].title} plan is shown, baselines under the same engine")
     by_engine = {n: results[n] if n in results else why[n].message for n in names}
     found = replace(_combine(objective, deadline_hours, list(results.values()), list(beaten.values())),
                     notes=results[best].notes + (note,), by_engine=by_engine)
@@ -218,6 +232,54 @@ def _engine_share(clock: Clock, k: int, engines: int) -> float | None:
 
 
 ENGINE_RESERVE = 0.05    # of the time limit kept for each engine still to search (_engine_share)
+
+
+def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, method, options: SearchOptions,
+                        settings: dict) -> tuple[dict, dict]:
+    """_search_engines' results and errors by engine, the engines searched in options.workers processes
+    (planner.search.parallel), each pruning at what the engines before it have evaluated so far; then
+    held to the sequential rule, in order: an engine whose answer does not beat those before it (and
+    options.beat) is beaten, complete when its own search proves it (no plan of its space beats them)."""
+    outcomes = run_each(_engine_ticket, len(names), options.workers, options.time_limit_s,
+                        (cluster, job, names, objective, deadline_hours, top_k, method, replace(options, workers=1),
+                         settings))
+    results, why = {}, {}
+    beat = math.inf if options.beat is None else options.beat
+    for name, outcome in zip(names, outcomes):
+        if isinstance(outcome, SearchResult):
+            key = estimate_key(objective, outcome.plans[0].estimate, deadline_hours)
+            if key < beat:
+                results[name], beat = outcome, key
+                continue
+            outcome = _beaten_answer(outcome, key, beat)
+        why[name] = outcome
+    return results, why
+
+
+def _beaten_answer(result: SearchResult, key: float, beat: float) -> Beaten:
+    """A search's answer (estimate key `key`) that does not beat `beat`, as Beaten: complete when its
+    floor (the best any plan of its space can be: key / (1 + gap)) is at least `beat`."""
+    floor = key if result.complete else (None if result.gap is None else key / (1 + result.gap))
+    complete = floor is not None and floor >= beat * (1 - 1e-9)
+    return Beaten("no plan beats the best found elsewhere", complete,
+                  0.0 if complete else (beat / floor - 1 if floor else None))
+
+
+def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searched_before: bool, cluster, job, names,
+                   objective, deadline_hours, top_k, method, options: SearchOptions, settings: dict):
+    """Engine k's search in a worker process or this one (planner.search.parallel.run_each): its
+    answer, or the InputError that says why it has none (Beaten among them); with the time limit
+    left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take."""
+    if searched_before and (_spent() or clock.expired()):
+        return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
+    share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared)
+    try:
+        found = search(cluster, replace(job, engine=names[k]), objective, deadline_hours, top_k, method, share, False,
+                       **settings)
+    except InputError as err:
+        return err
+    shared.offer(estimate_key(objective, found.plans[0].estimate, deadline_hours))
+    return found
 
 
 def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_hours, top_k, method, options,
@@ -465,6 +527,7 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     clock = Clock(options.time_limit_s)
     shared = shared_bounds(cluster, job, options)    # one scorer's caches for the search, its proof and baselines
     considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options, shared)
+    options = beat_now(options)      # with workers: what the searches before this one found meanwhile
     if considered.exact:       # the exhaustive planner is bounded by exhaustive_max_gpus, not by the clock
         clock = None
     if not considered.kept and considered.stopped_by == TIME_LIMIT and options.beat is None:

@@ -1,0 +1,111 @@
+"""Searches spread over worker processes that share one threshold (SearchOptions.workers).
+
+`search` for the best of several engines searches each engine's space in turn, each search pruning
+at the best plan of the engines before it (planner.search.search._search_engines). With `workers`
+N > 1 the searches are tickets 0, 1, ... that N processes take in order as each gets free: this one
+and N - 1 spawned workers (planner.workers: they end with this process, on every signal). Search k
+prunes at the best key that searches 0 .. k-1 have evaluated *so far* (`SharedBest`: one slot per
+search in memory the processes share, written only by the process that runs that search, at each
+new incumbent and at its answer), read as it searches. So it prunes at what it would prune at in
+turn, or at less (a key not yet lowered), never at a plan of a search after it: the answer of
+complete searches is the optimum over the union of their spaces, ties to the first search, as in
+turn; `search` then holds every search to the sequential rule (one whose answer does not beat
+those before it is beaten).
+
+Each process has its own clock (planner.search.planners.Clock: its thread's CPU time), the time
+limit for the searches it takes, shared among them as the sequential loop shares it (the caller's
+`task` gets the clock and how many searches the process may still take), so a worker process's
+search has the CPU seconds it would have had in turn: the whole call may spend up to N times the
+limit in CPU seconds, in about the wall time of one.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+from dataclasses import replace
+from typing import Callable
+
+from planner.search.planners import Clock, SearchOptions
+from planner.workers import stop_pool, worker_pool
+
+
+class SharedBest:
+    """The best evaluated estimate key of each of a call's searches so far, in shared memory (inf:
+    none yet); search `index` reads the best of those before it and writes its own slot."""
+
+    def __init__(self, slots, index: int):
+        self.slots, self.index = slots, index
+
+    def ceiling(self) -> float:
+        """The best key the searches before this one have evaluated so far (inf: none)."""
+        return min(self.slots[:self.index], default=math.inf)
+
+    def offer(self, key: float) -> None:
+        """A plan of this search, evaluated: its key, kept when it is this search's best so far."""
+        if key < self.slots[self.index]:
+            self.slots[self.index] = key
+
+
+def beat_now(options: SearchOptions) -> SearchOptions:
+    """`options` with `beat` lowered to what its searches before it have evaluated by now
+    (SearchOptions.shared_beat), for deciding whether the search beat them: its pruning read
+    that value or a larger one, so what it pruned cannot beat it either."""
+    key = math.inf if options.shared_beat is None else options.shared_beat.ceiling()
+    if key == math.inf or (options.beat is not None and options.beat <= key):
+        return options
+    return replace(options, beat=key)
+
+
+# Task = task(k, shared, clock, still, searched_before, *args): the outcome of search k (picklable),
+# `shared` its SharedBest, `clock` the process's clock, `still` how many searches this process may
+# still take (this one included), `searched_before` whether it has run one already.
+Task = Callable[..., object]
+
+
+def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple) -> list:
+    """The outcomes of task(k, ...) for k = 0 .. count - 1, in order, run by up to `workers`
+    processes (this one among them) that take the searches in order; `limit_s`: each process's
+    clock. `task` is a module-level function (it is sent to the workers by name). An exception
+    (a signal among them) ends the workers at once."""
+    context = multiprocessing.get_context("spawn")
+    tickets, slots = context.Value("i", 0), context.RawArray("d", [math.inf] * count)
+    helpers = min(workers, count) - 1
+    pool = worker_pool(helpers, _inherit, (tickets, slots))
+    try:
+        futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args) for _ in range(helpers)]
+        done = _drain(task, count, workers, limit_s, args, tickets, slots)
+        for future in futures:
+            done += future.result()
+    except BaseException:
+        stop_pool(pool)
+        raise
+    pool.shutdown()
+    return [outcome for _, outcome in sorted(done, key=lambda e: e[0])]
+
+
+def _drain(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, tickets, slots) -> list:
+    """Take the next search and run it, until none is left: [(k, outcome)]."""
+    clock, done = Clock(limit_s), []
+    while (k := _take(tickets)) < count:
+        still = math.ceil((count - k) / workers)
+        done.append((k, task(k, SharedBest(slots, k), clock, still, bool(done), *args)))
+    return done
+
+
+def _take(tickets) -> int:
+    with tickets.get_lock():
+        k = tickets.value
+        tickets.value = k + 1
+    return k
+
+
+_inherited: dict = {}      # in a worker process: the call's tickets and slots, inherited at its start
+
+
+def _inherit(tickets, slots) -> None:
+    """A worker's initializer: shared memory reaches a spawned process only by inheritance."""
+    _inherited.update(tickets=tickets, slots=slots)
+
+
+def _drain_inherited(task: Task, count: int, workers: int, limit_s: float | None, args: tuple) -> list:
+    return _drain(task, count, workers, limit_s, args, _inherited["tickets"], _inherited["slots"])
