@@ -398,9 +398,10 @@ def stage_pass_times(stage: StagePass, run: PassExecution = PassExecution()) -> 
     collective = tp_collective_s(model, seq_len / cp, micro_batch, tp, link_bw, precision)
     # the MLP's all-gather + reduce-scatter: in MoE layers over the expert tp group, none at etp 1 (Megatron-Core
     # MoEAlltoAllTokenDispatcher gathers and reduce-scatters over expt_tp only when its size > 1)
-    moe = model.moe_layers / model.layers if stage.expert_tp not in (0, tp) else 0.0
-    pair = collective + (1 - moe) * collective + moe * tp_collective_s(model, seq_len / cp, micro_batch,
-                                                                         stage.expert_tp or tp, link_bw, precision)
+    pair = 2 * collective
+    if stage.expert_tp not in (0, tp) and model.is_moe:
+        moe = model.moe_layers / model.layers
+        pair -= moe * (collective - tp_collective_s(model, seq_len / cp, micro_batch, stage.expert_tp, link_bw, precision))
     extra = adapter_pass_s(model, gpu, seq_len * micro_batch / cp, tp, training, precision, tf32)
     ring_fwd, ring_bwd = context_ring_s(model, seq_len, micro_batch, tp, cp, cp_bw, attn, precision)
     backward_proj = backward_projection_factor(training)

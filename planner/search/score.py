@@ -124,12 +124,13 @@ class Scorer:
         """(forward, backward) of one layer, and of the head alone, for one micro-batch, each expert split over
         `expert_tp` GPUs (0: tp); None (the bounds, the shares): each the least over the expert-tp settings the
         search tries (space.expert_tp_settings: 1 where the engine offers it for a MoE model under ep)."""
+        if expert_tp is None and not (tp > 1 and self.expert_tp_searched):
+            expert_tp = 0
         # the passes depend on the GPU, not on its pool, but for a context-parallel ring across nodes
         key = (pool.gpu.id if self.cp == 1 else pool.name, tp, mb, recompute, sp, expert_tp)
         if key not in self._pass and expert_tp is None:
-            settings = (0, 1) if tp > 1 and self.expert_tp_searched else (0,)
-            self._pass[key] = tuple(min(v) for v in zip(*(self.pass_times(pool, tp, mb, recompute, sp, e)
-                                                          for e in settings)))
+            self._pass[key] = tuple(map(min, self.pass_times(pool, tp, mb, recompute, sp, 0),
+                                        self.pass_times(pool, tp, mb, recompute, sp, 1)))
         elif key not in self._pass:
             cp, t = self.cp, tp // self.cp
             # as to_plan sets the plan's tp_comm_overlap
