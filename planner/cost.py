@@ -265,7 +265,8 @@ def _moe_notes(plan: Plan) -> tuple[str, ...]:
              "experts' weights sharded over tensor parallelism",)
     if plan.expert_parallel > 1:
         notes += (f"expert parallel {plan.expert_parallel}: the busiest rank assumed to receive "
-                  f"{MOE_LOAD_IMBALANCE:.2f}x the mean tokens (an assumption), all-to-alls not overlapped",)
+                  f"{MOE_LOAD_IMBALANCE:.2f}x the mean tokens (an unsourced assumption: no published measurement of "
+                  f"a rank's share; planner.experts), all-to-alls not overlapped",)
     return notes
 
 
