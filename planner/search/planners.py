@@ -656,13 +656,15 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
     size (and all larger ones) whose most memory-frugal setting cannot hold the model; and
     selective or full recomputation when the same setting without recomputation fits and memory
     does not limit its split (recomputation then only adds time)."""
+    zeros = zero_stages(scorer.job.offload, layout.max_replicas_per_stage * scorer.cp)
+    variants = {zero: _knob_variants(scorer, layout, zero) for zero in zeros}
     for mb, v in _promising(keyed, keeper, layout, scorer):
-        for zero in zero_stages(scorer.job.offload, layout.max_replicas_per_stage * scorer.cp):
+        for zero in zeros:
             for recompute in searched_recomputes(scorer.options.flash_attention, layout.family == "mixed", scorer.job.engine):
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
                 unbound = True      # every variant fits with memory not limiting its split
-                for etp, hybrid in _knob_variants(scorer, layout, zero):
+                for etp, hybrid in variants[zero]:
                     for hs in (0, hybrid) if hybrid else (0,):
                         keeper.c.fast_scores += 1
                         cand = scorer.score(layout, Knobs(mb, zero, recompute, v, hs, etp), precision,
