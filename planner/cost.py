@@ -156,8 +156,13 @@ def expert_group_link(plan: Plan, pool: Pool, tp: int, dp_bw: float, dp_lat: flo
     ranks (expert_tensor_parallel below tp; Megatron's expert grid puts etp, then ep, fastest:
     parallel_state.py lines 887-895) stays on the node's links; groups over replicas use the stage's
     data-parallel ring, of which they are a part."""
-    etp = plan.expert_tensor_parallel or tp
-    if etp * plan.expert_parallel <= tp:
+    return expert_link(plan.expert_tensor_parallel, plan.expert_parallel, pool, tp, dp_bw, dp_lat)
+
+
+def expert_link(expert_tp: int, expert_parallel: int, pool: Pool, tp: int, dp_bw: float,
+                dp_lat: float) -> tuple[float, float]:
+    """expert_group_link from the plan's numbers (the search's fast score calls it)."""
+    if (expert_tp or tp) * expert_parallel <= tp:
         return pool.gpu.link_bw_bytes_per_s, INTRA_NODE_LATENCY_S
     return dp_bw, dp_lat
 
@@ -167,8 +172,13 @@ def hybrid_link(cluster: Cluster, plan: Plan, stage: Stage, dp_bw: float, dp_lat
     replicas (tp x cp GPUs each) that fits in a node runs on the slowest GPU link of the stage's pools (the
     FSDP export holds the group to one host's GPUs); a wider one on the stage's data-parallel ring."""
     width = plan.hybrid_shard * max(r.tp for r in stage.replicas) * plan.context_parallel
-    if all(width <= cluster.pool(r.pool).gpus_per_node for r in stage.replicas):
-        return min(cluster.pool(r.pool).gpu.link_bw_bytes_per_s for r in stage.replicas), INTRA_NODE_LATENCY_S
+    return hybrid_group_link([cluster.pool(r.pool) for r in stage.replicas], width, dp_bw, dp_lat)
+
+
+def hybrid_group_link(pools: list[Pool], width: int, dp_bw: float, dp_lat: float) -> tuple[float, float]:
+    """hybrid_link for a group of `width` GPUs on replicas of these pools (the search's fast score calls it)."""
+    if all(width <= pool.gpus_per_node for pool in pools):
+        return min(pool.gpu.link_bw_bytes_per_s for pool in pools), INTRA_NODE_LATENCY_S
     return dp_bw, dp_lat
 
 

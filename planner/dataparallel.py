@@ -8,7 +8,7 @@ collectives, which is a lower bound on them.
 """
 from __future__ import annotations
 
-from planner.comm import all_gather_s, all_reduce_s, overlapped_s, reduce_scatter_s
+from planner.comm import all_gather_s, all_reduce_s, overlapped_s, reduce_scatter_s, ring_s_per_byte
 from planner.compute import MEM_BW_EFFICIENCY
 from planner.elementwise import maximum
 from planner.memory import WEIGHT_BYTES
@@ -107,6 +107,20 @@ def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, 
     if zero_stage == 2:
         return 0.0 * gather, grads
     return 0.0 * gather, 0.0 * gather
+
+
+def hybrid_zero_floor(zero_stage: int, weight_bytes_per_gpu, replicas, group, group_bw, ring_bw,
+                      weight_element_bytes: float = WEIGHT_BYTES, trained: float = 1.0):
+    """A lower bound on ZeRO's per-micro-batch collectives under hybrid sharding as planner.cost.evaluate
+    prices them: zero_per_micro_batch_s over the `group` ranks of a shard group on its link, then each rank's
+    shard of the gradients all-reduced across the replicas / group groups on the data-parallel ring
+    (grad_sync_s, ZeRO-0). Latency terms dropped, all-reduce at its ring bandwidth term (below the tree's),
+    16-bit gradients; `group_bw` and `ring_bw` at least those links' bandwidths. tests/test_formulas.py holds
+    it below the exact sum on random inputs. Numbers or numpy arrays."""
+    f, b = zero_per_micro_batch_floor(zero_stage, weight_bytes_per_gpu, group, ring_s_per_byte(group, group_bw),
+                                      weight_element_bytes, trained)
+    shard_grads = weight_bytes_per_gpu / weight_element_bytes * GRAD_COMM_BYTES * trained / group
+    return f, b + (zero_stage >= 2) * 2 * ring_s_per_byte(replicas / group, ring_bw) * shard_grads
 
 
 def grad_sync_s(zero_stage: int, params_per_gpu: float, replicas: int, bw: float, latency_s: float,

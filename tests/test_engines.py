@@ -69,7 +69,8 @@ def _candidates(cluster, job):
         for order in family.orders():
             layout = family.layout(order)
             pipeline = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
-            for knobs in knob_settings(job.global_batch, layout, job.model.layers, engine=job.engine, job=job):
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, engine=job.engine, job=job,
+                                       gpus_per_node={p.name: p.gpus_per_node for p in cluster.pools}):
                 cand = scorer.score(layout, knobs, precision_for(job, family.subset))
                 if cand is not None:
                     key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)

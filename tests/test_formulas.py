@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.comm import ring_s_per_byte
-from planner.dataparallel import (pass_with_zero_floor_s, zero_backward_exposed_s, zero_exposed_s,
-                                  zero_per_micro_batch_floor, zero_per_micro_batch_s)
+from planner.dataparallel import (grad_sync_s, hybrid_zero_floor, pass_with_zero_floor_s, zero_backward_exposed_s,
+                                  zero_exposed_s, zero_per_micro_batch_floor, zero_per_micro_batch_s)
 from planner.schedule import (interleaved_in_flight, window_in_flight_ceiling, window_in_flight_floor,
                               window_in_flight_limit)
 from planner.types import Objective
@@ -49,6 +49,25 @@ def test_zero_pass_floor_at_most_the_exposed_zero_pass(zero, weight_bytes, repli
         assert pass_with_zero_floor_s(forward, floor_f) <= (forward + exposed_f) * (1 + 1e-12)
         assert pass_with_zero_floor_s(backward, floor_b) <= (backward + exposed_b) * (1 + 1e-12)
     assert zero_exposed_s(exact_f, forward, overlap) >= 0.0
+
+
+@settings(max_examples=300)
+@given(zero=st.integers(0, 3), weight_bytes=st.floats(1e3, 1e11), group=st.integers(2, 64), groups=st.integers(1, 64),
+       node_gbps=st.floats(10.0, 7200.0), ring_gbps=st.floats(1.0, 3600.0), latency_us=st.floats(0.0, 50.0),
+       grad_bytes=st.sampled_from((2, 4)), element_bytes=st.sampled_from((2.0, 4.0)), trained=st.floats(0.001, 1.0))
+def test_hybrid_zero_floor_at_most_what_evaluate_prices(zero, weight_bytes, group, groups, node_gbps, ring_gbps,
+                                                        latency_us, grad_bytes, element_bytes, trained):
+    """hybrid_zero_floor (the bounds' ZeRO collectives under the hybrid-shard knob) <= what planner.cost.evaluate
+    and the fast score price: zero_per_micro_batch_s over the shard group on its link, then each rank's gradient
+    shard all-reduced across the groups (grad_sync_s, ZeRO-0) on the ring."""
+    node, ring, lat = node_gbps * 1e9 / 8, ring_gbps * 1e9 / 8, latency_us * 1e-6
+    f, b = zero_per_micro_batch_s(zero, weight_bytes, group, node, lat, grad_bytes, element_bytes, trained)
+    if zero >= 2 and groups > 1:
+        b += grad_sync_s(0, weight_bytes / element_bytes / group * trained, groups, ring, lat, grad_bytes)
+    floor_f, floor_b = hybrid_zero_floor(zero, weight_bytes, group * groups, group, node, ring, element_bytes, trained)
+    assert floor_f <= f * (1 + 1e-12) and floor_b <= b * (1 + 1e-12)
+    if grad_bytes == 2 and latency_us == 0:       # nothing dropped: the floor is the price
+        assert (floor_f, floor_b) == pytest.approx((f, b), rel=1e-9)
 
 
 def test_zero_exposure_one_body_for_numbers_and_arrays():

@@ -186,3 +186,36 @@ def test_a_limit_keeps_exactly_the_settings_whose_bound_is_below_it(catalog, see
             assert cut == {k: b for k, b in every.items() if b < limit}, family
             checked += 1
     assert checked > 0
+
+
+@pytest.mark.parametrize("engine,model,ep,seed", [("fsdp", "llama-2-7b", 1, 0), ("fsdp", "gpt3-1.3b", 1, 1),
+                                                  ("torchtitan", "llama-2-7b", 1, 2), ("torchtitan", "gpt3-1.3b", 1, 3),
+                                                  ("megatron", "mixtral-8x7b", 2, 4), ("megatron", "mixtral-8x7b", 4, 5)])
+def test_bounds_hold_for_the_hybrid_shard_and_expert_tp_knobs(catalog, engine, model, ep, seed):
+    """The knobs the search scores beside each (micro-batch, interleave, recompute, ZeRO) setting, hybrid
+    sharding (fsdp, torchtitan) and expert tensor parallelism 1 (Megatron-LM, MoE): their fast scores stay at or
+    above the screen, the capacity bound and the pipeline bound of their setting, on clusters of several nodes."""
+    rng = random.Random(seed)
+    gpus = ["h100-sxm", "a100-80gb-sxm"] if ep > 1 else GPUS[:4]
+    pools = [{"name": f"p{j}", "gpu": gpu, "nodes": rng.choice((2, 4)), "gpus_per_node": rng.choice((4, 8)),
+              "inter_node_gbps": rng.choice((25, 100))} for j, gpu in enumerate(rng.sample(gpus, 2))]
+    cluster = cluster_from_dict({"name": "random", "pools": pools, "between_pools_gbps": 25}, catalog)
+    job = Job(catalog.model(model), rng.choice((32, 64)), 2048, engine=engine, expert_parallel=ep)
+    scorer, per_node = Scorer(cluster, job), {p.name: p.gpus_per_node for p in cluster.pools}
+    bounds, new_knobs = Bounds(scorer), 0
+    families = list(layout_families(cluster.pools, job.model, job.global_batch, partial=True, engine=engine))
+    for family, screen in zip(families, screen_s(scorer, families)):
+        capacity = bounds.capacity_s(family)
+        for order in family.orders():
+            layout = family.layout(order)
+            pipeline = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, engine=engine, job=job,
+                                       gpus_per_node=per_node):
+                cand = scorer.score(layout, knobs, job.precision)
+                if cand is None:
+                    continue
+                key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
+                assert cand.time_s >= pipeline[key] * (1 - 1e-9), (layout, knobs)
+                assert cand.time_s >= max(capacity, screen) * (1 - 1e-9), (layout, knobs)
+                new_knobs += bool(knobs.hybrid_shard or knobs.expert_tensor_parallel)
+    assert new_knobs > 0

@@ -61,7 +61,7 @@ from typing import NamedTuple
 
 from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
-from planner.dataparallel import pass_with_zero_floor_s, step_s, zero_per_micro_batch_floor
+from planner.dataparallel import hybrid_zero_floor, pass_with_zero_floor_s, step_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, most_layers_held, state_bytes_per_param
 from planner.placement import dp_link_ceiling, p2p_floor_s
 from planner.schedule import (in_flight_micro_batches, interleaved_in_flight, window_in_flight_ceiling,
@@ -343,6 +343,8 @@ class Bounds:
                 wire = s.states.weight_comm_bytes
                 zf, zb = zero_per_micro_batch_floor(zero, s.layer_params_dense / min(g.tp for g in groups) * wire,
                                                     d, spread, wire, s.states.trainable)
+                hybrid = self._hybrid_floors(groups, d, bw, zero)       # the hybrid-shard knob's, where offered
+                zf, zb = min([zf] + [h[0] for h in hybrid]), min([zb] + [h[1] for h in hybrid])
                 a = c = beta_hi = 0.0
                 beta = math.inf
                 k, taus, lanes = 0, [], []
@@ -360,7 +362,8 @@ class Bounds:
                     # (b5): the optimizer step over this group's shard of one layer, and the weight
                     # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
                     step = step_s(s.states, zero, s.layer_params_held / g.tp, d, s.pools[g.pool])
-                    gather = spread * s.layer_params_dense / g.tp * s.states.trainable * s.states.trained_weight_bytes
+                    gather = (min([spread] + [ring_s_per_byte(h[2], bw) for h in hybrid]) * s.layer_params_dense / g.tp
+                              * s.states.trainable * s.states.trained_weight_bytes)
                     c = max(c, step + (gather if zero in (1, 2) else 0.0))
                 if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                     a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
@@ -373,6 +376,21 @@ class Bounds:
                 k += g.count
             self._rates[key] = StageFigures(per_zero, min(heads), shares)
         return self._rates[key]
+
+    def _hybrid_floors(self, groups: tuple[Group, ...], d: int, bw: float, zero: int) -> list[tuple]:
+        """(forward, backward, group) floors of ZeRO's collectives (dataparallel.hybrid_zero_floor) for each
+        hybrid-shard group space.hybrid_shard_of may give a stage of these groups: a divisor h >= 2 of its d
+        replicas, at most a node's replicas of any of its pools, on the faster of the nodes' links and the
+        stage's ring ceiling `bw`; [] where the engine has no hybrid sharding or it does not apply."""
+        s = self.scorer
+        if not s.engine.space.hybrid_shard or zero < 2 or s.job.expert_parallel > 1:
+            return []
+        most = min(s.pools[g.pool].gpus_per_node // g.tp for g in groups)
+        link = max([bw] + [s.pools[g.pool].gpu.link_bw_bytes_per_s for g in groups])
+        wire = s.states.weight_comm_bytes
+        weight_bytes = s.layer_params_dense / min(g.tp for g in groups) * wire
+        return [hybrid_zero_floor(zero, weight_bytes, d, h, link, bw, wire, s.states.trainable) + (h,)
+                for h in range(2, min(most, d) + 1) if d % h == 0]
 
     def _run_caps(self, groups, mb, v, rc, sp, p, last_stage, window, count, m, zero) -> tuple[int, int, int]:
         """(b6) for the `count` stages of a run ending at stage `last_stage` with 1F1B window

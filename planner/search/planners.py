@@ -28,6 +28,7 @@ the layouts' bounds, on nominal figures, stay lower bounds of it.
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -43,8 +44,9 @@ from planner.search.bound import Bounds
 from planner.search.objective import estimate_key, fast_key, fast_key_of_estimate
 from planner.search.score import Candidate, Scorer
 from planner.search.screen import screen_s
-from planner.search.space import (zero_stages, searched_recomputes, Family, Knobs, Layout, allows, knob_settings,
-                                  layout_families, layouts, micro_batch_sizes, tp_degrees)
+from planner.search.space import (zero_stages, searched_recomputes, Family, Knobs, Layout, allows, expert_tp_settings,
+                                  hybrid_shard_of, knob_settings, layout_families, layouts, micro_batch_sizes,
+                                  tp_degrees)
 from planner.spot import wall_time_and_price
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
@@ -79,7 +81,8 @@ SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; th
 BUDGET = "fast-score budget"
 LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families
 SCREEN_CELLS = 32768
-FIRST_SCREEN_CHUNK = 16  # families in the first screening pass; each next pass doubles, up to the cells' share
+FIRST_SCREEN_CHUNK = 256  # families in the first screening pass; each next pass doubles, up to the cells' share
+# (a pass costs about the same up to some hundreds of families, 15-30 ms, its numpy calls' fixed cost)
 SHARED_READ_EVERY = 64   # thresholds between two reads of SearchOptions.shared_beat (a read: ~1 us)
 DROPPED_KEPT = 256      # scored candidates not kept that search may still verify with the cost model    # (pool, family) cells per vectorised screening pass; the clock is checked between
 
@@ -364,6 +367,7 @@ class _Frontier:
         self.scorer, self.keeper, self.chunk_size = scorer, keeper, chunk_size
         self.listed = sorted(listed)                      # (capacity key, tie, family, price)
         self.bound = [entry[0] for entry in self.listed]  # each family's best key so far
+        self.capacity = list(self.bound)                  # each family's capacity key, ascending
         self.heap: list = []
         self.ties = itertools.count()
         self.next = 0
@@ -381,11 +385,14 @@ class _Frontier:
     def screen_next(self) -> None:
         """Screen the next chunk of listed families and put those that can still win on the heap."""
         s, keeper = self.scorer, self.keeper
-        start, chunk = self.next, self.listed[self.next:self.next + self.chunk]
+        threshold = keeper.threshold()
+        size = self.chunk
+        if threshold < math.inf:     # no first plan to hurry: every family whose capacity bound can win, at once
+            size = max(1, min(self.chunk_size, bisect.bisect_left(self.capacity, threshold) - self.next))
+        start, chunk = self.next, self.listed[self.next:self.next + size]
         self.next += len(chunk)
         self.chunk = min(2 * self.chunk, self.chunk_size)   # small first chunks: a first plan comes early
         values = screen_s(s, [family for _, _, family, _ in chunk]).tolist()
-        threshold = keeper.threshold()
         for j, ((capacity_key, _, family, price), value) in enumerate(zip(chunk, values)):
             key = max(capacity_key, fast_key(keeper.objective, s.job, value, price, keeper.deadline_hours))
             self.bound[start + j] = key
@@ -641,13 +648,29 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
             for recompute in searched_recomputes(scorer.options.flash_attention, layout.family == "mixed", scorer.job.engine):
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
-                keeper.c.fast_scores += 1
-                cand = scorer.score(layout, Knobs(mb, zero, recompute, v), precision,
-                                    uniform=not scorer.engine.space.uneven_layers)
-                if cand is not None:
-                    keeper.add(cand, keyed[(mb, v, recompute, zero)])
-                    if not cand.memory_binds:
-                        break
+                unbound = True      # every variant fits with memory not limiting its split
+                for etp, hybrid in _knob_variants(scorer, layout, zero):
+                    for hs in (0, hybrid) if hybrid else (0,):
+                        keeper.c.fast_scores += 1
+                        cand = scorer.score(layout, Knobs(mb, zero, recompute, v, hs, etp), precision,
+                                            uniform=not scorer.engine.space.uneven_layers)
+                        unbound &= cand is not None and not cand.memory_binds
+                        if cand is None:
+                            break   # hybrid sharding holds more than full sharding: it does not fit either
+                        keeper.add(cand, keyed[(mb, v, recompute, zero)])
+                if unbound:
+                    break
+
+
+def _knob_variants(scorer: Scorer, layout: Layout, zero: int) -> list[tuple[int, int]]:
+    """(expert_tensor_parallel, hybrid-shard group or 0) of the layout at this ZeRO stage that the search
+    scores (space.expert_tp_settings, space.hybrid_shard_of); one bound covers them all (bound.py)."""
+    job, space = scorer.job, scorer.engine.space
+    hybrid = hybrid_shard_of(layout, {name: p.gpus_per_node for name, p in scorer.pools.items()}, zero, space,
+                             job.expert_parallel)
+    etps = (expert_tp_settings(layout, space, job.model, job.expert_parallel, job.context_parallel)
+            if job.expert_parallel > 1 else (0,))
+    return [(etp, hybrid) for etp in etps]
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -696,7 +719,7 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
 
 def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
     for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention,
-                               scorer.job.engine, scorer.job):
+                               scorer.job.engine, scorer.job, {n: p.gpus_per_node for n, p in scorer.pools.items()}):
         if keyed.get((knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage),
                      math.inf) >= keeper.threshold():
             continue
@@ -722,7 +745,7 @@ class ExhaustivePlanner:
                                       job.context_parallel):
             precision = precision_for(job, subset)
             for knobs in knob_settings(job.global_batch, layout, job.model.layers, options.cost_options.flash_attention,
-                                       job.engine, job):
+                                       job.engine, job, {p.name: p.gpus_per_node for p in cluster.pools}):
                 cand = scorer.score(layout, knobs, precision)
                 if cand is None:
                     continue

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
 from planner.training import model_states
-from planner.cost import CostOptions, price_per_hour_usd
+from planner.cost import CostOptions, expert_link, hybrid_group_link, price_per_hour_usd
 from planner.dataparallel import (after_step_s, exposed_grad_sync_s, fetch_s, grad_sync_s, zero_backward_exposed_s,
                                   zero_exposed_s, zero_per_micro_batch_s)
 from planner.engines import get as engine_profile
@@ -78,7 +78,8 @@ class Candidate:
                     schedule=Schedule.ONE_F_ONE_B, interleave=self.knobs.interleave, engine=job.engine,
                     tf32=job.tf32 if self.precision == Precision.FP32 else None, training=job.training,
                     offload=job.offload, context_parallel=cp, expert_parallel=job.expert_parallel,
-                    tp_comm_overlap=overlap,
+                    tp_comm_overlap=overlap, hybrid_shard=self.knobs.hybrid_shard,
+                    expert_tensor_parallel=self.knobs.expert_tensor_parallel,
                     **engine_profile(job.engine).search_switches(len(self.layout.stages), self.knobs.zero_stage))
 
 
@@ -211,8 +212,9 @@ class Scorer:
     def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False) -> Candidate | None:
         """Best split and shares for this layout and knobs, and the fast iteration time; None when
         nothing fits. `uniform`: layers and samples split evenly instead (the baselines)."""
-        if any(sum(g.count for g in stage) % self.job.expert_parallel for stage in layout.stages):
-            return None             # expert-parallel groups of ep replicas in every stage
+        if any(sum(g.count * (g.tp if knobs.expert_tensor_parallel else 1) for g in stage) % self.job.expert_parallel
+               for stage in layout.stages):
+            return None             # expert-parallel groups of ep replicas (etp 1: ep GPUs) in every stage
         sp = any(g.tp > 1 for stage in layout.stages for g in stage)
         m, mixed = self.job.global_batch // knobs.micro_batch, self.engine.space.mixed_stages
         shares = _even_shares(layout, m, mixed) if uniform else self.shares(layout, knobs, sp)
@@ -298,27 +300,31 @@ class Scorer:
         states (edge + L layer) params / tp x bytes per param, activations in-flight x L x per
         layer + the edge activations + the recompute workspace + the framework overhead."""
         mb, m, cp, ep = knobs.micro_batch, self.job.global_batch // knobs.micro_batch, self.cp, self.job.expert_parallel
+        replicas = knobs.hybrid_shard or replicas    # hybrid sharding: states sharded over a node's replicas
         per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas * cp, self.states))
-        # routed experts (expert parallelism): 1/ep of them per GPU, sharded over replicas x cp / ep ranks
-        expert = expert_layer_params(self.model) if ep > 1 else 0.0
-        expert_per_param = sum(state_bytes_per_param(knobs.zero_stage, max(1, replicas * cp // ep), self.states))
         first, last = i == 0, i == p - 1
         in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, knobs.interleave, own, window, m)
         width, tp = tp, tp // cp                     # a group's tp is its replica width (class docstring)
+        # routed experts (expert parallelism): 1/ep of them per GPU split over etp, sharded over the
+        # replicas x cp x tp / (etp x ep) ranks that hold the same ones (flops.param_shards)
+        etp = knobs.expert_tensor_parallel or tp
+        expert = expert_layer_params(self.model) if ep > 1 else 0.0
+        expert_per_param = sum(state_bytes_per_param(knobs.zero_stage, max(1, replicas * cp * tp // (etp * ep)),
+                                                     self.states))
         fixed = (edge_param_count(self.model, first, last, p) / tp * per_param
                  + edge_activation_bytes_of(self.model, self.job.seq_len, mb, tp, first, last, self.job.precision, cp)
                  + self.workspace_bytes(mb, width, sp, knobs.recompute))
         free = pool.gpu.mem_bytes - self.run.framework_bytes - fixed
-        per_layer = ((self.layer_params - expert) / tp * per_param + expert / (tp * ep) * expert_per_param
+        per_layer = ((self.layer_params - expert) / tp * per_param + expert / (etp * ep) * expert_per_param
                      + in_flight * self.activation_bytes(mb, width, sp, knobs.recompute))
         if free < 0:
             return 0
         most = math.floor(free / per_layer * (1 - 1e-9))
         host = host_bytes_per_param(knobs.zero_stage, replicas * cp, self.states)
         if host:        # offloaded states must fit the GPU's share of its node's CPU memory too
-            expert_host = host_bytes_per_param(knobs.zero_stage, max(1, replicas * cp // ep), self.states)
+            expert_host = host_bytes_per_param(knobs.zero_stage, max(1, replicas * cp * tp // (etp * ep)), self.states)
             host_free = pool.host_mem_per_gpu_bytes - edge_param_count(self.model, first, last, p) / tp * host
-            host_layer = (self.layer_params - expert) / tp * host + expert / (tp * ep) * expert_host
+            host_layer = (self.layer_params - expert) / tp * host + expert / (etp * ep) * expert_host
             most = min(most, max(0, math.floor(host_free / host_layer * (1 - 1e-9))))
         return most
 
@@ -331,6 +337,7 @@ class Scorer:
         each lane's in-flight window, and the replica of stage 0 that ends the pipeline then
         synchronises what its last backward did not hide and runs its optimizer step."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
+        hs, etp = knobs.hybrid_shard, knobs.expert_tensor_parallel
         run = self.engine.execution_with(self.engine.search_switches(p, zero))    # the overlaps to_plan turns on
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
@@ -338,17 +345,22 @@ class Scorer:
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
             d = sum(g.count for g in groups) * cp       # dp x cp ranks reduce and shard (class docstring)
+            ds = hs * cp if hs else d                   # ... ZeRO shards over a node's (hybrid sharding, as cost)
             params = self._stage_params(layers[i], i == 0, last, p)
             min_tp = min(g.tp for g in groups) // cp
             dp_bw, dp_lat = links.dp[i]
             grad_bytes = self.run.grad_reduce_bytes(precision)
             wire = self.states.weight_comm_bytes
             ep = self.job.expert_parallel
-            shards = param_shards(params, layers[i], self.model, min_tp, d, ep)
+            shards = param_shards(params, layers[i], self.model, min_tp, ds, ep, etp)
+            zbw, zlat = (hybrid_group_link([self.pools[g.pool] for g in groups], hs * max(g.tp for g in groups),
+                                           dp_bw, dp_lat) if hs else (dp_bw, dp_lat))
             zf = zb = 0.0
             for per_gpu, ranks in shards:
-                f, b = zero_per_micro_batch_s(zero, per_gpu * wire, ranks, dp_bw, dp_lat, grad_bytes, wire,
+                f, b = zero_per_micro_batch_s(zero, per_gpu * wire, ranks, zbw, zlat, grad_bytes, wire,
                                               self.states.trainable)
+                if d > ds:      # each shard then all-reduced across the d / ds groups (planner.cost.evaluate)
+                    b += grad_sync_s(0, per_gpu / ranks * self.states.trainable, d // ds, dp_bw, dp_lat, grad_bytes)
                 zf, zb = zf + f, zb + b
             stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
             for g, n in zip(groups, _group_max_shares(groups, shares[i])):
@@ -357,10 +369,11 @@ class Scorer:
                 b = layers[i] * b1 + (hb if last else 0.0)
                 h = run.zero_overlap
                 fetch = sum(fetch_s(self.states, per_gpu, ranks, self.pools[g.pool].gpu)
-                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
+                            for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, ds, ep, etp))
+                a2a_bw, a2a_lat = expert_link(etp, ep, self.pools[g.pool], g.tp // cp, dp_bw, dp_lat)
                 a2a_f, a2a_b = alltoall_s(model=self.model, num_layers=layers[i], seq_len=self.job.seq_len,
-                                          micro_batch=mb, tp=g.tp // cp, cp=cp, expert_parallel=ep, bw=dp_bw,
-                                          latency_s=dp_lat, recompute=knobs.recompute, precision=precision)
+                                          micro_batch=mb, tp=g.tp // cp, cp=cp, expert_parallel=ep, bw=a2a_bw,
+                                          latency_s=a2a_lat, recompute=knobs.recompute, precision=precision)
                 f, b = (f + zero_exposed_s(zf + fetch, f, h, layers[i]) + a2a_f,
                         b + zero_backward_exposed_s(zf, zb, fetch, b, h, layers[i], run.prefetch,
                                                     run.overlap_grad_reduce) + a2a_b)
@@ -377,7 +390,7 @@ class Scorer:
             exposed = exposed_grad_sync_s(sync, stage_bwd / v if overlaps else 0.0)
             step = max(sum(after_step_s(zero, per_gpu, ranks, self.pools[g.pool], dp_bw, dp_lat, self.states,
                                         first_fwd if run.overlap_param_gather else 0.0)
-                           for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, d, ep))
+                           for per_gpu, ranks in param_shards(params, layers[i], self.model, g.tp // cp, ds, ep, etp))
                        for g, first_fwd in zip(groups, fs))
             tails.append(exposed + step)
             drains.append(fastest_bwd)

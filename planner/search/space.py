@@ -73,6 +73,9 @@ class Knobs(NamedTuple):
     zero_stage: int
     recompute: Recompute
     interleave: int
+    hybrid_shard: int = 0              # Plan.hybrid_shard: ZeRO-2/3 states sharded within groups of this many
+    #                                    replicas (a node's), replicated across them; 0: over all (hybrid_shard_of)
+    expert_tensor_parallel: int = 0    # Plan.expert_tensor_parallel: 1 or 0 (= tp) (expert_tp_settings)
 
 
 RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
@@ -310,8 +313,43 @@ def allows(space: EngineSpace, num_stages: int, knobs: tuple, job: Job | None = 
     return ok
 
 
+def hybrid_shard_of(layout: Layout, gpus_per_node: dict[str, int], zero: int, space: EngineSpace, ep: int = 1) -> int:
+    """The hybrid-shard group the search tries for a layout (0: none): where the engine offers it (FSDP
+    HYBRID_SHARD, torchtitan HSDP), under ZeRO-2/3 and without expert parallelism (torchtitan's export refuses
+    the two together), the replicas one node holds (the fewest over the layout's pools: the group's GPUs must
+    share a node, planner.cost.hybrid_link), at least two, dividing every stage's replicas and fewer than some
+    stage has (else it is full sharding)."""
+    if not space.hybrid_shard or zero < 2 or ep > 1:
+        return 0
+    hs = min(gpus_per_node[g.pool] // g.tp for stage in layout.stages for g in stage)
+    counts = [sum(g.count for g in stage) for stage in layout.stages]
+    return hs if hs >= 2 and all(c % hs == 0 for c in counts) and max(counts) > hs else 0
+
+
+def expert_tp_settings(layout: Layout, space: EngineSpace, model: Model, ep: int, cp: int = 1) -> tuple[int, ...]:
+    """Plan.expert_tensor_parallel values the search tries: 0 (each expert split over the tp group) where ep
+    groups of whole replicas form, and 1 (Megatron-LM's --expert-tensor-parallel-size 1) for a mixture-of-experts
+    model under an engine that offers it, tp > 1 in every stage (one tp a stage), no context parallelism, and
+    etp x ep dividing every stage's tp x replicas; it is tried only where the expert group fits in a replica's tp
+    ranks (ep <= tp: the all-to-alls leave the data-parallel ring for the node's links, planner.cost.
+    expert_group_link) or where whole replicas cannot form the ep groups (in the cost model it otherwise only
+    holds more expert weights)."""
+    counts = [sum(g.count for g in stage) for stage in layout.stages]
+    tps = [{g.tp for g in stage} for stage in layout.stages]
+    whole = all(c % ep == 0 for c in counts)
+    out = (0,) if whole else ()
+    if (ep > 1 and model.is_moe and space.expert_tensor_parallel and cp == 1 and all(len(t) == 1 for t in tps)
+            and all(min(t) > 1 and (min(t) * c) % ep == 0 for t, c in zip(tps, counts))
+            and (not whole or all(ep <= min(t) for t in tps))):
+        out += (1,)
+    return out
+
+
 def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_attention: bool = True,
-                  engine: str = "hetplan", job: Job | None = None) -> Iterator[Knobs]:
+                  engine: str = "hetplan", job: Job | None = None,
+                  gpus_per_node: dict[str, int] | None = None) -> Iterator[Knobs]:
+    """Every knob setting of the space for a layout; with `gpus_per_node` (pool name -> GPUs a node) also
+    the hybrid-shard (hybrid_shard_of) and expert-tp (expert_tp_settings) variants the search scores."""
     space = engine_profile(engine).space
     most_replicas = layout.max_replicas_per_stage
     recomputes = searched_recomputes(flash_attention, layout.family == "mixed", engine)
@@ -324,8 +362,15 @@ def knob_settings(global_batch: int, layout: Layout, num_layers: int, flash_atte
                 continue
             for recompute in recomputes:
                 for zero in zero_stages(Offload.NONE if job is None else job.offload, most_replicas * cp):
-                    if allows(space, layout.num_stages, (mb, v, recompute, zero), job):
+                    if not allows(space, layout.num_stages, (mb, v, recompute, zero), job):
+                        continue
+                    if gpus_per_node is None:
                         yield Knobs(mb, zero, recompute, v)
+                        continue
+                    ep = 1 if job is None else job.expert_parallel
+                    hs = hybrid_shard_of(layout, gpus_per_node, zero, space, ep)
+                    for etp in (expert_tp_settings(layout, space, job.model, ep, cp) if job and ep > 1 else (0,)):
+                        yield from (Knobs(mb, zero, recompute, v, h, etp) for h in ((0, hs) if hs else (0,)))
 
 
 def layouts(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
