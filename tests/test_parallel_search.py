@@ -3,6 +3,7 @@ that share one threshold give the answer of the searches in turn (planner/search
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from dataclasses import replace
 
@@ -99,3 +100,17 @@ def test_workers_must_be_a_whole_number_from_one(capsys):
     rc = main(["plan", "--cluster", str(EXAMPLES / "lab-mix.yaml"), "--model", "llama-3-8b", "--global-batch", "256",
                "--seq-len", "4096", "--workers", "0"])
     assert rc == 2 and "--workers" in capsys.readouterr().err
+
+
+def test_engine_all_with_two_workers_prints_what_one_does(capsys):
+    """`--engine all --workers 2`: each engine's own search, in two processes; the same JSON but the
+    search times."""
+    def engines(workers: int) -> dict:
+        assert main(["plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "llama-2-7b",
+                     "--global-batch", "32", "--seq-len", "2048", "--engine", "all", "--workers", str(workers),
+                     "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        for answer in out["engines"].values():
+            answer.pop("search_time_s", None)
+        return out
+    assert engines(2) == engines(1)
