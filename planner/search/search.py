@@ -180,7 +180,8 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
 
 def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objective, deadline_hours, top_k, method,
                     options: SearchOptions, baselines, settings: dict) -> SearchResult:
-    """`search` for each engine of `names` (its docstring); an engine without a plan is a result too."""
+    """`search` for each engine of `names` (its docstring); an engine without a plan is a result too.
+    With options.workers > 1, in that many processes (_engines_in_workers), the same answer."""
     for name in names:
         engine_profile(name, "engines")
     # the search's time shared; each baseline keeps its whole limit, so a gain is not over a baseline cut short
