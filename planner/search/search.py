@@ -448,6 +448,22 @@ def _combine(objective, deadline_hours, results: list[SearchResult], errors: lis
     return best if len(results) == 1 and not beaten else replace(best, complete=complete, gap=gap)
 
 
+def attach_baselines(cluster: Cluster, job: Job, result: SearchResult, objective: Objective = Objective.THROUGHPUT,
+                     deadline_hours: float | None = None, top_k: int = 5,
+                     options: SearchOptions = SearchOptions()) -> SearchResult:
+    """`result`, a `search(..., baselines=False)` answer for `cluster` and `job` with the same arguments, with
+    the baselines `search(..., baselines=True)` would have attached (each within options.baseline_time_limit_s),
+    the gains over them and any baseline plan better than the answer ranked in: the same answer as the one
+    call, except under one engine with the energy objective (that search attaches them on the cluster priced
+    by power) and where a limit cut the search short (its time was not shared with the baselines')."""
+    limit_s = options.baseline_time_limit_s
+    token = _WHOLE.set(None if limit_s is None else (Clock(len(BASELINES) * limit_s), 0.0))
+    try:
+        return _attach_baselines(cluster, job, Objective(objective), deadline_hours, top_k, options, result)
+    finally:
+        _WHOLE.reset(token)
+
+
 def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, result: SearchResult) -> SearchResult:
     """The baselines of the winner of several searches (each run without them), searched under the
     winner's engine and settings, so that a gain compares like with like; as in _search_setting, a
