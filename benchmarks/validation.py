@@ -257,7 +257,7 @@ def _median(values) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def diagnosis_section(sets: list[tuple[str, str, list]]) -> list[str]:
+def diagnosis_section(sets: list[tuple[str, str, list]], gpus: dict) -> list[str]:
     """Where the public runs' errors sit (issue 19): per engine, GPU type and tp 1 or more, the signed
     median next to how the predicted iteration splits (compute, exposed tp / ZeRO / pipeline / data-parallel
     time) and how one layer's predicted forward splits (matmuls, attention, element-wise); then the signed
@@ -283,7 +283,7 @@ def diagnosis_section(sets: list[tuple[str, str, list]]) -> list[str]:
         fwd = [_median([p[k] / sum(p) for p in (r.forward_parts for r in rs)]) for k in range(3)]
         cells = " | ".join(f"{x:.0%}" for x in it + [tail] + fwd)
         out.append(f"| {engine} | {gpu} | {tp} | {len(rs)} | {_median([r.error for r in rs]):+.1%} | {cells} |")
-    out += within_engine(public)
+    out += within_engine(public) + by_tensor_parallel(public)
     for title, key in (("micro-batch size", lambda r: r.plan.micro_batch),
                        ("sequence length", lambda r: r.plan.seq_len // r.plan.context_parallel)):
         by: dict[int, list[float]] = {}
@@ -293,10 +293,40 @@ def diagnosis_section(sets: list[tuple[str, str, list]]) -> list[str]:
                 "median abs. error |", "|---|---|---|---|"]
         out += [f"| {k} | {len(e)} | {_median(e):+.1%} | {_median([abs(x) for x in e]):.1%} |"
                 for k, e in sorted(by.items())]
-    return out + fp8_pairs(public) + findings(public)
+    return out + fp8_pairs(public) + findings(public, gpus)
 
 
-def findings(public: list) -> list[str]:
+# CPU time to launch one CUDA kernel from PyTorch: "Usually, the launch time on the CPU side is between
+# 5-20 microseconds" (facebookresearch/HolisticTraceAnalysis docs/source/features/cuda_kernel_launch_stats.rst).
+KERNEL_LAUNCH_CPU_S = (5e-6, 20e-6)
+# Kernels one eager torchtitan Llama block launches per training step, counted from its forward
+# (torchtitan/models/llama/model.py @9dec370, TransformerBlock/Attention/FeedForward.forward, lines 323-324): two
+# composite RMSNorms (models/norms.py lines 96-101: float, pow, mean, add, rsqrt, mul, type_as, mul: 8 each), wq/wk/wv (3), rotary (two casts, two
+# complex products, two type_as: 6), repeat_kv of k and v (2), SDPA (1), the output transpose's contiguous (1),
+# wo (1), two residual adds (2), w1/w3/w2 (3), SiLU and the gate product (2): 37; the backward about twice
+# that (74), and FSDP2's per-block all-gather and reduce-scatter (copy-in, collective, copy-out: 3 each, 6).
+EAGER_KERNELS_PER_LAYER_STEP = 37 + 74 + 6
+
+
+def launch_bound(tt1: list) -> tuple[float, float]:
+    """(the most CPU seconds the launches of one layer's step take, at KERNEL_LAUNCH_CPU_S's upper end
+    and EAGER_KERNELS_PER_LAYER_STEP kernels; the least GPU seconds one layer's forward + backward takes
+    in `tt1`'s rows, three forwards): kernels are launched asynchronously, so the launches cost the
+    GPU nothing while the first stays below the second."""
+    cpu = EAGER_KERNELS_PER_LAYER_STEP * KERNEL_LAUNCH_CPU_S[1]
+    return cpu, 3 * min(sum(r.forward_parts) for r in tt1)
+
+
+def v100_over_a100(public: list) -> list[tuple[int, int, float, float]]:
+    """(V100 line, A100 line, measured, predicted) per-GPU speed of A100 over V100 on the Megatron-LM 2020
+    model-parallel table, whose V100 (DGX-2) and A100 (DGX A100) columns ran the same cases on the same code
+    (Megatron-LM@f5eac3d images/tables.tex lines 16-26): TFLOP/s per GPU, the A100 over the V100."""
+    rows = {r.line: r for r in public if r.group == "Megatron-LM 2020"}
+    pairs = [(v, v + 1) for v in (85, 87, 89, 91) if v in rows and v + 1 in rows]
+    return [(v, a, rows[a].measured / rows[v].measured, rows[a].predicted / rows[v].predicted) for v, a in pairs]
+
+
+def findings(public: list, gpus: dict) -> list[str]:
     """What the tables above show, read from the same rows."""
     def signed(rows):
         return _median([r.error for r in rows])
@@ -311,6 +341,23 @@ def findings(public: list) -> list[str]:
         if r.gpu == "A100":
             tt_a100.setdefault(r.plan.micro_batch, []).append(r)
     a100_2020 = [r for r in public if r.gpu == "A100" and r.quantity == "TFLOP/s per GPU" and r.line >= 85]
+    launch_cpu, launch_gpu = launch_bound(tt1)
+    v100_pairs = v100_over_a100(public)
+    lines = {r.line: r for r in public}
+    def pair(a, b):
+        if a not in lines or b not in lines:
+            return None
+        return (a, b, lines[a].measured / lines[b].measured, lines[a].predicted / lines[b].predicted)
+    pair_sac, pair_full = pair(36, 34), pair(39, 40)
+    by_tp: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for r in public:
+        by_tp.setdefault((r.group, r.gpu), {}).setdefault(r.plan.stages[0].replicas[0].tp, []).append(r.error)
+    tp_ends = [(g, gpu, _median(e[1]), _median(e[8])) for (g, gpu), e in sorted(by_tp.items()) if 1 in e and 8 in e]
+    a100, v100_gpu = gpus["a100-40gb-sxm"], gpus["v100-32gb-sxm"]    # the 2020 table's parts (public_runs.gpu_for)
+    peaks = (f"{a100.peak_flops / v100_gpu.peak_flops:.2f}x, {a100.peak_flops / 1e12:.0f} over "
+             f"{v100_gpu.peak_flops / 1e12:.0f} TFLOP/s")
+    bandwidths = (f"{a100.mem_bw_bytes_per_s / v100_gpu.mem_bw_bytes_per_s:.2f}x, {a100.mem_bw_bytes_per_s / 1e9:,.0f} "
+                  f"over {v100_gpu.mem_bw_bytes_per_s / 1e9:,.0f} GB/s")
     return ["", "### What it shows", "",
             f"* **torchtitan at tp 1 is over-predicted alike on every GPU type** (signed median {signed(tt1):+.1%}, "
             f"{len(tt1)} rows on A100, the 500 W H100 and H200, bf16 and FP8, eager and compiled; the GPU types "
@@ -318,19 +365,53 @@ def findings(public: list) -> list[str]:
             f"iteration and FSDP's exposed collectives at most {zero1:.0%}: the gap is in the engine's compute, not "
             "in one GPU's rate, so no per-GPU figure can close it, and no measurement this project holds says "
             "which kernels lose it (a profiler trace of these runs would). A fixed cost per layer and pass "
-            "(kernel launches, hooks) cannot be it either: these rows' layers take "
+            "(kernel launches, hooks) is not it either: a kernel takes 5-20 us of CPU time to launch "
+            "(HolisticTraceAnalysis docs, cuda_kernel_launch_stats.rst) and an eager torchtitan block launches about "
+            f"{EAGER_KERNELS_PER_LAYER_STEP} a step (counted from model.py @9dec370: KERNEL_LAUNCH_CPU_S, "
+            f"EAGER_KERNELS_PER_LAYER_STEP in benchmarks/validation.py), at most {launch_cpu * 1e3:.1f} ms of launches "
+            f"per layer and step against at least {launch_gpu * 1e3:.0f} ms of GPU work (these rows' layers take "
             f"{min(sum(r.forward_parts) for r in tt1) * 1e3:.0f} to {max(sum(r.forward_parts) for r in tt1) * 1e3:.0f} "
-            "ms a forward, so it would need milliseconds per layer (the probe `layer_overhead_s=0.001` under 'What "
-            "the engine's execution values can explain' shows how little 1 ms per layer and pass closes). "
+            "ms a forward); launches are asynchronous, so they cost the GPU nothing while the CPU stays ahead, and "
+            "every engine's `layer_overhead_s` stays 0 (the probe `layer_overhead_s=0.001` under 'What the engine's "
+            "execution values can explain' shows how little even 1 ms per layer and pass would close). "
             f"At tp > 1 the same engine is {signed(tt8):+.1%} ({len(tt8)} rows), "
             f"with {tp8:.0%} of its predicted iteration in tensor-parallel communication that vanilla TP does not "
             "hide: either that is over-counted or the same compute gap is offset by it; the rows cannot tell which.",
+            "* **What torchtitan's code rules out** (pytorch/torchtitan at the commits the tables name). Its "
+            "tokens/s is each GPU's own: labels.numel() of every step over the log window's wall time, divided by "
+            "the non-data-parallel degree (train.py lines 281, 328-333 @395a526; lines 261, 359-360 @9dec370), data "
+            "loading, clipping and the optimizer step inside the window, the quantity predicted here. Its logits go "
+            "to fp32 before the loss (model.py line 436 @395a526; train.py lines 131-133 @9dec370): the cast, "
+            "log-softmax and their backward move about 36 bytes a logit, what the model charges the head (12 a "
+            "forward, twice that backward). FSDP2 reduces gradients in fp32 (parallelize_llama.py lines 219-221 "
+            "@395a526, line 320 @9dec370): modelled (`fp32_grad_reduce`). Attention is SDPA with is_causal "
+            "(model.py line 203 @395a526, line 209 @9dec370), costed at FlashAttention-2's measured rates on A100 "
+            "and H100 alike (attention_kernels.csv), not FlashAttention-3's: a faster kernel would only raise the "
+            "predictions. "
+            + (f"The rows themselves say where the gap is not: on Llama 2 13B (lines {pair_sac[0]}/{pair_sac[1]}, same "
+               f"micro-batch) op SAC over no AC is measured {pair_sac[2]:.2f} and predicted {pair_sac[3]:.2f} of the "
+               f"throughput, so the forward's ops are costed in proportion; on Llama 2 70B op SAC at micro-batch 1 "
+               f"against full AC at micro-batch 2 (lines {pair_full[0]}/{pair_full[1]}) is measured {pair_full[2]:.2f} "
+               f"and predicted {pair_full[3]:.2f}: what the model misses costs the op-SAC step as much as a whole "
+               "rerun forward at twice the tokens, so it grows with the backward or with each step, not with the "
+               "forward's work." if pair_sac and pair_full else ""),
             f"* **The spread of the GPU types' signed medians is two engines' gaps, not GPU speed.** Within "
             "torchtitan the GPU types agree; within Megatron-LM the V100 rows (Megatron-LM 2020, the only V100 "
             f"rows) are {signed(v100):+.1%} where the A100 rows of the same 2020 table are {signed(a100_2020):+.1%}: "
             "the V100's matmul efficiency (0.75) is an estimate with no measurement behind it (catalog/gpus.yaml), "
+            + (f"and the table's own pairs (same code, same cases) measure the A100 {min(p[2] for p in v100_pairs):.2f}x to "
+               f"{max(p[2] for p in v100_pairs):.2f}x a V100 per GPU where the model gives {min(p[3] for p in v100_pairs):.2f}x to "
+               f"{max(p[3] for p in v100_pairs):.2f}x (peaks {peaks}; memory bandwidth {bandwidths}): the V100 reaches more of its peak than the model gives it, in the GEMMs or in "
+               "the memory-bound share of these unfused-attention runs; " if v100_pairs else "")
+            + 
             "and the one published V100 GEMM figure found (Markidis et al. 2018, 83 of 125 TFLOP/s on CUDA 9) is "
             "lower still, so it is left as it is.",
+            "* **Tensor parallelism moves the error within a source** (table 'Per source and tensor-parallel "
+            "degree'): from tp 1 to tp 8, " + ", ".join(f"{g} on {gpu} {a:+.1%} to {b:+.1%}" for g, gpu, a, b in tp_ends)
+            + ". Where it falls, a tp-dependent term (the tensor-parallel collectives, or GEMMs whose smallest "
+            "dimension is h / tp and which planner.compute.gemm_efficiency rolls off) costs more than the runs "
+            "paid, or the tp 1 rows share one engine's compute gap; Megatron-LM 2021's tp 8 rows are pipelined, "
+            "so its bubble is in them too. No source here measures a GEMM at these shapes to tell which.",
             "* **Micro-batch size and sequence length, grouped as above, mostly sort the rows by engine**: "
             "micro-batch 2 is torchtitan's tp 1 rows, 32K tokens per GPU its context-parallel ones (their own "
             "section below). Held to one engine and GPU, torchtitan's A100 rows are "
@@ -357,6 +438,21 @@ def within_engine(public: list) -> list[str]:
         cells = ", ".join(f"{g} {x:+.1%} ({len(by_gpu[g])})" for g, x in signed.items())
         spread = (max(signed.values()) - min(signed.values())) * 100
         out.append(f"| {engine} | {sum(len(e) for e in by_gpu.values())} | {cells} | {spread:.1f} |")
+    return out
+
+
+def by_tensor_parallel(public: list) -> list[str]:
+    """The signed median per source (engine and software generation), GPU type and tensor-parallel degree:
+    whether the error moves with tp within one source, where the tp-dependent terms (tensor-parallel
+    collectives, GEMMs whose smallest dimension is h / tp: planner.compute.gemm_efficiency) would show."""
+    groups: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for r in public:
+        groups.setdefault((r.group, r.gpu), {}).setdefault(r.plan.stages[0].replicas[0].tp, []).append(r.error)
+    out = ["", "Per source and tensor-parallel degree (signed median, rows):", "",
+           "| source | GPU type | tp 1 | tp 2 | tp 4 | tp 8 |", "|---|---|---|---|---|---|"]
+    for (group, gpu), by_tp in sorted(groups.items()):
+        cells = " | ".join(f"{_median(by_tp[t]):+.1%} ({len(by_tp[t])})" if t in by_tp else "" for t in (1, 2, 4, 8))
+        out.append(f"| {group} | {gpu} | {cells} |")
     return out
 
 
@@ -387,7 +483,7 @@ def document(catalog) -> str:
     """docs/validation.md as `python benchmarks/validation.py --write-docs` writes it."""
     sets = every_set(catalog)
     return markdown(all_rows(catalog.gpus["a100-80gb-sxm"]),
-                    discipline_section(sets) + diagnosis_section(sets) + public_section(catalog.gpus))
+                    discipline_section(sets) + diagnosis_section(sets, catalog.gpus) + public_section(catalog.gpus))
 
 
 def main(argv: list[str] | None = None) -> None:

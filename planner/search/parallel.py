@@ -31,7 +31,8 @@ from planner.workers import stop_pool, worker_pool
 
 class SharedBest:
     """The best evaluated estimate key of each of a call's searches so far, in shared memory (inf:
-    none yet); search `index` reads the best of those before it and writes its own slot."""
+    none yet); search `index` reads the best of those before it and writes its own slot. One writer
+    a slot, so no lock: a slot is an aligned double, read and written whole."""
 
     def __init__(self, slots, index: int):
         self.slots, self.index = slots, index

@@ -95,6 +95,23 @@ CP_MIN_TOKENS_PER_GPU = 8192
 _WHOLE: ContextVar[tuple[Clock, float] | None] = ContextVar("hetplan_search_budget", default=None)
 
 
+# The scorer and bounds of the best answer so far within one `search` call (its caches: pass times,
+# links, memory caps, stage rates), by (cluster, job, cost options): the baselines of the winner of
+# several searches (_attach_baselines) are searched with the winner's own, as _search_setting's are.
+_WINNER_BOUNDS: ContextVar[dict | None] = ContextVar("hetplan_winner_bounds", default=None)
+
+
+def _keep_bounds(cluster: Cluster, job: Job, options: SearchOptions, shared: Bounds, key: float) -> None:
+    kept = _WINNER_BOUNDS.get()
+    if kept is not None and key < kept.get("key", math.inf):
+        kept.update(key=key, of=(cluster, job, options.cost_options), bounds=shared)
+
+
+def _winner_bounds(cluster: Cluster, job: Job, options: SearchOptions) -> Bounds | None:
+    kept = _WINNER_BOUNDS.get() or {}
+    return kept["bounds"] if kept.get("of") == (cluster, job, options.cost_options) else None
+
+
 def _whole_budget(options: SearchOptions, baselines: bool) -> tuple[Clock, float] | None:
     if options.time_limit_s is None or (baselines and options.baseline_time_limit_s is None):
         return None
@@ -145,6 +162,7 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
       the engine runs. "fixed": `job.offload` only."""
     settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
+    kept = _WINNER_BOUNDS.set(_WINNER_BOUNDS.get() if _WINNER_BOUNDS.get() is not None else {})
     try:
         if engines:
             return _search_engines(cluster=cluster, job=job, names=tuple(engines), objective=objective,
@@ -157,11 +175,13 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
                                 **settings)
     finally:
         _WHOLE.reset(token)
+        _WINNER_BOUNDS.reset(kept)
 
 
 def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objective, deadline_hours, top_k, method,
                     options: SearchOptions, baselines, settings: dict) -> SearchResult:
-    """`search` for each engine of `names` (its docstring); an engine without a plan is a result too."""
+    """`search` for each engine of `names` (its docstring); an engine without a plan is a result too.
+    With options.workers > 1, in that many processes (_engines_in_workers), the same answer."""
     for name in names:
         engine_profile(name, "engines")
     # the search's time shared; each baseline keeps its whole limit, so a gain is not over a baseline cut short
@@ -428,6 +448,22 @@ def _combine(objective, deadline_hours, results: list[SearchResult], errors: lis
     return best if len(results) == 1 and not beaten else replace(best, complete=complete, gap=gap)
 
 
+def attach_baselines(cluster: Cluster, job: Job, result: SearchResult, objective: Objective = Objective.THROUGHPUT,
+                     deadline_hours: float | None = None, top_k: int = 5,
+                     options: SearchOptions = SearchOptions()) -> SearchResult:
+    """`result`, a `search(..., baselines=False)` answer for `cluster` and `job` with the same arguments, with
+    the baselines `search(..., baselines=True)` would have attached (each within options.baseline_time_limit_s),
+    the gains over them and any baseline plan better than the answer ranked in: the same answer as the one
+    call, except under one engine with the energy objective (that search attaches them on the cluster priced
+    by power) and where a limit cut the search short (its time was not shared with the baselines')."""
+    limit_s = options.baseline_time_limit_s
+    token = _WHOLE.set(None if limit_s is None else (Clock(len(BASELINES) * limit_s), 0.0))
+    try:
+        return _attach_baselines(cluster, job, Objective(objective), deadline_hours, top_k, options, result)
+    finally:
+        _WHOLE.reset(token)
+
+
 def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, result: SearchResult) -> SearchResult:
     """The baselines of the winner of several searches (each run without them), searched under the
     winner's engine and settings, so that a gain compares like with like; as in _search_setting, a
@@ -437,7 +473,8 @@ def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, r
     job = replace(job, engine=plan.engine, offload=plan.offload, context_parallel=plan.context_parallel,
                   expert_parallel=plan.expert_parallel)
     powered = _powered(cluster) if objective == Objective.ENERGY else cluster    # as _search_energy searches
-    base, base_notes, base_status = _baselines(powered, job, objective, deadline_hours, options)
+    base, base_notes, base_status = _baselines(powered, job, objective, deadline_hours, options,
+                                               _winner_bounds(powered, job, options))
     if powered != cluster:
         base = {name: sp and replace(sp, estimate=evaluate(cluster, sp.plan, job.tokens_to_train, options.cost_options))
                 for name, sp in base.items()}
@@ -575,6 +612,7 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     gap = 0.0 if complete else (best / floor - 1 if floor > 0 else None)
     notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
+    _keep_bounds(cluster, job, options, shared, best)
     return SearchResult(plans=plans, pareto=pareto, baselines=base, idle=idle, search_time_s=search_time,
                         candidates_evaluated=considered.fast_scores, objective=objective, method=method, notes=notes,
                         complete=complete, gap=gap, stopped_by=considered.stopped_by,

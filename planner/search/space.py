@@ -23,7 +23,9 @@ mix the two families (some stages mixed, others single-pool) are not enumerated.
 
 Knobs per layout: micro-batch (powers of two dividing the global batch, with at least one
 micro-batch per replica of a stage), ZeRO stage 0-3, recompute none/selective/full, schedule
-1F1B with interleave 1 or 2. Sequence parallelism is on whenever tp > 1: it removes replicated
+1F1B with interleave 1 or 2; under ZeRO-2/3, hybrid sharding within a node's replicas where the engine offers it
+(hybrid_shard_of), and for a MoE model under ep, expert tensor parallelism 1 where Megatron-LM offers it
+(expert_tp_settings): the search scores these beside each setting, under its bound. Sequence parallelism is on whenever tp > 1: it removes replicated
 element-wise work and activations and moves the same bytes, so it never loses in the cost model.
 """
 from __future__ import annotations
