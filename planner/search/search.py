@@ -575,7 +575,8 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     if considered.exact:       # the exhaustive planner is bounded by exhaustive_max_gpus, not by the clock
         clock = None
     if not considered.kept and considered.stopped_by == TIME_LIMIT and options.beat is None and first is None:
-        raise InputError("time_limit", f"no plan found within {considered.time_limit_s:g} s on this "
+        limit = options.time_limit_s or considered.time_limit_s     # the search's, the greedy plan's share included
+        raise InputError("time_limit", f"no plan found within {limit:g} s on this "
                                        f"{cluster.num_gpus:,}-GPU cluster; raise the time limit (--time-limit, "
                                        f"SearchOptions.time_limit_s) or plan on fewer pools or GPUs")
     full: dict[Plan, Estimate] = {}
@@ -641,13 +642,13 @@ def _greedy_first(cluster, job, objective, deadline_hours, options: SearchOption
 
 def _with_first(options: SearchOptions, first: tuple[Plan, Estimate, float] | None,
                 clock: Clock | None = None) -> SearchOptions:
-    """`options` that prune at the greedy first plan as well (SearchOptions.beat), with what is left
-    of the time limit on `clock` after choosing and evaluating it."""
+    """`options` that prune at the greedy first plan as well (SearchOptions.beat), and with `clock`
+    the time limit that is left after choosing and evaluating it (or trying to)."""
+    if clock is not None and options.time_limit_s is not None:
+        options = replace(options, time_limit_s=max(1e-3, options.time_limit_s - clock.elapsed()))
     if first is None:
         return options
-    left = None if clock is None or options.time_limit_s is None else max(1e-3, options.time_limit_s - clock.elapsed())
-    return replace(options, beat=min(first[2], math.inf if options.beat is None else options.beat),
-                   time_limit_s=options.time_limit_s if clock is None else left)
+    return replace(options, beat=min(first[2], math.inf if options.beat is None else options.beat))
 
 
 def _within_whole(options: SearchOptions) -> SearchOptions:
