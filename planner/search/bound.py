@@ -144,7 +144,7 @@ class Bounds:
     def capacity_s(self, family: Family) -> float:
         """The capacity bound of every layout of `family`."""
         s = self.scorer
-        sp = any(t > 1 for t in family.tps)
+        sp = max(family.tps) > 1
         capacity = 0.0
         for pool, t, w in zip(family.subset, family.tps, family.width):
             replicas = w * family.lanes
@@ -442,6 +442,7 @@ class TransferFloors:
     def __init__(self, scorer: Scorer):
         self.scorer = scorer
         self._cache: dict = {}
+        self._runs: dict = {}
 
     def floor_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
         """sum_i x_i of (b4), at least, over the boundaries every order starting with the first
@@ -464,9 +465,13 @@ class TransferFloors:
         """The least round trips any lane has inside a run of `count` stages of these groups:
         exact (links.LayoutLinks of the run alone) where the run is small enough that computing
         it costs little; else count - 1 times the boundary floor."""
-        if count * sum(g.count for g in groups) <= EXACT_RUN_REPLICAS:
-            return self.scorer.layout_links(_layout_of(((groups, count),)), mb).least_round_trips_s
-        return (count - 1) * self.boundary_floor_s(groups, groups, mb)
+        key = (groups, count, mb)
+        if key not in self._runs:
+            if count * sum(g.count for g in groups) <= EXACT_RUN_REPLICAS:
+                self._runs[key] = self.scorer.layout_links(_layout_of(((groups, count),)), mb).least_round_trips_s
+            else:
+                self._runs[key] = (count - 1) * self.boundary_floor_s(groups, groups, mb)
+        return self._runs[key]
 
     def boundary_floor_s(self, a: tuple[Group, ...], b: tuple[Group, ...], mb: int) -> float:
         """The least round trip across a boundary from a stage of groups `a` to one of `b` costs
