@@ -139,12 +139,12 @@ def search_outcome() -> Outcome | None:
     """The planner's answer for the current inputs, if it was asked: while its search runs in steps, the
     latest step's (its `stage` says what is still to come)."""
     adopt_finished_search()
+    flight = search_in_flight()
+    if flight is not None and flight.job_key == get().job_key() and "partial" in flight.box:
+        return flight.box["partial"]          # newer than a saved answer for the job (a press after a failure)
     saved = st.session_state.get(RESULT_KEY)
     if saved and saved[0] == get().job_key():
         return saved[1]
-    flight = search_in_flight()
-    if flight is not None and flight.job_key == get().job_key():
-        return flight.box.get("partial")
     return None
 
 

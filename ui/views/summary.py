@@ -30,7 +30,9 @@ from ui.state import ENGINE_CHOICES, MAX_TIME_LIMIT_S
 from ui.views.common import caption, cheaper_front, current_plan, grouped, show_error
 
 
-def run_planner() -> None:
+def run_planner(resumed: bool = False) -> None:
+    """The search for the state's job in an st.status, and its plan put on view; `resumed`: the page comes
+    back after waiting for its last step (`_wait_for_the_rest`), whose answer is kept."""
     state = session.get()
     with st.status("Planning…", expanded=True) as status:
         st.write("Checking the cluster, model and job")
@@ -47,11 +49,14 @@ def run_planner() -> None:
         st.caption("The answer is kept: pressing Plan again with the same inputs, or coming back to them, is "
                    "instant. Opening another page meanwhile does not stop the search: its answer waits here.")
         session.sync_url(now=True)       # a reload during the search opens this job, not the defaults
-        flight = session.search_in_flight()
-        if flight is None or flight.job_key != state.job_key():
-            flight = session.start_search(state.job_key(), lambda show: run_search(state, show=show))
-        outcome = _wait_with_clock(flight.thread, flight.box, status, "Searching plans…", flight.started_s,
-                                   first_step=True)
+        flight, kept = session.search_in_flight(), session.search_outcome()
+        if resumed and flight is None and kept is not None and not kept.stage and not kept.error:
+            outcome = kept
+        else:
+            if flight is None or flight.job_key != state.job_key():
+                flight = session.start_search(state.job_key(), lambda show: run_search(state, show=show))
+            outcome = _wait_with_clock(flight.thread, flight.box, status, "Searching plans…", flight.started_s,
+                                       first_step=True)
         if not outcome.stage:       # an earlier step stays in the flight (session.search_outcome) until the last
             session.save_search_outcome(outcome)
         if outcome.error:      # the page shows the message once, below the status
@@ -426,7 +431,9 @@ def _why_no_alternatives() -> None:
 
 def render() -> None:
     st.title("Plan")
-    requested = st.session_state.pop(PLAN_REQUEST, False) or st.session_state.pop(session.SEARCH_ON_OPEN, False)
+    resumed = st.session_state.pop(STEPS_DONE, False)
+    requested = (st.session_state.pop(PLAN_REQUEST, False) or st.session_state.pop(session.SEARCH_ON_OPEN, False)
+                 or resumed)
     flight = session.search_in_flight()
     if flight is not None and flight.job_key == session.get().job_key():
         requested = True             # back on this page while its search runs: wait for it here again
@@ -434,7 +441,7 @@ def render() -> None:
         _why_no_alternatives()
         requested = st.button("Run the planner", type="primary", icon=":material/rocket_launch:")
     if requested:
-        run_planner()
+        run_planner(resumed)
     outcome = session.search_outcome()
     result = None
     if outcome is not None and outcome.error:
@@ -470,7 +477,11 @@ def _wait_for_the_rest(stage: str) -> None:
         while flight.thread.is_alive() and flight.box.get("partial") is step:
             clock.caption(f"{what} {time.monotonic() - flight.started_s:.0f} s since Plan was pressed")
             flight.thread.join(0.25)
+    st.session_state[STEPS_DONE] = True      # the next run draws the search's status again, with the answer
     st.rerun()
+
+
+STEPS_DONE = "search_steps_done"
 
 
 def _plan_on_view(cur, result, stage: str = "") -> None:
