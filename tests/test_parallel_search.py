@@ -42,7 +42,7 @@ def in_turn(lab_job):
 
 
 def test_two_workers_give_the_answer_of_one(lab_job, in_turn):
-    assert in_turn.plans[0].plan.engine == "flagscale", "the case is one where a later engine wins"
+    assert in_turn.plans[0].plan.engine != REAL[0], "the case is one where a later engine wins (FlagScale)"
     for workers in (2,):
         spread = _best_of_engines(lab_job, workers)
         assert [(sp.plan, sp.estimate.tokens_per_s) for sp in spread.plans[:1]] == \
