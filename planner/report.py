@@ -2,11 +2,40 @@
 from __future__ import annotations
 
 from planner.engines import get as engine_profile
-from planner.types import GIB, Estimate
+from planner.types import GIB, Estimate, ReplicaEstimate
+
+
+# A plan of more replicas than this lists its per-replica figures (`peak_memory_gib` in --json, the
+# table of `evaluate`) one row per run of consecutive replicas of a stage with the same figures, each
+# row with its `replica_count` (the search's plans on the largest clusters have ~100,000 replicas,
+# a few distinct kinds per stage: 142 MB of --json listed one by one).
+MAX_LISTED_REPLICAS = 1_024
+
+
+def replica_rows(est: Estimate) -> list[tuple[ReplicaEstimate, int]]:
+    """(first replica, how many) of each row of the per-replica figures: every replica alone up to
+    MAX_LISTED_REPLICAS replicas; past it, runs of consecutive replicas of a stage whose figures
+    (everything but the index) are equal."""
+    if len(est.replicas) <= MAX_LISTED_REPLICAS:
+        return [(r, 1) for r in est.replicas]
+    rows: list[list] = []
+    for r in est.replicas:
+        last = rows[-1] if rows else None
+        if last is not None and last[0].replica + last[1] == r.replica and _figures(last[0]) == _figures(r):
+            last[1] += 1
+        else:
+            rows.append([r, 1])
+    return [(r, n) for r, n in rows]
+
+
+def _figures(r: ReplicaEstimate) -> tuple:
+    return r.stage, r.pool, r.gpu, r.tp, r.samples, r.forward_s, r.backward_s, r.memory
 
 
 def estimate_to_dict(est: Estimate) -> dict:
-    """Keys are a public contract: extend, never rename."""
+    """Keys are a public contract: extend, never rename. `peak_memory_gib` has one entry per replica
+    (`replica_count` 1), or, past MAX_LISTED_REPLICAS replicas (`peak_memory_gib_grouped`), one per
+    run of `replica_count` consecutive replicas of a stage, from `replica` on, with the same figures."""
     return {
         "iteration_time_s": est.iteration_time_s,
         "pipeline_time_s": est.pipeline_time_s,
@@ -25,8 +54,9 @@ def estimate_to_dict(est: Estimate) -> dict:
              "optimizer_gib": r.memory.optimizer_bytes / GIB, "activations_gib": r.memory.activations_bytes / GIB,
              "overhead_gib": r.memory.overhead_bytes / GIB,
              "host_memory_gib": r.memory.host_bytes / GIB,
-             "forward_s": r.forward_s, "backward_s": r.backward_s}
-            for r in est.replicas],
+             "forward_s": r.forward_s, "backward_s": r.backward_s, "replica_count": n}
+            for r, n in replica_rows(est)],
+        "peak_memory_gib_grouped": len(est.replicas) > MAX_LISTED_REPLICAS,
         "breakdown": {k: {"total_s": v.total_s, "exposed_s": v.exposed_s} for k, v in est.breakdown.items()},
         "bottleneck": est.bottleneck,
         "train_time_s": est.train_time_s,
@@ -89,8 +119,9 @@ def estimate_to_text(est: Estimate) -> str:
     host = any(r.memory.host_bytes for r in est.replicas)      # offloaded states: a column of their own
     lines += ["", "stage replica pool            gpu             tp samples  fwd ms  bwd ms  memory GiB (of)"
               + ("  CPU GiB (of)" if host else "")]
-    for r in est.replicas:
-        lines.append(f"{r.stage:5} {r.replica:7} {r.pool[:15]:15} {r.gpu[:15]:15} {r.tp:2} {r.samples:7} "
+    for r, n in replica_rows(est):
+        index = f"{r.replica}" if n == 1 else f"{r.replica}-{r.replica + n - 1}"
+        lines.append(f"{r.stage:5} {index:>7} {r.pool[:15]:15} {r.gpu[:15]:15} {r.tp:2} {r.samples:7} "
                      f"{r.forward_s * 1e3:7.1f} {r.backward_s * 1e3:7.1f}  {r.memory.total_bytes / GIB:6.1f} "
                      f"({r.memory.capacity_bytes / GIB:.0f})"
                      + (f"  {r.memory.host_bytes / GIB:7.1f} ({r.memory.host_capacity_bytes / GIB:.0f})" if host else ""))

@@ -42,3 +42,31 @@ def test_a_plan_description_counts_its_stages_in_words():
     two = describe_plan(plan) if plan.num_stages > 1 else None
     assert two is None or two.startswith(f"{plan.num_stages} stages [")
     assert "stage(s)" not in describe_plan(one)
+
+
+def test_past_the_listing_limit_replicas_are_grouped_and_expand_to_the_full_list(monkeypatch):
+    """Issue 24: the --json of a ~100,000-replica plan listed every replica's figures (142 MB). Past
+    MAX_LISTED_REPLICAS, `peak_memory_gib` lists runs of consecutive replicas of a stage with equal
+    figures; expanded by `replica_count`, the rows are the one-by-one list."""
+    from dataclasses import replace
+    import planner.report as report
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    catalog = load_catalog()
+    cluster = load_cluster_file(examples / "single-node-8.yaml", catalog)
+    est = evaluate(cluster, load_plan_file(examples / "plans" / "single-node-8-small.json", catalog))
+    first = est.replicas[0]
+    many = tuple(replace(first, stage=s, replica=k, samples=first.samples + (k in (5, 700)))   # two odd ones out
+                 for s in range(2) for k in range(report.MAX_LISTED_REPLICAS))
+    big = replace(est, replicas=many)
+    grouped = report.estimate_to_dict(big)
+    assert grouped["peak_memory_gib_grouped"] is True
+    assert len(grouped["peak_memory_gib"]) == 2 * 5          # per stage: 0-4, 5, 6-699, 700, 701-1023
+    monkeypatch.setattr(report, "MAX_LISTED_REPLICAS", len(many))
+    each = report.estimate_to_dict(big)
+    assert each["peak_memory_gib_grouped"] is False and len(each["peak_memory_gib"]) == len(many)
+    expanded = [row | {"replica": row["replica"] + k, "replica_count": 1}
+                for row in grouped["peak_memory_gib"] for k in range(row["replica_count"])]
+    assert expanded == each["peak_memory_gib"]
+    monkeypatch.setattr(report, "MAX_LISTED_REPLICAS", 1024)
+    lines = [line for line in estimate_to_text(big).splitlines() if line.startswith("    0 ")]
+    assert [line.split()[1] for line in lines] == ["0-4", "5", "6-699", "700", "701-1023"]

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.schedule import (_simulate_events, _simulate_lanes, _simulate_static, assign_micro_batches,
+from planner.schedule import (_simulate_events, _simulate_lane, _simulate_lanes, _simulate_static, assign_micro_batches,
                               closed_form_1f1b_s, simulate)
 from planner.types import Schedule
 
@@ -153,3 +153,107 @@ def test_lanes_simulated_once_per_kind_equal_the_full_simulation(data, p, d, sch
     assert (mine[columns[:5]].values == theirs[columns[:5]].values).all()
     assert mine.start.values == pytest.approx(theirs.start.values, rel=1e-12, abs=1e-12)
     assert mine.end.values == pytest.approx(theirs.end.values, rel=1e-12, abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- one lane, extrapolated
+
+def _lane_inputs(data, p, schedule, interleave, dyadic):
+    """Random pass times (multiples of 1/16 when `dyadic`, so that sums are exact and ties are ties),
+    transfer delays, an in-flight limit per stage as a lane of a replicated plan gets it, and a
+    micro-batch count past the extrapolation threshold (a multiple of p when interleaved)."""
+    from planner.schedule import extrapolation_threshold, window_in_flight_limit
+    time_s = st.integers(1, 64).map(lambda x: x / 16) if dyadic else st.floats(0.05, 4.0)
+    f = [data.draw(time_s) for _ in range(p)]
+    b = [data.draw(time_s) for _ in range(p)]
+    links = [[data.draw(st.sampled_from([0.0, 0.125, 0.5])) if dyadic else data.draw(st.floats(0.0, 0.5))
+              for _ in range(2)] for _ in range(p)]
+    m = 2 * extrapolation_threshold(p) + data.draw(st.integers(1, 4 * extrapolation_threshold(p)))
+    if interleave > 1:
+        m = -(-m // p) * p
+    lanes = data.draw(st.integers(1, 4))
+    total = m * lanes + data.draw(st.integers(-m // 2, m)) * (lanes > 1)
+    limits = [[m if schedule == Schedule.GPIPE else window_in_flight_limit(lanes * (p - i), m, total)]
+              for i in range(p)]
+
+    def delay(i, r, i2, r2):
+        return links[min(i, i2)][0 if i2 > i else 1]
+    return [[m]] * p, [[x] for x in f], [[x] for x in b], delay, limits
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data(), p=st.integers(1, 6), interleave=st.sampled_from([1, 1, 2, 3]),
+       schedule=st.sampled_from([Schedule.ONE_F_ONE_B, Schedule.GPIPE]), dyadic=st.booleans())
+def test_an_extrapolated_lane_equals_its_full_simulation(data, p, interleave, schedule, dyadic):
+    """Issue 24: a lane of m micro-batches is simulated up to a recurring state (or in closed form,
+    GPipe) and extrapolated (schedule._simulate_lane); makespan, every worker's end, busy time (which
+    the plan's bubble figures come from) and last backward must equal the full simulation's. Dyadic
+    times are exact in floating point, so these agree to rounding of the long sums only."""
+    if interleave > 1 and (p == 1 or schedule == Schedule.GPIPE):
+        interleave = 1
+    counts, fwd, bwd, delay, limits = _lane_inputs(data, p, schedule, interleave, dyadic)
+    mine = _simulate_lane(counts, fwd, bwd, delay, schedule, interleave, False, limits)
+    if interleave > 1:
+        full = _simulate_static(counts, fwd, bwd, delay, schedule, interleave, False)
+    else:
+        full = _simulate_events(counts, fwd, bwd, delay, schedule, False, limits)
+    scale = full.makespan_s * 1e-10
+    assert mine.makespan_s == pytest.approx(full.makespan_s, abs=scale)
+    for row in ("end_s", "busy_s", "last_backward_s"):
+        for a, b in zip(getattr(mine, row), getattr(full, row)):
+            assert a == pytest.approx(b, abs=scale), row
+
+
+@pytest.mark.parametrize("p,interleave", [(2, 1), (4, 1), (8, 1), (4, 2), (8, 4), (3, 3)])
+def test_balanced_lanes_are_extrapolated_not_fallen_back(p, interleave):
+    """The recurrence is found (no fall-back to the full simulation) for the balanced stages a search
+    produces: pass times within 10% of each other, transfers of a few percent."""
+    from planner.schedule import _detection_bounds, _interleaved_lane, _one_f_one_b_lane, in_flight_limit
+    import random
+    rng = random.Random(p * 10 + interleave)
+    for _ in range(5):
+        f = [rng.uniform(1.0, 1.1) for _ in range(p)]
+        b = [2 * x * rng.uniform(0.95, 1.05) for x in f]
+        m = 4096 * p
+        limits = [[in_flight_limit([1] * p, i, m, m)] for i in range(p)]
+        lane = _interleaved_lane if interleave > 1 else _one_f_one_b_lane
+        assert any(lane(m, f, b, lambda *a: 0.02, interleave, limits, bound) is not None
+                   for bound in _detection_bounds(p, m))
+
+
+@pytest.mark.parametrize("schedule,interleave", [(Schedule.ONE_F_ONE_B, 1), (Schedule.GPIPE, 1),
+                                                 (Schedule.ONE_F_ONE_B, 2)])
+def test_a_million_micro_batches_cost_what_a_few_hundred_do(schedule, interleave):
+    """Equal stages at m = 10^6: the closed form (m + (p - 1) / v)(t_f + t_b), in a fraction of a
+    CPU-second (the full simulation took seconds per lane; issue 24)."""
+    import time
+    p, m = 4, 1_000_000
+    start = time.process_time()
+    sim = simulate([[m]] * p, [[1.0]] * p, [[2.0]] * p, NO_DELAY, schedule, interleave)
+    assert time.process_time() - start < 1.0
+    assert sim.makespan_s == pytest.approx(closed_form_1f1b_s(m, p, 1.0, 2.0, interleave), rel=1e-12)
+    assert sim.busy_s == [[pytest.approx(m * 3.0, rel=1e-12)]] * p
+
+
+@pytest.mark.parametrize("schedule,interleave", [(Schedule.ONE_F_ONE_B, 1), (Schedule.GPIPE, 1),
+                                                 (Schedule.ONE_F_ONE_B, 2)])
+def test_replicated_stages_of_long_lanes_equal_the_full_simulation(schedule, interleave):
+    """Lanes that all differ used to be simulated together (nothing to save by kind); past the
+    extrapolation threshold each is extrapolated on its own: simulate() of three unequal lanes, as
+    `evaluate` calls it, equals the full simulation of every worker."""
+    from planner.schedule import extrapolation_threshold
+    p = 3
+    per = 2 * extrapolation_threshold(p) + 3 * p
+    counts = [[per, per + p, per + 2 * p] for _ in range(p)]
+    fwd = [[1.0 + 0.1 * i + 0.05 * r for r in range(3)] for i in range(p)]
+    bwd = [[2.1 * x for x in row] for row in fwd]
+
+    def delay(i, r, i2, r2):
+        return 0.02 * (1 + r)
+    mine = simulate(counts, fwd, bwd, delay, schedule, interleave)
+    if interleave > 1:
+        full = _simulate_static(counts, fwd, bwd, delay, schedule, interleave, False)
+    else:
+        full = _simulate_events(counts, fwd, bwd, delay, schedule, False)
+    assert mine.makespan_s == pytest.approx(full.makespan_s, rel=1e-10)
+    for row in ("end_s", "busy_s", "last_backward_s"):
+        assert getattr(mine, row) == [[pytest.approx(x, rel=1e-10) for x in r] for r in getattr(full, row)], row

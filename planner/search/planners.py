@@ -83,6 +83,7 @@ TIME_LIMIT = "time limit"
 SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; the rest re-scores with the cost model
 BUDGET = "fast-score budget"
 LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families
+LISTING_CLOCK_EVERY = 64  # families listed between two looks at the clock (one costs about as much as a family)
 SCREEN_CELLS = 32768
 FIRST_SCREEN_CHUNK = 256  # families in the first screening pass; each next pass doubles, up to the cells' share
 # (a pass costs about the same up to some hundreds of families, 15-30 ms, its numpy calls' fixed cost)
@@ -320,11 +321,11 @@ def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, opt
     c.time_limit_s = time_limit_s
     bounds = shared.sharing(even)      # even: the baselines' even layer splits
     unlisted, listed = math.inf, []
-    for family in families:
-        if clock.expired(share=LISTING_SHARE):
+    for k, family in enumerate(families):
+        if k % LISTING_CLOCK_EVERY == 0 and clock.expired(share=LISTING_SHARE):
             unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
             break
-        price = layout_price(scorer, family)
+        price = layout_price(scorer, family) if objective != Objective.THROUGHPUT else 0.0   # its key reads no price
         capacity = bounds.capacity_s(family)
         if even:        # the baselines' even splits: a stage's layers are known up to the pool order
             capacity = max(capacity, scorer.even_family_busiest_s(family))
@@ -658,13 +659,15 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
     size (and all larger ones) whose most memory-frugal setting cannot hold the model; and
     selective or full recomputation when the same setting without recomputation fits and memory
     does not limit its split (recomputation then only adds time)."""
+    zeros = zero_stages(scorer.job.offload, layout.max_replicas_per_stage * scorer.cp)
+    variants = {zero: _knob_variants(scorer, layout, zero) for zero in zeros}
     for mb, v in _promising(keyed, keeper, layout, scorer):
-        for zero in zero_stages(scorer.job.offload, layout.max_replicas_per_stage * scorer.cp):
+        for zero in zeros:
             for recompute in searched_recomputes(scorer.options.flash_attention, layout.family == "mixed", scorer.job.engine):
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
                 unbound = True      # every variant fits with memory not limiting its split
-                for etp, hybrid in _knob_variants(scorer, layout, zero):
+                for etp, hybrid in variants[zero]:
                     for hs in (0, hybrid) if hybrid else (0,):
                         keeper.c.fast_scores += 1
                         cand = scorer.score(layout, Knobs(mb, zero, recompute, v, hs, etp), precision,

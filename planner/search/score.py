@@ -115,14 +115,23 @@ class Scorer:
         self.layer_params_held = self.layer_params - experts * (1 - 1 / job.expert_parallel)
         self.layer_params_dense = self.layer_params - experts     # what all the stage's ranks reduce together
         self.cp = job.context_parallel
+        self.expert_tp_searched = (job.expert_parallel > 1 and job.model.is_moe and job.context_parallel == 1
+                                   and self.engine.space.expert_tensor_parallel)
 
     # ------------------------------------------------------------------ per-GPU coefficients
 
-    def pass_times(self, pool: Pool, tp: int, mb: int, recompute: Recompute, sp: bool):
-        """(forward, backward) of one layer, and of the head alone, for one micro-batch."""
+    def pass_times(self, pool: Pool, tp: int, mb: int, recompute: Recompute, sp: bool, expert_tp: int | None = None):
+        """(forward, backward) of one layer, and of the head alone, for one micro-batch, each expert split over
+        `expert_tp` GPUs (0: tp); None (the bounds, the shares): each the least over the expert-tp settings the
+        search tries (space.expert_tp_settings: 1 where the engine offers it for a MoE model under ep)."""
+        if expert_tp is None and not (tp > 1 and self.expert_tp_searched):
+            expert_tp = 0
         # the passes depend on the GPU, not on its pool, but for a context-parallel ring across nodes
-        key = (pool.gpu.id if self.cp == 1 else pool.name, tp, mb, recompute, sp)
-        if key not in self._pass:
+        key = (pool.gpu.id if self.cp == 1 else pool.name, tp, mb, recompute, sp, expert_tp)
+        if key not in self._pass and expert_tp is None:
+            self._pass[key] = tuple(map(min, self.pass_times(pool, tp, mb, recompute, sp, 0),
+                                        self.pass_times(pool, tp, mb, recompute, sp, 1)))
+        elif key not in self._pass:
             cp, t = self.cp, tp // self.cp
             # as to_plan sets the plan's tp_comm_overlap
             run = pass_execution(self.run, self.job.tf32, sp and self.engine.space.tp_comm_overlap)
@@ -130,7 +139,8 @@ class Scorer:
                               micro_batch=mb, tp=t, sequence_parallel=sp, recompute=recompute,
                               flash_attention=self.options.flash_attention, link_bw=pool.gpu.link_bw_bytes_per_s,
                               precision=self.job.precision, training=self.job.training, cp=cp,
-                              cp_bw=context_ring_bw(pool, t, cp), expert_parallel=self.job.expert_parallel)
+                              cp_bw=context_ring_bw(pool, t, cp), expert_parallel=self.job.expert_parallel,
+                              expert_tp=expert_tp)
             layer, head = (stage_pass_times(layer, run),
                            stage_pass_times(replace(layer, num_layers=0, has_head=True), run))
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
@@ -327,7 +337,8 @@ class Scorer:
         slopes, intercepts, max_layers = [], [], 10**9
         for g, n in zip(groups, _group_max_shares(groups, shares)):
             pool = self.pools[g.pool]
-            f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp)
+            f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp,
+                                           knobs.expert_tensor_parallel)
             slopes.append(n * (f + b))
             intercepts.append(n * (hf + hb) if last else 0.0)
             max_layers = min(max_layers, self._max_layers(pool, g.tp, knobs, sp, p, i, n,
@@ -392,8 +403,14 @@ class Scorer:
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
         cp = self.cp
+        done = {}       # a stage's figures by what they read: the stages of a run mostly repeat them
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
+            same = (groups, shares[i], layers[i], i == 0, last, links.dp[i])
+            if same in done:
+                for out, value in zip((passes, loads, fwds, tails, drains), done[same]):
+                    out.append(value)
+                continue
             d = sum(g.count for g in groups) * cp       # dp x cp ranks reduce and shard (class docstring)
             ds = hs * cp if hs else d                   # ... ZeRO shards over a node's (hybrid sharding, as cost)
             params = self._stage_params(layers[i], i == 0, last, p)
@@ -414,7 +431,8 @@ class Scorer:
                 zf, zb = zf + f, zb + b
             stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
             for g, n in zip(groups, _group_max_shares(groups, shares[i])):
-                f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
+                f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp,
+                                                 knobs.expert_tensor_parallel)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
                 h = run.zero_overlap
@@ -444,6 +462,7 @@ class Scorer:
                        for g, first_fwd in zip(groups, fs))
             tails.append(exposed + step)
             drains.append(fastest_bwd)
+            done[same] = (ts, ns, fs, tails[-1], fastest_bwd)
         m, windows = self.job.global_batch // mb, _windows(layout)
         pipeline = floor = max(n * t for ns, ts in zip(loads, passes) for n, t in zip(ns, ts))
         # the floors take each boundary's fastest lane: the group's busiest replica may run on any
