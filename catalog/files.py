@@ -11,9 +11,10 @@ import yaml
 from planner.types import InputError
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
-# YAML is parsed in pure Python at roughly 100 kB a second of CPU: a 10 MiB document took minutes
-# and gigabytes before the value limit below refused it. hetplan's YAML files (clusters, catalogs)
-# are a few kB; plans, the only large documents, are JSON.
+# YAML is parsed in pure Python at roughly 100 kB a second of CPU where PyYAML has no libyaml (with
+# it, _UniqueKeyLoader parses in C; the objects are still built in Python): a 10 MiB document took
+# minutes and gigabytes before the value limit below refused it. hetplan's YAML files (clusters,
+# catalogs) are a few kB; plans, the only large documents, are JSON.
 MAX_YAML_CHARS = 256 * 1024
 # A parsed document may hold at most this many values (counting each use of a YAML alias anew, so
 # that a "billion laughs" file is refused before anything walks it) nested at most this deep.
@@ -87,7 +88,12 @@ def _check_text(text: str, source: str) -> None:
                                  f"text; write the character itself or its full surrogate pair") from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+# libyaml's parser where PyYAML has it (the built-in catalog's 54 kB: 6 ms instead of 60 at start-up);
+# the constructors, which decide what a document means, are SafeLoader's Python ones either way
+_SafeLoader = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+
+
+class _UniqueKeyLoader(_SafeLoader):
     """SafeLoader that refuses a key repeated in one mapping (PyYAML silently keeps the last)."""
 
     def construct_mapping(self, node, deep=False):
@@ -169,6 +175,12 @@ def parse_yaml(text: str, source: str):
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e)
+        if "maximum nesting depth" in str(problem):       # libyaml's own limit (1,000 levels)
+            raise InputError(source, "is nested too deeply; hetplan's formats need at most a few levels") from None
+        if "invalid Unicode character escape" in str(problem):     # libyaml's word for what _check_text refuses
+            raise InputError(source, f"holds an escape that is no Unicode character{where} (a lone surrogate such as "
+                                     f"\\ud800, or one past \\U0010FFFF): that is not text; write the character "
+                                     f"itself or its full surrogate pair") from None
         raise InputError(source, f"invalid YAML{where}: {_clip(str(problem), 200)}") from None
     except RecursionError:
         raise InputError(source, "is nested too deeply; hetplan's formats need at most a few levels") from None

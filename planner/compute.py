@@ -221,7 +221,7 @@ def _memory_s(num_bytes: float, gpu: Gpu) -> float:
 def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, tp: int,
                         sequence_parallel: bool, flash_attention: bool, precision: Precision | None = None,
                         tf32: bool = False, kernels: Kernels = Kernels.FUSED, cp: int = 1,
-                        expert_parallel: int = 1) -> tuple[float, float, float]:
+                        expert_parallel: int = 1, expert_tp: int = 0) -> tuple[float, float, float]:
     """(projection matmuls, attention core, other element-wise work) seconds of one layer's
     forward. The attention core (Q K^T, softmax, dropout, scores V) is what selective
     recomputation reruns. `precision` (planner.numerics): the GEMMs' peaks and the bytes each
@@ -233,7 +233,7 @@ def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, 
     tokens = s * b / cp
     act_bytes = numerics(precision).act_bytes
     projections = _projections_s(model, gpu, tokens, t, linear_peak_flops(gpu, precision, tf32), expert_parallel,
-                                 precision == Precision.FP8)
+                                 precision == Precision.FP8, expert_tp)
     attention_flops = tokens * layer_attention_flops_per_token(model, s) / t
     hidden_elements, ffn_elements = elementwise_elements_per_token(model, kernels)
     hidden_passes = hidden_elements * tokens / (t if sequence_parallel else 1)
@@ -255,20 +255,23 @@ def layer_forward_parts(model: Model, gpu: Gpu, seq_len: int, micro_batch: int, 
 
 
 def _projections_s(model: Model, gpu: Gpu, tokens: float, tp: int, peak_flops: float, expert_parallel: int,
-                   fp8: bool = False) -> float:
+                   fp8: bool = False, expert_tp: int = 0) -> float:
     """The layer's projection GEMMs. A mixture-of-experts layer's routed experts each multiply only
     the tokens routed to them, tokens x top_k / experts rows on average, or ep times that under
     expert parallelism (each GPU's experts take the tokens of ep replicas): fine-grained experts run
     small GEMMs, which gemm_efficiency's roll-off slows. The busiest expert-parallel rank carries
-    planner.experts.expert_load of the mean."""
+    planner.experts.expert_load of the mean. Expert tensor parallelism `expert_tp` below tp (Megatron-LM's
+    --expert-tensor-parallel-size) splits each expert over etp GPUs, not tp: its GEMMs are etp-wide, fed the
+    tokens of etp of the tp ranks (sequence parallel), the same FLOPs per GPU."""
     t, h = tp, model.hidden
     flops = tokens * layer_matmul_flops_per_token(model) / t
     share = expert_matmul_share(model)
     dense = _matmul_s(flops * (1 - share), gpu, min(tokens, h / t, model.ffn / t), peak_flops, fp8)
     if not share:
         return dense
-    rows = tokens * model.top_k / model.experts * expert_parallel
-    experts = _matmul_s(flops * share, gpu, min(rows, h / t, (model.moe_ffn or model.ffn) / t), peak_flops, fp8)
+    e = expert_tp or t
+    rows = tokens * e / t * model.top_k / model.experts * expert_parallel
+    experts = _matmul_s(flops * share, gpu, min(rows, h / e, (model.moe_ffn or model.ffn) / e), peak_flops, fp8)
     return dense + experts * expert_load(expert_parallel)
 
 
@@ -354,6 +357,7 @@ class StagePass:
     cp: int = 1
     cp_bw: float = math.inf
     expert_parallel: int = 1
+    expert_tp: int = 0        # Plan.expert_tensor_parallel (0: tp): the MoE layers' GEMM widths and tp collectives
 
 
 @dataclass(frozen=True)
@@ -390,24 +394,30 @@ def stage_pass_times(stage: StagePass, run: PassExecution = PassExecution()) -> 
     proj, attn, elem = layer_forward_parts(model=model, gpu=gpu, seq_len=seq_len, micro_batch=micro_batch, tp=tp,
                                            sequence_parallel=sequence_parallel, flash_attention=flash_attention,
                                            precision=precision, tf32=tf32, kernels=kernels, cp=cp,
-                                           expert_parallel=expert_parallel)
+                                           expert_parallel=expert_parallel, expert_tp=stage.expert_tp)
     collective = tp_collective_s(model, seq_len / cp, micro_batch, tp, link_bw, precision)
+    # the MLP's all-gather + reduce-scatter: in MoE layers over the expert tp group, none at etp 1 (Megatron-Core
+    # MoEAlltoAllTokenDispatcher gathers and reduce-scatters over expt_tp only when its size > 1)
+    pair = 2 * collective
+    if stage.expert_tp not in (0, tp) and model.is_moe:
+        moe = model.moe_layers / model.layers
+        pair -= moe * (collective - tp_collective_s(model, seq_len / cp, micro_batch, stage.expert_tp, link_bw, precision))
     extra = adapter_pass_s(model, gpu, seq_len * micro_batch / cp, tp, training, precision, tf32)
     ring_fwd, ring_bwd = context_ring_s(model, seq_len, micro_batch, tp, cp, cp_bw, attn, precision)
     backward_proj = backward_projection_factor(training)
     layer_fwd = proj + attn + elem + extra + layer_overhead_s
     layer_bwd = (backward_proj * proj + attention_backward_over_forward(flash_attention) * attn
                  + 2 * (elem + extra) + layer_overhead_s)
-    tp_fwd, tp_bwd = 2 * collective, 2 * collective
+    tp_fwd, tp_bwd = pair, pair
     if recompute == Recompute.FULL:
         layer_bwd += layer_fwd
-        tp_bwd += 2 * collective
+        tp_bwd += pair
         ring_bwd += ring_fwd
     elif recompute == Recompute.SELECTIVE and selective == SelectiveKind.OP_SAC:
         # every other matmul and every element-wise op again; SDPA and the reduce-scatters are
         # saved, the two sequence-parallel all-gathers (half an all-reduce each) are rerun
         layer_bwd += op_sac_recomputed_matmul_fraction(model) * proj + elem
-        tp_bwd += collective if tp > 1 else 0.0
+        tp_bwd += pair / 2 if tp > 1 else 0.0
     elif recompute == Recompute.SELECTIVE:
         layer_bwd += attn
         ring_bwd += ring_fwd          # the rerun attention core goes round the ring again

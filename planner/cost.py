@@ -60,7 +60,7 @@ def stage_passes(plan: Plan, stage: Stage, pool: Pool, tp: int, options: CostOpt
         seq_len=plan.seq_len, micro_batch=plan.micro_batch, tp=tp, sequence_parallel=plan.sequence_parallel,
         recompute=plan.recompute, flash_attention=flash_attention(plan, options), link_bw=gpu.link_bw_bytes_per_s,
         precision=plan.precision, training=plan.training, cp=cp, cp_bw=context_ring_bw(pool, tp, cp),
-        expert_parallel=plan.expert_parallel), run)
+        expert_parallel=plan.expert_parallel, expert_tp=plan.expert_tensor_parallel), run)
 
 
 def price_per_hour_usd(pools: dict[str, Pool], gpus_by_pool: dict[str, int]) -> float:
@@ -265,7 +265,8 @@ def _moe_notes(plan: Plan) -> tuple[str, ...]:
              "experts' weights sharded over tensor parallelism",)
     if plan.expert_parallel > 1:
         notes += (f"expert parallel {plan.expert_parallel}: the busiest rank assumed to receive "
-                  f"{MOE_LOAD_IMBALANCE:.2f}x the mean tokens (an assumption), all-to-alls not overlapped",)
+                  f"{MOE_LOAD_IMBALANCE:.2f}x the mean tokens (an unsourced assumption: no published measurement of "
+                  f"a rank's share; planner.experts), all-to-alls not overlapped",)
     return notes
 
 

@@ -14,10 +14,13 @@ from planner.comm import all_to_all_s
 from planner.numerics import numerics
 from planner.types import Model, Precision, Recompute
 
-# The busiest expert-parallel rank's tokens over the mean, with an auxiliary load-balancing loss
-# (Fedus et al. 2022, Switch Transformer, section 2.2, and Megatron-LM's aux-loss router). An
-# assumption: no measurement in ../shared/reference sets it, so MoE plans with expert parallelism
-# say so in their notes. Token dropping with a capacity factor below it would cap it there.
+# The busiest expert-parallel rank's tokens over the mean, routing with an auxiliary load-balancing loss
+# (Fedus et al. 2022, Switch Transformer, section 2.2, and Megatron-LM's aux-loss router). An UNSOURCED
+# ASSUMPTION, not fitted: no measurement in ../shared/reference sets it, and none of a rank's share was
+# found in print; the routing papers measure experts, not ranks (Wang et al. 2024, arXiv:2408.15664,
+# "MaxVio": the busiest expert's load over the mean, minus one, per batch; a rank holds experts / ep of
+# them, whose sum varies less). MoE plans with expert parallelism say so in their notes. Token dropping
+# with a capacity factor below it would cap it there.
 MOE_LOAD_IMBALANCE = 1.1
 
 

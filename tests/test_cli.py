@@ -113,3 +113,23 @@ def test_every_command_has_help(command):
     out = hetplan(command, "--help")
     assert out.returncode == 0, out.stderr
     assert "usage:" in out.stdout and "--" in out.stdout
+
+
+def test_a_command_imports_only_its_own_module():
+    """`main` builds the parser of the command it runs only (start-up time: `plan` imports neither the
+    exporters nor the fleet's solver), and COMMAND_MODULES names the module of every command."""
+    from planner.cli import COMMAND_MODULES, build_parser, command_in
+
+    def commands(parser):
+        return set(parser._subparsers._group_actions[0].choices)
+    assert commands(build_parser()) == set(COMMAND_MODULES)
+    for name, module in COMMAND_MODULES.items():
+        assert commands(build_parser(name)) == {n for n, m in COMMAND_MODULES.items() if m == module}
+    assert command_in(["--catalog", "x.yaml", "plan", "--cluster", "c"]) == "plan"
+    assert command_in(["--cat=x.yaml", "fleet"]) == "fleet" and command_in(["--cat", "plan", "evaluate"]) == "evaluate"
+    assert command_in(["-h", "plan"]) is None and command_in([]) is None
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "planner", "plan", "--help"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)
+    imported = {line.rpartition("|")[2].strip() for line in out.stderr.splitlines()}   # (not what importlib loads)
+    assert out.returncode == 0 and "planner.search" in imported, out.stderr[-500:]
+    assert not imported & {"planner.fleet", "planner.export", "planner.cli.fleet_cmd", "planner.cli.export_cmd", "pulp"}

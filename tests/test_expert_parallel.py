@@ -171,3 +171,34 @@ def test_expert_tensor_parallelism_below_tp_lets_ep_span_tp_ranks_not_just_repli
     args = export_result(wide, cluster, "megatron", force=True).files["megatron_args.sh"]
     assert "--expert-model-parallel-size 64" in args and "--expert-tensor-parallel-size 1" in args
     assert plan_from_dict(plan_to_dict(wide), catalog) == wide
+
+
+def test_expert_tp_1_drops_the_moe_layers_tp_collectives_and_widens_their_gemms(catalog):
+    """Megatron-Core's alltoall dispatcher gathers tokens and reduce-scatters them over the expert tp group only
+    when it is wider than one GPU (token_dispatcher.py lines 741-752, 824-833): at etp 1 a MoE layer keeps the
+    attention's tp collectives and drops the MLP's; a dense model's passes do not change."""
+    from planner.compute import StagePass, stage_pass_times
+    gpu = catalog.gpu("h100-sxm")
+    def passes(model, etp):
+        return stage_pass_times(StagePass(model=catalog.model(model), gpu=gpu, num_layers=4, has_head=False,
+                                          seq_len=4096, micro_batch=1, tp=8, sequence_parallel=True,
+                                          recompute=Recompute.NONE, flash_attention=True,
+                                          link_bw=gpu.link_bw_bytes_per_s, expert_parallel=8, expert_tp=etp))
+    moe_tp, one = passes("mixtral-8x7b", 0), passes("mixtral-8x7b", 1)
+    assert one.tp_comm_s == pytest.approx(moe_tp.tp_comm_s / 2)       # every layer MoE: the MLP's half goes
+    assert passes("llama-3-8b", 1) == passes("llama-3-8b", 0)
+
+
+def test_the_search_chooses_expert_tp_1_where_ep_spans_tp_ranks_and_the_export_writes_it(catalog):
+    """Mixtral 8x22B on 4 x 8 H100 at 100 Gb/s: with etp 1 an ep 8 group is 2 replicas x tp 4 (ep does not divide
+    the 2 replicas of a stage), which the search finds; Megatron-LM's arguments carry it."""
+    from catalog import cluster_from_dict
+    cluster = cluster_from_dict({"name": "h", "pools": [{"name": "h100", "gpu": "h100-sxm", "nodes": 4,
+                                                         "gpus_per_node": 8, "inter_node_gbps": 100}]}, catalog)
+    job = Job(catalog.model("mixtral-8x22b"), 128, 4096, engine="megatron")
+    plans = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=20)).plans
+    best = plans[0].plan
+    assert best.expert_tensor_parallel == 1 and best.expert_parallel > len(best.stages[0].replicas)
+    assert ENGINES["megatron"].violations(best) == []
+    args = export_result(best, cluster, "megatron").files["megatron_args.sh"]
+    assert "--expert-tensor-parallel-size 1" in args and f"--expert-model-parallel-size {best.expert_parallel}" in args

@@ -65,3 +65,42 @@ def test_workers_and_the_resource_tracker_end_with_the_command(sig):
         for pid in children:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _plan_with_workers() -> tuple[subprocess.Popen, list[int]]:
+    """`hetplan plan --workers 2` on the 1,024-GPU example (engine searches of seconds each), started
+    until its worker searches; the command and its child processes (worker, resource tracker)."""
+    command = subprocess.Popen(
+        [sys.executable, "-m", "planner", "plan", "--cluster", str(EXAMPLES / "cloud-4types-1024.yaml"),
+         "--model", "gpt3-175b", "--global-batch", "1536", "--seq-len", "2048", "--workers", "2"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    parent = psutil.Process(command.pid)
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and command.poll() is None:
+        children = parent.children(recursive=True)
+        workers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+        if workers and all(w.cpu_times().user > 1.0 for w in workers):    # past its imports
+            return command, [c.pid for c in children]
+        time.sleep(0.2)
+    command.kill()
+    pytest.fail(f"the plan never ran a worker: {command.stderr.read().decode()[-500:]}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_plan_workers_end_with_the_command(sig):
+    command, children = _plan_with_workers()
+    try:
+        command.send_signal(sig)
+        rc = command.wait(timeout=30)
+        if sig != signal.SIGKILL:
+            err = command.stderr.read().decode()
+            assert rc == 128 + sig, (rc, err[-500:])
+            assert err.startswith("hetplan: interrupted"), err[:500]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(map(_alive, children)):
+            time.sleep(0.1)
+        assert not [pid for pid in children if _alive(pid)], "a child outlived the command"
+    finally:
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -179,3 +179,29 @@ def test_torchtitan_hybrid_shard_is_hsdp_replicate_times_shard(catalog):
     dims = ParallelDims(dp_replicate=out["data_parallel_replicate_degree"], dp_shard=out["data_parallel_shard_degree"],
                         cp=1, tp=1, pp=1, ep=1, world_size=hybrid.num_gpus)       # its own size checks run
     assert dims.dp_replicate == 2 and dims.dp_shard == 8 and dims.fsdp_enabled
+
+
+def _slow_nodes(catalog):
+    """4 nodes of 8 A100-40GB joined at 25 Gb/s: ZeRO-3 over all 32 GPUs waits on the network."""
+    return cluster_from_dict({"name": "slow", "pools": [{"name": "a100", "gpu": "a100-40gb-sxm", "nodes": 4,
+                                                        "gpus_per_node": 8, "inter_node_gbps": 25}]}, catalog)
+
+
+@pytest.mark.parametrize("engine,batch", [("fsdp", 64), ("torchtitan", 256)])
+def test_the_search_chooses_hybrid_shard_across_slow_nodes_and_the_export_writes_it(catalog, engine, batch):
+    """The search tries hybrid_shard (a node's replicas) beside full sharding: across 25 Gb/s nodes it wins, on
+    all 32 GPUs, and the engine's export writes it (HYBRID_SHARD; torchtitan's dp_shard x dp_replicate)."""
+    cluster = _slow_nodes(catalog)
+    job = Job(catalog.model("llama-3-8b"), batch, 4096, engine=engine)
+    best = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=10)).plans[0].plan
+    assert best.hybrid_shard == 8 and best.zero_stage >= 2 and best.num_gpus == 32
+    full = evaluate(cluster, replace(best, hybrid_shard=0))
+    assert evaluate(cluster, best).iteration_time_s < full.iteration_time_s
+    exported = export_result(best, cluster, engine)
+    assert exported.closest_plan is None
+    if engine == "fsdp":
+        cfg = yaml.safe_load(exported.files["accelerate_fsdp.yaml"])["fsdp_config"]
+        assert cfg["fsdp_sharding_strategy"] == {3: "HYBRID_SHARD", 2: "HYBRID_SHARD_ZERO2"}[best.zero_stage]
+    else:
+        toml = exported.files["torchtitan.toml"]
+        assert "data_parallel_shard_degree = 8" in toml and "data_parallel_replicate_degree = 4" in toml

@@ -457,3 +457,35 @@ def test_no_plan_is_evaluated_twice_for_its_ranking(catalog, monkeypatch):
     result = search(cluster, Job(catalog.model("llama-2-7b"), 64, 4096, engine="megatron"), baselines=False)
     assert result.plans and len(seen) > 1
     assert len(seen) == len(set(seen))
+
+
+@pytest.mark.parametrize("engine", ["megatron", "hetplan"])
+def test_a_short_time_limit_answers_at_least_the_greedy_first_plan(catalog, engine):
+    """planner.search.greedy: the plan evaluated before the best-first loop; a short limit answers
+    with it or a better one, and a search run to the end (which pruned at it) is still complete."""
+    from planner.search.greedy import greedy_candidate
+    from planner.search.planners import shared_bounds
+    cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
+    job = Job(catalog.model("llama-2-70b"), 256, 4096, engine=engine)
+    cand = greedy_candidate(shared_bounds(cluster, job, SearchOptions()), Objective.THROUGHPUT, None, None)
+    greedy = evaluate(cluster, cand.to_plan(job), None, detail=False)
+    assert greedy.fits and len(cand.layout.gpus_by_pool()) >= 2
+    short = search(cluster, job, options=SearchOptions(time_limit_s=0.5), baselines=False, offload="fixed")
+    assert short.plans[0].estimate.tokens_per_s >= greedy.tokens_per_s * (1 - 1e-12)
+    assert greedy_candidate(shared_bounds(cluster, job, SearchOptions()), Objective.COST, None, None) is None
+
+
+def test_the_greedy_plans_chains_are_chains_of_the_engines_space(catalog):
+    """layout_families(widest_tp=True), which the greedy first plan chooses from, lists only families
+    that the full listing of the engine's space has: its widest tensor-parallel choice of each set."""
+    from planner.engines import ENGINES
+    from planner.search.space import layout_families
+    cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
+    model = catalog.model("llama-2-70b")
+    for engine in ENGINES:
+        every = set(layout_families(cluster.pools, model, 256, False, engine=engine))
+        widest = list(layout_families(cluster.pools, model, 256, False, engine=engine, widest_tp=True))
+        assert widest and set(widest) <= every, engine
+        for subset in {f.subset for f in every}:
+            most = max(sum(f.tps) for f in every if f.subset == subset)
+            assert {sum(f.tps) for f in widest if f.subset == subset} == {most}, (engine, subset)

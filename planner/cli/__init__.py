@@ -13,6 +13,11 @@ import sys
 from planner.types import InputError
 
 SUBCOMMANDS = ("catalog_cmd", "evaluate_cmd", "plan_cmd", "export_cmd", "run_cmd", "replan_cmd", "fleet_cmd")
+# The module of each command: `main` imports only the module of the command it runs (each imports what its
+# command needs: the search, exporters, the fleet's solver), the whole table for `hetplan --help` and for a
+# word that names no command. tests/test_cli.py holds it equal to what the modules register.
+COMMAND_MODULES = {"catalog": "catalog_cmd", "evaluate": "evaluate_cmd", "plan": "plan_cmd", "export": "export_cmd",
+                   "run-local": "run_cmd", "calibrate": "run_cmd", "replan": "replan_cmd", "fleet": "fleet_cmd"}
 
 
 class UsageError(Exception):
@@ -33,13 +38,14 @@ def one_line(message: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or (`command`, one COMMAND_MODULES names) of that one only."""
     parser = _Parser(prog="hetplan", description="Plan and evaluate hybrid-parallel training on mixed GPU clusters.")
     parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
                         help="extra catalog YAML adding GPUs or models (repeatable)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in SUBCOMMANDS:
+    for name in (COMMAND_MODULES[command],) if command in COMMAND_MODULES else SUBCOMMANDS:
         try:
             module = importlib.import_module(f"planner.cli.{name}")
         except ModuleNotFoundError as e:
@@ -50,9 +56,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_in(argv: list[str]) -> str | None:
+    """The command word of a command line: its first word that is neither an option nor the value of
+    the top-level --catalog FILE (None before a -h, --help or --: the full parser answers those)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help", "--"):
+            return None
+        if not word.startswith("-"):
+            return word
+        if "=" not in word and len(word) > 2 and "--catalog".startswith(word):   # argparse takes --cat too
+            next(words, None)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else argv
+        parser = build_parser(command_in(argv))
         args = parser.parse_args(argv)
         return args.run(args) or 0
     except (InputError, UsageError) as e:

@@ -5,12 +5,18 @@ import os
 import sys
 from pathlib import Path
 
-from catalog.formats import plan_to_json
-from planner.cli.common import add_cluster_and_plan, add_time_limit, load_cluster_and_plan
+from catalog.formats import load_cluster_file, plan_to_json
+from planner.cli.common import add_cluster_and_plan, add_time_limit, catalog_from_args, load_cluster_and_plan
 from planner.cli.files import check_output_file, check_output_folder, refuse_an_input, write_files
-from planner.cli.rl_cmd import RL_EXPORTS, export as export_rl_plan, read_rl_plan
+from planner.cli.rl_cmd import read_rl_plan
 from planner.export import ENGINES, SEARCH_TIME_LIMIT_S, export_result, placed_files, possible_files
+from planner.export.openrlhf import openrlhf_files
+from planner.export.verl import verl_files
+from planner.rl.plan_file import rl_plan_from_dict
+from planner.rl.step import evaluate_rl
 from planner.types import InputError
+
+RL_EXPORTS = {"verl": verl_files, "openrlhf": openrlhf_files}
 
 
 def register(sub) -> None:
@@ -77,3 +83,28 @@ def _check_outputs(folder: Path, names: list[str], inputs: list) -> None:
     for name in names:
         check_output_file(folder / name, "--out")
         refuse_an_input(folder / name, "--out", inputs)
+
+
+def export_rl_plan(args, data) -> int:
+    """An RL plan's files for verl or OpenRLHF (planner.export.verl, planner.export.openrlhf)."""
+    if args.to not in RL_EXPORTS:
+        raise InputError("--to", f"an RL plan exports to {' or '.join(RL_EXPORTS)}, got {args.to}")
+    if args.out:
+        check_output_folder(args.out, "--out")
+    catalog = catalog_from_args(args)
+    cluster = load_cluster_file(args.cluster, catalog)
+    plan = rl_plan_from_dict(data, catalog, args.plan)
+    evaluate_rl(cluster, plan)                 # the plan runs on the cluster
+    files = RL_EXPORTS[args.to](cluster, plan)
+    if args.out:
+        folder = check_output_folder(args.out, "--out")
+        for name in files:                      # never over an input file
+            refuse_an_input(folder / name, "--out", [*(getattr(args, "catalog", None) or []), args.cluster, args.plan])
+        write_files({folder / name: text for name, text in files.items()}, "--out")
+        for name in files:
+            print(f"wrote {folder / name}")
+    else:
+        for name, text in files.items():
+            print(f"# ---- {name}")
+            print(text.rstrip("\n"))
+    return 0

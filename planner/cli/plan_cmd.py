@@ -14,6 +14,8 @@ from planner.engines import AUTO, ENGINES, REAL, RUNTIME
 from planner.report import estimate_to_dict, format_duration, spot_text
 from planner.search import search
 from planner.search.explain import describe_plan
+from planner.search.greedy import GREEDY_SHARE
+from planner.search.parallel import run_each
 from planner.search.objective import estimate_key
 from planner.search.planners import SEARCH_SHARE, SearchOptions
 from planner.search.search import CP_MIN_SEQ_LEN, CP_MIN_TOKENS_PER_GPU, MAX_SEARCHED_EXPERT_PARALLEL
@@ -78,8 +80,10 @@ def register(sub) -> None:
     p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
                    default=SearchOptions().time_limit_s, metavar="S",
                    help=f"CPU seconds of hetplan's search, counted on the thread that searches (other load on the "
-                        f"machine does not count): {SEARCH_SHARE:.0%} for the best-first loop (all of it until a plan "
-                        f"is found), the rest for re-scoring with the cost model and verifying; then the best plan "
+                        f"machine does not count): first (throughput, up to {GREEDY_SHARE:.0%} of it) a greedy plan of "
+                        f"the pools that the search then prunes at, and of what is left {SEARCH_SHARE:.0%} for the "
+                        f"best-first loop (all of it until a plan is found), the rest for re-scoring with the cost "
+                        f"model and verifying; then the best plan "
                         f"found is reported with its optimality gap (default {SearchOptions().time_limit_s:g}). "
                         f"The whole search has one budget: S plus each baseline's own limit "
                         f"({SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of S each, "
@@ -91,12 +95,13 @@ def register(sub) -> None:
                         f"(seconds at millions of GPUs; docs/reliability.md), and with --engine all each engine "
                         f"has such a budget".replace("%", "%%"))
     p.add_argument("--workers", type=whole_number(1, MAX_WORKERS), default=SearchOptions().workers, metavar="N",
-                   help="processes for --engine auto's searches (default 1: one engine after another in this "
-                        "process): the engines are searched in up to N processes (this one and N - 1 started for "
-                        "the call, which end with it), each pruning at the best plan the engines before it have "
-                        "evaluated so far; the same answer as 1 for searches that end before --time-limit, in less "
-                        "wall time on N free cores. Each process has the --time-limit (its own CPU seconds) for "
-                        "the engines it takes, so the call may spend up to N times it in CPU seconds")
+                   help="processes for the engines' searches of --engine auto and all (default 1: one engine "
+                        "after another in this process): the engines are searched in up to N processes (this one "
+                        "and N - 1 started for the call, which end with it); with auto each prunes at the best plan "
+                        "the engines before it have evaluated so far; the same answer as 1 for searches that end "
+                        "before --time-limit, in less wall time on N free cores. With auto each process has the "
+                        "--time-limit (its own CPU seconds) for the engines it takes, so the call may spend up to N "
+                        "times it in CPU seconds; with all each engine has its own, as without --workers")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object; `evaluate` and `export` read it, or any plan in it, as a plan file")
     p.add_argument("--out", metavar="FILE",
@@ -183,11 +188,16 @@ def _run_all(args, cluster, model, catalog) -> int:
     """--engine all: each engine's search; what each costs against hetplan's runtime (every plan). The
     baselines only where they are shown: --json, and the gains of the plan --out writes."""
     results, errors = {}, {}
-    for name in ENGINES:
-        try:
-            results[name] = _search(args, cluster, model, name, baselines=bool(args.json or args.out))
-        except InputError as e:               # infeasible under this engine: a result, not a failure
-            errors[name] = str(e)
+    names = tuple(ENGINES)
+    with ended_by_signals():        # --workers: SIGTERM and SIGHUP end the workers on the way out
+        outcomes = (run_each(_engine_of_all, len(names), args.workers, None, (args, cluster, model, names))
+                    if args.workers > 1 else [_engine_of_all(k, None, None, 1, False, args, cluster, model, names)
+                                              for k in range(len(names))])
+    for name, outcome in zip(names, outcomes):
+        if isinstance(outcome, str):          # infeasible under this engine: a result, not a failure
+            errors[name] = outcome
+        else:
+            results[name] = outcome
     if not results:
         raise InputError("--engine", "no engine has a plan: " + "; ".join(f"{n}: {m}" for n, m in errors.items()))
     best = min(results, key=lambda n: _key(results[n]))
@@ -203,6 +213,15 @@ def _run_all(args, cluster, model, catalog) -> int:
         if args.out:
             print(f"wrote {args.out} (the {best} plan)")
     return 0
+
+
+def _engine_of_all(k: int, shared, clock, still: int, searched_before: bool, args, cluster, model, names):
+    """--engine all's search of names[k], or why it has no plan (a planner.search.parallel task with
+    --workers: each engine's own search, no threshold shared, each with its own --time-limit)."""
+    try:
+        return _search(args, cluster, model, names[k], baselines=bool(args.json or args.out))
+    except InputError as e:
+        return str(e)
 
 
 def _key(result) -> float:

@@ -1,4 +1,5 @@
-"""The RL job kinds (grpo, ppo) of `hetplan plan`, and RL plans in `evaluate` and `export --to verl`."""
+"""The RL job kinds (grpo, ppo) of `hetplan plan`, and RL plans in `evaluate` (and `export --to verl`,
+planner/cli/export_cmd.py, which alone imports the exporters)."""
 from __future__ import annotations
 
 import argparse
@@ -7,9 +8,7 @@ import json
 from catalog.files import read_mapping
 from catalog.formats import load_cluster_file
 from planner.cli.common import catalog_from_args, finite_number, print_json, whole_number
-from planner.cli.files import check_output_folder, refuse_an_input, write_file, write_files
-from planner.export.openrlhf import openrlhf_files
-from planner.export.verl import verl_files
+from planner.cli.files import write_file
 from planner.rl.engines import ROLLOUT_ENGINES
 from planner.rl.plan_file import is_rl_plan, rl_plan_from_dict, rl_plan_to_dict
 from planner.rl.report import estimate_text, estimate_to_dict
@@ -18,7 +17,6 @@ from planner.rl.step import evaluate_rl
 from planner.rl.workload import RL_KINDS, Algorithm, Mode, RlJob
 from planner.types import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, InputError
 
-RL_EXPORTS = {"verl": verl_files, "openrlhf": openrlhf_files}
 RL_FLAGS = ("prompts_per_step", "samples_per_prompt", "prompt_len", "response_len", "response_len_max",
             "ppo_epochs", "mini_batches", "reward_model", "step_deadline")
 
@@ -162,28 +160,4 @@ def evaluate(args, data) -> int:
     else:
         print("\n".join(estimate_text(plan, est)))
         print("\n".join(f"note: {n}" for n in est.notes))
-    return 0
-
-
-def export(args, data) -> int:
-    if args.to not in RL_EXPORTS:
-        raise InputError("--to", f"an RL plan exports to {' or '.join(RL_EXPORTS)}, got {args.to}")
-    if args.out:
-        check_output_folder(args.out, "--out")
-    catalog = catalog_from_args(args)
-    cluster = load_cluster_file(args.cluster, catalog)
-    plan = rl_plan_from_dict(data, catalog, args.plan)
-    evaluate_rl(cluster, plan)                 # the plan runs on the cluster
-    files = RL_EXPORTS[args.to](cluster, plan)
-    if args.out:
-        folder = check_output_folder(args.out, "--out")
-        for name in files:                      # never over an input file
-            refuse_an_input(folder / name, "--out", [*(getattr(args, "catalog", None) or []), args.cluster, args.plan])
-        write_files({folder / name: text for name, text in files.items()}, "--out")
-        for name in files:
-            print(f"wrote {folder / name}")
-    else:
-        for name, text in files.items():
-            print(f"# ---- {name}")
-            print(text.rstrip("\n"))
     return 0

@@ -128,6 +128,7 @@ class Bounds:
         self._rates: dict = {}
         self._caps: dict = {}
         self._run: dict = {}
+        self._held: dict = {}
         self.transfers = TransferFloors(scorer)
 
     def sharing(self, even: bool) -> "Bounds":
@@ -137,14 +138,14 @@ class Bounds:
         if even == self.even:
             return self
         other = Bounds(self.scorer, even)
-        other._rates, other._caps, other._run = self._rates, self._caps, self._run
+        other._rates, other._caps, other._run, other._held = self._rates, self._caps, self._run, self._held
         other.transfers = self.transfers
         return other
 
     def capacity_s(self, family: Family) -> float:
         """The capacity bound of every layout of `family`."""
         s = self.scorer
-        sp = any(t > 1 for t in family.tps)
+        sp = max(family.tps) > 1
         capacity = 0.0
         for pool, t, w in zip(family.subset, family.tps, family.width):
             replicas = w * family.lanes
@@ -409,11 +410,14 @@ class Bounds:
                 owns.append(min(own, m // d) if len(groups) > 1 else own)   # even shares may give fewer
                 k += g.count
             caps, coefficients = [], [self._cap_coefficients(g, mb, rc, sp, d, zero) for g in groups]
+            held = self._held.setdefault((groups, mb, rc, sp, zero), {})    # a stage's cap by its in-flight counts
             for j in range(count):
-                flights = [in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, last_stage - j, v, own, window + j * d, m)
-                           for own in owns]
-                caps.append(min(most_layers_held(free, states, act, f)
-                                for (free, states, act), f in zip(coefficients, flights)))
+                flights = tuple(in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, last_stage - j, v, own,
+                                                        window + j * d, m) for own in owns)
+                if flights not in held:
+                    held[flights] = min(most_layers_held(free, states, act, f)
+                                        for (free, states, act), f in zip(coefficients, flights))
+                caps.append(held[flights])
                 if all(f >= own for f, own in zip(flights, owns)):   # every later stage holds as many
                     caps += [caps[-1]] * (count - j - 1)
                     break
@@ -442,6 +446,7 @@ class TransferFloors:
     def __init__(self, scorer: Scorer):
         self.scorer = scorer
         self._cache: dict = {}
+        self._runs: dict = {}
 
     def floor_s(self, runs: Runs, mb: int, fixed: int | None = None) -> float:
         """sum_i x_i of (b4), at least, over the boundaries every order starting with the first
@@ -464,9 +469,13 @@ class TransferFloors:
         """The least round trips any lane has inside a run of `count` stages of these groups:
         exact (links.LayoutLinks of the run alone) where the run is small enough that computing
         it costs little; else count - 1 times the boundary floor."""
-        if count * sum(g.count for g in groups) <= EXACT_RUN_REPLICAS:
-            return self.scorer.layout_links(_layout_of(((groups, count),)), mb).least_round_trips_s
-        return (count - 1) * self.boundary_floor_s(groups, groups, mb)
+        key = (groups, count, mb)
+        if key not in self._runs:
+            if count * sum(g.count for g in groups) <= EXACT_RUN_REPLICAS:
+                self._runs[key] = self.scorer.layout_links(_layout_of(((groups, count),)), mb).least_round_trips_s
+            else:
+                self._runs[key] = (count - 1) * self.boundary_floor_s(groups, groups, mb)
+        return self._runs[key]
 
     def boundary_floor_s(self, a: tuple[Group, ...], b: tuple[Group, ...], mb: int) -> float:
         """The least round trip across a boundary from a stage of groups `a` to one of `b` costs

@@ -55,7 +55,8 @@ def _shape(plan: Plan) -> dict[str, object]:
     return {"stages": plan.num_stages, "GPUs": plan.num_gpus, "pools": ", ".join(sorted(plan.gpus_by_pool())),
             "tp": "/".join(map(str, tps)), "micro-batch": plan.micro_batch, "ZeRO": plan.zero_stage,
             "recompute": plan.recompute.value, "interleave": plan.interleave, "offload": plan.offload.value,
-            "context parallel": plan.context_parallel, "expert parallel": plan.expert_parallel}
+            "context parallel": plan.context_parallel, "expert parallel": plan.expert_parallel,
+            "hybrid shard": plan.hybrid_shard or "none", "expert TP": plan.expert_tensor_parallel or "tp"}
 
 
 def differences(a: Plan, b: Plan) -> str:

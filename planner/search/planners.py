@@ -80,6 +80,7 @@ TIME_LIMIT = "time limit"
 SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; the rest re-scores with the cost model
 BUDGET = "fast-score budget"
 LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families
+LISTING_CLOCK_EVERY = 64  # families listed between two looks at the clock (one costs about as much as a family)
 SCREEN_CELLS = 32768
 FIRST_SCREEN_CHUNK = 256  # families in the first screening pass; each next pass doubles, up to the cells' share
 # (a pass costs about the same up to some hundreds of families, 15-30 ms, its numpy calls' fixed cost)
@@ -289,7 +290,7 @@ def _partial(objective: Objective, options: SearchOptions) -> bool:
 
 # ----------------------------------------------------------------------------- best-first search
 
-Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], None]
+Scan = Callable[[Scorer, Layout, Precision, _Keeper, dict], "dict | None"]   # returns settings left to score
 
 
 def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, options: SearchOptions,
@@ -317,12 +318,15 @@ def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, opt
     c.time_limit_s = time_limit_s
     bounds = shared.sharing(even)      # even: the baselines' even layer splits
     unlisted, listed = math.inf, []
-    for family in families:
-        if clock.expired(share=LISTING_SHARE):
+    for k, family in enumerate(families):
+        if k % LISTING_CLOCK_EVERY == 0 and clock.expired(share=LISTING_SHARE):
             unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
             break
-        price = layout_price(scorer, family)
-        key = fast_key(objective, job, bounds.capacity_s(family), price, deadline)
+        price = layout_price(scorer, family) if objective != Objective.THROUGHPUT else 0.0   # its key reads no price
+        capacity = bounds.capacity_s(family)
+        if even:        # the baselines' even splits: a stage's layers are known up to the pool order
+            capacity = max(capacity, scorer.even_family_busiest_s(family))
+        key = fast_key(objective, job, capacity, price, deadline)
         if key < math.inf:
             listed.append((key, len(listed), family, price))
     if listing is not None and listing.hit and unlisted == math.inf:     # the listing ended itself at the limit
@@ -449,14 +453,23 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
             only = detail.settings if isinstance(detail, AnyOrder) else None
             best = _push_orders(scorer, bounds, family, key, keeper, frontier, clock, dive, only)
             if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
-                scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1])
+                _requeue(frontier, family, best[0],
+                         scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1]))
             frontier.drop_losers()
             continue
         order, keyed = detail
-        scan(scorer, family.layout(order), precision_for(job, family.subset), keeper, keyed)
+        _requeue(frontier, family, order, scan(scorer, family.layout(order), precision_for(job, family.subset), keeper,
+                                               keyed))
     c.lower_bound = unlisted
     if keeper.threshold() < math.inf:        # the heap ran out: what was pruned on the way still was
         c.pruned_floor = min(keeper.threshold(), unlisted)
+
+
+def _requeue(frontier: _Frontier, family: Family, order: tuple[int, ...], rest: _Unscored | None) -> None:
+    """A scan that left knob settings of its layout unscored (`rest`) puts them back on the heap
+    under the smallest of their bounds."""
+    if rest:
+        frontier.push(rest.smallest(), (order, rest), family)
 
 
 def _seconds(keeper: _Keeper, price_per_hour: float) -> float:
@@ -643,13 +656,15 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
     size (and all larger ones) whose most memory-frugal setting cannot hold the model; and
     selective or full recomputation when the same setting without recomputation fits and memory
     does not limit its split (recomputation then only adds time)."""
+    zeros = zero_stages(scorer.job.offload, layout.max_replicas_per_stage * scorer.cp)
+    variants = {zero: _knob_variants(scorer, layout, zero) for zero in zeros}
     for mb, v in _promising(keyed, keeper, layout, scorer):
-        for zero in zero_stages(scorer.job.offload, layout.max_replicas_per_stage * scorer.cp):
+        for zero in zeros:
             for recompute in searched_recomputes(scorer.options.flash_attention, layout.family == "mixed", scorer.job.engine):
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
                 unbound = True      # every variant fits with memory not limiting its split
-                for etp, hybrid in _knob_variants(scorer, layout, zero):
+                for etp, hybrid in variants[zero]:
                     for hs in (0, hybrid) if hybrid else (0,):
                         keeper.c.fast_scores += 1
                         cand = scorer.score(layout, Knobs(mb, zero, recompute, v, hs, etp), precision,
@@ -712,21 +727,50 @@ def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
     the splits and shares the bounds cover)."""
     considered = Considered(precision_excluded=excluded)
     keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
+    keeper.incumbent = -math.inf    # no incumbent evaluated: prune at the `rescore`-th fast key alone
     _best_first(bounds or shared_bounds(cluster, job, options), families, keeper, options, _scan_uniform, pools,
                 options.baseline_time_limit_s, even=True, listing=listing)
     return considered
 
 
-def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper, keyed: dict) -> None:
-    for knobs in knob_settings(scorer.job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention,
-                               scorer.job.engine, scorer.job, {n: p.gpus_per_node for n, p in scorer.pools.items()}):
-        if keyed.get((knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage),
-                     math.inf) >= keeper.threshold():
-            continue
+def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: _Keeper,
+                  keyed: dict) -> _Unscored | None:
+    """Score the layout's knob settings (evenly split) smallest bound first until one is kept, and
+    return the rest (`_Unscored`) for the heap: the baselines' loop so scores candidates across all
+    its layouts smallest bound first, and stops at the first bound that cannot beat the threshold.
+    A setting's bound is the larger of its pipeline bound and its even split's busiest replica
+    (Scorer.even_busiest_s); ties keep knob_settings' order."""
+    if isinstance(keyed, _Unscored):
+        queue = list(keyed.items())
+    else:
+        price, job = layout_price(scorer, layout), scorer.job
+        queue, busiest = [], {}        # busiest: per (micro-batch, interleave, recompute); ZeRO does not change it
+        for knobs in knob_settings(job.global_batch, layout, scorer.model.layers, scorer.options.flash_attention,
+                                   job.engine, job, {n: p.gpus_per_node for n, p in scorer.pools.items()}):
+            setting = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
+            if setting in keyed:
+                if setting[:3] not in busiest:
+                    busiest[setting[:3]] = fast_key(keeper.objective, job, scorer.even_busiest_s(layout, knobs),
+                                                    price, keeper.deadline_hours)
+                queue.append((knobs, (max(keyed[setting], busiest[setting[:3]]), keyed[setting])))
+        queue.sort(key=lambda e: e[1][0])
+    for k, (knobs, (key, bound)) in enumerate(queue):
+        if key >= keeper.threshold():
+            return None
         keeper.c.fast_scores += 1
         cand = scorer.score(layout, knobs, precision, uniform=True)
         if cand is not None:
-            keeper.add(cand, keyed[(knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)])
+            keeper.add(cand, bound)
+            return _Unscored(queue[k + 1:])
+    return None
+
+
+class _Unscored(dict):
+    """Knob settings of one layout still to score (_scan_uniform): Knobs -> (its bound as a fast
+    key, its pipeline bound), in scoring order."""
+
+    def smallest(self) -> float:
+        return next(iter(self.values()))[0]
 
 
 class ExhaustivePlanner:

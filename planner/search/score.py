@@ -44,7 +44,7 @@ from planner.placement import context_ring_bw
 from planner.schedule import (in_flight_micro_batches, interleave_groups_fit, interleaved_in_flight,
                               window_in_flight_limit)
 from planner.search.links import Lane, LayoutLinker, LayoutLinks
-from planner.search.space import Group, Knobs, Layout
+from planner.search.space import INTERLEAVES, RECOMPUTES, Family, Group, Knobs, Layout
 from planner.search.split import StageCosts, even_shares, even_split, share_micro_batches, split_layers
 from planner.types import (Cluster, Job, Plan, Pool, Precision, Recompute, Replica, Schedule, Stage)
 
@@ -115,14 +115,23 @@ class Scorer:
         self.layer_params_held = self.layer_params - experts * (1 - 1 / job.expert_parallel)
         self.layer_params_dense = self.layer_params - experts     # what all the stage's ranks reduce together
         self.cp = job.context_parallel
+        self.expert_tp_searched = (job.expert_parallel > 1 and job.model.is_moe and job.context_parallel == 1
+                                   and self.engine.space.expert_tensor_parallel)
 
     # ------------------------------------------------------------------ per-GPU coefficients
 
-    def pass_times(self, pool: Pool, tp: int, mb: int, recompute: Recompute, sp: bool):
-        """(forward, backward) of one layer, and of the head alone, for one micro-batch."""
+    def pass_times(self, pool: Pool, tp: int, mb: int, recompute: Recompute, sp: bool, expert_tp: int | None = None):
+        """(forward, backward) of one layer, and of the head alone, for one micro-batch, each expert split over
+        `expert_tp` GPUs (0: tp); None (the bounds, the shares): each the least over the expert-tp settings the
+        search tries (space.expert_tp_settings: 1 where the engine offers it for a MoE model under ep)."""
+        if expert_tp is None and not (tp > 1 and self.expert_tp_searched):
+            expert_tp = 0
         # the passes depend on the GPU, not on its pool, but for a context-parallel ring across nodes
-        key = (pool.gpu.id if self.cp == 1 else pool.name, tp, mb, recompute, sp)
-        if key not in self._pass:
+        key = (pool.gpu.id if self.cp == 1 else pool.name, tp, mb, recompute, sp, expert_tp)
+        if key not in self._pass and expert_tp is None:
+            self._pass[key] = tuple(map(min, self.pass_times(pool, tp, mb, recompute, sp, 0),
+                                        self.pass_times(pool, tp, mb, recompute, sp, 1)))
+        elif key not in self._pass:
             cp, t = self.cp, tp // self.cp
             # as to_plan sets the plan's tp_comm_overlap
             run = pass_execution(self.run, self.job.tf32, sp and self.engine.space.tp_comm_overlap)
@@ -130,7 +139,8 @@ class Scorer:
                               micro_batch=mb, tp=t, sequence_parallel=sp, recompute=recompute,
                               flash_attention=self.options.flash_attention, link_bw=pool.gpu.link_bw_bytes_per_s,
                               precision=self.job.precision, training=self.job.training, cp=cp,
-                              cp_bw=context_ring_bw(pool, t, cp), expert_parallel=self.job.expert_parallel)
+                              cp_bw=context_ring_bw(pool, t, cp), expert_parallel=self.job.expert_parallel,
+                              expert_tp=expert_tp)
             layer, head = (stage_pass_times(layer, run),
                            stage_pass_times(replace(layer, num_layers=0, has_head=True), run))
             self._pass[key] = (layer.forward_s, layer.backward_s, head.forward_s, head.backward_s)
@@ -242,6 +252,56 @@ class Scorer:
         price = self.price_per_hour(layout)
         return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds, floor_s)
 
+    def even_busiest_s(self, layout: Layout, knobs: Knobs) -> float:
+        """A lower bound on score(layout, knobs, uniform=True).time_s, the baselines' even split and
+        shares: its busiest replica's forward and backward passes (iteration_s's first term), without
+        ZeRO traffic, all-to-alls, transfers, fill, tail or the memory check; inf where the even
+        shares or layers do not split. tests/test_baselines.py holds it below score."""
+        m = self.job.global_batch // knobs.micro_batch
+        layers = even_split(self.model.layers, layout.num_stages, knobs.interleave)
+        if layers is None:
+            return math.inf
+        sp = any(g.tp > 1 for stage in layout.stages for g in stage)
+        busiest, last = 0.0, layout.num_stages - 1
+        for i, (groups, num_layers) in enumerate(zip(layout.stages, layers)):
+            base, extra = divmod(m, sum(g.count for g in groups))      # split.even_shares: the first `extra` one more
+            if base == 0 or (extra and not self.engine.space.mixed_stages):
+                return math.inf                                         # as _even_shares
+            first = 0
+            for g in groups:
+                n = base + (first < extra)                              # the group's busiest replica
+                first += g.count
+                f, b, hf, hb = self.pass_times(self.pools[g.pool], g.tp, knobs.micro_batch, knobs.recompute, sp)
+                busiest = max(busiest, n * (num_layers * (f + b) + (hf + hb if i == last else 0.0)))
+        return busiest
+
+    def even_family_busiest_s(self, family: Family) -> float:
+        """A lower bound on even_busiest_s over every pool order and knob setting of `family` (so on
+        the baselines' fast scores of it): with p stages and v chunks a stage, every stage holds at
+        least floor(L / (p v)) v layers and the (L / v) mod p stages with a chunk more include one at
+        least as slow as the stage of that rank, fastest first; every replica takes at least
+        floor(m / R) of its stage's m micro-batches (R replicas; a chain's even shares: ceil(m / d)).
+        Inf where no setting splits."""
+        L, B, p = self.model.layers, self.job.global_batch, family.num_stages
+        sp, replicas = any(t > 1 for t in family.tps), family.max_replicas_per_stage
+        best = math.inf
+        for mb in _powers_of_two_dividing(B):
+            m = B // mb
+            if m < replicas:
+                continue
+            n = -(-m // replicas) if family.kind == "chain" else m // replicas
+            for recompute in RECOMPUTES:
+                taus = [sum(self.pass_times(pool, t, mb, recompute, sp)[:2]) for pool, t in zip(family.subset, family.tps)]
+                stage_taus = (sorted(tau for tau, q in zip(taus, family.width) for _ in range(q))
+                              if family.kind == "chain" else [max(taus)] * p)
+                for v in INTERLEAVES:
+                    if L % v or L // v < p:
+                        continue
+                    fewest, extra = (L // v) // p * v, (L // v) % p
+                    more = stage_taus[extra - 1] * (fewest + v) if extra else 0.0
+                    best = min(best, n * max(stage_taus[-1] * fewest, more))
+        return best
+
     def price_per_hour(self, layout) -> float:
         """The dollars an hour of every GPU the layout (or family) uses: the plan's price, stated once
         for the fast scores and the bounds."""
@@ -277,7 +337,8 @@ class Scorer:
         slopes, intercepts, max_layers = [], [], 10**9
         for g, n in zip(groups, _group_max_shares(groups, shares)):
             pool = self.pools[g.pool]
-            f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp)
+            f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp,
+                                           knobs.expert_tensor_parallel)
             slopes.append(n * (f + b))
             intercepts.append(n * (hf + hb) if last else 0.0)
             max_layers = min(max_layers, self._max_layers(pool, g.tp, knobs, sp, p, i, n,
@@ -342,8 +403,14 @@ class Scorer:
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
         cp = self.cp
+        done = {}       # a stage's figures by what they read: the stages of a run mostly repeat them
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
+            same = (groups, shares[i], layers[i], i == 0, last, links.dp[i])
+            if same in done:
+                for out, value in zip((passes, loads, fwds, tails, drains), done[same]):
+                    out.append(value)
+                continue
             d = sum(g.count for g in groups) * cp       # dp x cp ranks reduce and shard (class docstring)
             ds = hs * cp if hs else d                   # ... ZeRO shards over a node's (hybrid sharding, as cost)
             params = self._stage_params(layers[i], i == 0, last, p)
@@ -364,7 +431,8 @@ class Scorer:
                 zf, zb = zf + f, zb + b
             stage_bwd, fastest_bwd, ts, ns, fs = 0.0, math.inf, [], [], []
             for g, n in zip(groups, _group_max_shares(groups, shares[i])):
-                f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp)
+                f1, b1, hf, hb = self.pass_times(self.pools[g.pool], g.tp, mb, knobs.recompute, sp,
+                                                 knobs.expert_tensor_parallel)
                 f = layers[i] * f1 + (hf if last else 0.0)
                 b = layers[i] * b1 + (hb if last else 0.0)
                 h = run.zero_overlap
@@ -394,6 +462,7 @@ class Scorer:
                        for g, first_fwd in zip(groups, fs))
             tails.append(exposed + step)
             drains.append(fastest_bwd)
+            done[same] = (ts, ns, fs, tails[-1], fastest_bwd)
         m, windows = self.job.global_batch // mb, _windows(layout)
         pipeline = floor = max(n * t for ns, ts in zip(loads, passes) for n, t in zip(ns, ts))
         # the floors take each boundary's fastest lane: the group's busiest replica may run on any

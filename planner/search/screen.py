@@ -98,17 +98,21 @@ class _Table:
         self.present = np.zeros((P, F), bool)
         self.tps = np.ones((P, F), np.int64)
         self.width = np.zeros((P, F), np.int64)
-        self.lanes = np.zeros(F, np.int64)
-        self.chain = np.zeros(F, bool)
-        self.first = np.zeros(F, np.int64)
+        # one (pool, family) cell per pool of each family, filled in one assignment (not one per family)
+        rows, columns, tps, widths, firsts = [], [], [], [], []
         for i, f in enumerate(families):
             cols = [index[p.name] for p in f.subset]
-            self.present[cols, i] = True
-            self.tps[cols, i] = f.tps
-            self.width[cols, i] = f.width
-            self.lanes[i] = f.lanes
-            self.chain[i] = f.kind == "chain"
-            self.first[i] = cols[0]
+            rows += cols
+            columns += [i] * len(cols)
+            tps += f.tps
+            widths += f.width
+            firsts.append(cols[0])
+        self.present[rows, columns] = True
+        self.tps[rows, columns] = tps
+        self.width[rows, columns] = widths
+        self.lanes = np.array([f.lanes for f in families], np.int64)
+        self.chain = np.array([f.kind == "chain" for f in families], bool)
+        self.first = np.array(firsts, np.int64)
         chain, width = self.chain, self.width
         self.sp = (self.tps > 1).any(axis=0)
         self.p_stages = np.where(chain, width.sum(axis=0), self.lanes)

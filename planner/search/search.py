@@ -13,8 +13,10 @@ from planner.search.explain import (describe_plan, explain_ranking, idle_reasons
 from planner.search.objective import (check_objective, describe, estimate_key, estimate_key_of_fast, fast_key,
                                       fast_key_of_estimate, gain)
 from planner.search.bound import Bounds
+from planner.search.greedy import greedy_candidate
 from planner.search.parallel import SharedBest, beat_now, run_each
-from planner.search.planners import BUDGET, PLANNERS, TIME_LIMIT, Clock, Considered, SearchOptions, shared_bounds
+from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT, Clock, Considered, SearchOptions,
+                                      shared_bounds)
 from planner.search.score import Candidate
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
@@ -93,6 +95,23 @@ CP_MIN_TOKENS_PER_GPU = 8192
 _WHOLE: ContextVar[tuple[Clock, float] | None] = ContextVar("hetplan_search_budget", default=None)
 
 
+# The scorer and bounds of the best answer so far within one `search` call (its caches: pass times,
+# links, memory caps, stage rates), by (cluster, job, cost options): the baselines of the winner of
+# several searches (_attach_baselines) are searched with the winner's own, as _search_setting's are.
+_WINNER_BOUNDS: ContextVar[dict | None] = ContextVar("hetplan_winner_bounds", default=None)
+
+
+def _keep_bounds(cluster: Cluster, job: Job, options: SearchOptions, shared: Bounds, key: float) -> None:
+    kept = _WINNER_BOUNDS.get()
+    if kept is not None and key < kept.get("key", math.inf):
+        kept.update(key=key, of=(cluster, job, options.cost_options), bounds=shared)
+
+
+def _winner_bounds(cluster: Cluster, job: Job, options: SearchOptions) -> Bounds | None:
+    kept = _WINNER_BOUNDS.get() or {}
+    return kept["bounds"] if kept.get("of") == (cluster, job, options.cost_options) else None
+
+
 def _whole_budget(options: SearchOptions, baselines: bool) -> tuple[Clock, float] | None:
     if options.time_limit_s is None or (baselines and options.baseline_time_limit_s is None):
         return None
@@ -143,6 +162,7 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
       the engine runs. "fixed": `job.offload` only."""
     settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
+    kept = _WINNER_BOUNDS.set(_WINNER_BOUNDS.get() if _WINNER_BOUNDS.get() is not None else {})
     try:
         if engines:
             return _search_engines(cluster=cluster, job=job, names=tuple(engines), objective=objective,
@@ -155,11 +175,13 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
                                 **settings)
     finally:
         _WHOLE.reset(token)
+        _WINNER_BOUNDS.reset(kept)
 
 
 def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objective, deadline_hours, top_k, method,
                     options: SearchOptions, baselines, settings: dict) -> SearchResult:
-    """`search` for each engine of `names` (its docstring); an engine without a plan is a result too."""
+    """`search` for each engine of `names` (its docstring); an engine without a plan is a result too.
+    With options.workers > 1, in that many processes (_engines_in_workers), the same answer."""
     for name in names:
         engine_profile(name, "engines")
     # the search's time shared; each baseline keeps its whole limit, so a gain is not over a baseline cut short
@@ -269,17 +291,30 @@ def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searche
                    objective, deadline_hours, top_k, method, options: SearchOptions, settings: dict):
     """Engine k's search in a worker process or this one (planner.search.parallel.run_each): its
     answer, or the InputError that says why it has none (Beaten among them); with the time limit
-    left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take."""
-    if searched_before and (_spent() or clock.expired()):
-        return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
-    share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared)
+    left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take. A worker
+    process has the first process's whole budget (_WHOLE: the limit and the baselines' reserve) on its
+    own clock, so that it starts an engine, and cuts a search short, where the first process would."""
+    token = _WHOLE.set(_WHOLE.get() or _process_budget(clock, options))
     try:
+        if searched_before and _spent():
+            return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
+        share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared)
         found = search(cluster, replace(job, engine=names[k]), objective, deadline_hours, top_k, method, share, False,
                        **settings)
     except InputError as err:
         return err
+    finally:
+        _WHOLE.reset(token)
     shared.offer(estimate_key(objective, found.plans[0].estimate, deadline_hours))
     return found
+
+
+def _process_budget(clock: Clock, options: SearchOptions) -> tuple[Clock, float] | None:
+    """_whole_budget(options, baselines=True) counted from `clock`'s start."""
+    whole = _whole_budget(options, True)
+    if whole is not None:
+        whole[0].start = clock.start
+    return whole
 
 
 def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_hours, top_k, method, options,
@@ -426,6 +461,22 @@ def _combine(objective, deadline_hours, results: list[SearchResult], errors: lis
     return best if len(results) == 1 and not beaten else replace(best, complete=complete, gap=gap)
 
 
+def attach_baselines(cluster: Cluster, job: Job, result: SearchResult, objective: Objective = Objective.THROUGHPUT,
+                     deadline_hours: float | None = None, top_k: int = 5,
+                     options: SearchOptions = SearchOptions()) -> SearchResult:
+    """`result`, a `search(..., baselines=False)` answer for `cluster` and `job` with the same arguments, with
+    the baselines `search(..., baselines=True)` would have attached (each within options.baseline_time_limit_s),
+    the gains over them and any baseline plan better than the answer ranked in: the same answer as the one
+    call, except under one engine with the energy objective (that search attaches them on the cluster priced
+    by power) and where a limit cut the search short (its time was not shared with the baselines')."""
+    limit_s = options.baseline_time_limit_s
+    token = _WHOLE.set(None if limit_s is None else (Clock(len(BASELINES) * limit_s), 0.0))
+    try:
+        return _attach_baselines(cluster, job, Objective(objective), deadline_hours, top_k, options, result)
+    finally:
+        _WHOLE.reset(token)
+
+
 def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, result: SearchResult) -> SearchResult:
     """The baselines of the winner of several searches (each run without them), searched under the
     winner's engine and settings, so that a gain compares like with like; as in _search_setting, a
@@ -435,7 +486,8 @@ def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, r
     job = replace(job, engine=plan.engine, offload=plan.offload, context_parallel=plan.context_parallel,
                   expert_parallel=plan.expert_parallel)
     powered = _powered(cluster) if objective == Objective.ENERGY else cluster    # as _search_energy searches
-    base, base_notes, base_status = _baselines(powered, job, objective, deadline_hours, options)
+    base, base_notes, base_status = _baselines(powered, job, objective, deadline_hours, options,
+                                               _winner_bounds(powered, job, options))
     if powered != cluster:
         base = {name: sp and replace(sp, estimate=evaluate(cluster, sp.plan, job.tokens_to_train, options.cost_options))
                 for name, sp in base.items()}
@@ -526,19 +578,26 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     options = _within_whole(options)
     clock = Clock(options.time_limit_s)
     shared = shared_bounds(cluster, job, options)    # one scorer's caches for the search, its proof and baselines
-    considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, options, shared)
+    first = _greedy_first(cluster, job, objective, deadline_hours, options, shared, method, clock)
+    considered = PLANNERS[method].consider(cluster, job, objective, deadline_hours, _with_first(options, first, clock),
+                                           shared)
+    if first is not None:            # ranked with the search's own plans, not evaluated again
+        considered.incumbents.append(first[:2])
+        considered.evaluated[first[0]] = first[1]
     options = beat_now(options)      # with workers: what the searches before this one found meanwhile
     if considered.exact:       # the exhaustive planner is bounded by exhaustive_max_gpus, not by the clock
         clock = None
-    if not considered.kept and considered.stopped_by == TIME_LIMIT and options.beat is None:
-        raise InputError("time_limit", f"no plan found within {considered.time_limit_s:g} s on this "
+    if not considered.kept and considered.stopped_by == TIME_LIMIT and options.beat is None and first is None:
+        limit = options.time_limit_s or considered.time_limit_s     # the search's, the greedy plan's share included
+        raise InputError("time_limit", f"no plan found within {limit:g} s on this "
                                        f"{cluster.num_gpus:,}-GPU cluster; raise the time limit (--time-limit, "
                                        f"SearchOptions.time_limit_s) or plan on fewer pools or GPUs")
     full: dict[Plan, Estimate] = {}
-    ranked = _rank(cluster, job, objective, deadline_hours, considered, options, clock, top_k, full)
-    if not ranked and options.beat is None:
+    pruning = _with_first(options, first)       # what to beat: options.beat, or the greedy plan when better
+    ranked = _rank(cluster, job, objective, deadline_hours, considered, pruning, clock, top_k, full)
+    if not ranked and options.beat is None and first is None:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
-    ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, options, ranked, clock, shared)
+    ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, pruning, ranked, clock, shared)
     if options.beat is not None and (not ranked or estimate_key(objective, ranked[0][1], deadline_hours) >= options.beat):
         complete = floor >= options.beat * (1 - 1e-9)
         raise Beaten("no plan beats the best found elsewhere", complete,
@@ -566,10 +625,43 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     gap = 0.0 if complete else (best / floor - 1 if floor > 0 else None)
     notes = tuple(_stop_notes(method, considered, options, gap)) + base_notes
     idle = idle_reasons(cluster, objective, plans[0], considered)
+    _keep_bounds(cluster, job, options, shared, best)
     return SearchResult(plans=plans, pareto=pareto, baselines=base, idle=idle, search_time_s=search_time,
                         candidates_evaluated=considered.fast_scores, objective=objective, method=method, notes=notes,
                         complete=complete, gap=gap, stopped_by=considered.stopped_by,
                         guarantee=_guarantee(method, complete, gap, considered), baseline_status=base_status)
+
+
+def _greedy_first(cluster, job, objective, deadline_hours, options: SearchOptions, shared: Bounds, method: str,
+                  clock: Clock) -> tuple[Plan, Estimate, float] | None:
+    """The greedy first plan (planner.search.greedy), evaluated, and its estimate key: for hetplan's
+    search when it has no plan to beat from elsewhere (the first engine or setting searched; with
+    workers, the first ticket), else None. The search then prunes at it from its start, and a short
+    time limit answers with at least it."""
+    if method != "hetplan" or options.beat is not None or getattr(options.shared_beat, "index", 0):
+        return None
+    cand = greedy_candidate(shared, objective, deadline_hours, options.time_limit_s)
+    if cand is None or clock.expired(share=SEARCH_SHARE):
+        return None
+    plan = cand.to_plan(job)
+    est = _evaluate_plan(cluster, job, plan, options)
+    key = estimate_key(objective, est, deadline_hours)
+    if key == math.inf:
+        return None
+    if options.shared_beat is not None:          # the searches after this one prune at it at once
+        options.shared_beat.offer(key)
+    return plan, est, key
+
+
+def _with_first(options: SearchOptions, first: tuple[Plan, Estimate, float] | None,
+                clock: Clock | None = None) -> SearchOptions:
+    """`options` that prune at the greedy first plan as well (SearchOptions.beat), and with `clock`
+    the time limit that is left after choosing and evaluating it (or trying to)."""
+    if clock is not None and options.time_limit_s is not None:
+        options = replace(options, time_limit_s=max(1e-3, options.time_limit_s - clock.elapsed()))
+    if first is None:
+        return options
+    return replace(options, beat=min(first[2], math.inf if options.beat is None else options.beat))
 
 
 def _within_whole(options: SearchOptions) -> SearchOptions:

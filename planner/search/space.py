@@ -23,7 +23,9 @@ mix the two families (some stages mixed, others single-pool) are not enumerated.
 
 Knobs per layout: micro-batch (powers of two dividing the global batch, with at least one
 micro-batch per replica of a stage), ZeRO stage 0-3, recompute none/selective/full, schedule
-1F1B with interleave 1 or 2. Sequence parallelism is on whenever tp > 1: it removes replicated
+1F1B with interleave 1 or 2; under ZeRO-2/3, hybrid sharding within a node's replicas where the engine offers it
+(hybrid_shard_of), and for a MoE model under ep, expert tensor parallelism 1 where Megatron-LM offers it
+(expert_tp_settings): the search scores these beside each setting, under its bound. Sequence parallelism is on whenever tp > 1: it removes replicated
 element-wise work and activations and moves the same bytes, so it never loses in the cost model.
 """
 from __future__ import annotations
@@ -249,10 +251,12 @@ def mixed_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[i
 def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
                     partial: bool, subset_sizes: Iterable[int] | None = None,
                     one_tp: bool = False, engine: str = "hetplan", cp: int = 1,
-                    stop: Callable[[], bool] | None = None, ep: int = 1) -> Iterator[Family]:
+                    stop: Callable[[], bool] | None = None, ep: int = 1, widest_tp: bool = False) -> Iterator[Family]:
     """Every family of layouts of the space over `cluster_pools` (already filtered for precision),
     lazily; `subset_sizes` keeps only subsets of those sizes and `one_tp` only families whose pools
-    share one tensor-parallel degree (the baselines' spaces, generated without filtering).
+    share one tensor-parallel degree (the baselines' spaces, generated without filtering);
+    `widest_tp` only the widest tensor-parallel choice of each subset (the last of its choices: the
+    greedy first plan, planner.search.greedy).
     `engine`: only the layouts that engine can run (planner.engines.base.Space): one tp for all
     stages unless it takes one per stage, chains only unless its stages may mix pools, tp 1 only
     without tensor parallelism. `stop`: asked before each subset, GPU count and tp choice (most of
@@ -273,13 +277,21 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
                                          most=max(ts) * max_micro_batches * stages)
                        for p, ts in zip(subset, tp_options)]
         for gpus in itertools.product(*gpu_options):
-            for tps in _tp_choices(tp_options, one_tp):
+            for tps in (_widest_choice(tp_options, one_tp) if widest_tp else _tp_choices(tp_options, one_tp)):
                 if stop is not None and stop():
                     return
                 yield from chain_families(subset, tps, gpus, model.layers if space.pipeline_parallel else 1,
                                           max_micro_batches)
                 if space.mixed_stages:
                     yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
+
+
+def _widest_choice(tp_options: list[list[int]], one_tp: bool) -> list[tuple[int, ...]]:
+    """The last of _tp_choices (each list ascending), without listing the others."""
+    if not one_tp:
+        return [tuple(ts[-1] for ts in tp_options)]
+    common = set.intersection(*(set(ts) for ts in tp_options))
+    return [(max(common),) * len(tp_options)] if common else []
 
 
 def _tp_choices(tp_options: list[list[int]], one_tp: bool) -> Iterator[tuple[int, ...]]:

@@ -1,0 +1,96 @@
+"""`hetplan plan --workers N`: wall and CPU seconds of the whole command for N = 1, 2, 4, and whether
+the answers agree (the best plan, its tokens/s, `complete` and `gap` of `--json`).
+
+    python benchmarks/workers_benchmark.py [--repeat 2] [--workers 1,2,4] [--cases 64,1024]
+
+Each command runs as a subprocess; its CPU seconds are user + system of it and of the worker processes
+it waited for (os.wait4's rusage), and of its first process alone (which runs the first engine, the
+baselines and the final evaluations: the least wall time N free cores could take); its wall seconds
+from start to exit; the load average (1 min) before
+each run is printed beside it, since other load on the machine stretches wall time (not the answer:
+the searches' limits are CPU time of their own threads). Prints a markdown table for docs/performance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = {
+    "64": ["--cluster", "examples/h100-a100-v100-64.yaml", "--model", "llama-2-70b", "--global-batch", "256",
+           "--seq-len", "4096"],
+    "1024": ["--cluster", "examples/cloud-4types-1024.yaml", "--model", "gpt3-175b", "--global-batch", "1536",
+             "--seq-len", "2048"],
+}
+
+
+# `python -m planner` that also prints its own process's CPU seconds (without its workers'): on N free
+# cores the command cannot take less wall time than that
+OWN_CPU = ("import resource, sys\n"
+           "from planner.cli import main\n"
+           "if __name__ == '__main__':\n"
+           "    rc = main(sys.argv[1:])\n"
+           "    r = resource.getrusage(resource.RUSAGE_SELF)\n"
+           "    print(f'own_cpu_s={r.ru_utime + r.ru_stime}', file=sys.stderr)\n"
+           "    sys.exit(rc)\n")
+
+
+def run(case: str, workers: int) -> dict:
+    """One `hetplan plan ... --workers N --json`: wall and CPU seconds, load before, the answer."""
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-c", OWN_CPU, "plan", *CASES[case], "--workers", str(workers),
+                                  "--json"], cwd=ROOT, stdout=out, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            raise SystemExit(f"{case} --workers {workers}: exit {child.returncode}: {child.stderr.read().decode()}")
+        out.seek(0)
+        answer = json.loads(out.read())
+        own_cpu_s = float(child.stderr.read().decode().split("own_cpu_s=")[-1])
+    best = answer["plans"][0]
+    return {"case": case, "workers": workers, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "own_cpu_s": own_cpu_s,
+            "load": load, "tokens_per_s": best["metrics"]["tokens_per_s"], "complete": answer["complete"],
+            "gap": answer["gap"], "plan": json.dumps({k: v for k, v in best.items() if k != "explanation"},
+                                                     sort_keys=True)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--cases", default="64,1024")
+    args = parser.parse_args()
+    rows = []
+    for case in args.cases.split(","):
+        for _ in range(args.repeat):             # interleaved, so that each N sees the same minutes' load
+            for workers in map(int, args.workers.split(",")):
+                rows.append(run(case, workers))
+                r = rows[-1]
+                print(f"{case} GPUs, --workers {workers}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
+                      f"({r['own_cpu_s']:.2f} s in the first process), "
+                      f"load {r['load']:.1f}", file=sys.stderr, flush=True)
+    print(f"{os.cpu_count()} CPUs\n")
+    print("| GPUs | --workers | wall s | CPU s, all processes | CPU s, the first process | load (1 min) | "
+          "best tokens/s | complete | gap | same best plan as 1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        one = next(o for o in rows if o["case"] == r["case"] and o["workers"] == 1)
+        same = "yes" if (r["plan"], r["tokens_per_s"], r["complete"], r["gap"]) == (
+            one["plan"], one["tokens_per_s"], one["complete"], one["gap"]) else "NO"
+        print(f"| {int(r['case']):,} | {r['workers']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['own_cpu_s']:.2f} | "
+              f"{r['load']:.1f} | "
+              f"{r['tokens_per_s']:,.0f} | {'yes' if r['complete'] else 'no'} | "
+              f"{'' if r['gap'] is None else format(r['gap'], '.1%')} | {same} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The megatron and uniform baselines (planner.search.planners) against brute force over their own
+spaces: every layout and knob setting scored, the `rescore` best fast scores kept, and the best of
+those by planner.cost.evaluate reported. The baselines' best-first loop prunes at the `rescore`-th
+fast score (the bounds are below every fast score, tests/test_search_bounds.py), so it must keep
+the same candidates while scoring far fewer."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from catalog import cluster_from_dict, load_catalog
+from planner.cost import evaluate
+from planner.search import PLANNERS, SearchOptions, search
+from planner.search.objective import estimate_key, fast_key
+from planner.search.planners import precision_for, usable_pools
+from planner.search.score import Scorer
+from planner.search.space import knob_settings, layout_families
+from planner.types import Job, Objective
+from tests.test_search_bounds import _random_case
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def _cluster(catalog):
+    return cluster_from_dict({"name": "three", "between_pools_gbps": 100, "pools": [
+        {"name": "h", "gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 4},
+        {"name": "a", "gpu": "a100-80gb-sxm", "nodes": 1, "gpus_per_node": 8},
+        {"name": "v", "gpu": "v100-32gb-sxm", "nodes": 1, "gpus_per_node": 8}]}, catalog)
+
+
+def _space(name: str, cluster, job: Job, objective: Objective):
+    """The baseline's families, as its planner lists them."""
+    pools, _ = usable_pools(cluster, job)
+    if name == "megatron":
+        return layout_families(pools, job.model, job.global_batch, objective != Objective.THROUGHPUT,
+                               subset_sizes=(1,), engine=job.engine)
+    return layout_families(pools, job.model, job.global_batch, False, subset_sizes=(len(pools),), one_tp=True,
+                           engine=job.engine)
+
+
+def _brute_force(name: str, cluster, job: Job, objective: Objective):
+    """Every candidate of the baseline's space, fast-scored with its even split: (fast key, plan)."""
+    scorer, out = Scorer(cluster, job), []
+    for family in _space(name, cluster, job, objective):
+        for order in family.orders():
+            layout = family.layout(order)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, scorer.options.flash_attention,
+                                       job.engine, job, {p.name: p.gpus_per_node for p in cluster.pools}):
+                cand = scorer.score(layout, knobs, precision_for(job, family.subset), uniform=True)
+                if cand is not None:
+                    assert scorer.even_busiest_s(layout, knobs) <= cand.time_s * (1 + 1e-12), (layout, knobs)
+                    assert scorer.even_family_busiest_s(family) <= cand.time_s * (1 + 1e-12), (layout, knobs)
+                    out.append((fast_key(objective, job, cand.time_s, cand.price_per_hour_usd, None),
+                                cand.to_plan(job)))
+    return out
+
+
+@pytest.mark.parametrize("engine,objective", [("megatron", Objective.THROUGHPUT), ("hetplan", Objective.THROUGHPUT),
+                                              ("torchtitan", Objective.THROUGHPUT), ("megatron", Objective.COST)])
+@pytest.mark.parametrize("name", ["megatron", "uniform"])
+def test_baseline_keeps_the_best_fast_scores_of_its_space_and_reports_the_best_of_them(catalog, name, engine,
+                                                                                       objective):
+    cluster = _cluster(catalog)
+    job = Job(catalog.model("llama-2-7b"), 32, 2048, engine=engine)
+    options = SearchOptions(time_limit_s=None, baseline_time_limit_s=None)
+    considered = PLANNERS[name].consider(cluster, job, objective, None, options)
+    every = _brute_force(name, cluster, job, objective)
+    best = sorted(key for key, _ in every)[:options.rescore]
+    assert len(every) > 2 * options.rescore                       # a space worth pruning
+    assert [k for k, _, _, _ in considered.kept] == pytest.approx(best, rel=1e-12)
+    assert considered.fast_scores < len(every) / 2, (considered.fast_scores, len(every))
+    assert considered.stopped_by is None
+    kept = [plan for key, plan in every if key <= best[-1]]
+    exact = min(estimate_key(objective, evaluate(cluster, plan, job.tokens_to_train), None) for plan in kept)
+    reported = search(cluster, job, objective, options=options, offload="fixed").baselines[name]
+    assert estimate_key(objective, reported.estimate, None) == pytest.approx(exact, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_even_busiest_replica_bounds_the_even_fast_score(catalog, seed):
+    """Scorer.even_busiest_s, by which the baselines order and prune their knob settings, and
+    Scorer.even_family_busiest_s, by which they order and prune families, are at most the fast
+    score of the even split (score(..., uniform=True)) on random clusters and jobs, chains and
+    mixed stages."""
+    cluster, job = _random_case(random.Random(seed), catalog)
+    scorer, checked = Scorer(cluster, job), 0
+    for family in layout_families(cluster.pools, job.model, job.global_batch, partial=False):
+        for order in family.orders():
+            layout = family.layout(order)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, scorer.options.flash_attention):
+                cand = scorer.score(layout, knobs, job.precision, uniform=True)
+                if cand is not None:
+                    assert scorer.even_busiest_s(layout, knobs) <= cand.time_s * (1 + 1e-12), (layout, knobs)
+                    assert scorer.even_family_busiest_s(family) <= cand.time_s * (1 + 1e-12), (layout, knobs)
+                    checked += 1
+    assert checked > 0

@@ -1,0 +1,116 @@
+"""SearchOptions.workers (`hetplan plan --workers N`): the engines' searches in several processes
+that share one threshold give the answer of the searches in turn (planner/search/parallel.py)."""
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from catalog.formats import load_cluster_file
+from planner.cli import main
+from planner.engines import REAL, RUNTIME
+from planner.search import SearchOptions, search
+from planner.search.objective import estimate_key
+from planner.search.parallel import SharedBest, beat_now
+from planner.types import InputError, Job, Objective
+from tests.conftest import EXAMPLES
+
+search_module = importlib.import_module("planner.search.search")     # the package exports the function `search`
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def lab_job(catalog):
+    """lab-mix, llama-3-8b: FlagScale, the fourth engine searched, wins (about 1 s CPU in turn)."""
+    cluster = load_cluster_file(EXAMPLES / "lab-mix.yaml", catalog)
+    return cluster, Job(model=catalog.model("llama-3-8b"), global_batch=256, seq_len=4096, engine=RUNTIME)
+
+
+def _best_of_engines(lab_job, workers: int):
+    cluster, job = lab_job
+    return search(cluster, job, options=SearchOptions(time_limit_s=None, workers=workers), engines=REAL,
+                  baselines=False)
+
+
+@pytest.fixture(scope="module")
+def in_turn(lab_job):
+    return _best_of_engines(lab_job, 1)
+
+
+def test_two_workers_give_the_answer_of_one(lab_job, in_turn):
+    assert in_turn.plans[0].plan.engine == "flagscale", "the case is one where a later engine wins"
+    for workers in (2,):
+        spread = _best_of_engines(lab_job, workers)
+        assert [(sp.plan, sp.estimate.tokens_per_s) for sp in spread.plans[:1]] == \
+               [(sp.plan, sp.estimate.tokens_per_s) for sp in in_turn.plans[:1]], workers
+        assert (spread.complete, spread.gap) == (in_turn.complete, in_turn.gap) == (True, 0.0)
+        # each engine beats those before it or is beaten, as in turn
+        assert {n: isinstance(r, str) for n, r in spread.by_engine.items()} == \
+               {n: isinstance(r, str) for n, r in in_turn.by_engine.items()}
+        assert f"searched in {workers} processes" in spread.notes[-1]
+    assert "prunes at the best plan of the engines before it" in in_turn.notes[-1]
+
+
+def test_a_search_pruned_by_a_shared_key_is_beaten_not_infeasible(lab_job, in_turn):
+    """The engines before it evaluated a plan no plan of its space beats: its search prunes all and
+    says Beaten, complete (what a worker's search reads from the others mid-search)."""
+    cluster, job = lab_job
+    best = estimate_key(Objective.THROUGHPUT, in_turn.plans[0].estimate, None)
+    shared = SharedBest([best, math.inf], 1)
+    with pytest.raises(search_module.Beaten) as beaten:
+        search(cluster, replace(job, engine="deepspeed"), options=SearchOptions(time_limit_s=None, shared_beat=shared),
+               baselines=False)
+    assert beaten.value.complete and beaten.value.gap == 0.0
+
+
+def test_shared_best_reads_the_searches_before_it_only():
+    slots = [3.0, 1.0, 2.0, math.inf]
+    assert SharedBest(slots, 0).ceiling() == math.inf
+    assert SharedBest(slots, 1).ceiling() == 3.0
+    assert SharedBest(slots, 3).ceiling() == 1.0
+    mine = SharedBest(slots, 2)
+    mine.offer(2.5)                   # worse than its own best so far: kept as it was
+    mine.offer(0.5)
+    assert slots == [3.0, 1.0, 0.5, math.inf]
+    assert beat_now(SearchOptions(shared_beat=SharedBest(slots, 2))).beat == 1.0
+    assert beat_now(SearchOptions(beat=0.9, shared_beat=SharedBest(slots, 2))).beat == 0.9
+    assert beat_now(SearchOptions(shared_beat=SharedBest(slots, 0))).beat is None
+
+
+def test_an_answer_that_does_not_beat_those_before_it_is_beaten_truly(in_turn):
+    """A worker's own answer, held to the sequential rule: complete only when its space's floor
+    (its key, or its key / (1 + gap)) is no better than what it had to beat."""
+    key = estimate_key(Objective.THROUGHPUT, in_turn.plans[0].estimate, None)
+    proven = search_module._beaten_answer(in_turn, key, key * 0.99)
+    assert proven.complete and proven.gap == 0.0
+    cut = replace(in_turn, complete=False, gap=0.05)          # its space may hold a plan 5% better than its answer
+    assert search_module._beaten_answer(cut, key, key).complete is False
+    assert search_module._beaten_answer(cut, key, key).gap == pytest.approx(0.05)
+    assert search_module._beaten_answer(cut, key, key / 1.05).complete
+    assert search_module._beaten_answer(replace(cut, gap=None), key, key).gap is None
+
+
+def test_workers_must_be_a_whole_number_from_one(capsys):
+    with pytest.raises(InputError, match="workers"):
+        SearchOptions(workers=0)
+    rc = main(["plan", "--cluster", str(EXAMPLES / "lab-mix.yaml"), "--model", "llama-3-8b", "--global-batch", "256",
+               "--seq-len", "4096", "--workers", "0"])
+    assert rc == 2 and "--workers" in capsys.readouterr().err
+
+
+def test_engine_all_with_two_workers_prints_what_one_does(capsys):
+    """`--engine all --workers 2`: each engine's own search, in two processes; the same JSON but the
+    search times."""
+    def engines(workers: int) -> dict:
+        assert main(["plan", "--cluster", str(EXAMPLES / "single-node-8.yaml"), "--model", "llama-2-7b",
+                     "--global-batch", "32", "--seq-len", "2048", "--engine", "all", "--workers", str(workers),
+                     "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        for answer in out["engines"].values():
+            answer.pop("search_time_s", None)
+        return out
+    assert engines(2) == engines(1)
