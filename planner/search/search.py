@@ -300,17 +300,30 @@ def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searche
                    objective, deadline_hours, top_k, method, options: SearchOptions, settings: dict):
     """Engine k's search in a worker process or this one (planner.search.parallel.run_each): its
     answer, or the InputError that says why it has none (Beaten among them); with the time limit
-    left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take."""
-    if searched_before and (_spent() or clock.expired()):
-        return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
-    share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared)
+    left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take. A worker
+    process has the first process's whole budget (_WHOLE: the limit and the baselines' reserve) on its
+    own clock, so that it starts an engine, and cuts a search short, where the first process would."""
+    token = _WHOLE.set(_WHOLE.get() or _process_budget(clock, options))
     try:
+        if searched_before and _spent():
+            return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
+        share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared)
         found = search(cluster, replace(job, engine=names[k]), objective, deadline_hours, top_k, method, share, False,
                        **settings)
     except InputError as err:
         return err
+    finally:
+        _WHOLE.reset(token)
     shared.offer(estimate_key(objective, found.plans[0].estimate, deadline_hours))
     return found
+
+
+def _process_budget(clock: Clock, options: SearchOptions) -> tuple[Clock, float] | None:
+    """_whole_budget(options, baselines=True) counted from `clock`'s start."""
+    whole = _whole_budget(options, True)
+    if whole is not None:
+        whole[0].start = clock.start
+    return whole
 
 
 def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_hours, top_k, method, options,
