@@ -400,7 +400,9 @@ class Bounds:
         of window + j d (d its replicas) at position last_stage - j; a water level over a run
         with the average cap of its stages holds no fewer layers than one with each stage's own
         (sum_j min(cap_j, x) <= min(sum_j cap_j, count x)), so the level stays a lower bound."""
-        key = (groups, mb, v, rc, sp, p, last_stage, window, count, zero)
+        # 1F1B in-flight counts read the windows only, interleaved ones the positions only
+        # (schedule.in_flight_micro_batches): the key holds what the caps read, so other orders share them
+        key = (groups, mb, v, rc, sp, zero, count) + ((window,) if v == 1 else (p, last_stage))
         if key not in self._run:
             shares = self._rates[(groups, mb, rc, sp)][2]
             d = sum(g.count for g in groups)
