@@ -387,7 +387,8 @@ class Bounds:
         if not s.engine.space.hybrid_shard or zero < 2 or s.job.expert_parallel > 1:
             return []
         most = min(s.pools[g.pool].gpus_per_node // g.tp for g in groups)
-        groups_of = {p.gpus_per_node // g.tp for p in s.pools.values() for g in groups}
+        groups_of = ({p.gpus_per_node // g.tp for p in s.pools.values() for g in groups}   # one tp a layout
+                     if not (s.engine.space.tp_per_stage or s.engine.space.mixed_stages) else range(2, most + 1))
         link = max([bw] + [s.pools[g.pool].gpu.link_bw_bytes_per_s for g in groups])
         wire = s.states.weight_comm_bytes
         weight_bytes = s.layer_params_dense / min(g.tp for g in groups) * wire
