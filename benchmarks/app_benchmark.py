@@ -4,7 +4,10 @@
                  and the HTTP server answers its first page (streamlit run, time to /_stcore/health
                  and to the first full page in headless Chromium when present)
   plan 64 GPUs   the default state (examples/h100-a100-v100-64.yaml, Llama 2 13B, batch 512 x 4096):
-                 press Plan after the first load: cold (search runs) and again (answered from the cache)
+                 press Plan after the first load: cold (search runs) and again (answered from the cache);
+                 and in Chromium (a fresh server, the forkserver started by a first press of another job),
+                 from the click on Plan to the plan's figures ("tokens / s") drawn, to the gains over the
+                 baselines drawn, and to the final answer ("All plans found" without "checked" notices)
   timeline       1,024 micro-batches per worker: GPT-3 175B on examples/cloud-4types-1024.yaml, 16 stages
                  x 8 replicas of 2 H100s (tp 2), global batch 8,192, micro-batch 1 (8,192 micro-batches in
                  the iteration). The simulation (planner.cost.evaluate with the timeline), the phases and
@@ -12,7 +15,8 @@
                  the same 16 workers as the chart drew before), and the Timeline page in Chromium (click to
                  chart drawn, the simulation cached)
 
-  python benchmarks/app_benchmark.py [--only timeline]
+  python benchmarks/app_benchmark.py [--only timeline|plan] [--app-root DIR]
+  (--app-root: the app of another checkout, say the code before a change, for the browser's plan figures)
 """
 from __future__ import annotations
 
@@ -54,13 +58,13 @@ def browser_first_page_s() -> float | None:
 
 
 @contextlib.contextmanager
-def _app_page(**page_options):
-    """A Chromium page and the URL of `streamlit run app.py` on a free local port; both stop on exit."""
+def _app_page(root: Path = ROOT, **page_options):
+    """A Chromium page and the URL of `streamlit run app.py` (of `root`) on a free local port; both stop on exit."""
     from playwright.sync_api import sync_playwright
     from tests.test_browser import CHROMIUM_ARGS, _free_port
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                             "--server.port", str(port), "--server.address", "127.0.0.1"], cwd=ROOT,
+                             "--server.port", str(port), "--server.address", "127.0.0.1"], cwd=root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with sync_playwright() as p:
@@ -94,6 +98,31 @@ def plan_64_s() -> tuple[float, float, float]:
     at.sidebar.button(key="sidebar_plan").click().run()
     warm = time.perf_counter() - t0
     return cold, search_s, warm
+
+
+def plan_64_browser_s(root: Path = ROOT) -> tuple[float, float, float]:
+    """Seconds from the click on Plan (the default job, searched for the first time on this server) to the
+    plan's figures drawn, to its gains over the baselines drawn, and to the final answer drawn, in Chromium.
+    A small job is planned first, so that the worker processes' forkserver has started (ui.budget)."""
+    from ui.state import AppState, encode, presets
+    small = AppState(cluster=presets()["single-node-8"], model="gpt3-1.3b", global_batch=64, seq_len=2048)
+    with _app_page(root, viewport={"width": 1440, "height": 1000}) as (page, url):
+        sidebar = page.get_by_test_id("stSidebar")
+        for state, last in ((small, False), (AppState(), True)):
+            _open(page, f"{url}?v=1&s={encode(state)['s']}")
+            page.get_by_role("heading", name="Compose").wait_for(timeout=120_000)
+            t0 = time.perf_counter()
+            sidebar.get_by_role("button", name="Plan", exact=True).click()
+            page.get_by_role("heading", name="Plan on view").first.wait_for(timeout=300_000)
+            page.get_by_text("tokens / s", exact=True).first.wait_for(timeout=300_000)
+            figures = time.perf_counter() - t0
+            page.get_by_text("vs Megatron-style", exact=False).first.wait_for(timeout=300_000)
+            gains = time.perf_counter() - t0
+            page.get_by_role("heading", name="All plans found").wait_for(timeout=300_000)
+            page.wait_for_function("!document.body.innerText.includes('are checked: one of them may') && "
+                                   "!document.body.innerText.includes('Comparing with the')", timeout=300_000)
+            final = time.perf_counter() - t0
+    return figures, gains, final
 
 
 def timeline_state():
@@ -178,9 +207,13 @@ def timeline_page_s(state) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("timeline",), help="only these measures")
-    if parser.parse_args().only == "timeline":
+    parser.add_argument("--only", choices=("timeline", "plan"), help="only these measures")
+    parser.add_argument("--app-root", type=Path, default=ROOT, help="the checkout whose app the browser plans on")
+    args = parser.parse_args()
+    if args.only == "timeline":
         return _print(timeline_rows())
+    if args.only == "plan":
+        return _print(plan_browser_rows(args.app_root))
     rows = [("first render, fresh process (AppTest, Compose page)", cold_render_s())]
     browser = browser_first_page_s()
     if browser is not None:
@@ -190,7 +223,16 @@ def main() -> None:
     rows += [("plan 64-GPU example, first press (end to end)", cold),
              ("  of which planner.search", search_s),
              ("plan 64-GPU example, identical second press (cache)", warm)]
-    _print(rows + timeline_rows())
+    _print(rows + plan_browser_rows(args.app_root) + timeline_rows())
+
+
+def plan_browser_rows(root: Path) -> list[tuple[str, float]]:
+    if not Path("/usr/bin/chromium").exists():
+        return []
+    figures, gains, final = plan_64_browser_s(root)
+    return [("plan 64-GPU example in Chromium: click to the plan's figures drawn", figures),
+            ("  click to the gains over the baselines drawn", gains),
+            ("  click to the final answer drawn (every engine checked)", final)]
 
 
 def _print(rows: list[tuple[str, float]]) -> None:

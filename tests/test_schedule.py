@@ -232,3 +232,28 @@ def test_a_million_micro_batches_cost_what_a_few_hundred_do(schedule, interleave
     assert time.process_time() - start < 1.0
     assert sim.makespan_s == pytest.approx(closed_form_1f1b_s(m, p, 1.0, 2.0, interleave), rel=1e-12)
     assert sim.busy_s == [[pytest.approx(m * 3.0, rel=1e-12)]] * p
+
+
+@pytest.mark.parametrize("schedule,interleave", [(Schedule.ONE_F_ONE_B, 1), (Schedule.GPIPE, 1),
+                                                 (Schedule.ONE_F_ONE_B, 2)])
+def test_replicated_stages_of_long_lanes_equal_the_full_simulation(schedule, interleave):
+    """Lanes that all differ used to be simulated together (nothing to save by kind); past the
+    extrapolation threshold each is extrapolated on its own: simulate() of three unequal lanes, as
+    `evaluate` calls it, equals the full simulation of every worker."""
+    from planner.schedule import extrapolation_threshold
+    p = 3
+    per = 2 * extrapolation_threshold(p) + 3 * p
+    counts = [[per, per + p, per + 2 * p] for _ in range(p)]
+    fwd = [[1.0 + 0.1 * i + 0.05 * r for r in range(3)] for i in range(p)]
+    bwd = [[2.1 * x for x in row] for row in fwd]
+
+    def delay(i, r, i2, r2):
+        return 0.02 * (1 + r)
+    mine = simulate(counts, fwd, bwd, delay, schedule, interleave)
+    if interleave > 1:
+        full = _simulate_static(counts, fwd, bwd, delay, schedule, interleave, False)
+    else:
+        full = _simulate_events(counts, fwd, bwd, delay, schedule, False)
+    assert mine.makespan_s == pytest.approx(full.makespan_s, rel=1e-10)
+    for row in ("end_s", "busy_s", "last_backward_s"):
+        assert getattr(mine, row) == [[pytest.approx(x, rel=1e-10) for x in r] for r in getattr(full, row)], row

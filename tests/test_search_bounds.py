@@ -188,6 +188,29 @@ def test_a_limit_keeps_exactly_the_settings_whose_bound_is_below_it(catalog, see
     assert checked > 0
 
 
+@pytest.mark.parametrize("seed", [0, 5])
+def test_a_family_screens_the_same_in_any_chunk(catalog, seed):
+    """The search screens families in chunks of any size (one pass for every family whose capacity bound
+    can win, once a threshold is known): a family's screen value must not depend on the others in its
+    chunk, nor the caches the bounds keep on the order their calls come in."""
+    cluster, job = _random_case(random.Random(seed), catalog, TIGHT_GPUS + GPUS, TIGHT_MODELS + MODELS)
+    scorer = Scorer(cluster, job)
+    families = list(layout_families(cluster.pools, job.model, job.global_batch, partial=True))[:60]
+    whole = screen_s(scorer, families).tolist()
+    for size in (1, 7):
+        parts = [screen_s(scorer, families[k:k + size]).tolist() for k in range(0, len(families), size)]
+        assert [x for part in parts for x in part] == whole, size
+    warm, cold = Bounds(scorer), None
+    for family in families:
+        warm.pipeline_s(family.runs(family.orders()[-1]), family.max_replicas_per_stage)
+    for family in reversed(families[::max(1, len(families) // 8)]):   # caches filled by others: the same bounds
+        cold = Bounds(Scorer(cluster, job))
+        for order in family.orders():
+            runs = family.runs(order)
+            assert warm.pipeline_s(runs, family.max_replicas_per_stage) == cold.pipeline_s(
+                runs, family.max_replicas_per_stage), (family, order)
+
+
 @pytest.mark.parametrize("engine,model,ep,seed", [("fsdp", "llama-2-7b", 1, 0), ("fsdp", "gpt3-1.3b", 1, 1),
                                                   ("torchtitan", "llama-2-7b", 1, 2), ("torchtitan", "gpt3-1.3b", 1, 3),
                                                   ("megatron", "mixtral-8x7b", 2, 4), ("megatron", "mixtral-8x7b", 4, 5)])

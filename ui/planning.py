@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 from pydantic import ValidationError
-from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from catalog import (Catalog, check_plan_against_cluster, cluster_from_dict, load_catalog, plan_from_dict,
                      without_output_keys)
@@ -52,6 +53,16 @@ def search_api():
     except ImportError:
         raise PlannerUnavailable(PLANNER_MISSING) from None
     return search, SearchOptions
+
+
+def attach_baselines_api():
+    """planner.search.search.attach_baselines, or None where the planner has none (then the search answers
+    in one call)."""
+    try:
+        from planner.search.search import attach_baselines
+    except ImportError:
+        return None
+    return attach_baselines
 
 
 def exporter():
@@ -198,6 +209,13 @@ class Outcome:
     result: Any = None
     error: str = ""
     kind: str = ""               # "infeasible", "input", "unavailable"
+    stage: str = ""              # "": the whole answer; else what is still to come (FIRST_ENGINE, BASELINES)
+    note: str = ""               # what the answer lacks for good, and why (the baselines over the budget)
+
+
+# An answer in steps (run_search with `show`): what the earlier ones still lack.
+FIRST_ENGINE = "engines"         # the first engine's plans only (planner.engines.REAL[0]): the others still checked
+BASELINES = "baselines"          # the search's answer without its baselines (no gains yet)
 
 
 def search_options(options_type, time_limit_s: float):
@@ -248,20 +266,21 @@ def over_budget(e: OverBudget) -> Outcome:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _search(job_key: str, top_k: int) -> Outcome:
-    return bounded(_search_work, job_key, top_k)
+def _search(job_key: str, top_k: int, baselines: bool = True, engines: tuple[str, ...] | None = None) -> Outcome:
+    return bounded(_search_work, job_key, top_k, baselines, engines)
 
 
-def _search_work(job_key: str, top_k: int) -> Outcome:
+def _search_work(job_key: str, top_k: int, baselines: bool = True, engines: tuple[str, ...] | None = None) -> Outcome:
+    """planner.search.search for the job `job_key`; `engines`: these instead of the state's (search_engines)."""
     state = AppState(**json.loads(job_key), plan=None)
     try:
         search, SearchOptions = search_api()
         cluster, job = build_cluster(state), build_job(state)
         result = search(cluster, job, objective=Objective(state.objective),
                         deadline_hours=state.deadline_hours, top_k=top_k, method="hetplan",
-                        options=search_options(SearchOptions, state.time_limit_s),
+                        options=search_options(SearchOptions, state.time_limit_s), baselines=baselines,
                         offload=offload_search(state), context_parallel=context_parallel_search(state),
-                        expert_parallel=expert_parallel_search(state), engines=search_engines(state))
+                        expert_parallel=expert_parallel_search(state), engines=engines or search_engines(state))
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:
@@ -270,21 +289,89 @@ def _search_work(job_key: str, top_k: int) -> Outcome:
     return Outcome(result=result)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def _with_baselines(job_key: str, top_k: int) -> Outcome:
+    """The search's answer without baselines (cached, `_search`), then its baselines in a call of their own."""
+    found = _search(job_key, top_k, False)
+    if found.error:
+        return found
+    return bounded(_baselines_work, job_key, top_k, found.result)
+
+
+def _baselines_work(job_key: str, top_k: int, result) -> Outcome:
+    state = AppState(**json.loads(job_key), plan=None)
+    try:
+        _, SearchOptions = search_api()
+        attached = attach_baselines_api()(build_cluster(state), build_job(state), result, Objective(state.objective),
+                                          state.deadline_hours, top_k, search_options(SearchOptions, state.time_limit_s))
+    except InputError as e:
+        return Outcome(error=str(e), kind="input")
+    return Outcome(result=attached)
+
+
 PLANNER_FAILED = ("the planner stopped with an internal error ({error}). This is a bug in hetplan, not in "
                   "your input: please report it with the link in the address bar. The other pages still "
                   "work, and a plan uploaded on the What-if page can be evaluated.")
 
 
-def run_search(state: AppState, top_k: int = 5) -> Outcome:
+def in_steps(state: AppState) -> bool:
+    """Whether the search's answer can come in steps equal to the one call's (attach_baselines' docstring):
+    under the best engine, every objective; under one engine, every objective but energy."""
+    return attach_baselines_api() is not None and (state.engine == AUTO or state.objective != "energy")
+
+
+def run_search(state: AppState, top_k: int = 5, show: Callable[[Outcome], None] | None = None) -> Outcome:
     """The planner's answer; a crash inside it becomes a readable outcome (not cached, so the
-    next press tries again) and its traceback goes to the server's log."""
+    next press tries again) and its traceback goes to the server's log.
+
+    Where `in_steps`, each step is a bounded, cached call of its own: the search without baselines, then
+    its baselines (`attach_baselines`), the same answer as one search; with `show`, under the best engine,
+    the first engine's search (REAL[0], Megatron-LM) runs beside the whole one, and `show` gets each
+    earlier answer as it comes (Outcome.stage says what it lacks), before the last is returned."""
     try:
-        return _search(state.job_key(), top_k)
+        if not in_steps(state):
+            return _search(state.job_key(), top_k)
+        return _in_steps(state, top_k, show)
     except OverBudget as e:
         return over_budget(e)
     except Exception as e:  # noqa: BLE001 - a planner bug must not take the page down
         logging.getLogger("hetplan.app").exception("planner.search failed for %s", state.job_key())
         return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")
+
+
+def _in_steps(state: AppState, top_k: int, show: Callable[[Outcome], None] | None) -> Outcome:
+    key, lock, later = state.job_key(), threading.Lock(), []
+
+    def first_engine() -> None:     # a preview only: its failure (no plan under that engine, stopped) says nothing
+        try:
+            outcome = _search(key, top_k, False, REAL[:1])
+        except Exception:  # noqa: BLE001 - the whole search, beside it, says what went wrong
+            return
+        with lock:
+            if not later and not outcome.error:
+                show(replace(outcome, stage=FIRST_ENGINE))
+    if show is not None and state.engine == AUTO and len(REAL) > 1:
+        beside = threading.Thread(target=first_engine, daemon=True, name="hetplan-first-engine")
+        add_script_run_ctx(beside, get_script_run_ctx())
+        beside.start()
+    found = _search(key, top_k, False)
+    with lock:
+        later.append(found)
+    if found.error:
+        return found
+    if show is not None:
+        show(replace(found, stage=BASELINES))
+    try:
+        attached = _with_baselines(key, top_k)
+    except OverBudget as e:
+        return replace(found, note=f"the baselines were not compared: {e}")
+    except Exception as e:  # noqa: BLE001 - the plan stands without them
+        logging.getLogger("hetplan.app").exception("planner.search's baselines failed for %s", key)
+        return replace(found, note="the baselines were not compared: " + PLANNER_FAILED.format(
+            error=f"{type(e).__name__}: {e}"))
+    if attached.error:
+        return replace(found, note=f"the baselines were not compared: {attached.error}")
+    return attached
 
 
 @st.cache_data(show_spinner=False, max_entries=256)

@@ -136,8 +136,12 @@ def adopt_finished_search() -> None:
 
 
 def search_outcome() -> Outcome | None:
-    """The planner's answer for the current inputs, if it was asked."""
+    """The planner's answer for the current inputs, if it was asked: while its search runs in steps, the
+    latest step's (its `stage` says what is still to come)."""
     adopt_finished_search()
+    flight = search_in_flight()
+    if flight is not None and flight.job_key == get().job_key() and "partial" in flight.box:
+        return flight.box["partial"]          # newer than a saved answer for the job (a press after a failure)
     saved = st.session_state.get(RESULT_KEY)
     if saved and saved[0] == get().job_key():
         return saved[1]
@@ -166,7 +170,7 @@ class SearchInFlight:
     job_key: str
     started_s: float                 # time.monotonic() at its start
     thread: threading.Thread
-    box: dict = field(default_factory=dict)       # "value" or "error", once done
+    box: dict = field(default_factory=dict)       # "value" or "error", once done; "partial": the latest step before
 
 
 def search_in_flight() -> SearchInFlight | None:
@@ -175,9 +179,10 @@ def search_in_flight() -> SearchInFlight | None:
     return run if isinstance(run, SearchInFlight) and run.thread.is_alive() else None
 
 
-def start_search(job_key: str, work: Callable[[], Outcome]) -> SearchInFlight:
-    """`work()` in a thread that shares this session's context (caches work there); its answer is kept for
-    `job_key` whether or not a page still waits on it (`adopt_finished_search`). A search of this session still
+def start_search(job_key: str, work: Callable[[Callable[[Outcome], None]], Outcome]) -> SearchInFlight:
+    """`work(show)` in a thread that shares this session's context (caches work there); its answer is kept for
+    `job_key` whether or not a page still waits on it (`adopt_finished_search`), and each earlier answer it
+    passes to `show` is the flight's "partial" until then (`search_outcome`). A search of this session still
     running, for other inputs, is stopped: nobody waits for its answer, and its worker would spend the session's
     CPU budget (ui.budget)."""
     if search_in_flight() is not None:
@@ -186,7 +191,7 @@ def start_search(job_key: str, work: Callable[[], Outcome]) -> SearchInFlight:
 
     def run() -> None:      # no session state written here: from a thread whose page run has ended, Streamlit
         try:                # stops the write (StopException); `adopt_finished_search` keeps the answer instead
-            box["value"] = work()
+            box["value"] = work(lambda outcome: box.__setitem__("partial", outcome))
         except BaseException as e:       # re-raised in the script thread that waits on it
             box["error"] = e
 

@@ -14,6 +14,7 @@ from planner.engines import AUTO, ENGINES, REAL, RUNTIME
 from planner.report import estimate_to_dict, format_duration, spot_text
 from planner.search import search
 from planner.search.explain import describe_plan
+from planner.search.greedy import GREEDY_SHARE
 from planner.search.parallel import run_each
 from planner.search.objective import estimate_key
 from planner.search.planners import SEARCH_SHARE, SearchOptions
@@ -79,8 +80,10 @@ def register(sub) -> None:
     p.add_argument("--time-limit", type=finite_number(0, MAX_TIME_LIMIT_S, "seconds"),
                    default=SearchOptions().time_limit_s, metavar="S",
                    help=f"CPU seconds of hetplan's search, counted on the thread that searches (other load on the "
-                        f"machine does not count): {SEARCH_SHARE:.0%} for the best-first loop (all of it until a plan "
-                        f"is found), the rest for re-scoring with the cost model and verifying; then the best plan "
+                        f"machine does not count): first (throughput, up to {GREEDY_SHARE:.0%} of it) a greedy plan of "
+                        f"the pools that the search then prunes at, and of what is left {SEARCH_SHARE:.0%} for the "
+                        f"best-first loop (all of it until a plan is found), the rest for re-scoring with the cost "
+                        f"model and verifying; then the best plan "
                         f"found is reported with its optimality gap (default {SearchOptions().time_limit_s:g}). "
                         f"The whole search has one budget: S plus each baseline's own limit "
                         f"({SearchOptions().baseline_time_limit_s / SearchOptions().time_limit_s:.0%} of S each, "

@@ -128,6 +128,7 @@ class Bounds:
         self._rates: dict = {}
         self._caps: dict = {}
         self._run: dict = {}
+        self._held: dict = {}
         self.transfers = TransferFloors(scorer)
 
     def sharing(self, even: bool) -> "Bounds":
@@ -137,7 +138,7 @@ class Bounds:
         if even == self.even:
             return self
         other = Bounds(self.scorer, even)
-        other._rates, other._caps, other._run = self._rates, self._caps, self._run
+        other._rates, other._caps, other._run, other._held = self._rates, self._caps, self._run, self._held
         other.transfers = self.transfers
         return other
 
@@ -412,11 +413,14 @@ class Bounds:
                 owns.append(min(own, m // d) if len(groups) > 1 else own)   # even shares may give fewer
                 k += g.count
             caps, coefficients = [], [self._cap_coefficients(g, mb, rc, sp, d, zero) for g in groups]
+            held = self._held.setdefault((groups, mb, rc, sp, zero), {})    # a stage's cap by its in-flight counts
             for j in range(count):
-                flights = [in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, last_stage - j, v, own, window + j * d, m)
-                           for own in owns]
-                caps.append(min(most_layers_held(free, states, act, f)
-                                for (free, states, act), f in zip(coefficients, flights)))
+                flights = tuple(in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, last_stage - j, v, own,
+                                                        window + j * d, m) for own in owns)
+                if flights not in held:
+                    held[flights] = min(most_layers_held(free, states, act, f)
+                                        for (free, states, act), f in zip(coefficients, flights))
+                caps.append(held[flights])
                 if all(f >= own for f, own in zip(flights, owns)):   # every later stage holds as many
                     caps += [caps[-1]] * (count - j - 1)
                     break

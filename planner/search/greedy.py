@@ -19,6 +19,12 @@ from planner.types import Objective
 GREEDY_FAMILIES = 4     # chains bounded, best capacity bound first, among those that hold the model
 GREEDY_SIZES = 2        # sets of pools tried: the largest that holds the model and the next smaller one
 GREEDY_SHARE = 0.5      # of the search's time limit at most for choosing the plan (its evaluation aside)
+# Above this many GPUs no greedy plan: evaluating one plan takes seconds there (10^5 replicas to place,
+# docs/reliability.md), more than a short limit has, and the search evaluates its own first plan anyway.
+GREEDY_MAX_GPUS = 65_536
+# More pools than this, no greedy plan: it bounds n^2 / 2 pool orders and n + 1 sets of pools, each bound
+# of an n-pool chain longer (64 pools of one node each: past a 0.5 s limit, which the loop then lacked).
+GREEDY_MAX_POOLS = 8
 
 
 def greedy_candidate(bounds: Bounds, objective: Objective, deadline_hours: float | None,
@@ -34,9 +40,10 @@ def greedy_candidate(bounds: Bounds, objective: Objective, deadline_hours: float
     (3) each such chain's pool order with the smallest pipeline bound;
     (4) knobs: that layout's settings scored as the search scores them (layers split by each stage's
         speed, samples by its shares); the best fast score of the chains.
-    None for another objective, when no chain holds the model, or when GREEDY_SHARE of the time
-    limit is spent first."""
-    if objective != Objective.THROUGHPUT:
+    None for another objective, on more than GREEDY_MAX_GPUS GPUs or GREEDY_MAX_POOLS pools, when no
+    chain holds the model, or when GREEDY_SHARE of the time limit is spent first."""
+    cluster = bounds.scorer.cluster
+    if objective != Objective.THROUGHPUT or cluster.num_gpus > GREEDY_MAX_GPUS or len(cluster.pools) > GREEDY_MAX_POOLS:
         return None
     scorer, clock = bounds.scorer, Clock(None if time_limit_s is None else time_limit_s * GREEDY_SHARE)
     keeper = _Keeper(Considered(), 1, objective, scorer.job, deadline_hours, scorer.cluster)

@@ -17,6 +17,9 @@ limit for the searches it takes, shared among them as the sequential loop shares
 `task` gets the clock and how many searches the process may still take), so a worker process's
 search has the CPU seconds it would have had in turn: the whole call may spend up to N times the
 limit in CPU seconds, in about the wall time of one.
+
+`hetplan plan --engine all --workers N` runs each engine's own search through `run_each` too, with
+no threshold shared (each engine's best is an answer of its own there).
 """
 from __future__ import annotations
 

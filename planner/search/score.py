@@ -403,8 +403,14 @@ class Scorer:
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
         cp = self.cp
+        done = {}       # a stage's figures by what they read: the stages of a run mostly repeat them
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
+            same = (groups, shares[i], layers[i], i == 0, last, links.dp[i])
+            if same in done:
+                for out, value in zip((passes, loads, fwds, tails, drains), done[same]):
+                    out.append(value)
+                continue
             d = sum(g.count for g in groups) * cp       # dp x cp ranks reduce and shard (class docstring)
             ds = hs * cp if hs else d                   # ... ZeRO shards over a node's (hybrid sharding, as cost)
             params = self._stage_params(layers[i], i == 0, last, p)
@@ -456,6 +462,7 @@ class Scorer:
                        for g, first_fwd in zip(groups, fs))
             tails.append(exposed + step)
             drains.append(fastest_bwd)
+            done[same] = (ts, ns, fs, tails[-1], fastest_bwd)
         m, windows = self.job.global_batch // mb, _windows(layout)
         pipeline = floor = max(n * t for ns, ts in zip(loads, passes) for n, t in zip(ns, ts))
         # the floors take each boundary's fastest lane: the group's busiest replica may run on any

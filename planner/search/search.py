@@ -291,17 +291,30 @@ def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searche
                    objective, deadline_hours, top_k, method, options: SearchOptions, settings: dict):
     """Engine k's search in a worker process or this one (planner.search.parallel.run_each): its
     answer, or the InputError that says why it has none (Beaten among them); with the time limit
-    left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take."""
-    if searched_before and (_spent() or clock.expired()):
-        return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
-    share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared)
+    left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take. A worker
+    process has the first process's whole budget (_WHOLE: the limit and the baselines' reserve) on its
+    own clock, so that it starts an engine, and cuts a search short, where the first process would."""
+    token = _WHOLE.set(_WHOLE.get() or _process_budget(clock, options))
     try:
+        if searched_before and _spent():
+            return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
+        share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared)
         found = search(cluster, replace(job, engine=names[k]), objective, deadline_hours, top_k, method, share, False,
                        **settings)
     except InputError as err:
         return err
+    finally:
+        _WHOLE.reset(token)
     shared.offer(estimate_key(objective, found.plans[0].estimate, deadline_hours))
     return found
+
+
+def _process_budget(clock: Clock, options: SearchOptions) -> tuple[Clock, float] | None:
+    """_whole_budget(options, baselines=True) counted from `clock`'s start."""
+    whole = _whole_budget(options, True)
+    if whole is not None:
+        whole[0].start = clock.start
+    return whole
 
 
 def _search_settings(cluster: Cluster, job: Job, objective: Objective, deadline_hours, top_k, method, options,
@@ -575,7 +588,8 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
     if considered.exact:       # the exhaustive planner is bounded by exhaustive_max_gpus, not by the clock
         clock = None
     if not considered.kept and considered.stopped_by == TIME_LIMIT and options.beat is None and first is None:
-        raise InputError("time_limit", f"no plan found within {considered.time_limit_s:g} s on this "
+        limit = options.time_limit_s or considered.time_limit_s     # the search's, the greedy plan's share included
+        raise InputError("time_limit", f"no plan found within {limit:g} s on this "
                                        f"{cluster.num_gpus:,}-GPU cluster; raise the time limit (--time-limit, "
                                        f"SearchOptions.time_limit_s) or plan on fewer pools or GPUs")
     full: dict[Plan, Estimate] = {}
@@ -641,13 +655,13 @@ def _greedy_first(cluster, job, objective, deadline_hours, options: SearchOption
 
 def _with_first(options: SearchOptions, first: tuple[Plan, Estimate, float] | None,
                 clock: Clock | None = None) -> SearchOptions:
-    """`options` that prune at the greedy first plan as well (SearchOptions.beat), with what is left
-    of the time limit on `clock` after choosing and evaluating it."""
+    """`options` that prune at the greedy first plan as well (SearchOptions.beat), and with `clock`
+    the time limit that is left after choosing and evaluating it (or trying to)."""
+    if clock is not None and options.time_limit_s is not None:
+        options = replace(options, time_limit_s=max(1e-3, options.time_limit_s - clock.elapsed()))
     if first is None:
         return options
-    left = None if clock is None or options.time_limit_s is None else max(1e-3, options.time_limit_s - clock.elapsed())
-    return replace(options, beat=min(first[2], math.inf if options.beat is None else options.beat),
-                   time_limit_s=options.time_limit_s if clock is None else left)
+    return replace(options, beat=min(first[2], math.inf if options.beat is None else options.beat))
 
 
 def _within_whole(options: SearchOptions) -> SearchOptions:

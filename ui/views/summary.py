@@ -12,7 +12,7 @@ from planner.memory import FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
 from planner.training import model_states
 from planner.report import spot_text
 from planner.search.bound import FILL_SLACK
-from planner.engines import AUTO
+from planner.engines import AUTO, REAL
 from planner.types import InputError, JobKind, Offload, Precision
 from ui import charts, frames, session
 from ui.engines import (engines_that_offload, engines_that_run, engines_that_train, engines_with_context_parallel,
@@ -20,7 +20,8 @@ from ui.engines import (engines_that_offload, engines_that_run, engines_that_tra
 from ui.markup import md
 from ui.numbers import count, dollars, duration, factor, gib, per_million_tokens, percent, whole
 from ui.numbers import tokens as tokens_text
-from ui.planning import baseline_time_limit_s, build_cluster, build_job, build_model, run_search
+from ui.planning import (BASELINES, FIRST_ENGINE, baseline_time_limit_s, build_cluster, build_job, build_model,
+                         run_search)
 from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, baseline_searches, cheaper_baseline, cheaper_front_plans,
                         find, named_plans, plan_dict)
 from ui.compose import TIME_LIMIT_WIDGET
@@ -29,7 +30,9 @@ from ui.state import ENGINE_CHOICES, MAX_TIME_LIMIT_S
 from ui.views.common import caption, cheaper_front, current_plan, grouped, show_error
 
 
-def run_planner() -> None:
+def run_planner(resumed: bool = False) -> None:
+    """The search for the state's job in an st.status, and its plan put on view; `resumed`: the page comes
+    back after waiting for its last step (`_wait_for_the_rest`), whose answer is kept."""
     state = session.get()
     with st.status("Planning…", expanded=True) as status:
         st.write("Checking the cluster, model and job")
@@ -46,21 +49,27 @@ def run_planner() -> None:
         st.caption("The answer is kept: pressing Plan again with the same inputs, or coming back to them, is "
                    "instant. Opening another page meanwhile does not stop the search: its answer waits here.")
         session.sync_url(now=True)       # a reload during the search opens this job, not the defaults
-        flight = session.search_in_flight()
-        if flight is None or flight.job_key != state.job_key():
-            flight = session.start_search(state.job_key(), lambda: run_search(state))
-        outcome = _wait_with_clock(flight.thread, flight.box, status, "Searching plans…", flight.started_s)
-        session.save_search_outcome(outcome)
+        flight, kept = session.search_in_flight(), session.search_outcome()
+        if resumed and flight is None and kept is not None and not kept.stage and not kept.error:
+            outcome = kept
+        else:
+            if flight is None or flight.job_key != state.job_key():
+                flight = session.start_search(state.job_key(), lambda show: run_search(state, show=show))
+            outcome = _wait_with_clock(flight.thread, flight.box, status, "Searching plans…", flight.started_s,
+                                       first_step=True)
+        if not outcome.stage:       # an earlier step stays in the flight (session.search_outcome) until the last
+            session.save_search_outcome(outcome)
         if outcome.error:      # the page shows the message once, below the status
             status.update(label="No plan", state="error", expanded=False)
             return
         result = outcome.result
+        _put_on_view(outcome)
+        if outcome.stage:
+            status.update(label=_step_label(outcome.stage, time.monotonic() - flight.started_s), state="running",
+                          expanded=False)
+            return
         st.write(f"Ranked {count(len(result.plans), 'plan')} ({count(result.candidates_evaluated, 'candidate')} "
                  "scored), then the baselines")
-        named = named_plans(result)
-        kept = find(named, state.plan)         # a plan picked before, or opened from a link, stays on view
-        session.update(plan=kept.plan_dict if kept else named[0].plan_dict if result.plans else None)
-        session.want_url()         # and its best plan, so that a reload shows it
         if getattr(result, "complete", True):
             status.update(label=f"Search complete: {count(len(result.plans), 'plan')}, the best proven best of the "
                                 "search space by the cost model", state="complete", expanded=False)
@@ -70,6 +79,43 @@ def run_planner() -> None:
         else:
             status.update(label="Search finished without proving its best plan: the gap is below", state="error",
                           expanded=False)
+
+
+ON_VIEW_FROM = "plan_on_view_from"      # (job key, stage) of the answer whose plan `_put_on_view` last placed
+PUT_ON_VIEW = "plan_put_on_view"        # the plan dict it placed (not one the user picked, linked or uploaded)
+
+
+def _put_on_view(outcome) -> None:
+    """The plan on view for an answer (or a step of one, Outcome.stage): a plan the user picked, or opened
+    from a link or upload, stays where the answer holds it; the best plan otherwise. A plan this page put on
+    view from an earlier step follows the best; one of this job not among an earlier step's plans (a
+    baseline, another engine's) stays until the last step, which holds it or replaces it."""
+    state = session.get()
+    st.session_state[ON_VIEW_FROM] = (state.job_key(), outcome.stage)
+    named = named_plans(outcome.result)
+    if not named:
+        return
+    placed = st.session_state.get(PUT_ON_VIEW)
+    mine = state.plan is not None and state.plan != placed
+    if mine and (find(named, state.plan) or outcome.stage and _of_this_job(state.plan, state)):
+        return
+    st.session_state[PUT_ON_VIEW] = named[0].plan_dict
+    if state.plan != named[0].plan_dict:
+        session.update(plan=named[0].plan_dict)
+    session.want_url()         # and its best plan, so that a reload shows it
+
+
+def _of_this_job(plan: dict, state) -> bool:
+    return (plan.get("model"), plan.get("global_batch"), plan.get("seq_len")) == (state.model, state.global_batch,
+                                                                                  state.seq_len)
+
+
+def _step_label(stage: str, seconds: float) -> str:
+    """The status of a search whose answer comes in steps, at `stage` (what is still to come)."""
+    if stage == FIRST_ENGINE:
+        return (f"{title(REAL[0])}'s best plan found in {seconds:.0f} s; the other engines and the baselines "
+                "follow below")
+    return f"Search done in {seconds:.0f} s; comparing with the baselines below"
 
 
 def search_plan_text(cluster, job, state) -> str:
@@ -271,16 +317,17 @@ def _with_clock(work, status, label: str, tick_s: float = 0.5):
     return _wait_with_clock(worker, box, status, label, t0, tick_s)
 
 
-def _wait_with_clock(worker: threading.Thread, box: dict, status, label: str, t0: float, tick_s: float = 0.5):
+def _wait_with_clock(worker: threading.Thread, box: dict, status, label: str, t0: float, tick_s: float = 0.5,
+                     first_step: bool = False):
     """Wait for `worker` (started at time.monotonic() `t0`) while the status label counts the seconds; its
-    value (`box`), or its error raised here."""
-    while worker.is_alive():
+    value (`box`), or its error raised here. `first_step`: or its first answer of several (box "partial")."""
+    while worker.is_alive() and not (first_step and "partial" in box):
         worker.join(tick_s)
-        if worker.is_alive():
+        if worker.is_alive() and not (first_step and "partial" in box):
             status.update(label=f"{label} {time.monotonic() - t0:.0f} s", expanded=True)
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    return box["value"] if "value" in box else box["partial"]
 
 
 def _plan_picker(result) -> None:
@@ -384,7 +431,9 @@ def _why_no_alternatives() -> None:
 
 def render() -> None:
     st.title("Plan")
-    requested = st.session_state.pop(PLAN_REQUEST, False) or st.session_state.pop(session.SEARCH_ON_OPEN, False)
+    resumed = st.session_state.pop(STEPS_DONE, False)
+    requested = (st.session_state.pop(PLAN_REQUEST, False) or st.session_state.pop(session.SEARCH_ON_OPEN, False)
+                 or resumed)
     flight = session.search_in_flight()
     if flight is not None and flight.job_key == session.get().job_key():
         requested = True             # back on this page while its search runs: wait for it here again
@@ -392,7 +441,7 @@ def render() -> None:
         _why_no_alternatives()
         requested = st.button("Run the planner", type="primary", icon=":material/rocket_launch:")
     if requested:
-        run_planner()
+        run_planner(resumed)
     outcome = session.search_outcome()
     result = None
     if outcome is not None and outcome.error:
@@ -400,23 +449,50 @@ def render() -> None:
         show_error(outcome.error, outcome.kind, hint=hint)
     elif outcome is not None:
         result = outcome.result
-        if session.get().plan is None and result.plans:     # answered while the user was on another page
-            session.update(plan=named_plans(result)[0].plan_dict)
+        if st.session_state.get(ON_VIEW_FROM) != (session.get().job_key(), outcome.stage):
+            _put_on_view(outcome)        # a step or answer that came while the page waited, or on another page
+        if outcome.note:
+            st.warning(md(outcome.note[0].upper() + outcome.note[1:]), icon=":material/warning:")
     # with no plan and no answer, the button above says it all, and after a refusal the error does:
     # current_plan()'s "No plan yet. Press Plan" would contradict it
     cur = current_plan() if session.get().plan is not None or result is not None else None
+    stage = outcome.stage if outcome is not None else ""
     if cur is not None:
-        _plan_on_view(cur, result)
+        _plan_on_view(cur, result, stage)
     if result is not None:
         st.subheader("All plans found")
         _plan_picker(result)
+    if stage:
+        _wait_for_the_rest(stage)
 
 
-def _plan_on_view(cur, result) -> None:
+def _wait_for_the_rest(stage: str) -> None:
+    """Below an answer's earlier step: the seconds its search has run, until the next step comes; then the
+    page again, with it."""
+    flight = session.search_in_flight()
+    if flight is not None and flight.job_key == session.get().job_key():
+        clock, step = st.empty(), flight.box.get("partial")
+        what = ("Checking the other engines, then comparing with the baselines…" if stage == FIRST_ENGINE else
+                "Comparing with the baselines…")
+        while flight.thread.is_alive() and flight.box.get("partial") is step:
+            clock.caption(f"{what} {time.monotonic() - flight.started_s:.0f} s since Plan was pressed")
+            flight.thread.join(0.25)
+    st.session_state[STEPS_DONE] = True      # the next run draws the search's status again, with the answer
+    st.rerun()
+
+
+STEPS_DONE = "search_steps_done"
+
+
+def _plan_on_view(cur, result, stage: str = "") -> None:
     est = cur.estimate
     named = find(named_plans(result), session.get().plan) if result is not None else None
     st.subheader(f"Plan on view: {md(named.name)}" if named else "Plan on view")
-    if result is not None:
+    if stage == FIRST_ENGINE:
+        others = ", ".join(title(name) for name in REAL[1:])
+        st.info(f"**{md(title(REAL[0]))}'s best plan**, shown while the other engines ({md(others)}) are checked: "
+                "one of them may still beat it.", icon=":material/hourglass_top:")
+    elif result is not None:
         search_verdict(result)
         for note in settings_searched(result):
             st.caption(f"Searched: {md(note)}.")
@@ -432,6 +508,8 @@ def _plan_on_view(cur, result) -> None:
         baselines = {k: v for k, v in (getattr(result, "baselines", None) or {}).items() if v is not None}
         on_front = {name for name, _ in cheaper_front_plans(result, session.get().plan, est, cur.cluster)}
         _gains(named, baselines, cur.cluster.num_gpus, said_below=on_front, searches=baseline_searches(result))
+        if stage:
+            st.caption("Comparing with the Megatron-style and uniform baselines… (their gains come here)")
     if result is not None:
         cheaper_front(result, cur)
     st.markdown(f"**Bottleneck.** {md(est.bottleneck)}")
