@@ -49,8 +49,9 @@ def _job_inputs() -> dict:
     c1, c2, c3, c4 = st.columns(4)
     return dict(
         cluster_file=c1.selectbox("Cluster", CLUSTERS, key="w.rl.cluster",
-                                  format_func=lambda c: f"{c} ({session.get().cluster.get('name', 'cluster')})"
-                                  if c == COMPOSED else f"example: {c}"),
+                                  format_func=lambda c: c if c == COMPOSED else f"example: {c}",
+                                  help=f"the cluster on Compose is now {session.get().cluster.get('name', 'unnamed')}; "
+                                       "the examples are files under examples/"),
         model=c1.selectbox("Model", MODELS, key="w.rl.model"),
         kind=c2.radio("Algorithm", ("grpo", "ppo"), horizontal=True, key="w.rl.kind"),
         mode=c2.radio("Mode", ("sync", "async"), horizontal=True, key="w.rl.mode"),
