@@ -290,17 +290,25 @@ def _candidate(cluster: Cluster, job: FleetJob, shares: tuple[Share, ...], plan:
     return Candidate(shares, plan, evaluate(sub, plan, tokens_to_train=job.tokens), price)
 
 
+# A job tries at most this many grid entries per candidate it wants (max_candidates): a job that fits few
+# allocations of a large cluster (64 pools give ~100,000 entries) would otherwise search them all, each
+# for --time-limit, and the fleet's planning would have no bound but the grid's size (issue 24).
+TRIES_PER_CANDIDATE = 4
+
+
 def fleet_candidates(cluster: Cluster, jobs: tuple[FleetJob, ...], options: FleetOptions,
                      cache: dict) -> tuple[list[list[Candidate]], list[list[str]], int]:
-    """Each job's candidates, the first `max_candidates` of allocation_grid's order that have a plan, why
-    the others tried have none, and the searches run. In rounds: each job asks for as many more grid
-    entries as it lacks candidates, and the round's searches not in `cache` run together."""
+    """Each job's candidates, the first `max_candidates` of allocation_grid's order that have a plan
+    among its first TRIES_PER_CANDIDATE x max_candidates, why the others tried have none, and the
+    searches run (at most that many per job). In rounds: each job asks for as many more grid entries
+    as it lacks candidates, and the round's searches not in `cache` run together."""
     grid = list(allocation_grid(cluster, options))
     found: list[list[Candidate]] = [[] for _ in jobs]
     why: list[list[str]] = [[] for _ in jobs]
     tried, searches, runner = [0] * len(jobs), 0, _Searches(options.workers)
+    most = TRIES_PER_CANDIDATE * options.max_candidates
     try:
-        while any(asks := [grid[tried[j]:tried[j] + options.max_candidates - len(found[j])]
+        while any(asks := [grid[tried[j]:min(most, tried[j] + options.max_candidates - len(found[j]))]
                            for j in range(len(jobs))]):
             keys = {(j, a): _search_key(cluster, jobs[j], a, options) for j in range(len(jobs)) for a in asks[j]}
             todo = list(dict.fromkeys(k for k in keys.values() if k not in cache))
@@ -498,7 +506,8 @@ def _result(cluster, jobs, candidates, why_not, chosen, policy) -> FleetResult:
 
 def _why_unscheduled(job: FleetJob, candidates: list[Candidate], why_not: list[str], policy: Policy) -> str:
     if not candidates:
-        return f"no plan fits any candidate allocation: {why_not[0] if why_not else 'no candidates'}"
+        return (f"no plan fits any candidate allocation ({len(why_not)} tried): "
+                f"{why_not[0] if why_not else 'no candidates'}")
     if policy == Policy.MIN_COST and job.deadline_hours is not None:
         fastest = min(k.hours_to_finish(job.tokens) for k in candidates)
         if fastest > job.deadline_hours:

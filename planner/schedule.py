@@ -187,6 +187,8 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     lowest micro-batch index, else (1F1B: while it holds fewer than its in-flight limit) the
     ready forward with the lowest index; GPipe runs every forward before any backward. Interleaved
     1F1B follows Megatron-LM's fixed order per worker (stages then form independent lanes).
+    Without a timeline, a lane (one replica per stage, or one kind of lane) of many micro-batches
+    is extrapolated from its periodic steady state, exactly (_simulate_lane).
     """
     totals = {sum(c) for c in micro_batches}
     assert len(totals) == 1, f"stages handle different numbers of micro-batches: {micro_batches}"
@@ -212,8 +214,9 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     micro-batch count, pass times, in-flight limits and transfer delays run identically (their
     micro-batches keep their relative order), so each kind is simulated once as a one-replica
     pipeline and its figures are copied to its lanes; with `timeline`, so are its passes, each
-    lane's j-th micro-batch being the j-th of the global micro-batches it owns. None when the
-    replicas do not form lanes or every lane differs (nothing to save)."""
+    lane's j-th micro-batch being the j-th of the global micro-batches it owns. Each kind is one
+    lane, extrapolated past its threshold (_simulate_lane). None when the replicas do not form lanes,
+    or every lane differs and none is long enough to extrapolate (nothing to save)."""
     p, counts = len(micro_batches), micro_batches[0]
     d = len(counts)
     if d < 2 or any(c != counts for c in micro_batches):

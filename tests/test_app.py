@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-import threading
 
 import pandas as pd
 import pytest
@@ -148,9 +147,6 @@ def test_second_identical_request_is_answered_from_the_cache(monkeypatch):
     monkeypatch.setattr(search_module, "search", lambda *a, **k: calls.append(1) or real(*a, **k))
     at = _ok(new_app(SMALL).run())
     _plan(at)
-    for thread in threading.enumerate():       # the first engine's search, beside the whole one (ui.planning)
-        if thread.name == "hetplan-first-engine":
-            thread.join()
     assert len(calls) == 2, "the first engine's search and every engine's; the baselines attach to the latter"
     _plan(at)
     at2 = _ok(new_app(SMALL).run())

@@ -303,3 +303,12 @@ def test_a_replaced_cluster_gets_fresh_name_and_preset_fields():
     assert keyed(at.selectbox, "preset").key not in before
     field.input("my-lab").run()
     assert at.session_state["app_state"].cluster["name"] == "my-lab"
+
+
+def test_plan_shape_names_hybrid_shard(catalog):
+    from dataclasses import replace
+    from catalog import plan_from_dict
+    plan = plan_from_dict(example_plan(), catalog)
+    assert "hybrid shard" not in frames.plan_shape(plan)
+    line = frames.plan_shape(replace(plan, zero_stage=3, hybrid_shard=1))
+    assert "ZeRO-3 · hybrid shard (states sharded within groups of 1 replica, replicated across)" in line

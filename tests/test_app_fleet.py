@@ -44,6 +44,7 @@ def test_allocate_the_default_jobs_on_the_default_preset():
     for pool, gpus in capacity.items():
         assert table[f"{pool} GPUs"].sum() <= gpus
     assert (table["tokens/s"] > 0).all() and table["plan"].str.contains("L0–").all()
+    assert table["plan"].str.contains(r"\d× \w").all() and not table["plan"].str.contains(r"\dx ").any()  # 8× a100, as the app writes counts
     assert at.get("plotly_chart"), "no allocation chart"
     assert "Idle GPUs" in shown and "solved in" in shown
 

@@ -28,6 +28,8 @@ OLD_FORMS = {
         (r"(?<![\w.])\$?\d[\d.,]*[kM]\b", "tokens / s 131k", "tokens / s 131,369"),
     "a ratio written with an x":
         (r"\d\.\d+x\b", "the best placement is 1.06x its samples", "1.06×"),
+    "a count of GPUs or replicas written with an x (the CLI's form)":
+        (r"\b\d[\d,]*x [a-z]", "stage 0: 4x a100 tp2", "stage 0: 4× a100 tp2"),
     "a percentage with two decimals from 1% up":
         (r"(?<![\d.])[1-9]\d*\.\d{2,}%", "MFU 62.53%", "MFU 62.5%"),
     "GiB with two decimals":
@@ -121,7 +123,7 @@ def test_no_page_writes_a_number_the_old_way(rendered, page):
 
 
 def test_the_number_helpers_write_one_way():
-    from ui.numbers import dollars, duration, factor, gib, per_million_tokens, percent, signed
+    from ui.numbers import counts_times, dollars, duration, factor, gib, per_million_tokens, percent, signed
     assert (duration(0.998), duration(1.3412), duration(44.3), duration(26.4 * 86400)) == (
         "998 ms", "1.34 s", "44.3 s", "26.4 d")
     assert (percent(0.625, 1), percent(0.0085, 1), percent(0.31), signed(-0.03), signed(0.125)) == (
@@ -130,3 +132,5 @@ def test_the_number_helpers_write_one_way():
         "$4.41", "$3,512", "$1.87 M", "$0.032")
     assert (gib(16.48 * 2 ** 30), gib(5120 * 2 ** 30), factor(1.0567), factor(12.3)) == (
         "16.5 GiB", "5,120 GiB", "1.06×", "12×")
+    assert counts_times("L0–7: 1,024x h100 tp8 + 2x a100 tp2, 1.06x faster") == (
+        "L0–7: 1,024× h100 tp8 + 2× a100 tp2, 1.06× faster")  # a ratio too, as factor() writes it

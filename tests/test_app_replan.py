@@ -3,6 +3,7 @@ cluster as composed now, the moves, the switch and whether it is worth it; adopt
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import replace
 
 import pytest
@@ -48,6 +49,7 @@ def test_replan_shows_both_plans_the_moves_and_whether_to_switch_and_adopts_the_
     assert "What moves" in shown and "Worth switching: yes" in shown
     assert "cannot run on the cluster as composed now" in shown     # a node of the pool it used is gone
     assert "pool " in shown and " GPUs" in shown                    # the moves name the pools
+    assert "× " in shown and not re.search(r"\b\dx [a-z]", shown)  # "2× a100 tp2", as the app writes counts
     new = at.session_state["app_state"].plan
     assert new == old_plan                                          # nothing adopted yet
     _button(at, "Put the new plan on view").click()

@@ -1,6 +1,8 @@
 """Issue 23: the RL page shows the best placement's step timeline by role, where roles sit, the baseline."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.app_helpers import new_app, ok
@@ -51,3 +53,15 @@ def test_the_rl_timeline_axis_says_how_its_ticks_read():
                                "end_s": end_s, "seconds": end_s}])
         fig = timeline_chart(frame)
         assert (fig.layout.xaxis.title.text, fig.layout.xaxis.tickformat) == (title, ticks)
+
+
+def test_the_rl_page_plans_on_the_composed_cluster_by_default_and_writes_counts_as_the_app_does():
+    at = _rl_page(**{"w.rl.prompts": 64})
+    box = at.selectbox(key="w.rl.cluster")
+    assert box.value == "the cluster on Compose" and "h100-a100-v100-64" in box.help
+    roles = "\n".join(c.value for c in at.code)
+    assert "l40s" not in " ".join(at.dataframe[0].value["GPUs"])   # the example's pool: not on the composed cluster
+    assert "× " in roles and not re.search(r"\b\d+x [a-z]", roles)   # "16× h100 tp1", as the app writes counts
+    box.set_value("rl/h100-l40s.yaml")
+    ok(at.run(timeout=120))
+    assert "l40s" in " ".join(at.dataframe[0].value["GPUs"])

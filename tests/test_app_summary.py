@@ -42,3 +42,24 @@ def test_energy_text_names_the_pools_without_a_grid_intensity(catalog):
     missing = frames.pools_without_grid_intensity(cluster, plan)
     assert est.train_co2_kg is None and missing == [data["pools"][1]["name"]]
     assert f"no CO2 figure: pool {missing[0]} states no grid" in frames.energy_text(est, missing)
+
+
+def test_the_answers_figures_are_the_cost_models_for_the_plan_on_view():
+    """The Plan page shows a plan of the answer with the figures the search gave it (ui.views.summary.on_view),
+    not with an evaluation of its own: they are planner.cost.evaluate's for the plan file on the cluster, as the
+    other pages compute them (ui.planning.evaluate_plan), for every plan and baseline, and under energy too."""
+    import json
+    from dataclasses import replace
+    from tests.app_helpers import H100_2X8
+    from ui import planning
+    from ui.results import named_plans
+    from ui.state import AppState
+    state = AppState(cluster=H100_2X8, model="gpt3-1.3b", global_batch=64, seq_len=2048)
+    for objective in ("throughput", "energy"):
+        job = replace(state, objective=objective)
+        named = named_plans(planning._search_work(job.job_key(), 5).result)
+        assert any(n.role == "baseline" for n in named)
+        for n in named:
+            plan, est = planning._evaluate_work(json.dumps(job.cluster, sort_keys=True),
+                                                json.dumps(n.plan_dict, sort_keys=True), job.tokens_to_train).result
+            assert (plan, est) == (n.scored.plan, n.scored.estimate), (objective, n.name)

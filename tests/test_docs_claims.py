@@ -26,7 +26,7 @@ def test_the_fill_margin_is_stated_as_the_code_applies_it():
 def test_the_time_limit_shares_are_the_code_s():
     performance = _text("docs/performance.md")
     default = SearchOptions()
-    assert f"{SEARCH_SHARE:.0%} of the limit goes to the best-first loop" in performance
+    assert f"{SEARCH_SHARE:.0%} of what is left goes to the best-first loop" in performance
     assert f"(`SearchOptions.time_limit_s`, default {default.time_limit_s:g} s" in performance
     assert f"`baseline_time_limit_s`, default {default.baseline_time_limit_s:g} s" in performance
     assert f"a further {default.baseline_time_limit_s / default.time_limit_s:.0%} of it each" in performance

@@ -235,6 +235,28 @@ def test_every_phase_of_plan_keeps_the_whole_budget_on_the_largest_inputs(tmp_pa
     assert "tokens/s" in out and "optimality gap" in out
 
 
+def test_a_fleet_job_that_fits_few_allocations_tries_a_bounded_number(monkeypatch):
+    """Issue 24: on 64 pools of 99,840 GPUs the allocation grid has ~33,000 entries; `fleet --time-limit
+    0.3` with a job that fits none searched them one after another (no answer after 600 s). A job now
+    tries at most TRIES_PER_CANDIDATE x max_candidates of them, so planning is at most that many
+    searches of --time-limit each per job. Searches stubbed: each answers "no plan" at once."""
+    from planner import fleet
+    cluster = cluster_from_dict(largest_cluster(), builtin_catalog())
+    asked: list = []
+
+    def no_plan(key):
+        asked.append(key)
+        return "no plan: stub"
+    monkeypatch.setattr(fleet, "plan_on", no_plan)
+    job = fleet.FleetJob("huge", builtin_catalog().model("gpt3-1.3b"), 1_000_000, 1_000_000, 1e10)
+    options = fleet.FleetOptions(search_time_limit_s=0.3)
+    result = fleet.plan_fleet(cluster, (job,), fleet.Policy.THROUGHPUT, options)
+    most = fleet.TRIES_PER_CANDIDATE * options.max_candidates
+    assert len(list(fleet.allocation_grid(cluster, options))) > 100 * most
+    assert result.searches == len(asked) == most
+    assert result.unscheduled["huge"].startswith(f"no plan fits any candidate allocation ({most} tried): no plan")
+
+
 def test_fleet_candidates_are_scored_within_their_limit(tmp_path, capsys, monkeypatch, busy_cores):
     """Issue 24: `fleet --time-limit 0.3` with a job of global batch and sequence 10^6 took 32 CPU-s:
     each candidate's search ranked, evaluated in full and explained past its limit (each evaluate

@@ -489,3 +489,27 @@ def test_the_greedy_plans_chains_are_chains_of_the_engines_space(catalog):
         for subset in {f.subset for f in every}:
             most = max(sum(f.tps) for f in every if f.subset == subset)
             assert {sum(f.tps) for f in widest if f.subset == subset} == {most}, (engine, subset)
+
+
+def _without_times(result):
+    """A SearchResult with its wall-clock times zeroed (its own and each engine's), for equality."""
+    return replace(result, search_time_s=0.0, by_engine={n: r if isinstance(r, str) else _without_times(r)
+                                                         for n, r in result.by_engine.items()})
+
+
+@pytest.mark.parametrize("objective,engines", [(Objective.THROUGHPUT, "auto"), (Objective.ENERGY, "auto"),
+                                               (Objective.COST, None)])
+def test_baselines_attached_afterwards_give_the_one_calls_answer(catalog, objective, engines):
+    """The app's Plan page in steps (ui.planning.run_search): search(baselines=False), then
+    attach_baselines, answers exactly as one search with baselines: plans, gains, Pareto front, notes."""
+    from planner.engines import REAL
+    from planner.search.search import attach_baselines
+    cluster = small_cluster(catalog, "a100-80gb-sxm", "l40s", 2)
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    kw = dict(engines=REAL if engines == "auto" else None)
+    one = search(cluster, job, objective, **kw)
+    found = search(cluster, job, objective, baselines=False, **kw)
+    assert not found.baselines and not found.plans[0].gain_over
+    two = attach_baselines(cluster, job, found, objective)
+    assert two.plans[0].gain_over and set(two.baselines) == {"megatron", "uniform"}
+    assert _without_times(two) == _without_times(one)

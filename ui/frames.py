@@ -156,6 +156,10 @@ def plan_shape(plan: Plan) -> str:
              f"data-parallel {_span(dp)} per stage", f"tensor-parallel {_span(tp)}",
              f"micro-batch {plan.micro_batch}", f"ZeRO-{plan.zero_stage}", f"recompute {plan.recompute.value}",
              f"{plan.precision.value}", f"{schedule} schedule"]
+    if plan.hybrid_shard:       # FSDP HYBRID_SHARD: sharded within groups of replicas, replicated across them
+        group = f"{plan.hybrid_shard} replica{'s' if plan.hybrid_shard != 1 else ''}"
+        parts.insert(parts.index(f"ZeRO-{plan.zero_stage}") + 1,
+                     f"hybrid shard (states sharded within groups of {group}, replicated across)")
     if plan.expert_parallel > 1:
         parts.insert(3, expert_text(plan))
     if plan.context_parallel > 1:

@@ -4,6 +4,8 @@ one decimal, dollars, durations in ms, s, min, h or d. tests/test_app_numbers.py
 other forms."""
 from __future__ import annotations
 
+import re
+
 from planner.explain import layer_range  # noqa: F401  (first and last layer, both included: "layers 0–15")
 from planner.report import format_duration
 from planner.types import GIB
@@ -64,6 +66,15 @@ def duration(seconds: float | None) -> str:
     if seconds is not None and 1e-9 <= abs(seconds) < 1:
         return f"{seconds * 1e3:.3g} ms"
     return format_duration(seconds)
+
+
+_COUNT_X = re.compile(r"\b(\d[\d,]*)x (?=[A-Za-z])")
+
+
+def counts_times(text: str) -> str:
+    """The planner's "8x a100 tp2" (its CLI text) in the app's form, "8× a100 tp2": one form for counts
+    of GPUs and replicas across the app."""
+    return _COUNT_X.sub(r"\1× ", text)
 
 
 def factor(x: float) -> str:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import streamlit as st
 from pydantic import ValidationError
-from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from catalog import (Catalog, check_plan_against_cluster, cluster_from_dict, load_catalog, plan_from_dict,
                      without_output_keys)
@@ -326,7 +325,7 @@ def run_search(state: AppState, top_k: int = 5, show: Callable[[Outcome], None] 
 
     Where `in_steps`, each step is a bounded, cached call of its own: the search without baselines, then
     its baselines (`attach_baselines`), the same answer as one search; with `show`, under the best engine,
-    the first engine's search (REAL[0], Megatron-LM) runs beside the whole one, and `show` gets each
+    the first engine's search (REAL[0], Megatron-LM; `_first_engine`) comes first, and `show` gets each
     earlier answer as it comes (Outcome.stage says what it lacks), before the last is returned."""
     try:
         if not in_steps(state):
@@ -339,24 +338,34 @@ def run_search(state: AppState, top_k: int = 5, show: Callable[[Outcome], None] 
         return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")
 
 
-def _in_steps(state: AppState, top_k: int, show: Callable[[Outcome], None] | None) -> Outcome:
-    key, lock, later = state.job_key(), threading.Lock(), []
+# The first engine's search is a preview, before the whole one (one worker at a time per session: ui.budget's
+# slots are shared by every session): at most this share of the search limit, so that it delays the whole
+# answer little where it is slow (on the app's default job it completes in about a fifth of the whole search).
+FIRST_ENGINE_SHARE = 0.1
 
-    def first_engine() -> None:     # a preview only: its failure (no plan under that engine, stopped) says nothing
-        try:
-            outcome = _search(key, top_k, False, REAL[:1])
-        except Exception:  # noqa: BLE001 - the whole search, beside it, says what went wrong
-            return
-        with lock:
-            if not later and not outcome.error:
-                show(replace(outcome, stage=FIRST_ENGINE))
+
+def _first_engine(state: AppState, top_k: int) -> Outcome | None:
+    """The first engine's (REAL[0]) answer without baselines, its search within FIRST_ENGINE_SHARE of the limit;
+    None where it fails (the whole search, next, says why) but for a search replaced by a newer one."""
+    preview = replace(state, time_limit_s=max(1.0, FIRST_ENGINE_SHARE * state.time_limit_s))
+    try:
+        return _search(preview.job_key(), top_k, False, REAL[:1])
+    except OverBudget as e:
+        if e.limit == "stopped":
+            raise
+        return None
+    except Exception:  # noqa: BLE001 - a preview only; the whole search says what goes wrong
+        logging.getLogger("hetplan.app").exception("the first engine's search failed for %s", state.job_key())
+        return None
+
+
+def _in_steps(state: AppState, top_k: int, show: Callable[[Outcome], None] | None) -> Outcome:
+    key = state.job_key()
     if show is not None and state.engine == AUTO and len(REAL) > 1:
-        beside = threading.Thread(target=first_engine, daemon=True, name="hetplan-first-engine")
-        add_script_run_ctx(beside, get_script_run_ctx())
-        beside.start()
+        first = _first_engine(state, top_k)
+        if first is not None and not first.error:
+            show(replace(first, stage=FIRST_ENGINE))
     found = _search(key, top_k, False)
-    with lock:
-        later.append(found)
     if found.error:
         return found
     if show is not None:

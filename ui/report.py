@@ -41,7 +41,7 @@ def precision_text(plan: Plan) -> str:
 def summary_rows(cluster: Cluster, plan: Plan, est: Estimate) -> list[tuple[str, str]]:
     spot = spot_text(est)       # a plan on spot pools: its expected figures
     return [
-        ("cluster", f"{cluster.name}: " + ", ".join(f"{whole(p.num_gpus)} × {p.gpu.id}" for p in cluster.pools)),
+        ("cluster", f"{cluster.name}: " + ", ".join(f"{whole(p.num_gpus)}× {p.gpu.id}" for p in cluster.pools)),
         ("model", f"{plan.model.name} ({model_params(plan.model) / 1e9:.1f} B parameters)"),
         ("job", f"{frames.plan_training_text(plan)}, global batch {whole(plan.global_batch)} × {whole(plan.seq_len)} tokens, "
                 f"{precision_text(plan)}, micro-batch {plan.micro_batch}"),

@@ -380,18 +380,21 @@ class Bounds:
 
     def _hybrid_floors(self, groups: tuple[Group, ...], d: int, bw: float, zero: int) -> list[tuple]:
         """(forward, backward, group) floors of ZeRO's collectives (dataparallel.hybrid_zero_floor) for each
-        hybrid-shard group space.hybrid_shard_of may give a stage of these groups: a divisor h >= 2 of its d
-        replicas, at most a node's replicas of any of its pools, on the faster of the nodes' links and the
-        stage's ring ceiling `bw`; [] where the engine has no hybrid sharding or it does not apply."""
+        hybrid-shard group space.hybrid_shard_of may give a stage of these groups: a node's replicas of some
+        pool at a replica width of the stage's (the layout's fewest), h >= 2 dividing its d replicas and below
+        d, at most its own pools' node's replicas, on the faster of the nodes' links and the stage's ring
+        ceiling `bw`; [] where the engine has no hybrid sharding or it does not apply."""
         s = self.scorer
         if not s.engine.space.hybrid_shard or zero < 2 or s.job.expert_parallel > 1:
             return []
         most = min(s.pools[g.pool].gpus_per_node // g.tp for g in groups)
+        groups_of = ({p.gpus_per_node // g.tp for p in s.pools.values() for g in groups}   # one tp a layout
+                     if not (s.engine.space.tp_per_stage or s.engine.space.mixed_stages) else range(2, most + 1))
         link = max([bw] + [s.pools[g.pool].gpu.link_bw_bytes_per_s for g in groups])
         wire = s.states.weight_comm_bytes
         weight_bytes = s.layer_params_dense / min(g.tp for g in groups) * wire
         return [hybrid_zero_floor(zero, weight_bytes, d, h, link, bw, wire, s.states.trainable) + (h,)
-                for h in range(2, min(most, d) + 1) if d % h == 0]
+                for h in sorted(groups_of) if 2 <= h <= most and h < d and d % h == 0]
 
     def _run_caps(self, groups, mb, v, rc, sp, p, last_stage, window, count, m, zero) -> tuple[int, int, int]:
         """(b6) for the `count` stages of a run ending at stage `last_stage` with 1F1B window
@@ -400,7 +403,9 @@ class Bounds:
         of window + j d (d its replicas) at position last_stage - j; a water level over a run
         with the average cap of its stages holds no fewer layers than one with each stage's own
         (sum_j min(cap_j, x) <= min(sum_j cap_j, count x)), so the level stays a lower bound."""
-        key = (groups, mb, v, rc, sp, p, last_stage, window, count, zero)
+        # 1F1B in-flight counts read the windows only, interleaved ones the positions only
+        # (schedule.in_flight_micro_batches): the key holds what the caps read, so other orders share them
+        key = (groups, mb, v, rc, sp, zero, count) + ((window,) if v == 1 else (p, last_stage))
         if key not in self._run:
             shares = self._rates[(groups, mb, rc, sp)][2]
             d = sum(g.count for g in groups)

@@ -13,7 +13,10 @@ the most promising with planner.cost.evaluate, which alone decides the order and
   uniform     (b) every pool, one tp for all, layers split evenly and samples split evenly over
               all GPUs as if they were alike, best knobs.
               Both baselines run the same best-first loop over their own spaces (the bounds cover
-              even splits and shares too).
+              even splits and shares too), pruned at their own `rescore`-th fast score, with the even
+              split's busiest stage as a tighter bound per family and per knob setting
+              (Scorer.even_family_busiest_s, even_busiest_s); a baseline's plan is the best by
+              planner.cost.evaluate of the `rescore` best fast scores of its space.
   exhaustive  (c) every layout and knob setting of the space, each scored by planner.cost.evaluate,
               no bounds; for clusters of at most `exhaustive_max_gpus` GPUs.
 

@@ -133,10 +133,11 @@ class _Table:
                                                                    wire, s.states.trainable)
         self.grads = grads_and_gather - self.gather
         if s.engine.space.hybrid_shard and s.job.expert_parallel == 1:
-            # the hybrid-shard knob (space.hybrid_shard_of): its collectives within groups of 2 replicas or more on
+            # the hybrid-shard knob (space.hybrid_shard_of): its collectives within groups of a node's replicas on
             # the node's link, at least (the all-reduce across the groups left out: bound.Bounds._hybrid_floors)
             link = np.maximum(bw, np.array([p.gpu.link_bw_bytes_per_s for p in pools], float)[:, None])
-            pair = np.minimum(2.0, self.d)
+            fewest = np.maximum(2, min(p.gpus_per_node for p in s.cluster.pools) // self.tps.max(axis=0))
+            pair = np.minimum(fewest, self.d).astype(float)     # at most the group: a node's replicas, >= 2
             gather, both = zero_per_micro_batch_floor(3, weight_bytes, pair, ring_s_per_byte(pair, link), wire,
                                                       s.states.trainable)
             self.gather, self.grads = np.minimum(self.gather, gather), np.minimum(self.grads, both - gather)

@@ -20,7 +20,8 @@ from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT,
 from planner.search.score import Candidate
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
-from planner.types import Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Offload, Plan
+from planner.types import (Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Offload, Plan,
+                           TooManyPassesError)
 
 BASELINES = ("megatron", "uniform")
 
@@ -233,12 +234,20 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
                 f"processes that share those plans, each process with the time limit (its own CPU seconds) for "
                 f"the engines it takes, less {ENGINE_RESERVE:.0%} of it for each it may still take ({said}); the "
                 f"{ENGINES[best].title} plan is shown, baselines under the same engine")
-    by_engine = {n: results[n] if n in results else why[n].message for n in names}
+    by_engine = {n: results[n] if n in results else _why(why[n]) for n in names}
     found = replace(_combine(objective, deadline_hours, list(results.values()), list(beaten.values())),
                     notes=results[best].notes + (note,), by_engine=by_engine)
     if any(e.field == "time_limit" for e in why.values()):
         found = replace(found, complete=False)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, found) if baselines else found
+
+
+def _why(err: InputError) -> str:
+    """Why an engine has no plan, in words for a search: a plan with too many passes to simulate is
+    the global batch's doing here (its own advice, a larger micro_batch, is for a plan file's field)."""
+    if isinstance(err, TooManyPassesError):
+        return err.message.split(";")[0] + "; a smaller global batch has fewer"
+    return err.message
 
 
 def _engine_share(clock: Clock, k: int, engines: int) -> float | None:

@@ -91,7 +91,7 @@ def _cluster_section() -> None:
     except InputError as e:
         show_error(str(e))
         return
-    counts = " + ".join(f"{whole(p.num_gpus)} × {md(p.gpu.id)}" for p in built.pools)
+    counts = " + ".join(f"{whole(p.num_gpus)}× {md(p.gpu.id)}" for p in built.pools)
     upload_error = st.session_state.get(UPLOAD_ERROR)
     if upload_error:              # not beside a green box: the cluster below is the one from before the upload
         show_error(f"{upload_error}. The upload was not loaded: the cluster below is still the previous one "

@@ -18,7 +18,7 @@ from planner.search.explain import describe_plan
 from planner.types import Cluster, InputError
 from ui import charts, session
 from ui.markup import md
-from ui.numbers import dollars, duration, percent
+from ui.numbers import counts_times, dollars, duration, percent
 from ui.planning import build_cluster, catalog, fleet_on
 from ui.state import EXAMPLES_DIR
 from ui.views.common import caption, grouped, outcome_on_button, show_error
@@ -200,7 +200,7 @@ def allocation_table(result: FleetResult, cluster: Cluster) -> pd.DataFrame:
                      "share of its best": percent(a.normalised_throughput),
                      "time to finish": "-" if hours is None else duration(hours * 3600),
                      "$ to finish": "-" if bill is None else dollars(bill),
-                     "plan": describe_plan(cand.plan)})
+                     "plan": counts_times(describe_plan(cand.plan))})
     return pd.DataFrame(rows)
 
 

@@ -10,7 +10,7 @@ from catalog import plan_from_dict, without_output_keys
 from planner.types import Cluster, Estimate, InputError, Plan
 from ui import frames, session
 from ui.markup import md
-from ui.numbers import dollars, duration, gib, per_million_tokens, whole
+from ui.numbers import counts_times, dollars, duration, gib, per_million_tokens, whole
 from ui.planning import build_cluster, catalog, replan_on
 from ui.results import named_plans, plan_dict
 from ui.views.common import caption, outcome_on_button, show_error
@@ -77,7 +77,7 @@ def _switch(r) -> None:
     c[0].metric("time", duration(r.switch.seconds))
     c[1].metric("cost", dollars(r.switch.dollars))
     c[2].metric("checkpoint", gib(r.switch.checkpoint_bytes))
-    st.markdown("**What moves**\n" + "\n".join(f"- {md(m)}" for m in r.switch.moves))
+    st.markdown("**What moves**\n" + "\n".join(f"- {md(counts_times(m))}" for m in r.switch.moves))
     verdict = f"**Worth switching: {'yes' if r.worth_switching else 'no'}.** {md(r.reason[:1].upper() + r.reason[1:])}"
     (st.success if r.worth_switching else st.info)(verdict, icon=":material/swap_horiz:")
     caption("The switch writes the current plan's model state (weights, master copies, optimizer moments) over its "

@@ -1,41 +1,45 @@
-"""The RL page: a GRPO or PPO job on an example cluster; the best placement's step timeline by role
+"""The RL page: a GRPO or PPO job on the cluster composed on Compose (or an example cluster); the best placement's step timeline by role
 (generation, weight sync, reference, training; async overlap visible), where each role sits, and the
 comparison with the colocated all-on-the-best-GPU baseline and the other shapes (planner.rl)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from catalog import load_catalog
+from catalog import cluster_from_dict, load_catalog
 from catalog.formats import load_cluster_file
 from planner.rl.report import roles_text
 from planner.rl.search import search_rl
 from planner.rl.workload import Algorithm, Mode, RlJob
 from planner.types import InputError
+from ui import session
 from ui.budget import OverBudget
 from ui.planning import bounded
-from ui.numbers import dollars, duration, factor, whole
+from ui.numbers import counts_times, dollars, duration, factor, whole
 from ui.views.common import grouped
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-CLUSTERS = ("rl/h100-l40s.yaml", "lab-mix.yaml", "h100-a100-v100-64.yaml", "a100-v100-16.yaml")
+COMPOSED = "the cluster on Compose"        # first: the cluster the other pages plan on
+CLUSTERS = (COMPOSED, "rl/h100-l40s.yaml", "lab-mix.yaml", "h100-a100-v100-64.yaml", "a100-v100-16.yaml")
 MODELS = ("llama-3-8b", "qwen2.5-7b", "llama-2-7b", "llama-2-13b")
 
 
 @st.cache_data(show_spinner="searching placements…", max_entries=16)
 def _search(cluster_file: str, model: str, kind: str, prompts: int, samples: int, prompt_len: int, response: int,
-            longest: int, mode: str, reference: bool):
-    job = (cluster_file, model, kind, prompts, samples, prompt_len, response, longest, mode, reference)
+            longest: int, mode: str, reference: bool, composed: str = ""):
+    job = (cluster_file, model, kind, prompts, samples, prompt_len, response, longest, mode, reference, composed)
     return bounded(_search_work, *job)
 
 
 def _search_work(cluster_file: str, model: str, kind: str, prompts: int, samples: int, prompt_len: int,
-                 response: int, longest: int, mode: str, reference: bool):
+                 response: int, longest: int, mode: str, reference: bool, composed: str = ""):
     catalog = load_catalog([])
-    cluster = load_cluster_file(EXAMPLES / cluster_file, catalog)
+    cluster = (cluster_from_dict(json.loads(composed), catalog, source="cluster") if cluster_file == COMPOSED
+               else load_cluster_file(EXAMPLES / cluster_file, catalog))
     job = RlJob(catalog.model(model), Algorithm(kind), prompts, samples, prompt_len, response, max(longest, response),
                 mode=Mode(mode), reference=reference)
     return search_rl(cluster, job)
@@ -44,7 +48,10 @@ def _search_work(cluster_file: str, model: str, kind: str, prompts: int, samples
 def _job_inputs() -> dict:
     c1, c2, c3, c4 = st.columns(4)
     return dict(
-        cluster_file=c1.selectbox("Cluster", CLUSTERS, key="w.rl.cluster"),
+        cluster_file=c1.selectbox("Cluster", CLUSTERS, key="w.rl.cluster",
+                                  format_func=lambda c: c if c == COMPOSED else f"example: {c}",
+                                  help=f"the cluster on Compose is now {session.get().cluster.get('name', 'unnamed')}; "
+                                       "the examples are files under examples/"),
         model=c1.selectbox("Model", MODELS, key="w.rl.model"),
         kind=c2.radio("Algorithm", ("grpo", "ppo"), horizontal=True, key="w.rl.kind"),
         mode=c2.radio("Mode", ("sync", "async"), horizontal=True, key="w.rl.mode"),
@@ -89,6 +96,8 @@ def render() -> None:
     st.title("RL post-training")
     st.caption("GRPO or PPO: where rollout, reference and training run, and what a step costs (docs/rl.md).")
     inputs = _job_inputs()
+    if inputs["cluster_file"] == COMPOSED:
+        inputs["composed"] = json.dumps(session.get().cluster, sort_keys=True)
     try:
         result = _search(**inputs)
     except (InputError, OverBudget) as e:
@@ -104,7 +113,7 @@ def render() -> None:
     st.subheader(f"Best: {best.plan.shape.value}, {best.plan.job.mode.value}")
     st.plotly_chart(timeline_chart(timeline_frame(e)), use_container_width=True)
     st.subheader("Where each role sits")
-    st.code("\n".join(line.strip() for line in roles_text(best.plan)), language=None)
+    st.code("\n".join(counts_times(line.strip()) for line in roles_text(best.plan)), language=None)
     st.subheader("Against the baselines")
     if result.baseline is None:
         st.info(f"The colocated baseline on {result.baseline_pool} does not run.")

@@ -27,7 +27,7 @@ from ui.results import (BASELINE_TITLES, baseline_facts, baseline_gap_text, base
 from ui.compose import TIME_LIMIT_WIDGET
 from ui.sidebar import PLAN_REQUEST, request_plan
 from ui.state import ENGINE_CHOICES, MAX_TIME_LIMIT_S
-from ui.views.common import caption, cheaper_front, current_plan, grouped, show_error
+from ui.views.common import Current, caption, cheaper_front, current_plan, grouped, show_error
 
 
 def run_planner(resumed: bool = False) -> None:
@@ -56,7 +56,7 @@ def run_planner(resumed: bool = False) -> None:
             if flight is None or flight.job_key != state.job_key():
                 flight = session.start_search(state.job_key(), lambda show: run_search(state, show=show))
             outcome = _wait_with_clock(flight.thread, flight.box, status, "Searching plans…", flight.started_s,
-                                       first_step=True)
+                                       tick_s=0.1, first_step=True)
         if not outcome.stage:       # an earlier step stays in the flight (session.search_outcome) until the last
             session.save_search_outcome(outcome)
         if outcome.error:      # the page shows the message once, below the status
@@ -321,10 +321,13 @@ def _wait_with_clock(worker: threading.Thread, box: dict, status, label: str, t0
                      first_step: bool = False):
     """Wait for `worker` (started at time.monotonic() `t0`) while the status label counts the seconds; its
     value (`box`), or its error raised here. `first_step`: or its first answer of several (box "partial")."""
+    said = ""
     while worker.is_alive() and not (first_step and "partial" in box):
         worker.join(tick_s)
-        if worker.is_alive() and not (first_step and "partial" in box):
-            status.update(label=f"{label} {time.monotonic() - t0:.0f} s", expanded=True)
+        clock = f"{label} {time.monotonic() - t0:.0f} s"
+        if worker.is_alive() and not (first_step and "partial" in box) and clock != said:
+            status.update(label=clock, expanded=True)
+            said = clock
     if "error" in box:
         raise box["error"]
     return box["value"] if "value" in box else box["partial"]
@@ -455,7 +458,7 @@ def render() -> None:
             st.warning(md(outcome.note[0].upper() + outcome.note[1:]), icon=":material/warning:")
     # with no plan and no answer, the button above says it all, and after a refusal the error does:
     # current_plan()'s "No plan yet. Press Plan" would contradict it
-    cur = current_plan() if session.get().plan is not None or result is not None else None
+    cur = on_view(result) if session.get().plan is not None or result is not None else None
     stage = outcome.stage if outcome is not None else ""
     if cur is not None:
         _plan_on_view(cur, result, stage)
@@ -466,6 +469,20 @@ def render() -> None:
         _wait_for_the_rest(stage)
 
 
+def on_view(result) -> Current | None:
+    """The plan on view and its estimate: where it is one of the answer's plans, the answer's own (the search
+    scores the plans it returns with planner.cost.evaluate, as `current_plan` does: the figures come without a
+    worker call of their own; tests/test_app_summary.py holds the two equal); else `current_plan()`."""
+    named = find(named_plans(result), session.get().plan) if result is not None else None
+    if named is None:
+        return current_plan()
+    try:
+        cluster = build_cluster(session.get())
+    except InputError:
+        return current_plan()
+    return Current(cluster, named.scored.plan, named.scored.estimate)
+
+
 def _wait_for_the_rest(stage: str) -> None:
     """Below an answer's earlier step: the seconds its search has run, until the next step comes; then the
     page again, with it."""
@@ -474,9 +491,13 @@ def _wait_for_the_rest(stage: str) -> None:
         clock, step = st.empty(), flight.box.get("partial")
         what = ("Checking the other engines, then comparing with the baselines…" if stage == FIRST_ENGINE else
                 "Comparing with the baselines…")
+        said = ""
         while flight.thread.is_alive() and flight.box.get("partial") is step:
-            clock.caption(f"{what} {time.monotonic() - flight.started_s:.0f} s since Plan was pressed")
-            flight.thread.join(0.25)
+            text = f"{what} {time.monotonic() - flight.started_s:.0f} s since Plan was pressed"
+            if text != said:
+                clock.caption(text)
+                said = text
+            flight.thread.join(0.1)
     st.session_state[STEPS_DONE] = True      # the next run draws the search's status again, with the answer
     st.rerun()
 
