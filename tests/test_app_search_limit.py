@@ -98,7 +98,7 @@ def test_baseline_searches_read_the_planners_notes():
              "optimality gap 5.6%: no unexplored plan ...",
              "the uniform baseline stopped at its time limit of 0.5 CPU seconds (...)",
              "the time limit left room to re-score only 1 of the 24 best candidates with the cost model",
-             "optimality gap 371.9%: no unexplored plan ...",
+             "the uniform baseline's optimality gap 371.9%: no unexplored plan ...",
              "a limit cut the search short of the megatron baseline's plan ...")
     found = baseline_searches(SimpleNamespace(notes=notes))
     assert {k: v.gap for k, v in found.items()} == {"megatron": pytest.approx(0.056), "uniform": pytest.approx(3.719)}

@@ -121,7 +121,7 @@ class BaselineSearch:
 
 
 _BASELINE_STOPPED = re.compile(r"^the (\w+) baseline stopped at its (time limit|budget)\b")
-_GAP = re.compile(r"^optimality gap (\d+(?:\.\d+)?)%")
+_GAP = re.compile(r"^(?:the \w+ baseline's )?optimality gap (\d+(?:\.\d+)?)%")   # older results: no name
 
 
 def baseline_searches(result) -> dict[str, BaselineSearch]:

@@ -236,10 +236,25 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
                 f"{ENGINES[best].title} plan is shown, baselines under the same engine")
     by_engine = {n: results[n] if n in results else _why(why[n]) for n in names}
     found = replace(_combine(objective, deadline_hours, list(results.values()), list(beaten.values())),
-                    notes=results[best].notes + (note,), by_engine=by_engine)
+                    notes=_engine_notes(ENGINES[best].title, method, results[best].notes) + (note,),
+                    by_engine=by_engine)
     if any(e.field == "time_limit" for e in why.values()):
         found = replace(found, complete=False)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, found) if baselines else found
+
+
+def _engine_notes(title: str, method: str, notes: tuple[str, ...]) -> tuple[str, ...]:
+    """The winning engine's own notes under the best of several engines: its stop and gap notes name the
+    engine (its share of the limit, its own gap), so that they do not read as the whole search's, whose
+    gap (over every engine) the result states."""
+    out = []
+    for text in notes:
+        if text.startswith(f"the {method} search "):
+            text = f"the {title} search " + text[len(f"the {method} search "):]
+        elif text.startswith("optimality gap "):
+            text = f"{title}'s own search: " + text
+        out.append(text)
+    return tuple(out)
 
 
 def _why(err: InputError) -> str:
@@ -914,8 +929,9 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
         best = _best_of(cluster, job, objective, deadline_hours, considered, options, clock, full)
         out[name] = (ScoredPlan(best[0], _full(cluster, job, best[0], options, full), {},
                                 f"{name} baseline: {describe_plan(best[0])}") if best else None)
-        notes += [n.replace(f"the {name} search", f"the {name} baseline") for n in
-                  _stop_notes(name, considered, options, optimality_gap(considered))]
+        notes += [n.replace(f"the {name} search", f"the {name} baseline")
+                  .replace("optimality gap ", f"the {name} baseline's optimality gap ", 1)
+                  for n in _stop_notes(name, considered, options, optimality_gap(considered))]
         stopped = considered.stopped_by
         status[name] = BaselineStatus(stopped is None, stopped, 0.0 if stopped is None else optimality_gap(considered))
     return out, tuple(notes), status
