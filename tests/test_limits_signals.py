@@ -25,29 +25,33 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _fleet_with_workers() -> tuple[subprocess.Popen, list[int]]:
-    """`hetplan fleet` on the largest example cluster, started until its two workers run searches;
-    the command and its child processes (workers, resource tracker)."""
-    command = subprocess.Popen(
-        [sys.executable, "-m", "planner", "fleet", "--cluster", str(EXAMPLES / "big-4types-4096.yaml"),
-         "--jobs", str(EXAMPLES / "fleet" / "ten-jobs.yaml"), "--time-limit", "2", "--workers", "2"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+def _started_with_workers(args: list[str], workers: int, cpu_s: float, what: str) -> tuple[subprocess.Popen, list[int]]:
+    """`hetplan ARGS` started and watched until `workers` spawned workers each have `cpu_s` of CPU (past their
+    imports, computing); the command and its child processes (workers, resource tracker)."""
+    command = subprocess.Popen([sys.executable, "-m", "planner", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, start_new_session=True)
     parent = psutil.Process(command.pid)
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline and command.poll() is None:
         children = parent.children(recursive=True)
-        workers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
-        if len(workers) >= 2 and all(w.cpu_times().user > 0.5 for w in workers):    # past their imports
+        running = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+        if len(running) >= workers and all(w.cpu_times().user > cpu_s for w in running):
             return command, [c.pid for c in children]
         time.sleep(0.2)
     command.kill()
-    pytest.fail(f"the fleet never ran two workers: {command.stderr.read().decode()[-500:]}")
+    pytest.fail(f"the {what} never ran {workers} worker(s): {command.stderr.read().decode()[-500:]}")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL])
-def test_workers_and_the_resource_tracker_end_with_the_command(sig):
-    command, children = _fleet_with_workers()
-    assert len(children) >= 3, children        # two workers and the resource tracker
+def _fleet_with_workers() -> tuple[subprocess.Popen, list[int]]:
+    """`hetplan fleet` on the largest example cluster, started until its two workers run searches."""
+    return _started_with_workers(["fleet", "--cluster", str(EXAMPLES / "big-4types-4096.yaml"), "--jobs",
+                                  str(EXAMPLES / "fleet" / "ten-jobs.yaml"), "--time-limit", "2", "--workers", "2"],
+                                 2, 0.5, "fleet")
+
+
+def _signal_ends_command_and_children(command: subprocess.Popen, children: list[int], sig) -> None:
+    """`sig` to the command: it exits with 128 + sig and its own line (not for SIGKILL), and no child
+    outlives it by more than 10 s; a child left over is killed either way."""
     try:
         command.send_signal(sig)
         rc = command.wait(timeout=30)
@@ -67,40 +71,21 @@ def test_workers_and_the_resource_tracker_end_with_the_command(sig):
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL])
+def test_workers_and_the_resource_tracker_end_with_the_command(sig):
+    command, children = _fleet_with_workers()
+    assert len(children) >= 3, children        # two workers and the resource tracker
+    _signal_ends_command_and_children(command, children, sig)
+
+
 def _plan_with_workers() -> tuple[subprocess.Popen, list[int]]:
     """`hetplan plan --workers 2` on the 1,024-GPU example (engine searches of seconds each), started
-    until its worker searches; the command and its child processes (worker, resource tracker)."""
-    command = subprocess.Popen(
-        [sys.executable, "-m", "planner", "plan", "--cluster", str(EXAMPLES / "cloud-4types-1024.yaml"),
-         "--model", "gpt3-175b", "--global-batch", "1536", "--seq-len", "2048", "--workers", "2"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    parent = psutil.Process(command.pid)
-    deadline = time.monotonic() + 150
-    while time.monotonic() < deadline and command.poll() is None:
-        children = parent.children(recursive=True)
-        workers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
-        if workers and all(w.cpu_times().user > 1.0 for w in workers):    # past its imports
-            return command, [c.pid for c in children]
-        time.sleep(0.2)
-    command.kill()
-    pytest.fail(f"the plan never ran a worker: {command.stderr.read().decode()[-500:]}")
+    until its worker searches."""
+    return _started_with_workers(["plan", "--cluster", str(EXAMPLES / "cloud-4types-1024.yaml"), "--model", "gpt3-175b",
+                                  "--global-batch", "1536", "--seq-len", "2048", "--workers", "2"], 1, 1.0, "plan")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_plan_workers_end_with_the_command(sig):
     command, children = _plan_with_workers()
-    try:
-        command.send_signal(sig)
-        rc = command.wait(timeout=30)
-        if sig != signal.SIGKILL:
-            err = command.stderr.read().decode()
-            assert rc == 128 + sig, (rc, err[-500:])
-            assert err.startswith("hetplan: interrupted"), err[:500]
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(map(_alive, children)):
-            time.sleep(0.1)
-        assert not [pid for pid in children if _alive(pid)], "a child outlived the command"
-    finally:
-        for pid in children:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+    _signal_ends_command_and_children(command, children, sig)

@@ -14,6 +14,13 @@ from planner.types import Schedule
 NO_DELAY = lambda *a: 0.0  # noqa: E731
 
 
+def _full_simulation(counts, fwd, bwd, delay, schedule, interleave, timeline):
+    """Every pass of every worker simulated, no lanes and no extrapolation: what the faster paths must equal."""
+    if interleave > 1:
+        return _simulate_static(counts, fwd, bwd, delay, schedule, interleave, timeline)
+    return _simulate_events(counts, fwd, bwd, delay, schedule, timeline)
+
+
 @pytest.mark.parametrize("p,m,tf,tb", [(1, 1, 1.0, 2.0), (2, 8, 1.0, 2.0), (4, 16, 0.5, 1.5), (8, 8, 3.0, 6.0),
                                        (8, 3, 1.0, 2.0)])
 @pytest.mark.parametrize("schedule", [Schedule.ONE_F_ONE_B, Schedule.GPIPE])
@@ -137,10 +144,7 @@ def test_lanes_simulated_once_per_kind_equal_the_full_simulation(data, p, d, sch
     stages = [list(counts) for _ in range(p)]
     lanes = simulate(stages, fwd, bwd, delay, schedule, interleave, timeline=True)
     assert _simulate_lanes(stages, fwd, bwd, delay, schedule, interleave) is not None
-    if interleave > 1:
-        full = _simulate_static(stages, fwd, bwd, delay, schedule, interleave, True)
-    else:
-        full = _simulate_events(stages, fwd, bwd, delay, schedule, True)
+    full = _full_simulation(stages, fwd, bwd, delay, schedule, interleave, True)
     assert lanes.makespan_s == pytest.approx(full.makespan_s, rel=1e-12)
     for row in ("end_s", "busy_s", "last_backward_s"):
         for a, b in zip(getattr(lanes, row), getattr(full, row)):
@@ -250,10 +254,7 @@ def test_replicated_stages_of_long_lanes_equal_the_full_simulation(schedule, int
     def delay(i, r, i2, r2):
         return 0.02 * (1 + r)
     mine = simulate(counts, fwd, bwd, delay, schedule, interleave)
-    if interleave > 1:
-        full = _simulate_static(counts, fwd, bwd, delay, schedule, interleave, False)
-    else:
-        full = _simulate_events(counts, fwd, bwd, delay, schedule, False)
+    full = _full_simulation(counts, fwd, bwd, delay, schedule, interleave, False)
     assert mine.makespan_s == pytest.approx(full.makespan_s, rel=1e-10)
     for row in ("end_s", "busy_s", "last_backward_s"):
         assert getattr(mine, row) == [[pytest.approx(x, rel=1e-10) for x in r] for r in getattr(full, row)], row
