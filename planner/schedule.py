@@ -74,9 +74,10 @@ def _stride_order(counts: list[int]) -> list[int]:
     return owners
 
 
-def _worker_order(schedule: Schedule, v: int, p: int, i: int, n: int):
-    """The passes a worker of stage i runs, in order, for its n micro-batches: arrays (kind, chunk, index
-    of the micro-batch among the worker's own, in the order it received them).
+def _worker_orders(schedule: Schedule, v: int, p: int, stages: np.ndarray, n: int):
+    """The passes workers of these stages run, in order, each for n micro-batches of its own: arrays
+    (kind, chunk, index of the micro-batch among the worker's own, in the order it received them), one
+    row per worker.
       GPipe: every forward, then every backward.
       1F1B: min(p - i - 1, n) warm-up forwards, then one forward and one backward, then the cool-down's
         backwards.
@@ -85,24 +86,29 @@ def _worker_order(schedule: Schedule, v: int, p: int, i: int, n: int):
         min(v n, 2 (p - i - 1) + (v - 1) p) chunk-forwards, then one chunk-forward and one
         chunk-backward, then the cool-down's chunk-backwards."""
     index = np.arange(n)
-    if schedule == Schedule.GPIPE:
-        return (np.repeat(np.array([FORWARD, BACKWARD]), n), np.zeros(2 * n, dtype=np.int64),
-                np.concatenate([index, index]))
-    if v == 1:
-        chunk, warmup = np.zeros(n, dtype=np.int64), min(p - i - 1, n)
+    if schedule == Schedule.GPIPE or v == 1:
+        chunk = np.zeros(n, dtype=np.int64)
+        warmup = np.full(len(stages), n) if schedule == Schedule.GPIPE else np.minimum(p - stages - 1, n)
     else:
         whole, left = divmod(n, p)
         chunk = np.concatenate([np.tile(np.repeat(np.arange(v), p), whole), np.repeat(np.arange(v), left)])
         index = np.concatenate([(np.arange(whole)[:, None, None] * p + np.arange(p)[None, None, :]
                                  + np.zeros((1, v, 1), dtype=np.int64)).ravel(),
                                 np.tile(whole * p + np.arange(left), v)])
-        warmup = min(len(chunk), 2 * (p - i - 1) + (v - 1) * p)
-    steady = len(chunk) - warmup
-    kind = np.concatenate([np.full(warmup, FORWARD), np.tile([FORWARD, BACKWARD], steady),
-                           np.full(warmup, BACKWARD)])
-    forwards, backwards = (chunk, index), (v - 1 - chunk, index)
-    return kind, *(np.concatenate([f[:warmup], np.stack([f[warmup:], b[:steady]], axis=1).ravel(), b[steady:]])
-                   for f, b in zip(forwards, backwards))
+        warmup = np.minimum(2 * (p - stages - 1) + (v - 1) * p, len(chunk))
+    back_chunk = chunk if schedule == Schedule.GPIPE else v - 1 - chunk
+    forwards = len(chunk)
+    q, w = np.arange(2 * forwards)[None, :], warmup[:, None]
+    steady = q - w          # in the steady state forwards and backwards alternate
+    tail = q >= 2 * forwards - w
+    forward = (q < w) | (~tail & (steady % 2 == 0))
+    at = np.where(q < w, q, np.where(tail, q - forwards, np.where(forward, w + steady // 2, steady // 2)))
+    return np.where(forward, FORWARD, BACKWARD), np.where(forward, chunk[at], back_chunk[at]), index[at]
+
+
+def _worker_order(schedule: Schedule, v: int, p: int, i: int, n: int):
+    """_worker_orders of one worker of stage i."""
+    return tuple(x[0] for x in _worker_orders(schedule, v, p, np.array([i]), n))
 
 
 def in_flight_limit(replicas_per_stage: list[int], stage: int, own: int, total: int) -> int:
@@ -547,31 +553,48 @@ def _pass_index(kind, chunk, stage, micro_batch, v: int, p: int, total: int):
     return ((kind * v + chunk) * p + stage) * total + micro_batch
 
 
-def _static_passes(schedule, v: int, p: int, i: int, r: int, owners: list[np.ndarray], total: int,
-                   forward_s: float, backward_s: float, delay, timeline: bool):
-    """One worker's passes in order, as lists: each pass's slot (_pass_index), the slot of the pass whose
-    output it waits for (-1: none; the same micro-batch's pass on the previous stage, forward, or the next,
-    backward, or across the chunk boundary between the last stage and the first), the transfer time of
-    that output to this worker, its duration, and with `timeline` its (micro-batch, chunk, kind name)."""
-    mbs = np.flatnonzero(owners[i] == r)
-    kind, chunk, index = _worker_order(schedule, v, p, i, len(mbs))
-    j = mbs[index]
-    forward = kind == FORWARD
-    # (c) the dependency: forward from stage i - 1, or from the last stage's previous chunk at stage 0;
-    # backward from stage i + 1, or from the first stage's next chunk at the last stage
-    src_f, src_b = (i - 1, 0) if i > 0 else (p - 1, -1), (i + 1, 0) if i < p - 1 else (0, 1)
-    src = np.where(forward, src_f[0], src_b[0])
-    src_chunk = chunk + np.where(forward, src_f[1], src_b[1])
-    dep = np.where((src_chunk >= 0) & (src_chunk < v), _pass_index(kind, src_chunk, src, j, v, p, total), -1)
-    link = np.zeros(len(j))
-    for s, sel in ((src_f[0], forward), (src_b[0], ~forward)):
-        if s != i and sel.any():
-            senders, which = np.unique(owners[s][j[sel]], return_inverse=True)
-            link[sel] = np.array([delay(s, int(q), i, r) for q in senders], dtype=float)[which]
-    duration = np.where(forward, forward_s / v, backward_s / v)
-    described = list(zip(j.tolist(), chunk.tolist(), [KIND_NAMES[x] for x in kind.tolist()])) if timeline else None
-    slot = _pass_index(kind, chunk, i, j, v, p, total)
-    return slot.tolist(), dep.tolist(), link.tolist(), duration.tolist(), described
+def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay, timeline: bool) -> list[tuple]:
+    """Each worker's passes in order (_workers' numbering), as lists: each pass's slot (_pass_index), the
+    slot of the pass whose output it waits for (-1: none; the same micro-batch's pass on the previous
+    stage, forward, or the next, backward, or across the chunk boundary between the last stage and the
+    first), the transfer time of that output to this worker, its duration, and with `timeline` its
+    (micro-batch, chunk, kind name). Workers of as many micro-batches are worked out together."""
+    p, total = len(micro_batches), sum(micro_batches[0])
+    first, stage, replica = _workers(micro_batches)
+    owners = np.array([assign_micro_batches(c) for c in micro_batches])       # per stage, per micro-batch
+    alike: dict[int, list[int]] = {}
+    for w, (i, r) in enumerate(zip(stage, replica)):
+        alike.setdefault(micro_batches[i][r], []).append(w)
+    passes: list[tuple] = [()] * len(stage)
+    for n, ws in alike.items():
+        i, r = np.array([stage[w] for w in ws])[:, None], np.array([replica[w] for w in ws])[:, None]
+        own = np.array([np.arange(total) if len(micro_batches[stage[w]]) == 1
+                        else np.flatnonzero(owners[stage[w]] == replica[w]) for w in ws])
+        kind, chunk, index = _worker_orders(schedule, v, p, i[:, 0], n)
+        j = np.take_along_axis(own, index, axis=1)
+        forward = kind == FORWARD
+        # the dependency: forward from stage i - 1, or from the last stage's previous chunk at stage 0;
+        # backward from stage i + 1, or from the first stage's next chunk at the last stage
+        src = np.where(forward, np.where(i > 0, i - 1, p - 1), np.where(i < p - 1, i + 1, 0))
+        src_chunk = chunk + np.where(forward, np.where(i > 0, 0, -1), np.where(i < p - 1, 0, 1))
+        waits = (src_chunk >= 0) & (src_chunk < v)
+        dep = np.where(waits, _pass_index(kind, src_chunk, src, j, v, p, total), -1)
+        link = np.zeros(kind.shape)
+        sender = owners[src, j]
+        crossing = waits & (src != i)
+        width = max(len(c) for c in micro_batches)     # each transfer's (receiver, sender) as one number
+        pair = ((np.broadcast_to(i * width + r, kind.shape) * p + src) * width + sender)[crossing]
+        pairs, which = np.unique(pair, return_inverse=True)
+        link[crossing] = np.array([delay(x // width % p, x % width, x // width // p // width, x // width // p % width)
+                                   for x in pairs.tolist()], dtype=float)[which]
+        times = np.array([[forward_s[stage[w]][replica[w]], backward_s[stage[w]][replica[w]]] for w in ws]) / v
+        duration = np.where(forward, times[:, :1], times[:, 1:])
+        rows = zip(_pass_index(kind, chunk, i, j, v, p, total).tolist(), dep.tolist(), link.tolist(),
+                   duration.tolist(), zip(j.tolist(), chunk.tolist(), kind.tolist()) if timeline else [None] * len(ws))
+        for w, (slots, deps, links, durations, described) in zip(ws, rows):
+            passes[w] = (slots, deps, links, durations,
+                         [(jj, c, KIND_NAMES[k]) for jj, c, k in zip(*described)] if timeline else None)
+    return passes
 
 
 def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline,
@@ -584,10 +607,7 @@ def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, t
     total = sum(micro_batches[0])
     first, stage, replica = _workers(micro_batches)
     workers = first[-1]
-    owners = [np.asarray(assign_micro_batches(c)) for c in micro_batches]
-    passes = [_static_passes(schedule, v, p, i, r, owners=owners, total=total, forward_s=forward_s[i][r],
-                             backward_s=backward_s[i][r], delay=delay, timeline=timeline)
-              for i, r in zip(stage, replica)]
+    passes = _static_passes(schedule, v, micro_batches, forward_s, backward_s, delay, timeline)
     done: list[float | None] = [None] * (2 * v * p * total)
     waiter = [-1] * len(done)            # the worker waiting for a pass (each pass feeds one other pass)
     at, free_at, busy = [0] * workers, [0.0] * workers, [0.0] * workers
