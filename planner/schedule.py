@@ -479,7 +479,8 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     owner = _owner_workers(micro_batches, first)
     forward_to = [owner[i + 1] if i < p - 1 else None for i in stage]      # who gets a worker's outputs
     backward_to = [owner[i - 1] if i > 0 else None for i in stage]
-    links: list[dict[int, float]] = [{} for _ in range(2 * workers)]       # delay to each, per direction
+    forward_link: list[dict[int, float]] = [{} for _ in range(workers)]  # the delay to each of them
+    backward_link: list[dict[int, float]] = [{} for _ in range(workers)]
     fwd_s = [x for row in forward_s for x in row]
     bwd_s = [x for row in backward_s for x in row]
     held_max = [x for row in limit for x in row]
@@ -496,47 +497,66 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     events = [(0.0, w, _START, w, 0) for w in range(replicas[0])]
     seq = len(events)
     push, pop = heapq.heappush, heapq.heappop
+    f_arrives, b_arrives = _ARRIVES + FORWARD, _ARRIVES + BACKWARD      # as locals: read once an event
+    f_ends, b_ends = _ENDS + FORWARD, _ENDS + BACKWARD
     stopped = False
     while events:
         t, _, code, w, j = pop(events)
-        if code < _ENDS:                   # an input arrives
-            push(ready_b[w] if code else ready_f[w], j)
-        elif code < _START:                # a pass ends
+        if code == f_arrives:
+            push(ready_f[w], j)
+            if busy_until[w] is not None:
+                continue
+        elif code == b_arrives:
+            push(ready_b[w], j)
+            if busy_until[w] is not None:
+                continue
+        elif code == f_ends:
             busy_until[w] = None
             end_s[w] = t
-            to = backward_to[w] if code - _ENDS else forward_to[w]
-            if code == _ENDS:
-                if to is None:             # the last stage turns its forward around
-                    push(ready_b[w], j)
-            else:
-                in_flight[w] -= 1
-            if to is not None:             # the output leaves for its owner on the next (previous) stage
+            to = forward_to[w]
+            if to is None:                 # the last stage turns its forward around
+                push(ready_b[w], j)
+            else:                          # the output leaves for its owner on the next stage
                 w2 = to[j]
-                out = links[2 * w + code - _ENDS]
-                link = out.get(w2)
+                link = forward_link[w].get(w2)
                 if link is None:
-                    link = out[w2] = delay(stage[w], replica[w], stage[w2], replica[w2])
+                    link = forward_link[w][w2] = delay(stage[w], replica[w], stage[w2], replica[w2])
                 if timeline and link > 0:
                     rows.append((stage[w2], replica[w2], j, 0, "p2p", t, t + link))
-                push(events, (t + link, seq, code - _ENDS, w2, j))
+                push(events, (t + link, seq, f_arrives, w2, j))
                 seq += 1
-        if busy_until[w] is not None:      # the worker starts its next pass, if it can
-            continue
-        if ready_b[w] and not (gpipe and forwards_left[w] > 0):
-            code, j, duration = _ENDS + BACKWARD, pop(ready_b[w]), bwd_s[w]
-        elif ready_f[w] and in_flight[w] < held_max[w]:
-            code, j, duration = _ENDS + FORWARD, pop(ready_f[w]), fwd_s[w]
+        elif code == b_ends:
+            busy_until[w] = None
+            end_s[w] = t
+            in_flight[w] -= 1
+            to = backward_to[w]
+            if to is not None:             # the gradient leaves for its owner on the previous stage
+                w2 = to[j]
+                link = backward_link[w].get(w2)
+                if link is None:
+                    link = backward_link[w][w2] = delay(stage[w], replica[w], stage[w2], replica[w2])
+                if timeline and link > 0:
+                    rows.append((stage[w2], replica[w2], j, 0, "p2p", t, t + link))
+                push(events, (t + link, seq, b_arrives, w2, j))
+                seq += 1
+        # the worker is idle: it starts its next pass, if it can
+        queue = ready_b[w]
+        if queue and not (gpipe and forwards_left[w]):
+            j, duration, code = pop(queue), bwd_s[w], b_ends
+        else:
+            queue = ready_f[w]
+            if not queue or in_flight[w] >= held_max[w]:
+                continue
+            j, duration, code = pop(queue), fwd_s[w], f_ends
             in_flight[w] += 1
             forwards_left[w] -= 1
             if watch is not None and stage[w] == 0:
                 stopped = watch.seen(t, j, _event_state(t, j, events, busy_until, ready_f, ready_b, in_flight),
                                      busy_s[:])
-        else:
-            continue
         busy_until[w] = t + duration
         busy_s[w] += duration
         if timeline:
-            rows.append((stage[w], replica[w], j, 0, KIND_NAMES[code - _ENDS], t, t + duration))
+            rows.append((stage[w], replica[w], j, 0, KIND_NAMES[code - f_ends], t, t + duration))
         push(events, (t + duration, seq, code, w, j))
         seq += 1
         if stopped:
