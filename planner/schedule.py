@@ -215,10 +215,12 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     gpipe = schedule == Schedule.GPIPE
     replicas = [d] * p
     kinds: dict[tuple, list[int]] = {}
-    for r, n in enumerate(counts):
-        key = (n, tuple(forward_s[i][r] for i in range(p)), tuple(backward_s[i][r] for i in range(p)),
-               tuple(delay(i, r, i + 1, r) for i in range(p - 1)), tuple(delay(i + 1, r, i, r) for i in range(p - 1)),
-               tuple(total if gpipe else in_flight_limit(replicas, i, n, total) for i in range(p)))
+    limits: dict[int, tuple[int, ...]] = {}          # a lane's in-flight limits follow from its count alone
+    for r, (n, fwd_r, bwd_r) in enumerate(zip(counts, zip(*forward_s), zip(*backward_s))):
+        if n not in limits:
+            limits[n] = tuple(total if gpipe else in_flight_limit(replicas, i, n, total) for i in range(p))
+        key = (n, fwd_r, bwd_r, tuple([delay(i, r, i + 1, r) for i in range(p - 1)]),
+               tuple([delay(i + 1, r, i, r) for i in range(p - 1)]), limits[n])
         kinds.setdefault(key, []).append(r)
     if len(kinds) == d and max(counts) <= extrapolation_threshold(p):
         return None                     # every lane differs and none is long enough to extrapolate
