@@ -227,7 +227,7 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     end_s = [[0.0] * d for _ in range(p)]
     busy_s = [[0.0] * d for _ in range(p)]
     last_bwd = [[0.0] * d for _ in range(p)]
-    frames = []
+    passes = []                 # with a timeline: each lane's kind's passes as columns, and the lane
     owned: list[list[int]] = [[] for _ in range(d)]
     for j, r in enumerate(assign_micro_batches(counts) if timeline else ()):
         owned[r].append(j)
@@ -241,13 +241,28 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
         for r in lane:
             for i in range(p):
                 end_s[i][r], busy_s[i][r], last_bwd[i][r] = sim.end_s[i][0], sim.busy_s[i][0], sim.last_backward_s[i][0]
-            if timeline:
-                frames.append(sim.timeline.assign(replica=r, micro_batch=[owned[r][j] for j in sim.timeline.micro_batch]))
-    table = None
-    if timeline:
-        import pandas as pd   # lazy, as in _frame
-        table = pd.concat(frames, ignore_index=True)
-    return SimResult(max(max(row) for row in end_s), end_s, busy_s, last_bwd, table)
+        if timeline:
+            columns = {name: sim.timeline[name].to_numpy() for name in sim.timeline.columns}
+            passes += [(columns, r) for r in lane]
+    return SimResult(max(max(row) for row in end_s), end_s, busy_s, last_bwd,
+                     _lanes_frame(passes, owned) if timeline else None)
+
+
+def _lanes_frame(passes, owned: list[list[int]]):
+    """The timeline of lanes: each lane's kind's passes with the lane as their replica and its own
+    micro-batches, the j-th of the kind's being the lane's j-th."""
+    import pandas as pd   # lazy, as in _frame
+    names = list(passes[0][0])
+    rows = {name: [] for name in names}
+    for columns, r in passes:
+        for name in names:
+            if name == "replica":
+                rows[name].append(np.full(len(columns[name]), r, dtype=np.int64))
+            elif name == "micro_batch":
+                rows[name].append(np.asarray(owned[r], dtype=np.int64)[columns[name]])
+            else:
+                rows[name].append(columns[name])
+    return pd.DataFrame({name: np.concatenate(rows[name]) for name in names})
 
 
 # ----------------------------------------------------------------------------- one lane, extrapolated
