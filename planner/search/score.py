@@ -25,6 +25,7 @@ tests/test_one_cost_model.py holds the two within a stated tolerance.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -105,7 +106,7 @@ class Scorer:
         self._act: dict = {}
         self._caps: dict = {}
         self._links: dict = {}
-        self.linker = LayoutLinker(cluster)
+        self.linker = _linker(cluster)
         self._best_rate: dict = {}
         # the layer parameters one GPU holds at tp 1: routed experts 1/ep (expert parallelism); the
         # bounds read it as is (an under-estimate of the optimizer shards, so they stay bounds),
@@ -476,6 +477,14 @@ class Scorer:
                 floor = max(floor, _window_s(v, m, own, t, fastest, wrap, windows),
                             _prefix_s(own, t, fastest, v, f, windows, m))
         return pipeline + _tail_s(tails, drains, links.backward), floor + tails[0]
+
+
+@functools.lru_cache(maxsize=4)
+def _linker(cluster: Cluster) -> LayoutLinker:
+    """The cluster's LayoutLinker, one for all its scorers (the search makes one per engine and offload
+    setting): a layout's placement and links read the cluster alone, and placing layouts is most of
+    what the bounds' transfer floors (bound.TransferFloors.run_s) cost."""
+    return LayoutLinker(cluster)
 
 
 def _lane_s(v: int, m: int, own: list[int], t: list[float], lane: Lane, windows: list[int]) -> float:
