@@ -95,15 +95,6 @@ class StageFigures(NamedTuple):
     shares: tuple[int, ...]
 
 
-class StageRow(NamedTuple):
-    """Stages of run `run` in Bounds._pipeline_s: `count` of them, their rates, the head's time and which
-    part of the run they are ("all" of a run before the last; the last run's "others" and "last")."""
-    run: int
-    count: int
-    per_zero: dict[int, StageRates]
-    head: float
-    part: str
-
 # Narayanan's fill (b3) is an estimate of the simulated 1F1B bubble, not a bound on it (the
 # simulation hides the stages after the busiest one behind its own backward passes), and the
 # interleaved busiest-stage level is beaten by the simulated interleaved schedule on a few deep
@@ -176,8 +167,12 @@ class Bounds:
         zeros = zero_stages(s.job.offload, max_replicas * s.cp)
         # each run's last stage index and the replicas of it and every later stage (its 1F1B window)
         replicas = [sum(g.count for g in groups) for groups, _ in runs]
-        last = [sum(c for _, c in runs[:k + 1]) - 1 for k in range(len(runs))]
-        windows = [replicas[k] + sum(r * c for r, (_, c) in zip(replicas[k + 1:], runs[k + 1:])) for k in range(len(runs))]
+        last, windows, before, after = [], [], -1, sum(r * c for r, (_, c) in zip(replicas, runs))
+        for r, (_, count) in zip(replicas, runs):
+            before += count
+            after -= r * count
+            last.append(before)
+            windows.append(r + after)
         if fixed is None:
             fixed = 0 if any_order else len(runs)
         any_order = fixed < len(runs)           # no head time, and only known transfers
@@ -185,6 +180,7 @@ class Bounds:
         out = {}
         raw_limit = limit / (1 - FILL_SLACK)    # `limit` applies to the bound as returned, margin taken off
         wanted = None if only is None else {key[:3] for key in only}
+        recomputes = searched_recomputes(s.options.flash_attention, mixed, s.job.engine)
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
                 break
@@ -193,13 +189,14 @@ class Bounds:
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
-                for rc in searched_recomputes(s.options.flash_attention, mixed, s.job.engine):
+                ratio = None
+                for rc in recomputes:
                     if wanted is not None and (mb, v, rc) not in wanted:
                         continue
-                    ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
-                    found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=zeros, last=last,
-                                                  windows=windows, transfers=transfers, no_head=any_order,
-                                                  limit=raw_limit, window_ratio=ratio, first_known=fixed >= 1)
+                    if ratio is None:
+                        ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
+                    found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers, any_order,
+                                                  raw_limit, ratio, fixed >= 1)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
                         bound *= 1 - FILL_SLACK
@@ -220,6 +217,8 @@ class Bounds:
         never = [math.inf] * len(zeros)
         if p * v > L:
             return never, False
+        # stages of run k: (k, how many, their rates, the head's time, which part of the run: "all" of a
+        # run before the last; the last run's "others" and "last")
         stages = []
         for k, (groups, count) in enumerate(runs):
             rates = self._stage_rates(groups, mb, rc, sp)
@@ -230,10 +229,11 @@ class Bounds:
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
                 return never, False
             if k < len(runs) - 1:
-                stages.append(StageRow(k, count, per_zero, 0.0, "all"))
+                stages.append((k, count, per_zero, 0.0, "all"))
             else:                                # only the very last stage holds the head
-                stages += ([StageRow(k, count - 1, per_zero, 0.0, "others")] * (count > 1)
-                           + [StageRow(k, 1, per_zero, head, "last")])
+                if count > 1:
+                    stages.append((k, count - 1, per_zero, 0.0, "others"))
+                stages.append((k, 1, per_zero, head, "last"))
         out, fits = [], False
         one_run = len(runs) == 1
         total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs) if one_run else 0
@@ -251,7 +251,7 @@ class Bounds:
                     if beta_hi > slow_lane:
                         slow_lane = beta_hi
                     if v == 1:
-                        x = max(_lane_window_ratio(n, total_replicas, m) * tau for n, tau in lanes)
+                        x = max([_lane_window_ratio(n, total_replicas, m) * tau for n, tau in lanes])
                         if x > lane_window:
                             lane_window = x
                 if not keep_e:
@@ -310,9 +310,7 @@ class Bounds:
         None where some stage cannot hold `fewest` layers."""
         caps = []
         for k, (groups, count) in enumerate(runs):
-            cap_last, before, least = self._run_caps(groups=groups, mb=mb, v=v, rc=rc, sp=sp, p=p,
-                                                     last_stage=last[k], window=windows[k], count=count, m=m,
-                                                     zero=zero)
+            cap_last, before, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
             if least < fewest:
                 return None
             caps.append({"last": cap_last, "all": (cap_last + before) / count,

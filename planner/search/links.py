@@ -20,6 +20,14 @@ class LayoutLinker:
         self.cluster = cluster
         self._cache: dict = {}
 
+    def links(self, layout: Layout, activation_bytes: float) -> LayoutLinks:
+        """figures(layout).at(activation_bytes), cached: the scorers of several engines on one cluster share
+        a linker (planner.search.score), and jobs of one model and sequence length the same sizes."""
+        key = ("at", layout, activation_bytes)
+        if key not in self._cache:
+            self._cache[key] = self.figures(layout).at(activation_bytes)
+        return self._cache[key]
+
     def figures(self, layout: Layout) -> LinkFigures:
         """LinkFigures of the layout. A chain's runs are placed one at a time and cached: each run
         is its pool's only user and placement packs a pool's replicas in stage order, so a run's

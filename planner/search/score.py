@@ -190,7 +190,7 @@ class Scorer:
         key = (layout, mb)
         if key not in self._links:
             size = activation_message_bytes(self.numerics.act_bytes, self.job.seq_len, mb, self.model.hidden)
-            self._links[key] = self.linker.figures(layout).at(size)
+            self._links[key] = self.linker.links(layout, size)
         return self._links[key]
 
     # ------------------------------------------------------------------ one candidate
