@@ -348,13 +348,14 @@ def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m)
 
 def _per_pool(s: Scorer, pools, tp_list, mb, rc):
     """(forward, backward, activation bytes per layer, recompute workspace bytes) tables
-    [sp][pool, tp] for one micro-batch (the scorer's, which caches them)."""
+    [sp][pool, tp] for one micro-batch (the scorer's, which caches them). Without sequence parallelism
+    every group has tp 1 (a family uses it where some group has tp > 1): the other cells stay inf, unread."""
     f, b, act, workspace = (np.full((2, len(pools), len(tp_list)), np.inf) for _ in range(4))
     for spi, sp in enumerate((False, True)):
         for k, pool in enumerate(pools):
             allowed = set(tp_degrees(pool, s.model, s.cp))
             for j, t in enumerate(tp_list):
-                if t not in allowed:
+                if t not in allowed or (t > 1 and not sp):
                     continue
                 fw, bw, _, _ = s.pass_times(pool, t, mb, rc, sp)
                 f[spi, k, j], b[spi, k, j] = fw, bw
