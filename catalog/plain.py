@@ -100,8 +100,9 @@ def _model(spec: dict, name: str, data) -> Entry:
         given = field.get("alias", key)
         if given in data:
             out[key] = _value(spec, field["schema"], data[given])
-        elif "default" in field:
-            out[key] = copy.deepcopy(field["default"])
+        elif "default" in field:                         # a fresh {} or [] for each entry
+            default = field["default"]
+            out[key] = copy.deepcopy(default) if isinstance(default, (dict, list)) else default
         else:
             raise _Doubt
     return Entry(name, out)
