@@ -6,7 +6,7 @@ in `ui.planning`.
 """
 import streamlit as st
 
-from ui import session, sidebar
+from ui import planning, session, sidebar
 from ui.markup import md
 
 # An emoji, not ":material/hub:": Streamlit fetches a Material page icon from fonts.gstatic.com (an emoji becomes
@@ -21,6 +21,7 @@ def page(view: str, title: str, icon: str, url_path: str, **kw) -> st.Page:
 def main() -> None:
     st.set_page_config(page_title="hetplan: plan training on mixed GPUs", page_icon=PAGE_ICON, layout="wide",
                        initial_sidebar_state="expanded")
+    planning.warm_up_workers()
     session.get()
     for warning in session.url_warnings():
         st.warning(md(warning), icon=":material/link_off:")
