@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -39,6 +40,31 @@ at = AppTest.from_file("app.py", default_timeout=120).run()
 assert not at.exception and at.title[0].value == "Compose"
 print(time.perf_counter() - t)
 """
+
+
+WORKER_START = """
+import os, statistics, sys, time, types
+from ui.budget import run
+def main():
+    run(time.time, (), 10, 2 ** 31, 100)                 # the forkserver started
+    app = types.ModuleType("__main__")
+    app.__file__ = os.path.abspath("app.py")             # __main__ as Streamlit's script runner leaves it
+    sys.modules["__main__"], seconds = app, []
+    for _ in range(5):
+        t = time.time()
+        seconds.append(run(time.time, (), 10, 2 ** 31, 100)[0] - t)
+    print(statistics.median(seconds))
+if __name__ == "__main__":
+    main()
+"""
+
+
+def worker_start_s(root: Path = ROOT) -> float:
+    """Median seconds from a worker's start (ui.budget.run, from a server whose __main__ is app.py, as under
+    `streamlit run`) to its work's first line: the fork, and whatever the child runs of the app first."""
+    out = subprocess.run([sys.executable, "-c", WORKER_START], cwd=root, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def cold_render_s() -> float:
@@ -236,7 +262,8 @@ def plan_browser_rows(root: Path) -> list[tuple[str, float]]:
         return []
     figures, gains, final = plan_64_browser_s(root)
     fresh = plan_64_browser_s(root, warm=False)[0]
-    return [("plan 64-GPU example in Chromium: click to the plan's figures drawn", figures),
+    return [("a planner call's worker, start to its work's first line (median of 5)", worker_start_s(root)),
+            ("plan 64-GPU example in Chromium: click to the plan's figures drawn", figures),
             ("  click to the gains over the baselines drawn", gains),
             ("  click to the final answer drawn (every engine checked)", final),
             ("  fresh server, Plan pressed as soon as it shows: click to the plan's figures drawn", fresh)]
