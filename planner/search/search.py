@@ -162,6 +162,10 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
       limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
       the engine runs. "fixed": `job.offload` only."""
     settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
+    first = _FIRST.get()
+    if first is not None and not engines and first[:2] == (cluster, job):     # search_after_first's, in hand
+        _FIRST.set(None)
+        return first[2]
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
     kept = _WINNER_BOUNDS.set(_WINNER_BOUNDS.get() if _WINNER_BOUNDS.get() is not None else {})
     try:
@@ -241,6 +245,30 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     if any(e.field == "time_limit" for e in why.values()):
         found = replace(found, complete=False)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, found) if baselines else found
+
+
+# The first engine's answer of a best-engine search, in hand (search_after_first): (cluster, job under that
+# engine, its SearchResult); `search` answers it once instead of searching that engine again.
+_FIRST: ContextVar[tuple | None] = ContextVar("hetplan_first_engine", default=None)
+
+
+def search_after_first(cluster: Cluster, job: Job, first: SearchResult, engines: tuple[str, ...],
+                       objective: Objective = Objective.THROUGHPUT, deadline_hours: float | None = None,
+                       top_k: int = 5, method: str = "hetplan", options: SearchOptions = SearchOptions(),
+                       baselines: bool = True, **settings) -> SearchResult:
+    """`search(cluster, job, ..., engines=engines)` with the first engine's answer in hand: `first` is
+    `search(cluster, replace(job, engine=engines[0]), ..., baselines=False)` with the same arguments (an app
+    shows it while the others are searched). The engines after it are searched, pruned at it, and the answers
+    combined as `search` combines them (_search_engines: the same plans, notes, by_engine, complete and gap;
+    tests/test_search.py), each engine with the limit `search` leaves it after a first engine that took no
+    time (options.workers 1; more searches it in a worker again). A `first` cut short by a limit (not
+    complete) depends on that limit and is not used: every engine is searched then, as by `search`."""
+    token = _FIRST.set((cluster, replace(job, engine=engines[0]), first) if first.complete else None)
+    try:
+        return search(cluster, job, objective, deadline_hours, top_k, method, options, baselines, engines=engines,
+                      **settings)
+    finally:
+        _FIRST.reset(token)
 
 
 def _engine_notes(title: str, method: str, notes: tuple[str, ...]) -> tuple[str, ...]:
