@@ -19,7 +19,7 @@ from planner.search.search import _best_of, _busiest_compute_s
 from planner.search.score import Scorer
 from planner.search.space import knob_settings, layout_families
 from planner.types import Job, Objective
-from tests.test_search_bounds import _random_case
+from tests.test_search_bounds import TIGHT_GPUS, TIGHT_MODELS, _random_case
 
 
 @pytest.fixture(scope="module")
@@ -102,15 +102,18 @@ def test_even_busiest_replica_bounds_the_even_fast_score(catalog, seed):
     assert checked > 0
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed,tight", [(seed, False) for seed in range(6)] + [(seed, True) for seed in range(4)])
 @pytest.mark.parametrize("name", ["megatron", "uniform"])
-def test_rescoring_skips_only_candidates_that_cannot_win(catalog, name, seed):
-    """search._best_of re-scores a kept candidate only when neither its lower bound nor its busiest
-    replica's compute (search._busiest_compute_s, evaluate's own pass times) rules it out: on random
-    clusters and jobs, both floors stay at or below planner.cost.evaluate for every kept candidate,
-    and the plan it returns is the brute-force best by evaluate of all of them (ties: the kept
-    order), so skipping changes no baseline."""
-    cluster, job = _random_case(random.Random(seed), catalog)
+def test_rescoring_skips_only_candidates_that_cannot_win(catalog, name, seed, tight):
+    """search._best_of re-scores a kept candidate only when neither its lower bound (with the
+    baselines' late floor: every stage's own end and tail, score._late_s) nor its busiest replica's
+    compute (search._busiest_compute_s, evaluate's own pass times) rules it out: on random clusters
+    and jobs, both floors stay at or below planner.cost.evaluate for every kept candidate, and the
+    plan it returns is the brute-force best by evaluate of all of them (ties: the kept order), so
+    skipping changes no baseline."""
+    rng = random.Random(seed)
+    cluster, job = (_random_case(rng, catalog, TIGHT_GPUS, TIGHT_MODELS, (1024, 2048, 4096)) if tight
+                    else _random_case(rng, catalog))
     options = SearchOptions(time_limit_s=None, baseline_time_limit_s=None)
     considered = PLANNERS[name].consider(cluster, job, Objective.THROUGHPUT, None, options)
     best, best_key = None, math.inf

@@ -219,9 +219,11 @@ class Scorer:
                 self._shares[key] = tuple(found) if found else None
         return self._shares[key]
 
-    def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False) -> Candidate | None:
+    def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False,
+              late: bool = False) -> Candidate | None:
         """Best split and shares for this layout and knobs, and the fast iteration time; None when
-        nothing fits. `uniform`: layers and samples split evenly instead (the baselines)."""
+        nothing fits. `uniform`: layers and samples split evenly instead (the baselines); `late`: a
+        floor_s that also bounds every stage's own end and tail (iteration_s)."""
         if any(sum(g.count * (g.tp if knobs.expert_tensor_parallel else 1) for g in stage) % self.job.expert_parallel
                for stage in layout.stages):
             return None             # expert-parallel groups of ep replicas (etp 1: ep GPUs) in every stage
@@ -248,7 +250,7 @@ class Scorer:
             if found is None:
                 return None
             layers, memory_binds = found
-        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision)
+        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision, late)
         price = self.price_per_hour(layout)
         return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds, floor_s)
 
@@ -392,11 +394,12 @@ class Scorer:
     # ------------------------------------------------------------------ time
 
     def iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool,
-                    precision: Precision = Precision.BF16) -> tuple[float, float]:
+                    precision: Precision = Precision.BF16, late: bool = False) -> tuple[float, float]:
         """The fast iteration time of the module docstring, and a lower bound on the one
         planner.cost.evaluate gives: the pipeline takes at least its busiest replica's passes and
         each lane's in-flight window, and the replica of stage 0 that ends the pipeline then
-        synchronises what its last backward did not hide and runs its optimizer step."""
+        synchronises what its last backward did not hide and runs its optimizer step; with `late`,
+        also at least every stage's own end and tail (_late_s; the baselines' re-scoring asks it)."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
         hs, etp = knobs.hybrid_shard, knobs.expert_tensor_parallel
         run = self.engine.execution_with(self.engine.search_switches(p, zero))    # the overlaps to_plan turns on
@@ -475,7 +478,10 @@ class Scorer:
                 f = [fs[lane.group if len(fs) > 1 else 0] for fs in fwds]
                 floor = max(floor, _window_s(v, m, own, t, fastest, wrap, windows),
                             _prefix_s(own, t, fastest, v, f, windows, m))
-        return pipeline + _tail_s(tails, drains, links.backward), floor + tails[0]
+        floor += tails[0]
+        if late:
+            floor = max(floor, _late_s(loads, passes, fwds, tails, v))
+        return pipeline + _tail_s(tails, drains, links.backward), floor
 
 
 def _lane_s(v: int, m: int, own: list[int], t: list[float], lane: Lane, windows: list[int]) -> float:
@@ -488,6 +494,21 @@ def _lane_s(v: int, m: int, own: list[int], t: list[float], lane: Lane, windows:
     if p == 1:
         return pipeline
     return max(pipeline, _window_s(v, m, own, t, x, lane.wrap, windows))
+
+
+def _late_s(loads: list[list[int]], passes: list[list[float]], fwds: list[list[float]], tails: list[float],
+            v: int) -> float:
+    """A lower bound on evaluate's iteration time from every stage's own end: stage i's busiest
+    replica starts once the first micro-batch has come forward through the stages before it (each
+    at least its fastest replica's forward, 1/v of it interleaved; transfers only add), works its
+    n_i t_i, and its stage then synchronises what its last backward did not hide and steps
+    (tails[i], at most what evaluate adds after every replica's end: planner.cost._assemble).
+    iteration_s's floor takes the tail of stage 0 only, which at scale is not the largest."""
+    worst, fill = 0.0, 0.0
+    for ns, ts, fs, tail in zip(loads, passes, fwds, tails):
+        worst = max(worst, fill + max(n * t for n, t in zip(ns, ts)) + tail)
+        fill += min(fs) / v
+    return worst
 
 
 def _tail_s(tails: list[float], drains: list[float], back) -> float:
