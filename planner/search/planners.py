@@ -764,7 +764,7 @@ def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: 
         if key >= keeper.threshold():
             return None
         keeper.c.fast_scores += 1
-        cand = scorer.score(layout, knobs, precision, uniform=True)
+        cand = scorer.score(layout, knobs, precision, uniform=True, late=True)   # late: fewer re-scored (_best_of)
         if cand is not None:
             keeper.add(cand, bound)
             return _Unscored(queue[k + 1:])

@@ -220,9 +220,11 @@ class Scorer:
                 self._shares[key] = tuple(found) if found else None
         return self._shares[key]
 
-    def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False) -> Candidate | None:
+    def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False,
+              late: bool = False) -> Candidate | None:
         """Best split and shares for this layout and knobs, and the fast iteration time; None when
-        nothing fits. `uniform`: layers and samples split evenly instead (the baselines)."""
+        nothing fits. `uniform`: layers and samples split evenly instead (the baselines); `late`: a
+        floor_s that also bounds every stage's own end and tail (iteration_s)."""
         if any(sum(g.count * (g.tp if knobs.expert_tensor_parallel else 1) for g in stage) % self.job.expert_parallel
                for stage in layout.stages):
             return None             # expert-parallel groups of ep replicas (etp 1: ep GPUs) in every stage
@@ -249,7 +251,7 @@ class Scorer:
             if found is None:
                 return None
             layers, memory_binds = found
-        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision, windows)
+        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision, windows, late)
         price = self.price_per_hour(layout)
         return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds, floor_s)
 
@@ -408,11 +410,13 @@ class Scorer:
     # ------------------------------------------------------------------ time
 
     def iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool,
-                    precision: Precision = Precision.BF16, windows: list[int] | None = None) -> tuple[float, float]:
+                    precision: Precision = Precision.BF16, windows: list[int] | None = None,
+                    late: bool = False) -> tuple[float, float]:
         """The fast iteration time of the module docstring, and a lower bound on the one
         planner.cost.evaluate gives: the pipeline takes at least its busiest replica's passes and
         each lane's in-flight window, and the replica of stage 0 that ends the pipeline then
-        synchronises what its last backward did not hide and runs its optimizer step."""
+        synchronises what its last backward did not hide and runs its optimizer step; with `late`,
+        also at least every stage's own end and tail (_late_s; the baselines' re-scoring asks it)."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
         hs, etp = knobs.hybrid_shard, knobs.expert_tensor_parallel
         run = self._execution(p, zero)
@@ -492,7 +496,10 @@ class Scorer:
                 f = [fs[lane.group if len(fs) > 1 else 0] for fs in fwds]
                 floor = max(floor, _window_s(v, own, t, fastest, wrap, limits),
                             _prefix_s(own, t, fastest, v, f, limits))
-        return pipeline + _tail_s(tails, drains, links.backward), floor + tails[0]
+        floor += tails[0]
+        if late:
+            floor = max(floor, _late_s(loads, passes, fwds, tails, v))
+        return pipeline + _tail_s(tails, drains, links.backward), floor
 
 
 @functools.lru_cache(maxsize=4)
@@ -527,6 +534,21 @@ def _in_flight_limits(v: int, m: int, own: list[int], windows: list[int]) -> lis
         return [window_in_flight_limit(window, n, m) for window, n in zip(windows, own)]
     p = len(own)
     return [interleaved_in_flight(p, i, v, n) * v for i, n in enumerate(own)]
+
+
+def _late_s(loads: list[list[int]], passes: list[list[float]], fwds: list[list[float]], tails: list[float],
+            v: int) -> float:
+    """A lower bound on evaluate's iteration time from every stage's own end: stage i's busiest
+    replica starts once the first micro-batch has come forward through the stages before it (each
+    at least its fastest replica's forward, 1/v of it interleaved; transfers only add), works its
+    n_i t_i, and its stage then synchronises what its last backward did not hide and steps
+    (tails[i], at most what evaluate adds after every replica's end: planner.cost._assemble).
+    iteration_s's floor takes the tail of stage 0 only, which at scale is not the largest."""
+    worst, fill = 0.0, 0.0
+    for ns, ts, fs, tail in zip(loads, passes, fwds, tails):
+        worst = max(worst, fill + max(n * t for n, t in zip(ns, ts)) + tail)
+        fill += min(fs) / v
+    return worst
 
 
 def _tail_s(tails: list[float], drains: list[float], back) -> float:

@@ -979,15 +979,13 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
             break
         if estimate_key_of_fast(objective, job, bound) >= best_key:    # its lower bound (_Keeper.add) cannot win
             continue
+        plan = cand.to_plan(job)
         floor = estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
-            cluster, job, cand, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
+            cluster, plan, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
         if floor >= best_key:
             continue
-        if best is None and full is not None:
-            plan = cand.to_plan(job)
-            est = _full(cluster, job, plan, options, full)
-        else:
-            plan, est = _evaluate(cluster, job, cand, options)
+        est = (_full(cluster, job, plan, options, full) if best is None and full is not None
+               else _evaluate_plan(cluster, job, plan, options))
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < best_key:
@@ -995,13 +993,17 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
     return best
 
 
-def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
-    """The most compute any replica does in an iteration (planner.cost.stage_passes, as evaluate)."""
-    plan, worst = cand.to_plan(job), 0.0
+def _busiest_compute_s(cluster, plan: Plan, options) -> float:
+    """The most compute any replica does in an iteration (planner.cost.stage_passes, as evaluate: once
+    per pool and tp of a stage, whose replicas share it; thousands at scale)."""
+    worst = 0.0
     for stage in plan.stages:
+        most: dict[tuple[str, int], int] = {}         # (pool, tp) -> the most samples one replica takes
         for rep in stage.replicas:
-            t = stage_passes(plan, stage, cluster.pool(rep.pool), rep.tp, options.cost_options)
-            worst = max(worst, rep.samples // plan.micro_batch * (t.forward_s + t.backward_s))
+            most[(rep.pool, rep.tp)] = max(most.get((rep.pool, rep.tp), 0), rep.samples)
+        for (pool, tp), samples in most.items():
+            t = stage_passes(plan, stage, cluster.pool(pool), tp, options.cost_options)
+            worst = max(worst, samples // plan.micro_batch * (t.forward_s + t.backward_s))
     return worst
 
 
