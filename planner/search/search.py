@@ -20,6 +20,7 @@ from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT,
 from planner.search.score import Candidate
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
+from planner.engines.cover import Cover, cover
 from planner.types import (Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Offload, Plan,
                            TooManyPassesError)
 
@@ -192,6 +193,7 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     # the search's time shared; each baseline keeps its whole limit, so a gain is not over a baseline cut short
     results: dict[str, SearchResult] = {}
     why: dict[str, InputError] = {}
+    covered: dict[str, tuple[str, ...]] = {}    # what of a beaten engine's space another engine's search vouched for
     clock = Clock(options.time_limit_s)
     parallel = options.workers > 1 and len(names) > 1
     if parallel:
@@ -201,13 +203,16 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
         if results and _spent():
             why[name] = InputError("time_limit", "not searched: the time limit was spent on the engines before it")
             continue
-        share = replace(options, time_limit_s=_engine_share(clock, k, len(names)))
+        covers = _covers(name, job, results, why)
+        share = replace(options, time_limit_s=_engine_share(clock, k, len(names)), covered=covers)
         try:
             results[name] = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method,
                                    _beating(share, objective, deadline_hours, list(results.values())), False,
                                    **settings)
+            results[name] = replace(results[name], notes=results[name].notes + _cover_notes(covers))
         except InputError as err:           # infeasible or not run under this engine: say so, try the next
             why[name] = err
+            covered[name] = _cover_notes(covers)
     beaten = {n: e for n, e in why.items() if isinstance(e, Beaten)}
     if beaten and not results:      # only when options.beat came from outside: nothing here beats it
         raise Beaten("no engine has a plan that beats the best found elsewhere", all(b.complete for b in beaten.values()),
@@ -224,7 +229,8 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     best = min(results, key=lambda n: estimate_key(objective, results[n].plans[0].estimate, deadline_hours))
     won = f"{ENGINES[best].title}'s plan"
     for name in beaten:
-        why[name] = Beaten(f"beaten: by its lower bounds, none of its plans beats {won} by {describe(objective)}",
+        why[name] = Beaten("; ".join((f"beaten: by its lower bounds, none of its plans beats {won} by "
+                                      f"{describe(objective)}",) + covered.get(name, ())),
                            beaten[name].complete, beaten[name].gap)
     said = ", ".join(f"{ENGINES[n].title} " + (f"{results[n].plans[0].estimate.tokens_per_s:,.0f} tokens/s"
                                                 if n in results else "beaten" if n in beaten else "none")
@@ -269,6 +275,22 @@ def search_after_first(cluster: Cluster, job: Job, first: SearchResult, engines:
                       **settings)
     finally:
         _FIRST.reset(token)
+
+
+def _covers(name: str, job: Job, results: dict, why: dict) -> tuple[Cover, ...]:
+    """The parts of engine `name`'s search space that engines searched before it vouch for: each engine it names
+    in covered_by whose search in this run was complete (its answer, or Beaten) holds them at no greater cost
+    (planner.engines.cover), so none of them beats the best found before `name` either."""
+    out = []
+    for other in ENGINES[name].covered_by:
+        if getattr(results.get(other) or why.get(other), "complete", False):
+            found = cover(ENGINES[name], ENGINES[other], replace(job, engine=name))
+            out += [found] if found else []
+    return tuple(out)
+
+
+def _cover_notes(covers: tuple[Cover, ...]) -> tuple[str, ...]:
+    return tuple(c.describe(ENGINES[c.covered].title, ENGINES[c.covering].title) for c in covers)
 
 
 def _engine_notes(title: str, method: str, notes: tuple[str, ...]) -> tuple[str, ...]:
