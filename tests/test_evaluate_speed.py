@@ -7,14 +7,22 @@ are multiples of 1/16 make ties exact, where the order of events decides what a 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+import tests.reference_cost as reference_cost
 import tests.reference_schedule as reference
+from catalog import load_catalog, load_cluster_file
 from planner import schedule
-from planner.types import Schedule
+from planner.cost import evaluate
+from planner.engines import REAL
+from planner.search import search
+from planner.types import InfeasibleError, InputError, Job, Objective, Offload, Schedule
+from tests import test_properties
 
 
 def _pipeline(data, lanes: bool, interleave: int, schedule_: Schedule, long: bool = False):
@@ -140,3 +148,93 @@ def test_worker_order_is_the_reference_order(p, v, n, schedule_):
         kind, chunk, index = schedule._worker_order(schedule_, v, p, i, n)
         mine = [(k, c, mbs[x]) for k, c, x in zip(kind.tolist(), chunk.tolist(), index.tolist())]
         assert mine == reference._worker_ops(schedule_, v, p, i, mbs)
+
+
+# ----------------------------------------------------------------------------- evaluate
+
+
+def _fields_equal(mine, theirs):
+    """Two estimates equal in every field (the timeline, a DataFrame, row for row)."""
+    assert (mine.timeline is None) == (theirs.timeline is None)
+    if theirs.timeline is not None:
+        assert mine.timeline.equals(theirs.timeline)
+    assert replace(mine, timeline=None) == replace(theirs, timeline=None)
+
+
+def _outcome(run):
+    try:
+        return run()
+    except (InputError, InfeasibleError) as e:
+        return type(e), str(e)
+
+
+@st.composite
+def _varied_plans(draw):
+    """A hand-built plan (tests.test_properties.plans_on) with knobs the search sets: an engine, a mixture
+    of experts with expert parallelism, interleaving, context parallelism, offload, hybrid sharding,
+    overlaps; each knob kept only where the plan stays valid."""
+    cluster = draw(test_properties.clusters)
+    plan = draw(test_properties.plans_on(cluster))
+    changes = [dict(engine=draw(st.sampled_from(REAL + ("hetplan",))))]
+    moe = test_properties.CATALOG.models["mixtral-8x7b"]
+    if plan.model.layers == moe.layers and draw(st.booleans()):
+        changes.append(dict(model=moe, expert_parallel=draw(st.sampled_from([1, 2, 4, 8]))))
+    v, p, layers = draw(st.sampled_from([1, 2, 3])), plan.num_stages, plan.model.layers
+    if v > 1 and p > 1 and layers % (p * v) == 0:
+        # interleaving: stage 0's replicas on every stage, whole groups of p micro-batches each, and
+        # layer counts that split into v chunks
+        replicas = tuple(replace(r, samples=r.samples * p) for r in plan.stages[0].replicas)
+        changes.append(dict(global_batch=sum(r.samples for r in replicas), schedule=Schedule.ONE_F_ONE_B,
+                            stages=tuple(replace(s, layer_start=k * layers // p, layer_end=(k + 1) * layers // p,
+                                                 replicas=replicas) for k, s in enumerate(plan.stages))))
+    changes.append(dict(interleave=v))
+    changes.append(dict(context_parallel=draw(st.sampled_from([1, 2]))))
+    changes.append(dict(offload=draw(st.sampled_from(list(Offload)))))
+    changes.append(dict(hybrid_shard=draw(st.sampled_from([0, 1, 2]))))
+    changes.append({name: draw(st.sampled_from([None, True, False]))
+                    for name in ("overlap_grad_reduce", "overlap_param_gather", "prefetch")})
+    changes.append(dict(tp_comm_overlap=draw(st.booleans())))
+    for change in changes:
+        try:
+            plan = replace(plan, **change)
+        except (InputError, ValueError):
+            pass
+    return cluster, plan
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=_varied_plans(), tokens=st.sampled_from([None, 3e10]), detail=st.booleans(), timeline=st.booleans())
+def test_evaluate_equals_the_reference_field_for_field(case, tokens, detail, timeline):
+    """planner.cost.evaluate (replica kinds worked out once per stage, pool and tp; placement checks once per
+    pool and tp; transfer figures shared by alike replica pairs) against tests/reference_cost.py: every field
+    of the Estimate, the timeline included, or the same error."""
+    cluster, plan = case
+    mine = _outcome(lambda: evaluate(cluster, plan, tokens, timeline=timeline, detail=detail))
+    theirs = _outcome(lambda: reference_cost.evaluate(cluster, plan, tokens, timeline=timeline, detail=detail))
+    event(f"engine {plan.engine}")
+    event(f"{plan.schedule.value}, interleave {plan.interleave}, cp {plan.context_parallel}, zero {plan.zero_stage}")
+    event(f"{plan.model.name}, ep {plan.expert_parallel}, offload {plan.offload.value}, hybrid {plan.hybrid_shard}")
+    if isinstance(theirs, tuple):
+        event(f"error: {theirs[0].__name__}")
+        assert mine == theirs
+        return
+    event(f"estimate, fits: {theirs.fits}")
+    _fields_equal(mine, theirs)
+
+
+@pytest.mark.parametrize("name,model,batch,seq", [("a100-v100-16.yaml", "llama-2-7b", 64, 4096),
+                                                  ("h100-a100-v100-64.yaml", "mixtral-8x7b", 256, 4096)])
+def test_evaluate_equals_the_reference_on_the_searchs_answers(name, model, batch, seq):
+    """The plans a search answers with, its baselines' and each engine's best, as `hetplan plan` reports
+    them: evaluate equals the reference on each."""
+    catalog = load_catalog()
+    cluster = load_cluster_file(Path(__file__).resolve().parent.parent / "examples" / name, catalog)
+    job = Job(catalog.model(model), batch, seq)
+    result = search(cluster, job, Objective.THROUGHPUT, engines=REAL)
+    plans = [sp.plan for sp in result.plans] + [sp.plan for sp in result.baselines.values() if sp is not None]
+    plans += [r.plans[0].plan for r in result.by_engine.values() if not isinstance(r, str)]
+    for plan in plans:
+        for detail in (True, False):
+            _fields_equal(evaluate(cluster, plan, job.tokens_to_train, detail=detail),
+                          reference_cost.evaluate(cluster, plan, job.tokens_to_train, detail=detail))
+    _fields_equal(evaluate(cluster, plans[0], timeline=True), reference_cost.evaluate(cluster, plans[0], timeline=True))
