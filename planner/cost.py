@@ -80,7 +80,7 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
     wire = states.weight_comm_bytes             # bytes per weight element ZeRO-3 gathers
     p = plan.num_stages
     fwd, bwd, counts, replica_estimates = [], [], [], []
-    tp_comm, cp_comm, ep_comm, compute, zero_exposed = {}, {}, {}, {}, {}
+    replica_kinds: list[list[_ReplicaKind]] = []     # per stage, per replica
     dp_sync, after_step = [], []
     for i, stage in enumerate(plan.stages):
         dp_bw, dp_lat = links.dp_group(i)
@@ -100,55 +100,72 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
             if d > hs:
                 b += grad_sync_s(0, per_gpu / ranks * states.trainable, d // hs, dp_bw, dp_lat, grad_bytes)
             zf, zb = zf + f, zb + b
-        passes, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
+        kinds, memories = {}, {}       # a stage's replicas of one pool and tp share these (thousands at scale)
         for r, rep in enumerate(stage.replicas):
-            pool = cluster.pool(rep.pool)
-            if (rep.pool, rep.tp) not in passes:     # the passes, the ZeRO-3 fetch and the all-to-alls
-                fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu)
-                            for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, hs,
-                                                               plan.expert_parallel, plan.expert_tensor_parallel))
-                a2a_bw, a2a_lat = expert_group_link(plan, pool, rep.tp, dp_bw, dp_lat)
-                a2a = alltoall_s(model=plan.model, num_layers=stage.num_layers, seq_len=plan.seq_len,
-                                 micro_batch=plan.micro_batch, tp=rep.tp, cp=plan.context_parallel,
-                                 expert_parallel=plan.expert_parallel, bw=a2a_bw, latency_s=a2a_lat,
-                                 recompute=plan.recompute, precision=plan.precision)
-                passes[(rep.pool, rep.tp)] = (stage_passes(plan, stage, pool, rep.tp, options), fetch, a2a)
-            times, fetch, (a2a_f, a2a_b) = passes[(rep.pool, rep.tp)]
-            f_comp = times.forward_s
-            f_exp = zero_exposed_s(zf + fetch, f_comp, run.zero_overlap, stage.num_layers)
-            b_exp = zero_backward_exposed_s(zf, zb, fetch, times.backward_s, run.zero_overlap, stage.num_layers,
-                                            run.prefetch, run.overlap_grad_reduce)
-            fwd[i].append(f_comp + f_exp + a2a_f)
-            bwd[i].append(times.backward_s + b_exp + a2a_b)
-            own = rep.samples // plan.micro_batch
-            counts[i].append(own)
-            tp_comm[(i, r)] = times.tp_comm_s * own
-            cp_comm[(i, r)] = times.cp_comm_s * own
-            ep_comm[(i, r)] = (a2a_f + a2a_b) * own
-            compute[(i, r)] = times.compute_s * own
-            zero_exposed[(i, r)] = (f_exp + b_exp) * own
+            kind = kinds.get((rep.pool, rep.tp))
+            if kind is None:
+                kind = kinds[(rep.pool, rep.tp)] = _replica_kind(
+                    cluster.pool(rep.pool), rep.tp, plan=plan, stage=stage, params=params, hs=hs, zero=(zf, zb),
+                    dp=(dp_bw, dp_lat), run=run, states=states, options=options)
+            fwd[i].append(kind.forward_s)
+            bwd[i].append(kind.backward_s)
+            counts[i].append(rep.samples // plan.micro_batch)
             if (rep.pool, rep.tp, rep.samples) not in memories:      # memory depends on these alone
-                memories[(rep.pool, rep.tp, rep.samples)] = replica_memory(plan, i, r, pool.gpu.mem_bytes,
+                memories[(rep.pool, rep.tp, rep.samples)] = replica_memory(plan, i, r, kind.pool.gpu.mem_bytes,
                                                                            flash_attention(plan, options), run.framework_bytes,
                                                                            run.selective_recompute,
-                                                                           pool.host_mem_per_gpu_bytes)
+                                                                           kind.pool.host_mem_per_gpu_bytes)
             memory = memories[(rep.pool, rep.tp, rep.samples)]
-            replica_estimates.append(ReplicaEstimate(i, r, pool.name, pool.gpu.id, rep.tp, rep.samples,
-                                                     fwd[i][r], bwd[i][r], memory))
+            replica_estimates.append(ReplicaEstimate(i, r, kind.pool.name, kind.pool.gpu.id, rep.tp, rep.samples,
+                                                     kind.forward_s, kind.backward_s, memory))
+        replica_kinds.append([kinds[(rep.pool, rep.tp)] for rep in stage.replicas])
         dp_sync.append(sum(grad_sync_s(plan.zero_stage, per_gpu * states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                            for per_gpu, ranks in shards))
-        after_step.append(max(sum(after_step_s(plan.zero_stage, per_gpu, ranks, cluster.pool(rep.pool), dp_bw, dp_lat,
-                                               states, first_fwd if run.overlap_param_gather else 0.0)
-                                  for per_gpu, ranks in param_shards(params, stage.num_layers, plan.model, rep.tp, hs,
-                                                                     plan.expert_parallel, plan.expert_tensor_parallel))
-                              for rep, first_fwd in zip(stage.replicas, fwd[i])))
+        after_step.append(max(kind.after_step_s for kind in kinds.values()))
     sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
     sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
-    p2p_total = _p2p_per_replica(plan, counts, links)
     return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
-                     sim_local=sim_local, replica_estimates=replica_estimates, tp_comm=tp_comm, cp_comm=cp_comm,
-                     ep_comm=ep_comm, compute=compute, zero_exposed=zero_exposed, p2p_total=p2p_total, dp_sync=dp_sync,
-                     after_step=after_step)
+                     sim_local=sim_local, replica_estimates=replica_estimates, replica_kinds=replica_kinds,
+                     counts=counts, links=links, dp_sync=dp_sync, after_step=after_step)
+
+
+@dataclass(frozen=True)
+class _ReplicaKind:
+    """What evaluate works out once for the replicas of a stage on one pool at one tp: one micro-batch's
+    passes, with the ZeRO time they expose and the expert all-to-alls, and the stage's step after the
+    iteration on such a replica."""
+    pool: Pool
+    times: PassTimes
+    zero_forward_s: float        # exposed ZeRO time of a forward, of a backward
+    zero_backward_s: float
+    alltoall_s: tuple[float, float]
+    forward_s: float
+    backward_s: float
+    after_step_s: float
+
+
+def _replica_kind(pool: Pool, tp: int, *, plan: Plan, stage: Stage, params, hs: int, zero: tuple[float, float],
+                  dp: tuple[float, float], run, states, options: CostOptions) -> _ReplicaKind:
+    """One stage's replicas of `pool` at `tp`: their passes, the ZeRO-3 fetch and the all-to-alls."""
+    zf, zb = zero
+    dp_bw, dp_lat = dp
+    shards = param_shards(params, stage.num_layers, plan.model, tp, hs, plan.expert_parallel,
+                          plan.expert_tensor_parallel)
+    fetch = sum(fetch_s(states, per_gpu, ranks, pool.gpu) for per_gpu, ranks in shards)
+    a2a_bw, a2a_lat = expert_group_link(plan, pool, tp, dp_bw, dp_lat)
+    a2a_f, a2a_b = alltoall_s(model=plan.model, num_layers=stage.num_layers, seq_len=plan.seq_len,
+                              micro_batch=plan.micro_batch, tp=tp, cp=plan.context_parallel,
+                              expert_parallel=plan.expert_parallel, bw=a2a_bw, latency_s=a2a_lat,
+                              recompute=plan.recompute, precision=plan.precision)
+    times = stage_passes(plan, stage, pool, tp, options)
+    f_exp = zero_exposed_s(zf + fetch, times.forward_s, run.zero_overlap, stage.num_layers)
+    b_exp = zero_backward_exposed_s(zf, zb, fetch, times.backward_s, run.zero_overlap, stage.num_layers,
+                                    run.prefetch, run.overlap_grad_reduce)
+    forward = times.forward_s + f_exp + a2a_f
+    first_fwd = forward if run.overlap_param_gather else 0.0
+    after = sum(after_step_s(plan.zero_stage, per_gpu, ranks, pool, dp_bw, dp_lat, states, first_fwd)
+                for per_gpu, ranks in shards)
+    return _ReplicaKind(pool, times, f_exp, b_exp, (a2a_f, a2a_b), forward, times.backward_s + b_exp + a2a_b, after)
 
 
 def expert_group_link(plan: Plan, pool: Pool, tp: int, dp_bw: float, dp_lat: float) -> tuple[float, float]:
@@ -182,24 +199,20 @@ def hybrid_group_link(pools: list[Pool], width: int, dp_bw: float, dp_lat: float
     return dp_bw, dp_lat
 
 
-def _p2p_per_replica(plan: Plan, counts, links: Links) -> dict:
-    """Transfer time into and out of each replica over an iteration, forward and backward,
+def _p2p_of_replica(plan: Plan, counts, links: Links, i: int, r: int) -> float:
+    """Transfer time into and out of replica r of stage i over an iteration, forward and backward,
     taking each neighbour stage's first replica as the partner (exact when lanes line up)."""
-    total = {}
     p = plan.num_stages
-    for i, stage in enumerate(plan.stages):
-        for r in range(len(stage.replicas)):
-            per_mb = 0.0
-            if i > 0:
-                per_mb += 2 * links.p2p_delay(i - 1, r % len(plan.stages[i - 1].replicas), i, r)
-            if i < p - 1:
-                per_mb += 2 * links.p2p_delay(i, r, i + 1, r % len(plan.stages[i + 1].replicas))
-            total[(i, r)] = per_mb * counts[i][r] * plan.interleave if p > 1 else 0.0
-    return total
+    per_mb = 0.0
+    if i > 0:
+        per_mb += 2 * links.p2p_delay(i - 1, r % len(plan.stages[i - 1].replicas), i, r)
+    if i < p - 1:
+        per_mb += 2 * links.p2p_delay(i, r, i + 1, r % len(plan.stages[i + 1].replicas))
+    return per_mb * counts[i][r] * plan.interleave if p > 1 else 0.0
 
 
-def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates,
-              tp_comm, cp_comm, ep_comm, compute, zero_exposed, p2p_total, dp_sync, after_step) -> Estimate:
+def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_estimates, replica_kinds, counts,
+              links, dp_sync, after_step) -> Estimate:
     p = plan.num_stages
     # Each stage finishes its iteration when its slowest replica has synchronised gradients.
     finish, dp_total, dp_exposed, step_total = 0.0, 0.0, 0.0, 0.0
@@ -219,14 +232,19 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     busy = sim.busy_s[crit[0]][crit[1]]
     pp_exposed = max(0.0, makespan - sim_local.makespan_s)
     tail = iteration - makespan
+    kind, own = replica_kinds[crit[0]][crit[1]], counts[crit[0]][crit[1]]    # the critical replica's terms
+    compute, tp_comm, cp_comm = kind.times.compute_s * own, kind.times.tp_comm_s * own, kind.times.cp_comm_s * own
+    ep_comm = (kind.alltoall_s[0] + kind.alltoall_s[1]) * own
+    zero_exposed = (kind.zero_forward_s + kind.zero_backward_s) * own
+    p2p_total = _p2p_of_replica(plan, counts, links, *crit)
     breakdown = {
-        "compute": TimeTerm(compute[crit], compute[crit]),
-        "tensor_parallel_comm": TimeTerm(tp_comm[crit], tp_comm[crit]),
-        "context_parallel_comm": TimeTerm(cp_comm[crit], cp_comm[crit]),
-        "expert_parallel_comm": TimeTerm(ep_comm[crit], ep_comm[crit]),
-        "zero_comm": TimeTerm(zero_exposed[crit], zero_exposed[crit]),
+        "compute": TimeTerm(compute, compute),
+        "tensor_parallel_comm": TimeTerm(tp_comm, tp_comm),
+        "context_parallel_comm": TimeTerm(cp_comm, cp_comm),
+        "expert_parallel_comm": TimeTerm(ep_comm, ep_comm),
+        "zero_comm": TimeTerm(zero_exposed, zero_exposed),
         "pipeline_bubble": TimeTerm(max(0.0, sim_local.makespan_s - busy), max(0.0, sim_local.makespan_s - busy)),
-        "pipeline_p2p_comm": TimeTerm(max(p2p_total[crit], pp_exposed), pp_exposed),
+        "pipeline_p2p_comm": TimeTerm(max(p2p_total, pp_exposed), pp_exposed),
         "data_parallel_comm": TimeTerm(dp_total, max(0.0, min(dp_exposed, tail))),
         "optimizer_step": TimeTerm(step_total, max(0.0, tail - max(0.0, min(dp_exposed, tail)))),
     }

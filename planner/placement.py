@@ -43,8 +43,12 @@ class Placement:
 
 
 def check_fits(cluster: Cluster, plan: Plan) -> None:
+    checked = set()         # replicas of one pool and tp pass or fail alike: the first of them says which
     for i, stage in enumerate(plan.stages):
         for j, r in enumerate(stage.replicas):
+            if (r.pool, r.tp) in checked:
+                continue
+            checked.add((r.pool, r.tp))
             field = f"stages[{i}].replicas[{j}]"
             pool = _pool_or_error(cluster, r.pool, field)
             if not tp_fits(r.tp, pool):
@@ -114,8 +118,9 @@ def place_structure(cluster: Cluster, structure: Structure) -> Placement:
             continue
         while first_open[pool.name] < pool.nodes and free[(pool.name, first_open[pool.name])] == 0:
             first_open[pool.name] += 1
-        node = next((n for n in range(first_open[pool.name], pool.nodes)
-                     if free[(pool.name, n)] >= tp), None)
+        node = first_open[pool.name]
+        if node >= pool.nodes or free[(pool.name, node)] < tp:
+            node = next((n for n in range(node + 1, pool.nodes) if free[(pool.name, n)] >= tp), None)
         if node is None:
             raise InputError(f"stages[{i}].replicas[{j}]", f"no node of pool {pool.name!r} has {tp} free GPUs "
                              f"left for this tp group; use fewer or smaller tensor-parallel groups")
@@ -205,6 +210,7 @@ class Links:
         self.activation_bytes = activation_bytes
         self._pools = {p.name: p for p in cluster.pools}
         self._p2p: dict[tuple[int, int, int, int], float] = {}
+        self._p2p_alike: dict[tuple, float] = {}
         # per replica (i, r): its node and how many GPUs of that node the plan runs
         self._node = {ir: (slot.pool, slot.node) for ir, slot in placement.slots.items()}
         self._busy = {ir: placement.gpus_used_per_node[node] for ir, node in self._node.items()}
@@ -240,7 +246,13 @@ class Links:
         """Activation (or its gradient) of one micro-batch from replica (i, r) to (i2, r2)."""
         key = (i, r, i2, r2)
         if key not in self._p2p:
-            self._p2p[key] = p2p_s(self.activation_bytes, *self.p2p_link(i, r, i2, r2))
+            # what p2p_link reads: the pools, the tp, whether the two share a node, and how busy their nodes are
+            a, b = (i, r), (i2, r2)
+            alike = (self.structure[i][r][0], self.structure[i2][r2][0], min(self.structure[i][r][1],
+                     self.structure[i2][r2][1]), self._node[a] == self._node[b], self._busy[a], self._busy[b])
+            if alike not in self._p2p_alike:
+                self._p2p_alike[alike] = p2p_s(self.activation_bytes, *self.p2p_link(i, r, i2, r2))
+            self._p2p[key] = self._p2p_alike[alike]
         return self._p2p[key]
 
     def dp_group(self, i: int) -> tuple[float, float]:

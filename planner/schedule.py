@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import defaultdict, deque
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -74,51 +74,41 @@ def _stride_order(counts: list[int]) -> list[int]:
     return owners
 
 
-def _order_1f1b(mbs: list[int], warmup: int) -> list[tuple[int, int, int]]:
-    n = len(mbs)
-    warmup = min(warmup, n)
-    ops = [(FORWARD, 0, j) for j in mbs[:warmup]]
-    for k in range(warmup, n):
-        ops.append((FORWARD, 0, mbs[k]))
-        ops.append((BACKWARD, 0, mbs[k - warmup]))
-    ops += [(BACKWARD, 0, j) for j in mbs[n - warmup:]] if warmup else []
-    return ops
+def _worker_orders(schedule: Schedule, v: int, p: int, stages: np.ndarray, n: int):
+    """The passes workers of these stages run, in order, each for n micro-batches of its own: arrays
+    (kind, chunk, index of the micro-batch among the worker's own, in the order it received them), one
+    row per worker.
+      GPipe: every forward, then every backward.
+      1F1B: min(p - i - 1, n) warm-up forwards, then one forward and one backward, then the cool-down's
+        backwards.
+      interleaved: forwards in groups of p micro-batches (the last group may be shorter), each group
+        through chunk 0, 1, .., v - 1, backwards through the chunks in reverse; a warm-up of
+        min(v n, 2 (p - i - 1) + (v - 1) p) chunk-forwards, then one chunk-forward and one
+        chunk-backward, then the cool-down's chunk-backwards."""
+    index = np.arange(n)
+    if schedule == Schedule.GPIPE or v == 1:
+        chunk = np.zeros(n, dtype=np.int64)
+        warmup = np.full(len(stages), n) if schedule == Schedule.GPIPE else np.minimum(p - stages - 1, n)
+    else:
+        whole, left = divmod(n, p)
+        chunk = np.concatenate([np.tile(np.repeat(np.arange(v), p), whole), np.repeat(np.arange(v), left)])
+        index = np.concatenate([(np.arange(whole)[:, None, None] * p + np.arange(p)[None, None, :]
+                                 + np.zeros((1, v, 1), dtype=np.int64)).ravel(),
+                                np.tile(whole * p + np.arange(left), v)])
+        warmup = np.minimum(2 * (p - stages - 1) + (v - 1) * p, len(chunk))
+    back_chunk = chunk if schedule == Schedule.GPIPE else v - 1 - chunk
+    forwards = len(chunk)
+    q, w = np.arange(2 * forwards)[None, :], warmup[:, None]
+    steady = q - w          # in the steady state forwards and backwards alternate
+    tail = q >= 2 * forwards - w
+    forward = (q < w) | (~tail & (steady % 2 == 0))
+    at = np.where(q < w, q, np.where(tail, q - forwards, np.where(forward, w + steady // 2, steady // 2)))
+    return np.where(forward, FORWARD, BACKWARD), np.where(forward, chunk[at], back_chunk[at]), index[at]
 
 
-def _order_gpipe(mbs: list[int]) -> list[tuple[int, int, int]]:
-    return [(FORWARD, 0, j) for j in mbs] + [(BACKWARD, 0, j) for j in mbs]
-
-
-def _order_interleaved(mbs: list[int], p: int, i: int, v: int) -> list[tuple[int, int, int]]:
-    groups = [mbs[g:g + p] for g in range(0, len(mbs), p)]
-    fwd = [(FORWARD, c, j) for grp in groups for c in range(v) for j in grp]
-    bwd = [(BACKWARD, c, j) for grp in groups for c in reversed(range(v)) for j in grp]
-    warmup = min(len(fwd), 2 * (p - i - 1) + (v - 1) * p)
-    ops = fwd[:warmup]
-    for k in range(warmup, len(fwd)):
-        ops.append(fwd[k])
-        ops.append(bwd[k - warmup])
-    ops += bwd[len(fwd) - warmup:] if warmup else []
-    return ops
-
-
-def _worker_ops(schedule: Schedule, v: int, p: int, i: int, mbs: list[int]):
-    if schedule == Schedule.GPIPE:
-        return _order_gpipe(mbs)
-    if v > 1:
-        return _order_interleaved(mbs, p, i, v)
-    return _order_1f1b(mbs, p - i - 1)
-
-
-def _dependency(kind: int, chunk: int, stage: int, p: int, v: int):
-    """(kind, chunk, stage) whose end this op waits for, or None."""
-    if kind == FORWARD:
-        if stage > 0:
-            return FORWARD, chunk, stage - 1
-        return (FORWARD, chunk - 1, p - 1) if chunk > 0 else None
-    if stage < p - 1:
-        return BACKWARD, chunk, stage + 1
-    return (BACKWARD, chunk + 1, 0) if chunk < v - 1 else None
+def _worker_order(schedule: Schedule, v: int, p: int, i: int, n: int):
+    """_worker_orders of one worker of stage i."""
+    return tuple(x[0] for x in _worker_orders(schedule, v, p, np.array([i]), n))
 
 
 def in_flight_limit(replicas_per_stage: list[int], stage: int, own: int, total: int) -> int:
@@ -353,10 +343,9 @@ class _Recurrence:
         self.states: dict[tuple, list[tuple[int, float, np.ndarray, list[float]]]] = {}
         self.found = None
 
-    def seen(self, t: float, k: int, state: tuple, busy) -> bool:
+    def seen(self, t: float, k: int, state: tuple, busy_now: list[float]) -> bool:
         shape, times = state
         times = np.asarray(times)
-        busy_now = [row[0] for row in busy]
         for k0, t0, times0, busy0 in self.states.get(shape, ()):
             if np.all(np.abs(times - times0) <= self.tolerance_s):
                 self.found = (k0, k, t - t0, [x - x0 for x, x0 in zip(busy_now, busy0)])
@@ -365,15 +354,15 @@ class _Recurrence:
         return False
 
 
-def _event_state(t, k, events, busy_until, ready_f, ready_b, in_flight, end_s):
+def _event_state(t, k, events, busy_until, ready_f, ready_b, in_flight):
     """The one-lane event simulation's state at a cut: (its discrete part, its times from t)."""
     pending = sorted(events)
-    shape = (tuple((what, i, kind, j - k) for _, _, what, i, _, kind, j in pending),
-             tuple(b[0] is None for b in busy_until),
-             tuple(tuple(sorted(x - k for x in q[0])) for q in ready_f[1:]),
-             tuple(tuple(sorted(x - k for x in q[0])) for q in ready_b),
-             tuple(x[0] for x in in_flight))
-    times = [e[0] - t for e in pending] + [b[0] - t for b in busy_until if b[0] is not None]
+    shape = (tuple((code, w, j - k) for _, _, code, w, j in pending),
+             tuple(b is None for b in busy_until),
+             tuple(tuple(sorted(x - k for x in q)) for q in ready_f[1:]),
+             tuple(tuple(sorted(x - k for x in q)) for q in ready_b),
+             tuple(in_flight))
+    times = [e[0] - t for e in pending] + [b - t for b in busy_until if b is not None]
     return shape, times
 
 
@@ -401,9 +390,10 @@ def _one_f_one_b_lane(m, f, b, delay, v, limit, bound) -> SimResult | None:
     return _shifted(base, (m - rest) // c, dt, dbusy)
 
 
-def _interleaved_frontier(end: dict, groups: int, p: int, v: int) -> list[float] | None:
+def _interleaved_frontier(end: list, groups: int, p: int, v: int, total: int) -> list[float] | None:
     """The ends of each worker's last pair (F_k, B_{k - w_i}), k = v m - i - 1, of the ops a run of
-    m = groups p micro-batches shares with an endless stream; None while the warm-up lasts."""
+    m = groups p micro-batches shares with an endless stream; None while the warm-up lasts. `end`:
+    each pass's end in a run of `total` micro-batches, by _pass_index."""
     out = []
     for i in range(p):
         warmup = 2 * (p - i - 1) + (v - 1) * p
@@ -411,8 +401,9 @@ def _interleaved_frontier(end: dict, groups: int, p: int, v: int) -> list[float]
         if k - warmup < 0:
             return None
         kb = k - warmup
-        out.append(end[(FORWARD, (k % (v * p)) // p, i, k // (v * p) * p + k % p)])
-        out.append(end[(BACKWARD, v - 1 - (kb % (v * p)) // p, i, kb // (v * p) * p + kb % p)])
+        out.append(end[_pass_index(FORWARD, (k % (v * p)) // p, i, k // (v * p) * p + k % p, v, p, total)])
+        out.append(end[_pass_index(BACKWARD, v - 1 - (kb % (v * p)) // p, i, kb // (v * p) * p + kb % p, v, p,
+                                   total)])
     return out
 
 
@@ -422,12 +413,12 @@ def _interleaved_lane(m, f, b, delay, v, limit, bound) -> SimResult | None:
     p = len(f)
     fwd, bwd = [[x] for x in f], [[x] for x in b]
     groups = bound // p
-    end: dict = {}
+    end: list = []
     _simulate_static([[groups * p]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, end)
     tolerance = RECURRENCE_TOLERANCE * _lane_scale(f, b, delay)
     seen: list[tuple[int, float, np.ndarray]] = []
     for g in range(1, groups + 1):
-        front = _interleaved_frontier(end, g, p, v)
+        front = _interleaved_frontier(end, g, p, v, groups * p)
         if front is None:
             continue
         rel = np.asarray(front) - front[0]
@@ -443,149 +434,223 @@ def _interleaved_lane(m, f, b, delay, v, limit, bound) -> SimResult | None:
     return None
 
 
+def _workers(micro_batches) -> tuple[list[int], list[int], list[int]]:
+    """The simulations number workers stage by stage: (first worker of each stage and one past the last,
+    each worker's stage, each worker's replica)."""
+    first = [0]
+    for c in micro_batches:
+        first.append(first[-1] + len(c))
+    stage = [i for i, c in enumerate(micro_batches) for _ in c]
+    replica = [r for c in micro_batches for r in range(len(c))]
+    return first, stage, replica
+
+
+def _owner_workers(micro_batches, first: list[int]) -> list[list[int]]:
+    """Per stage, the worker that handles each global micro-batch (assign_micro_batches)."""
+    return [[first[i]] * len(assign_micro_batches(c)) if len(c) == 1
+            else [first[i] + r for r in assign_micro_batches(c)] for i, c in enumerate(micro_batches)]
+
+
+def _by_stage(flat: list, first: list[int]) -> list[list]:
+    return [flat[first[i]:first[i + 1]] for i in range(len(first) - 1)]
+
+
+# event codes of the event simulation: an input arrives (forward, backward), a pass ends (forward,
+# backward), a worker of stage 0 starts
+_ARRIVES, _ENDS, _START = 0, 2, 4
+
+
 def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline, limit=None,
                      watch: "_Recurrence | None" = None) -> SimResult | None:
     """`watch`: shown the state each time stage 0 is about to start a forward (one lane only); the
-    simulation stops, returning None, once it has found the state recurring."""
+    simulation stops, returning None, once it has found the state recurring.
+
+    Events are (time, sequence number, code, worker, micro-batch), processed in time order, ties in the
+    order they were made; workers are numbered stage by stage (_workers)."""
     p = len(micro_batches)
     total = next(iter({sum(c) for c in micro_batches}))
-    owners = [assign_micro_batches(c) for c in micro_batches]
     replicas = [len(c) for c in micro_batches]
     gpipe = schedule == Schedule.GPIPE
     if limit is None:
         limit = [[total if gpipe else in_flight_limit(replicas, i, n, total) for n in c]
                  for i, c in enumerate(micro_batches)]
-    ready_f = [[[] for _ in c] for c in micro_batches]
-    ready_b = [[[] for _ in c] for c in micro_batches]
-    in_flight = [[0] * len(c) for c in micro_batches]
-    forwards_left = [list(c) for c in micro_batches]
-    busy_until = [[None] * len(c) for c in micro_batches]   # None: idle
-    end_s = [[0.0] * len(c) for c in micro_batches]
-    busy_s = [[0.0] * len(c) for c in micro_batches]
+    first, stage, replica = _workers(micro_batches)
+    workers = first[-1]
+    owner = _owner_workers(micro_batches, first)
+    forward_to = [owner[i + 1] if i < p - 1 else None for i in stage]      # who gets a worker's outputs
+    backward_to = [owner[i - 1] if i > 0 else None for i in stage]
+    links: list[dict[int, float]] = [{} for _ in range(2 * workers)]       # delay to each, per direction
+    fwd_s = [x for row in forward_s for x in row]
+    bwd_s = [x for row in backward_s for x in row]
+    held_max = [x for row in limit for x in row]
+    ready_f: list[list[int]] = [[] for _ in range(workers)]
+    ready_b: list[list[int]] = [[] for _ in range(workers)]
+    in_flight = [0] * workers
+    forwards_left = [n for c in micro_batches for n in c]
+    busy_until: list[float | None] = [None] * workers    # None: idle
+    end_s = [0.0] * workers
+    busy_s = [0.0] * workers
     rows: list[tuple] = []
-    events: list[tuple] = []   # (time, seq, what, stage, replica, kind, micro_batch)
-    seq = 0
-
-    def push(t, what, i, r, kind=0, j=0):
-        nonlocal seq
-        heapq.heappush(events, (t, seq, what, i, r, kind, j))
-        seq += 1
-
-    def send(t, i, r, i2, r2, kind, j):        # an output leaves (i, r) for (i2, r2) over their link
-        link = delay(i, r, i2, r2)
-        if timeline and link > 0:
-            rows.append((i2, r2, j, 0, "p2p", t, t + link))
-        push(t + link, 0, i2, r2, kind, j)
-
-    def try_start(t, i, r):
-        if busy_until[i][r] is not None:
-            return
-        may_forward = ready_f[i][r] and in_flight[i][r] < limit[i][r]
-        if ready_b[i][r] and not (gpipe and forwards_left[i][r] > 0):
-            kind, j = BACKWARD, heapq.heappop(ready_b[i][r])
-            duration = backward_s[i][r]
-        elif may_forward:
-            kind, j = FORWARD, heapq.heappop(ready_f[i][r])
-            in_flight[i][r] += 1
-            forwards_left[i][r] -= 1
-            duration = forward_s[i][r]
-        else:
-            return
-        if watch is not None and i == 0 and kind == FORWARD and watch.seen(t, j, _event_state(
-                t, j, events, busy_until, ready_f, ready_b, in_flight, end_s), busy_s):
-            stopped.append(t)
-        busy_until[i][r] = t + duration
-        busy_s[i][r] += duration
-        if timeline:
-            rows.append((i, r, j, 0, KIND_NAMES[kind], t, t + duration))
-        push(t + duration, 1, i, r, kind, j)
-
-    for j, owner in enumerate(owners[0]):
-        ready_f[0][owner].append(j)
-    stopped: list[float] = []
-    for r in range(len(micro_batches[0])):
-        try_start(0.0, 0, r)
-    while events and not stopped:
-        t, _, what, i, r, kind, j = heapq.heappop(events)
-        if what == 0:                      # an input arrives
-            heapq.heappush((ready_f if kind == FORWARD else ready_b)[i][r], j)
-            try_start(t, i, r)
+    for j, w in enumerate(owner[0]):
+        ready_f[w].append(j)
+    events = [(0.0, w, _START, w, 0) for w in range(replicas[0])]
+    seq = len(events)
+    push, pop = heapq.heappush, heapq.heappop
+    stopped = False
+    while events:
+        t, _, code, w, j = pop(events)
+        if code < _ENDS:                   # an input arrives
+            push(ready_b[w] if code else ready_f[w], j)
+        elif code < _START:                # a pass ends
+            busy_until[w] = None
+            end_s[w] = t
+            to = backward_to[w] if code - _ENDS else forward_to[w]
+            if code == _ENDS:
+                if to is None:             # the last stage turns its forward around
+                    push(ready_b[w], j)
+            else:
+                in_flight[w] -= 1
+            if to is not None:             # the output leaves for its owner on the next (previous) stage
+                w2 = to[j]
+                out = links[2 * w + code - _ENDS]
+                link = out.get(w2)
+                if link is None:
+                    link = out[w2] = delay(stage[w], replica[w], stage[w2], replica[w2])
+                if timeline and link > 0:
+                    rows.append((stage[w2], replica[w2], j, 0, "p2p", t, t + link))
+                push(events, (t + link, seq, code - _ENDS, w2, j))
+                seq += 1
+        if busy_until[w] is not None:      # the worker starts its next pass, if it can
             continue
-        busy_until[i][r] = None            # an operation ends
-        end_s[i][r] = t
-        if kind == FORWARD and i == p - 1:
-            heapq.heappush(ready_b[i][r], j)
-        elif kind == FORWARD:
-            send(t, i, r, i + 1, owners[i + 1][j], FORWARD, j)
+        if ready_b[w] and not (gpipe and forwards_left[w] > 0):
+            code, j, duration = _ENDS + BACKWARD, pop(ready_b[w]), bwd_s[w]
+        elif ready_f[w] and in_flight[w] < held_max[w]:
+            code, j, duration = _ENDS + FORWARD, pop(ready_f[w]), fwd_s[w]
+            in_flight[w] += 1
+            forwards_left[w] -= 1
+            if watch is not None and stage[w] == 0:
+                stopped = watch.seen(t, j, _event_state(t, j, events, busy_until, ready_f, ready_b, in_flight),
+                                     busy_s[:])
         else:
-            in_flight[i][r] -= 1
-            if i > 0:
-                send(t, i, r, i - 1, owners[i - 1][j], BACKWARD, j)
-        try_start(t, i, r)
-    if stopped:
-        return None
-    stuck = [(i, r) for i, c in enumerate(micro_batches) for r in range(len(c))
-             if forwards_left[i][r] or in_flight[i][r]]
+            continue
+        busy_until[w] = t + duration
+        busy_s[w] += duration
+        if timeline:
+            rows.append((stage[w], replica[w], j, 0, KIND_NAMES[code - _ENDS], t, t + duration))
+        push(events, (t + duration, seq, code, w, j))
+        seq += 1
+        if stopped:
+            return None
+    stuck = [(stage[w], replica[w]) for w in range(workers) if forwards_left[w] or in_flight[w]]
     assert not stuck, f"pipeline schedule deadlocked at workers {stuck[:5]}"
     last_bwd = [list(row) for row in backward_s]
-    makespan = max(max(row) for row in end_s)
-    return SimResult(makespan, end_s, busy_s, last_bwd, _frame(rows) if timeline else None)
+    return SimResult(max(end_s), _by_stage(end_s, first), _by_stage(busy_s, first), last_bwd,
+                     _frame(rows) if timeline else None)
+
+
+def _pass_index(kind, chunk, stage, micro_batch, v: int, p: int, total: int):
+    """Where _simulate_static keeps a pass's end: one slot per (kind, chunk, stage, global micro-batch)."""
+    return ((kind * v + chunk) * p + stage) * total + micro_batch
+
+
+def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay, timeline: bool) -> list[tuple]:
+    """Each worker's passes in order (_workers' numbering), as lists: each pass's slot (_pass_index), the
+    slot of the pass whose output it waits for (-1: none; the same micro-batch's pass on the previous
+    stage, forward, or the next, backward, or across the chunk boundary between the last stage and the
+    first), the transfer time of that output to this worker, its duration, and with `timeline` its
+    (micro-batch, chunk, kind name). Workers of as many micro-batches are worked out together."""
+    p, total = len(micro_batches), sum(micro_batches[0])
+    first, stage, replica = _workers(micro_batches)
+    owners = np.array([assign_micro_batches(c) for c in micro_batches])       # per stage, per micro-batch
+    alike: dict[int, list[int]] = {}
+    for w, (i, r) in enumerate(zip(stage, replica)):
+        alike.setdefault(micro_batches[i][r], []).append(w)
+    passes: list[tuple] = [()] * len(stage)
+    for n, ws in alike.items():
+        i, r = np.array([stage[w] for w in ws])[:, None], np.array([replica[w] for w in ws])[:, None]
+        own = np.array([np.arange(total) if len(micro_batches[stage[w]]) == 1
+                        else np.flatnonzero(owners[stage[w]] == replica[w]) for w in ws])
+        kind, chunk, index = _worker_orders(schedule, v, p, i[:, 0], n)
+        j = np.take_along_axis(own, index, axis=1)
+        forward = kind == FORWARD
+        # the dependency: forward from stage i - 1, or from the last stage's previous chunk at stage 0;
+        # backward from stage i + 1, or from the first stage's next chunk at the last stage
+        src = np.where(forward, np.where(i > 0, i - 1, p - 1), np.where(i < p - 1, i + 1, 0))
+        src_chunk = chunk + np.where(forward, np.where(i > 0, 0, -1), np.where(i < p - 1, 0, 1))
+        waits = (src_chunk >= 0) & (src_chunk < v)
+        dep = np.where(waits, _pass_index(kind, src_chunk, src, j, v, p, total), -1)
+        link = np.zeros(kind.shape)
+        sender = owners[src, j]
+        crossing = waits & (src != i)
+        width = max(len(c) for c in micro_batches)     # each transfer's (receiver, sender) as one number
+        pair = ((np.broadcast_to(i * width + r, kind.shape) * p + src) * width + sender)[crossing]
+        pairs, which = np.unique(pair, return_inverse=True)
+        link[crossing] = np.array([delay(x // width % p, x % width, x // width // p // width, x // width // p % width)
+                                   for x in pairs.tolist()], dtype=float)[which]
+        times = np.array([[forward_s[stage[w]][replica[w]], backward_s[stage[w]][replica[w]]] for w in ws]) / v
+        duration = np.where(forward, times[:, :1], times[:, 1:])
+        rows = zip(_pass_index(kind, chunk, i, j, v, p, total).tolist(), dep.tolist(), link.tolist(),
+                   duration.tolist(), zip(j.tolist(), chunk.tolist(), kind.tolist()) if timeline else [None] * len(ws))
+        for w, (slots, deps, links, durations, described) in zip(ws, rows):
+            passes[w] = (slots, deps, links, durations,
+                         [(jj, c, KIND_NAMES[k]) for jj, c, k in zip(*described)] if timeline else None)
+    return passes
 
 
 def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline,
-                     end: dict | None = None) -> SimResult:
-    """`end`, when given, receives each pass's end, keyed (kind, chunk, stage, micro-batch)."""
+                     end: list | None = None) -> SimResult:
+    """Every worker runs its passes in their fixed order (_worker_order), each when the worker is free
+    and its input has arrived: a longest path, worked out worker by worker, a worker that waits for an
+    input resuming when the pass it waits for has run. `end`, when given, receives each pass's end, at
+    its _pass_index (None for slots of no pass)."""
     p = len(micro_batches)
-    owners = [assign_micro_batches(c) for c in micro_batches]
-    workers = [(i, r) for i in range(p) for r in range(len(micro_batches[i]))]
-    ops = []
-    for i, r in workers:
-        mbs = [j for j, o in enumerate(owners[i]) if o == r]
-        ops.append(_worker_ops(schedule, v, p, i, mbs))
-    end = {} if end is None else end
-    waiting: dict[tuple, list[int]] = defaultdict(list)
-    ptr, free_at = [0] * len(workers), [0.0] * len(workers)
-    busy = [0.0] * len(workers)
+    total = sum(micro_batches[0])
+    first, stage, replica = _workers(micro_batches)
+    workers = first[-1]
+    passes = _static_passes(schedule, v, micro_batches, forward_s, backward_s, delay, timeline)
+    done: list[float | None] = [None] * (2 * v * p * total)
+    waiter = [-1] * len(done)            # the worker waiting for a pass (each pass feeds one other pass)
+    at, free_at, busy = [0] * workers, [0.0] * workers, [0.0] * workers
     rows: list[tuple] = []
-    ready = deque(range(len(workers)))
+    ready = deque(range(workers))
     while ready:
         w = ready.popleft()
-        i, r = workers[w]
-        worker_ops = ops[w]
-        while ptr[w] < len(worker_ops):
-            kind, chunk, j = worker_ops[ptr[w]]
-            start = free_at[w]
-            dep = _dependency(kind, chunk, i, p, v)
-            if dep is not None:
-                dep_key = (dep[0], dep[1], dep[2], j)
-                arrived = end.get(dep_key)
+        slots, deps, links, durations, described = passes[w]
+        k, n, free, spent = at[w], len(slots), free_at[w], busy[w]
+        while k < n:
+            start = free
+            dep = deps[k]
+            if dep >= 0:
+                arrived = done[dep]
                 if arrived is None:
-                    waiting[dep_key].append(w)
+                    waiter[dep] = w
                     break
-                src_replica = owners[dep[2]][j]
-                link = delay(dep[2], src_replica, i, r) if dep[2] != i else 0.0
+                link = links[k]
                 if timeline and link > 0:
-                    rows.append((i, r, j, chunk, "p2p", arrived, arrived + link))
-                start = max(start, arrived + link)
-            duration = (forward_s[i][r] if kind == FORWARD else backward_s[i][r]) / v
-            finish = start + duration
-            key = (kind, chunk, i, j)
-            end[key] = finish
-            free_at[w] = finish
-            busy[w] += duration
-            ptr[w] += 1
+                    j, chunk, _ = described[k]
+                    rows.append((stage[w], replica[w], j, chunk, "p2p", arrived, arrived + link))
+                arrived += link
+                if arrived > start:
+                    start = arrived
+            duration = durations[k]
+            free = start + duration
+            slot = slots[k]
+            done[slot] = free
+            spent += duration
             if timeline:
-                rows.append((i, r, j, chunk, KIND_NAMES[kind], start, finish))
-            if key in waiting:
-                ready.extend(waiting.pop(key))
-    stuck = [workers[w] for w in range(len(workers)) if ptr[w] < len(ops[w])]
+                j, chunk, kind = described[k]
+                rows.append((stage[w], replica[w], j, chunk, kind, start, free))
+            k += 1
+            if waiter[slot] >= 0:
+                ready.append(waiter[slot])
+        at[w], free_at[w], busy[w] = k, free, spent
+    stuck = [(stage[w], replica[w]) for w in range(workers) if at[w] < len(passes[w][0])]
     assert not stuck, f"pipeline schedule deadlocked at workers {stuck[:5]}"
-    shape = [[0.0] * len(c) for c in micro_batches]
-    end_s, busy_s, last_bwd = ([row[:] for row in shape] for _ in range(3))
-    for w, (i, r) in enumerate(workers):
-        end_s[i][r], busy_s[i][r] = free_at[w], busy[w]
-        last_bwd[i][r] = backward_s[i][r] / v
-    return SimResult(max(free_at), end_s, busy_s, last_bwd, _frame(rows) if timeline else None)
+    if end is not None:
+        end[:] = done
+    last_bwd = [[x / v for x in row] for row in backward_s]
+    return SimResult(max(free_at), _by_stage(free_at, first), _by_stage(busy, first), last_bwd,
+                     _frame(rows) if timeline else None)
 
 
 def _frame(rows):

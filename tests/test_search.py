@@ -305,6 +305,22 @@ def test_complete_search_has_no_gap(lab_result):
     assert result.complete and result.gap == 0.0 and result.stopped_by is None
 
 
+def test_verification_closes_the_gap_it_can(catalog):
+    """A search that ran to the end verifies every remembered candidate whose bound is below the
+    answer, not a fixed count of them: 24 GPUs of three types, llama-2-70b under Megatron-LM, where
+    92 such candidates (more than the former cap of 64) left a 5.8% gap with no limit reached. The
+    count verified is above the old cap, and the answer is proven (complete, gap 0)."""
+    cluster = cluster_from_dict({"name": "t24", "between_pools_gbps": 100, "pools": [
+        {"name": "h100", "gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 8, "inter_node_gbps": 400},
+        {"name": "a100", "gpu": "a100-80gb-sxm", "nodes": 1, "gpus_per_node": 8, "inter_node_gbps": 200},
+        {"name": "v100", "gpu": "v100-32gb-sxm", "nodes": 1, "gpus_per_node": 8, "inter_node_gbps": 100}]}, catalog)
+    job = Job(catalog.model("llama-2-70b"), 96, 4096, engine="megatron")
+    result = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=None))
+    assert result.stopped_by is None and result.complete and result.gap == 0.0
+    capped = search(cluster, job, baselines=False, options=SearchOptions(time_limit_s=None, verify=64))
+    assert not capped.complete and capped.gap > 0       # the old cap: the same search, not proven
+    assert capped.plans[0].plan == result.plans[0].plan
+
 def test_budget_stop_is_reported_with_gap(catalog):
     cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
     result = search(cluster, Job(catalog.model("llama-2-70b"), 256, 4096), baselines=False,
@@ -526,3 +542,39 @@ def test_the_winning_engine_s_stop_and_gap_notes_name_the_engine():
         "the Megatron-LM search stopped at its time limit of 0.505 CPU seconds (...)",
         "Megatron-LM's own search: optimality gap 32.6%: no unexplored plan can be more than 32.6% better than "
         "the best found", notes[2])
+
+
+@pytest.mark.parametrize("job_name", ["app default", "small, cost"])
+def test_the_first_engines_answer_in_hand_gives_the_one_calls_answer(catalog, job_name):
+    """The app's Plan page in steps (ui.planning): the first engine's own search (Megatron-LM, shown first),
+    then search_after_first for the engines after it, answers exactly as search(..., engines=REAL): plans,
+    notes, by_engine, complete and gap, on the app's default job (Llama 2 13B on the 64-GPU example) and a
+    small job under the cost objective."""
+    from planner.engines import REAL
+    from planner.search.search import search_after_first
+    if job_name == "app default":
+        cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
+        job, objective = Job(catalog.model("llama-2-13b"), 512, 4096), Objective.THROUGHPUT
+    else:
+        cluster, objective = small_cluster(catalog, "a100-80gb-sxm", "l40s", 2), Objective.COST
+        job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    one = search(cluster, job, objective, baselines=False, engines=REAL)
+    first = search(cluster, replace(job, engine=REAL[0]), objective, baselines=False)
+    assert first.complete
+    stepped = search_after_first(cluster, job, first, REAL, objective, baselines=False)
+    assert stepped.by_engine[REAL[0]] is first and len(stepped.by_engine) == len(REAL)
+    assert _without_times(stepped) == _without_times(one)
+
+
+def test_a_first_engines_answer_cut_short_is_searched_again(catalog):
+    """A first engine's answer that a limit cut short depends on that limit: search_after_first searches
+    that engine again (as search does) rather than combine it."""
+    from planner.engines import REAL
+    from planner.search.search import search_after_first
+    cluster = small_cluster(catalog, "a100-80gb-sxm", "l40s", 2)
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    first = search(cluster, replace(job, engine=REAL[0]), baselines=False)
+    cut = replace(first, complete=False, gap=0.5, stopped_by="time limit")
+    stepped = search_after_first(cluster, job, cut, REAL, baselines=False)
+    assert stepped.by_engine[REAL[0]] is not cut
+    assert _without_times(stepped) == _without_times(search(cluster, job, baselines=False, engines=REAL))

@@ -54,13 +54,17 @@ from planner.spot import wall_time_and_price
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
 
+DROPPED_KEPT = 256      # scored candidates not kept that search may still verify with the cost model
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     rescore: int = 24                      # fast-scored candidates re-scored by the cost model
     max_fast_scores: int = 200_000         # budget of fast scores (deterministic); reported when hit
     partial_pools: bool | None = None      # also try half, a quarter... of each pool; None: for cost/deadline
     exhaustive_max_gpus: int = 16
-    verify: int = 64                       # most candidates re-scored after ranking to prove the answer best
+    verify: int = DROPPED_KEPT             # most candidates re-scored after ranking to prove the answer best (default:
+    #                                        every one remembered whose bound is below the answer's, within the time limit)
     cost_options: CostOptions = field(default_factory=CostOptions)
     time_limit_s: float | None = 20.0      # CPU-time limit of hetplan's search (Clock); None: no limit
     baseline_time_limit_s: float | None = 5.0   # the same, for each baseline (megatron, uniform)
@@ -86,11 +90,10 @@ SEARCH_SHARE = 0.75      # of a planner's time limit for the best-first loop; th
 BUDGET = "fast-score budget"
 LISTING_SHARE = 0.3     # of the search loop's time at most for listing the families
 LISTING_CLOCK_EVERY = 64  # families listed between two looks at the clock (one costs about as much as a family)
-SCREEN_CELLS = 32768
+SCREEN_CELLS = 32768     # (pool, family) cells per vectorised screening pass; the clock is checked between
 FIRST_SCREEN_CHUNK = 256  # families in the first screening pass; each next pass doubles, up to the cells' share
 # (a pass costs about the same up to some hundreds of families, 15-30 ms, its numpy calls' fixed cost)
 SHARED_READ_EVERY = 64   # thresholds between two reads of SearchOptions.shared_beat (a read: ~1 us)
-DROPPED_KEPT = 256      # scored candidates not kept that search may still verify with the cost model    # (pool, family) cells per vectorised screening pass; the clock is checked between
 
 
 @dataclass
@@ -780,7 +783,7 @@ def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: 
         if key >= keeper.threshold():
             return None
         keeper.c.fast_scores += 1
-        cand = scorer.score(layout, knobs, precision, uniform=True)
+        cand = scorer.score(layout, knobs, precision, uniform=True, late=True)   # late: fewer re-scored (_best_of)
         if cand is not None:
             keeper.add(cand, bound)
             return _Unscored(queue[k + 1:])

@@ -163,6 +163,10 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
       limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
       the engine runs. "fixed": `job.offload` only."""
     settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
+    first = _FIRST.get()
+    if first is not None and not engines and first[:2] == (cluster, job):     # search_after_first's, in hand
+        _FIRST.set(None)
+        return first[2]
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
     kept = _WINNER_BOUNDS.set(_WINNER_BOUNDS.get() if _WINNER_BOUNDS.get() is not None else {})
     try:
@@ -247,6 +251,30 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     if any(e.field == "time_limit" for e in why.values()):
         found = replace(found, complete=False)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, found) if baselines else found
+
+
+# The first engine's answer of a best-engine search, in hand (search_after_first): (cluster, job under that
+# engine, its SearchResult); `search` answers it once instead of searching that engine again.
+_FIRST: ContextVar[tuple | None] = ContextVar("hetplan_first_engine", default=None)
+
+
+def search_after_first(cluster: Cluster, job: Job, first: SearchResult, engines: tuple[str, ...],
+                       objective: Objective = Objective.THROUGHPUT, deadline_hours: float | None = None,
+                       top_k: int = 5, method: str = "hetplan", options: SearchOptions = SearchOptions(),
+                       baselines: bool = True, **settings) -> SearchResult:
+    """`search(cluster, job, ..., engines=engines)` with the first engine's answer in hand: `first` is
+    `search(cluster, replace(job, engine=engines[0]), ..., baselines=False)` with the same arguments (an app
+    shows it while the others are searched). The engines after it are searched, pruned at it, and the answers
+    combined as `search` combines them (_search_engines: the same plans, notes, by_engine, complete and gap;
+    tests/test_search.py), each engine with the limit `search` leaves it after a first engine that took no
+    time (options.workers 1; more searches it in a worker again). A `first` cut short by a limit (not
+    complete) depends on that limit and is not used: every engine is searched then, as by `search`."""
+    token = _FIRST.set((cluster, replace(job, engine=engines[0]), first) if first.complete else None)
+    try:
+        return search(cluster, job, objective, deadline_hours, top_k, method, options, baselines, engines=engines,
+                      **settings)
+    finally:
+        _FIRST.reset(token)
 
 
 def _covers(name: str, job: Job, results: dict, why: dict) -> tuple[Cover, ...]:
@@ -973,15 +1001,13 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
             break
         if estimate_key_of_fast(objective, job, bound) >= best_key:    # its lower bound (_Keeper.add) cannot win
             continue
+        plan = cand.to_plan(job)
         floor = estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
-            cluster, job, cand, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
+            cluster, plan, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
         if floor >= best_key:
             continue
-        if best is None and full is not None:
-            plan = cand.to_plan(job)
-            est = _full(cluster, job, plan, options, full)
-        else:
-            plan, est = _evaluate(cluster, job, cand, options)
+        est = (_full(cluster, job, plan, options, full) if best is None and full is not None
+               else _evaluate_plan(cluster, job, plan, options))
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < best_key:
@@ -989,13 +1015,17 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
     return best
 
 
-def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
-    """The most compute any replica does in an iteration (planner.cost.stage_passes, as evaluate)."""
-    plan, worst = cand.to_plan(job), 0.0
+def _busiest_compute_s(cluster, plan: Plan, options) -> float:
+    """The most compute any replica does in an iteration (planner.cost.stage_passes, as evaluate: once
+    per pool and tp of a stage, whose replicas share it; thousands at scale)."""
+    worst = 0.0
     for stage in plan.stages:
+        most: dict[tuple[str, int], int] = {}         # (pool, tp) -> the most samples one replica takes
         for rep in stage.replicas:
-            t = stage_passes(plan, stage, cluster.pool(rep.pool), rep.tp, options.cost_options)
-            worst = max(worst, rep.samples // plan.micro_batch * (t.forward_s + t.backward_s))
+            most[(rep.pool, rep.tp)] = max(most.get((rep.pool, rep.tp), 0), rep.samples)
+        for (pool, tp), samples in most.items():
+            t = stage_passes(plan, stage, cluster.pool(pool), tp, options.cost_options)
+            worst = max(worst, samples // plan.micro_batch * (t.forward_s + t.backward_s))
     return worst
 
 
