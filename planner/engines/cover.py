@@ -31,7 +31,7 @@ found before C, so neither does any plan of the covered part.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.engines.base import Engine, Execution
 from planner.types import Job, Offload, Precision
@@ -60,6 +60,7 @@ class Cover:
     given, and the (precision, pipelined, ZeRO stage) settings in `settings`."""
     covered: str
     covering: str
+    job: Job                     # the job it holds for (under `covered`): not another offload or parallel setting
     settings: frozenset          # (Precision, pipelined: bool, ZeRO stage)
     one_tp: bool = False
     tp1: bool = False
@@ -106,7 +107,8 @@ def cover(covered: Engine, covering: Engine, job: Job) -> Cover | None:
                          and _runs_no_worse(_run(covered, pipelined, z), _run(covering, pipelined, z), p, job.tf32))
     if not settings:
         return None
-    return Cover(covered=covered.name, covering=covering.name, settings=settings, one_tp=one_tp, tp1=tp1)
+    return Cover(covered=covered.name, covering=covering.name, job=replace(job, engine=covered.name),
+                 settings=settings, one_tp=one_tp, tp1=tp1)
 
 
 def _run(engine: Engine, pipelined: bool, zero: int) -> Execution:

@@ -634,8 +634,8 @@ class HetplanPlanner:
         stop = ListingStop(limit)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
                                    engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
-        keeper.covered = options.covered
-        _best_first(bounds, _uncovered(families, job, options.covered), keeper, options, _scan_layout, pools, limit,
+        keeper.covered = tuple(c for c in options.covered if c.job == job)    # not another setting's search
+        _best_first(bounds, _uncovered(families, job, keeper.covered), keeper, options, _scan_layout, pools, limit,
                     listing=stop)
         return considered
 
