@@ -1,5 +1,6 @@
 """The fourth pass's faster pipeline bound and fast-score window terms against the plain code they
-replaced (planner.search.bound and planner.search.score as of commit 7876cc8, kept here as the reference):
+replaced (planner.search.bound and planner.search.score as of commit 7876cc8, kept here as the reference, with the
+later change to where the 1F1B bound takes its FILL_SLACK margin made here too):
 on random clusters, jobs, engines and offload settings, every pipeline bound of every family order and
 first-run setting, with and without a limit, even splits or not, is the same float; and the lane, window
 and prefix terms of the fast score are the same floats on random lanes. A divergence fails here before
@@ -82,7 +83,8 @@ class PlainBounds(Bounds):
                                                   limit=raw_limit, window_ratio=ratio, first_known=fixed >= 1)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
-                        bound *= 1 - FILL_SLACK
+                        if v > 1:
+                            bound *= 1 - FILL_SLACK
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
                             out[(mb, v, rc, zero)] = bound
             if not fits and only is None:
@@ -154,7 +156,7 @@ class PlainBounds(Bounds):
 
             uncapped = (L + weighted) / inverse
             if total(uncapped, with_window=False) >= limit:   # memory only raises the level: no need to cap
-                out.append(total(uncapped))
+                out.append(total(uncapped) * (1 - FILL_SLACK if v == 1 else 1.0))
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
             caps, smallest = {}, math.inf
@@ -176,7 +178,10 @@ class PlainBounds(Bounds):
             fits = True
             level = max(busiest, floor)
             placed = _placed_fill(L, v, level, capped, betas) if v == 1 else 0.0
-            out.append(max(total(busiest), placed + level + transfers + tail))
+            bound = max(total(busiest), placed + level + transfers + tail)
+            if v == 1:
+                bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail)
+            out.append(bound)
         return out, fits
 
     def _stage_rates(self, groups: tuple[Group, ...], mb: int, rc: Recompute, sp: bool):

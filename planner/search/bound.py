@@ -50,9 +50,13 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
 the stage's ring (placement.dp_link_ceiling); ZeRO-2/3's tau_g is max(forward, weight all-gather)
 + max(backward, all-gather + gradient reduce-scatter) per layer. The bound is per recompute setting
-and ZeRO stage, and all of it is lowered by FILL_SLACK (x (1 - FILL_SLACK), a margin for (b3), taken off the
-whole bound, not the fill alone). Interleaved plans (v > 1) also need every
-single-pool stage's even shares in whole groups of p.
+and ZeRO stage. FILL_SLACK is the margin for what is estimated, not bounded: a 1F1B bound (v = 1) is
+max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail): the
+margin never takes it below its proven terms (b1, b2, b4-b9), so it comes off the fill (b3) alone
+where the fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
+simulated interleaved schedule beats on a few deep pipelines of few micro-batches, is lowered whole
+(x (1 - FILL_SLACK)). Interleaved plans (v > 1) also need every single-pool stage's even shares in
+whole groups of p.
 """
 from __future__ import annotations
 
@@ -195,11 +199,13 @@ class Bounds:
                         continue
                     if ratio is None:
                         ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
-                    found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, zeros, last, windows, transfers, any_order,
-                                                  raw_limit, ratio, fixed >= 1)
+                    found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=zeros, last=last,
+                                                  windows=windows, transfers=transfers, no_head=any_order,
+                                                  limit=raw_limit, window_ratio=ratio, first_known=fixed >= 1)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
-                        bound *= 1 - FILL_SLACK
+                        if v > 1:       # 1F1B bounds take their margin in _pipeline_s
+                            bound *= 1 - FILL_SLACK
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
                             out[(mb, v, rc, zero)] = bound
             if not fits and only is None:
@@ -287,10 +293,11 @@ class Bounds:
 
             uncapped = (L + weighted) / inverse
             if total(uncapped, with_window=False) >= limit:   # memory only raises the level: no need to cap
-                out.append(total(uncapped))
+                out.append(total(uncapped) * (1 - FILL_SLACK if v == 1 else 1.0))
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
-            caps = self._caps_by_part(runs, mb, v, rc, sp, p, last, windows, m, zero, fewest)
+            caps = self._caps_by_part(runs=runs, mb=mb, v=v, rc=rc, sp=sp, p=p, last=last, windows=windows, m=m,
+                                      zero=zero, fewest=fewest)
             if caps is None:                     # some stage cannot hold the layers it must
                 out.append(math.inf)
                 continue
@@ -302,7 +309,10 @@ class Bounds:
             fits = True
             level = max(busiest, floor)
             placed = _placed_fill(L, v, level, capped, betas) if v == 1 else 0.0
-            out.append(max(total(busiest), placed + level + transfers + tail))
+            bound = max(total(busiest), placed + level + transfers + tail)
+            if v == 1:      # the margin comes off the estimated fill only: never below the busiest stage's level
+                bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail)
+            out.append(bound)
         return out, fits
 
     def _caps_by_part(self, runs: Runs, mb, v, rc, sp, p, last, windows, m, zero, fewest) -> list[dict] | None:
@@ -310,7 +320,8 @@ class Bounds:
         None where some stage cannot hold `fewest` layers."""
         caps = []
         for k, (groups, count) in enumerate(runs):
-            cap_last, before, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
+            cap_last, before, least = self._run_caps(groups=groups, mb=mb, v=v, rc=rc, sp=sp, p=p, last_stage=last[k],
+                                                      window=windows[k], count=count, m=m, zero=zero)
             if least < fewest:
                 return None
             caps.append({"last": cap_last, "all": (cap_last + before) / count,

@@ -213,7 +213,10 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
         with np.errstate(invalid="ignore"):     # interleaved: no fill, transfers once (bound.py)
             fill = (others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)) if v == 1 else 0.0
         T = np.maximum(M + fill, slow_lane) + 2 * x
-        best = np.minimum(best, np.where(np.isnan(T), np.inf, T * (1 - FILL_SLACK)))
+        T = T * (1 - FILL_SLACK)
+        if v == 1:          # the margin comes off the estimated fill only (bound.py)
+            T = np.maximum(T, np.maximum(M, slow_lane) + 2 * x)
+        best = np.minimum(best, np.where(np.isnan(T), np.inf, T))
     return best
 
 

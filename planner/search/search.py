@@ -209,7 +209,8 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
             results[name] = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method,
                                    _beating(share, objective, deadline_hours, list(results.values())), False,
                                    **settings)
-            results[name] = replace(results[name], notes=results[name].notes + _cover_notes(covers))
+            if covers:
+                results[name] = replace(results[name], notes=results[name].notes + _cover_notes(covers))
         except InputError as err:           # infeasible or not run under this engine: say so, try the next
             why[name] = err
             covered[name] = _cover_notes(covers)
