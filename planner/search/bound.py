@@ -524,10 +524,13 @@ class TransferFloors:
         if key not in self._cache:
             s = self.scorer
             size = activation_message_bytes(ACT_BYTES, s.job.seq_len, mb, s.model.hidden)
-            owners_a = [g for g in a for _ in range(g.count)]
-            owners_b = [g for g in b for _ in range(g.count)]
-            pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])
-                     for r in range(max(len(owners_a), len(owners_b)))}
+            if len(a) == 1 and len(b) == 1:      # chains: every replica pair joins the same two groups
+                pairs = {(a[0], b[0])}
+            else:
+                owners_a = [g for g in a for _ in range(g.count)]
+                owners_b = [g for g in b for _ in range(g.count)]
+                pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])
+                         for r in range(max(len(owners_a), len(owners_b)))}
             forward = backward = 0.0
             for ga, gb in pairs:
                 pa, pb = s.pools[ga.pool], s.pools[gb.pool]
