@@ -7,13 +7,18 @@
                  press Plan after the first load: cold (search runs) and again (answered from the cache);
                  and in Chromium (a fresh server, the forkserver started by a first press of another job),
                  from the click on Plan to the plan's figures ("tokens / s") drawn, to the gains over the
-                 baselines drawn, and to the final answer ("All plans found" without "checked" notices)
+                 baselines drawn, and to the final answer ("All plans found" without "checked" notices),
+                 the clock started once the sidebar's Plan button shows; and on a fresh server with Plan
+                 pressed as soon as it shows, to the plan's figures
   timeline       1,024 micro-batches per worker: GPT-3 175B on examples/cloud-4types-1024.yaml, 16 stages
                  x 8 replicas of 2 H100s (tp 2), global batch 8,192, micro-batch 1 (8,192 micro-batches in
                  the iteration). The simulation (planner.cost.evaluate with the timeline), the phases and
                  the figure (Python), the figure drawn by Plotly in Chromium (the phases, and every pass of
                  the same 16 workers as the chart drew before), and the Timeline page in Chromium (click to
                  chart drawn, the simulation cached)
+  plan CPU       the workers' CPU seconds (ui.budget, their start included) for the default job through
+                 ui.planning.run_search, until the first plan and the whole answer; a worker's start
+                 (with --only plan, before the browser's figures)
 
   python benchmarks/app_benchmark.py [--only timeline|plan] [--app-root DIR]
   (--app-root: the app of another checkout, say the code before a change, for the browser's plan figures)
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -37,6 +43,64 @@ at = AppTest.from_file("app.py", default_timeout=120).run()
 assert not at.exception and at.title[0].value == "Compose"
 print(time.perf_counter() - t)
 """
+
+
+WORKER_START = """
+import os, statistics, sys, time, types
+from ui.budget import run
+def main():
+    run(time.time, (), 10, 2 ** 31, 100)                 # the forkserver started
+    app = types.ModuleType("__main__")
+    app.__file__ = os.path.abspath("app.py")             # __main__ as Streamlit's script runner leaves it
+    sys.modules["__main__"], seconds = app, []
+    for _ in range(5):
+        t = time.time()
+        seconds.append(run(time.time, (), 10, 2 ** 31, 100)[0] - t)
+    print(statistics.median(seconds))
+if __name__ == "__main__":
+    main()
+"""
+
+
+WORKERS_CPU = """
+import os, sys, time, types
+from ui import budget, planning
+from ui.state import AppState
+def main():
+    used, real = [], budget.run
+    def counted(*args, **kw):
+        value, cpu_s = real(*args, **kw)
+        used.append(cpu_s)
+        return value, cpu_s
+    real(time.time, (), 10, 2 ** 31, 100)                # the forkserver started
+    budget.run = counted
+    app = types.ModuleType("__main__")
+    app.__file__ = os.path.abspath("app.py")             # __main__ as Streamlit's script runner leaves it
+    sys.modules["__main__"], first = app, []
+    final = planning.run_search(AppState(), show=lambda outcome: first.append(sum(used)))
+    assert not final.error and not final.stage, final.error
+    print(first[0], sum(used), len(used))
+if __name__ == "__main__":
+    main()
+"""
+
+
+def workers_cpu_s(root: Path = ROOT) -> tuple[float, float, int]:
+    """CPU seconds of the planner's worker processes (ui.budget, startup included) for the default job through
+    `ui.planning.run_search` as the Plan page calls it: until its first plan, until the whole answer; and the
+    number of worker calls. Less sensitive to the machine's load than the browser's wall seconds."""
+    out = subprocess.run([sys.executable, "-c", WORKERS_CPU], cwd=root, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    first, whole, calls = out.stdout.strip().splitlines()[-1].split()
+    return float(first), float(whole), int(calls)
+
+
+def worker_start_s(root: Path = ROOT) -> float:
+    """Median seconds from a worker's start (ui.budget.run, from a server whose __main__ is app.py, as under
+    `streamlit run`) to its work's first line: the fork, and whatever the child runs of the app first."""
+    out = subprocess.run([sys.executable, "-c", WORKER_START], cwd=root, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def cold_render_s() -> float:
@@ -100,19 +164,22 @@ def plan_64_s() -> tuple[float, float, float]:
     return cold, search_s, warm
 
 
-def plan_64_browser_s(root: Path = ROOT) -> tuple[float, float, float]:
+def plan_64_browser_s(root: Path = ROOT, warm: bool = True) -> tuple[float, float, float]:
     """Seconds from the click on Plan (the default job, searched for the first time on this server) to the
     plan's figures drawn, to its gains over the baselines drawn, and to the final answer drawn, in Chromium.
-    A small job is planned first, so that the worker processes' forkserver has started (ui.budget)."""
+    `warm`: a small job is planned first, so that the worker processes' forkserver has started (ui.budget);
+    else Plan is pressed on a fresh server as soon as the button shows."""
     from ui.state import AppState, encode, presets
     small = AppState(cluster=presets()["single-node-8"], model="gpt3-1.3b", global_batch=64, seq_len=2048)
     with _app_page(root, viewport={"width": 1440, "height": 1000}) as (page, url):
         sidebar = page.get_by_test_id("stSidebar")
-        for state, last in ((small, False), (AppState(), True)):
+        for state in ((small,) if warm else ()) + (AppState(),):
             _open(page, f"{url}?v=1&s={encode(state)['s']}")
             page.get_by_role("heading", name="Compose").wait_for(timeout=120_000)
+            plan = sidebar.get_by_role("button", name="Plan", exact=True)
+            plan.wait_for(timeout=120_000)      # the clock starts when there is a button to click
             t0 = time.perf_counter()
-            sidebar.get_by_role("button", name="Plan", exact=True).click()
+            plan.click()
             page.get_by_role("heading", name="Plan on view").first.wait_for(timeout=300_000)
             page.get_by_text("tokens / s", exact=True).first.wait_for(timeout=300_000)
             figures = time.perf_counter() - t0
@@ -230,9 +297,15 @@ def plan_browser_rows(root: Path) -> list[tuple[str, float]]:
     if not Path("/usr/bin/chromium").exists():
         return []
     figures, gains, final = plan_64_browser_s(root)
-    return [("plan 64-GPU example in Chromium: click to the plan's figures drawn", figures),
+    fresh = plan_64_browser_s(root, warm=False)[0]
+    first_cpu, whole_cpu, calls = workers_cpu_s(root)
+    return [("a planner call's worker, start to its work's first line (median of 5)", worker_start_s(root)),
+            ("workers' CPU seconds until the first plan (default job, ui.planning.run_search)", first_cpu),
+            (f"  until the whole answer ({calls} worker calls)", whole_cpu),
+            ("plan 64-GPU example in Chromium: click to the plan's figures drawn", figures),
             ("  click to the gains over the baselines drawn", gains),
-            ("  click to the final answer drawn (every engine checked)", final)]
+            ("  click to the final answer drawn (every engine checked)", final),
+            ("  fresh server, Plan pressed as soon as it shows: click to the plan's figures drawn", fresh)]
 
 
 def _print(rows: list[tuple[str, float]]) -> None:

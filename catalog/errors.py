@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import re
 import reprlib
-from typing import Iterable
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Iterable
 
 from planner.types import InputError
+
+if TYPE_CHECKING:                         # pydantic is imported where a document fails the plain check
+    from pydantic import ValidationError
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$")
 MAX_VALUE_CHARS = 80                      # a value quoted in a message is cut to about this length

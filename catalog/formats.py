@@ -31,33 +31,35 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
-from pydantic import ValidationError
 
-from catalog.errors import from_validation_error, located, relocated, short_repr
+from catalog.errors import located, relocated, short_repr
 from catalog.files import read_mapping
 from catalog.loader import Catalog, builtin_catalog, model_from_entry
-from catalog.schema import (DEFAULT_INTER_NODE_GBPS, MAX_GPUS_PER_POOL, PLAN_OUTPUT_ONLY_KEYS, ClusterEntry,
-                            InlineModelEntry, JobEntry, JobsFile, PlanEntry, PoolEntry, StageEntry)
+from catalog.plain import validated
 from planner.engines import DEFAULT as DEFAULT_ENGINE
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
 from planner.placement import fits_nodes, tp_fits
-from planner.types import (DEFAULT_LATENCY_S, GIB, PLAN_FORMAT, PRETRAIN, Attention, Cluster, FleetJob, InputError, JobKind, Link,
+from planner.types import (DEFAULT_LATENCY_S, GIB, MAX_GPUS_PER_POOL, PLAN_FORMAT, PRETRAIN, Attention, Cluster, FleetJob, InputError, JobKind, Link,
                            Model, NetworkGraph, Offload, Plan, Pool, Precision, Recompute, Replica, Schedule, Stage,
                            Storage, Switch, Training)
 
 GBIT = 1e9 / 8                            # bytes/s in one Gb/s
 SUPPORTED_PLAN_FORMATS = (PLAN_FORMAT,)
+DEFAULT_INTER_NODE_GBPS = 100.0          # used when a single-node pool does not say (100 GbE / RoCE)
+# Keys that `hetplan plan --json` (and `plan --out`) add to a plan for people: the plan's estimate,
+# why it won and its gain over each baseline. A plan file may carry them, so that a plan printed by
+# `plan` can be read back as it is; they are output only and ignored on load (evaluate recomputes them).
+PLAN_OUTPUT_ONLY_KEYS = ("metrics", "explanation", "gain_over")
 
 
-def _validate(schema, data, source: str):
+def _validate(schema: str, data, source: str):
+    """`data` as catalog.schema's model `schema` (by name) holds it: that model, or a catalog.plain.Entry
+    with the same fields where the plain check accepts it."""
     if not isinstance(data, Mapping):
         raise InputError(source, f"must be a mapping of keys to values, got {type(data).__name__}")
-    try:
-        return schema.model_validate(dict(data))
-    except ValidationError as e:
-        raise from_validation_error(e, source) from None
+    return validated(schema, dict(data), source)
 
 
 def _human(x: float) -> float | int:
@@ -68,7 +70,7 @@ def _human(x: float) -> float | int:
 
 # ----------------------------------------------------------------------------- cluster
 
-def _pool_from_entry(i: int, e: PoolEntry, catalog: Catalog, source: str,
+def _pool_from_entry(i: int, e, catalog: Catalog, source: str,
                      nic: tuple[float, float] | None = None) -> Pool:
     """The pool of entry `i`; `nic`: its nodes' (bytes/s, latency) from the network section."""
     at = f"pools[{i}]"
@@ -95,7 +97,7 @@ def _pool_from_entry(i: int, e: PoolEntry, catalog: Catalog, source: str,
         raise relocated(err, source, f"pools[{e.name or e.gpu}]", at) from None
 
 
-def _check_spot(e: PoolEntry, at: str) -> None:
+def _check_spot(e, at: str) -> None:
     if e.spot and e.availability is None:
         raise InputError(f"{at}.availability", "is required when spot is true: the share of time the pool's GPUs "
                                                "are held, above 0 and at most 1 (e.g. 0.9)")
@@ -106,7 +108,7 @@ def _check_spot(e: PoolEntry, at: str) -> None:
 
 def cluster_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "cluster") -> Cluster:
     """A Cluster from the parsed cluster file format; errors name `source` and the field."""
-    entry = _validate(ClusterEntry, data, source)
+    entry = _validate("ClusterEntry", data, source)
     network, nics = None, {}
     if entry.network is not None:
         try:
@@ -123,7 +125,7 @@ def cluster_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "
         raise relocated(err, source) from None
 
 
-def _network_from_entry(entry: ClusterEntry, catalog: Catalog) -> NetworkGraph:
+def _network_from_entry(entry, catalog: Catalog) -> NetworkGraph:
     """The network section as a graph. A pool's link without `gbps` or `nic` runs at the pool's
     `inter_node_gbps`; a pool that gives both must give the same total."""
     section = entry.network
@@ -144,7 +146,7 @@ def _network_from_entry(entry: ClusterEntry, catalog: Catalog) -> NetworkGraph:
     return network
 
 
-def _link_from_entry(i: int, e, pools: Mapping[str, PoolEntry], switch_kind: Mapping[str, str],
+def _link_from_entry(i: int, e, pools: Mapping, switch_kind: Mapping[str, str],
                      catalog: Catalog) -> Link:
     at = f"network.links[{i}]"
     for end, key in ((e.from_, "from"), (e.to, "to")):
@@ -233,17 +235,14 @@ def _plan_model(value: Any, catalog: Catalog, source: str) -> Model:
     if not isinstance(value, Mapping):
         raise InputError(located(source, "model"),
                          f"must be a catalog model id or an object with the model's fields, got {value!r}")
-    try:
-        entry = InlineModelEntry.model_validate(dict(value))
-    except ValidationError as e:
-        raise from_validation_error(e, source, prefix="model") from None
+    entry = validated("InlineModelEntry", dict(value), source, prefix="model")
     try:
         return model_from_entry(entry.id, entry)
     except InputError as err:
         raise relocated(err, source, f"models[{entry.id}]", "model") from None
 
 
-def _default_samples(i: int, stage: StageEntry, global_batch: int, micro_batch: int, source: str) -> list[int]:
+def _default_samples(i: int, stage, global_batch: int, micro_batch: int, source: str) -> list[int]:
     """Replicas without `samples` share what the others leave evenly, in whole micro-batches;
     the first ones take one micro-batch more while a remainder lasts."""
     given = sum(r.samples for r in stage.replicas if r.samples is not None)
@@ -265,7 +264,7 @@ def _default_samples(i: int, stage: StageEntry, global_batch: int, micro_batch: 
     return samples
 
 
-def _stage_from_entry(i: int, stage: StageEntry, global_batch: int, micro_batch: int, source: str) -> Stage:
+def _stage_from_entry(i: int, stage, global_batch: int, micro_batch: int, source: str) -> Stage:
     samples = _default_samples(i, stage, global_batch, micro_batch, source)
     replicas = []
     for j, (r, n) in enumerate(zip(stage.replicas, samples)):
@@ -297,7 +296,7 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
     if isinstance(data, Mapping):
         _check_format(data, source)
         data = {"format": PLAN_FORMAT, **without_output_keys(data)}
-    entry = _validate(PlanEntry, data, source)
+    entry = _validate("PlanEntry", data, source)
     model = _plan_model(entry.model, catalog, source)
     stages = tuple(_stage_from_entry(i, s, entry.global_batch, entry.micro_batch, source)
                    for i, s in enumerate(entry.stages))
@@ -327,7 +326,7 @@ def plan_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "pla
     return plan
 
 
-def _training(entry: JobEntry | None) -> Training:
+def _training(entry) -> Training:
     return PRETRAIN if entry is None else Training(JobKind(entry.kind), entry.lora_rank)
 
 
@@ -425,7 +424,7 @@ def load_plan_file(path: str | Path, catalog: Catalog) -> Plan:
 def fleet_jobs_from_dict(data: Mapping[str, Any], catalog: Catalog, source: str = "jobs") -> tuple:
     """The jobs of a jobs file as planner.types.FleetJob (which planner.fleet sizes); errors name
     `source` and the field (e.g. ``jobs[1].global_batch``)."""
-    entry = _validate(JobsFile, data, source)
+    entry = _validate("JobsFile", data, source)
     names = [j.name for j in entry.jobs]
     out = []
     for i, j in enumerate(entry.jobs):
@@ -446,10 +445,7 @@ def _fleet_model(value: Any, catalog: Catalog, source: str, at: str) -> Model:
     if not isinstance(value, Mapping):
         raise InputError(located(source, at),
                          f"must be a catalog model id or an object with the model's fields, got {short_repr(value)}")
-    try:
-        entry = InlineModelEntry.model_validate(dict(value))
-    except ValidationError as e:
-        raise from_validation_error(e, source, prefix=at) from None
+    entry = validated("InlineModelEntry", dict(value), source, prefix=at)
     try:
         return model_from_entry(entry.id, entry)
     except InputError as err:

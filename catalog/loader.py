@@ -5,13 +5,11 @@ import difflib
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from pydantic import BaseModel, ValidationError
-
-from catalog.errors import from_validation_error, located, relocated, short_repr
+from catalog.errors import located, relocated, short_repr
 from catalog.files import read_mapping
-from catalog.schema import CatalogFile, GpuEntry, GpusFile, ModelEntry, ModelsFile, NetworkEntry, NetworksFile
+from catalog.plain import validated
 from planner.types import (GB, GIB, Gpu, InputError, MlpKind, Model, Network, NormKind,
                            PositionKind)
 
@@ -58,7 +56,7 @@ def _lookup(entries: Mapping, key, field: str, what: str):
 
 # ----------------------------------------------------------------------------- entry -> planner type
 
-def gpu_from_entry(gpu_id: str, e: GpuEntry) -> Gpu:
+def gpu_from_entry(gpu_id: str, e) -> Gpu:
     return Gpu(id=gpu_id, name=e.name, vendor=e.vendor,
                peak_flops=e.bf16_fp16_tflops * TFLOPS, peak_fp32_flops=e.fp32_tflops * TFLOPS,
                peak_tf32_flops=(e.tf32_tflops or 0) * TFLOPS, peak_fp8_flops=(e.fp8_tflops or 0) * TFLOPS,
@@ -70,19 +68,19 @@ def gpu_from_entry(gpu_id: str, e: GpuEntry) -> Gpu:
                source=e.source, nvlink_domain_gpus=e.nvlink_domain_gpus or 0)
 
 
-def model_from_entry(model_id: str, e: ModelEntry) -> Model:
+def model_from_entry(model_id: str, e) -> Model:
     fields = e.model_dump(exclude={"id"})
     fields.update(id=model_id, name=fields["name"] or model_id, mlp=MlpKind(e.mlp),
                   norm=NormKind(e.norm), position=PositionKind(e.position))
     return Model(**fields)
 
 
-def network_from_entry(network_id: str, e: NetworkEntry) -> Network:
+def network_from_entry(network_id: str, e) -> Network:
     return Network(id=network_id, name=e.name, kind=e.kind, bw_bytes_per_s=e.bw_gb_s * GB,
                    latency_s=e.latency_us * 1e-6, source=e.source, transport=e.transport or "")
 
 
-def _build(section: str, entries: Mapping[str, BaseModel], make, source: str) -> dict:
+def _build(section: str, entries: Mapping[str, Any], make, source: str) -> dict:
     built = {}
     for key, entry in entries.items():
         try:
@@ -92,12 +90,10 @@ def _build(section: str, entries: Mapping[str, BaseModel], make, source: str) ->
     return built
 
 
-def _validated(schema: type[BaseModel], path: Path | str) -> tuple[BaseModel, str]:
+def _validated(schema: str, path: Path | str) -> tuple[Any, str]:
+    """The file at `path` as catalog.schema's model `schema` (by name) holds it (catalog.plain)."""
     data, source = read_mapping(path)
-    try:
-        return schema.model_validate(data), source
-    except ValidationError as e:
-        raise from_validation_error(e, source) from None
+    return validated(schema, data, source), source
 
 
 # ----------------------------------------------------------------------------- public
@@ -105,9 +101,9 @@ def _validated(schema: type[BaseModel], path: Path | str) -> tuple[BaseModel, st
 @functools.lru_cache(maxsize=1)
 def builtin_catalog() -> Catalog:
     """The packaged GPUs, models and networks (loaded once per process)."""
-    gpus, gsrc = _validated(GpusFile, DATA_DIR / "gpus.yaml")
-    models, msrc = _validated(ModelsFile, DATA_DIR / "models.yaml")
-    networks, nsrc = _validated(NetworksFile, DATA_DIR / "networks.yaml")
+    gpus, gsrc = _validated("GpusFile", DATA_DIR / "gpus.yaml")
+    models, msrc = _validated("ModelsFile", DATA_DIR / "models.yaml")
+    networks, nsrc = _validated("NetworksFile", DATA_DIR / "networks.yaml")
     return Catalog(gpus=FrozenDict(_build("gpus", gpus.gpus, gpu_from_entry, gsrc)),
                    models=FrozenDict(_build("models", models.models, model_from_entry, msrc)),
                    networks=FrozenDict(_build("networks", networks.networks, network_from_entry, nsrc)))
@@ -121,7 +117,7 @@ def load_catalog(extra_files: Iterable[str | Path] = ()) -> Catalog:
     base = builtin_catalog()
     gpus, models = dict(base.gpus), dict(base.models)
     for path in extra_files:
-        extra, source = _validated(CatalogFile, path)
+        extra, source = _validated("CatalogFile", path)
         _refuse_redefinitions("gpus", extra.gpus, gpus, source)
         _refuse_redefinitions("models", extra.models, models, source)
         gpus.update(_build("gpus", extra.gpus, gpu_from_entry, source))

@@ -153,9 +153,6 @@ class NetworksFile(Strict):
 
 # ----------------------------------------------------------------------------- cluster file
 
-DEFAULT_INTER_NODE_GBPS = 100.0          # used when a single-node pool does not say (100 GbE / RoCE)
-
-
 class PoolEntry(Strict):
     name: Optional[Id] = None             # defaults to the gpu id
     gpu: str
@@ -230,12 +227,6 @@ def _not_a_bool(value):
 
 
 ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_not_a_bool)]
-
-
-# Keys that `hetplan plan --json` (and `plan --out`) add to a plan for people: the plan's estimate,
-# why it won and its gain over each baseline. A plan file may carry them, so that a plan printed by
-# `plan` can be read back as it is; they are output only and ignored on load (evaluate recomputes them).
-PLAN_OUTPUT_ONLY_KEYS = ("metrics", "explanation", "gain_over")
 
 
 class JobEntry(Strict):

@@ -140,18 +140,21 @@ def test_planning_shows_plans_metrics_and_baselines():
 
 
 def test_second_identical_request_is_answered_from_the_cache(monkeypatch):
+    import importlib
     import planner.search as search_module
+    steps = importlib.import_module("planner.search.search")
     monkeypatch.setenv("HETPLAN_APP_INLINE", "1")       # the patched search runs here, not in a worker (ui.budget)
     calls = []
-    real = search_module.search
+    real, after = search_module.search, steps.search_after_first
     monkeypatch.setattr(search_module, "search", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(steps, "search_after_first", lambda *a, **k: calls.append(2) or after(*a, **k))
     at = _ok(new_app(SMALL).run())
     _plan(at)
-    assert len(calls) == 2, "the first engine's search and every engine's; the baselines attach to the latter"
+    assert calls == [1, 2], "the first engine's search, then the others' pruned at it; the baselines attach to those"
     _plan(at)
     at2 = _ok(new_app(SMALL).run())
     _plan(at2)
-    assert len(calls) == 2
+    assert calls == [1, 2]
 
 
 def test_the_compose_page_plan_button_plans():

@@ -170,3 +170,40 @@ def test_a_plan_on_view_refused_by_the_budget_says_the_budget_not_a_misfit(monke
     said = texts(ok(at.run()))
     assert "Over this session's budget" in said and "CPU seconds" in said, said[-1500:]
     assert "does not fit" not in said and "Cannot use this input" not in said, said[-1500:]
+
+
+def test_a_worker_runs_the_apps_imports_not_the_app(monkeypatch):
+    """Under `streamlit run` the server's __main__ is app.py, and multiprocessing runs it again in each worker
+    as "__mp_main__" before the work: that drew the whole app in every planner call (0.4-1.2 s each,
+    benchmarks/app_benchmark.py). As "__mp_main__" it only imports; as "__main__" (Streamlit) it draws."""
+    import runpy
+    import streamlit as st
+    from tests.app_helpers import ROOT
+    drawn = []
+
+    class Drawn(Exception):
+        pass
+
+    def page_config(**kw):          # the app's first call: stop there
+        drawn.append(kw)
+        raise Drawn
+    monkeypatch.setattr(st, "set_page_config", page_config)
+    runpy.run_path(str(ROOT / "app.py"), run_name="__mp_main__")
+    assert not drawn
+    with pytest.raises(Drawn):
+        runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
+    assert drawn
+
+
+def test_the_forkserver_starts_before_the_first_computation(monkeypatch):
+    """ui.budget.warm_up (the app's first page): the forkserver with the planner preloaded is started then,
+    so that the first Plan press forks at once; none where the app computes inline (tests)."""
+    from multiprocessing import forkserver
+    started = []
+    monkeypatch.setattr(forkserver, "ensure_running", lambda: started.append(1))
+    monkeypatch.setenv(budget.INLINE_ENV, "1")
+    budget.warm_up()
+    assert not started
+    monkeypatch.delenv(budget.INLINE_ENV)
+    budget.warm_up()
+    assert started == [1]

@@ -5,6 +5,7 @@ fast score (the bounds are below every fast score, tests/test_search_bounds.py),
 the same candidates while scoring far fewer."""
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -14,10 +15,11 @@ from planner.cost import evaluate
 from planner.search import PLANNERS, SearchOptions, search
 from planner.search.objective import estimate_key, fast_key
 from planner.search.planners import precision_for, usable_pools
+from planner.search.search import _best_of, _busiest_compute_s
 from planner.search.score import Scorer
 from planner.search.space import knob_settings, layout_families
-from planner.types import Job, Objective
-from tests.test_search_bounds import _random_case
+from planner.types import InfeasibleError, Job, Objective
+from tests.test_search_bounds import TIGHT_GPUS, TIGHT_MODELS, _random_case
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +100,43 @@ def test_even_busiest_replica_bounds_the_even_fast_score(catalog, seed):
                     assert scorer.even_family_busiest_s(family) <= cand.time_s * (1 + 1e-12), (layout, knobs)
                     checked += 1
     assert checked > 0
+
+
+@pytest.mark.parametrize("seed,tight", [(seed, False) for seed in range(6)] + [(seed, True) for seed in range(4)])
+@pytest.mark.parametrize("name", ["megatron", "uniform"])
+def test_rescoring_skips_only_candidates_that_cannot_win(catalog, name, seed, tight):
+    """search._best_of re-scores a kept candidate only when neither its lower bound (with the
+    baselines' late floor: every stage's own end and tail, score._late_s) nor its busiest replica's
+    compute (search._busiest_compute_s, evaluate's own pass times) rules it out: on random clusters
+    and jobs, both floors stay at or below planner.cost.evaluate for every kept candidate, and the
+    plan it returns is the brute-force best by evaluate of all of them (ties: the kept order), so
+    skipping changes no baseline."""
+    rng = random.Random(seed)
+    cluster, job = (_random_case(rng, catalog, TIGHT_GPUS, TIGHT_MODELS, (1024, 2048, 4096)) if tight
+                    else _random_case(rng, catalog))
+    options = SearchOptions(time_limit_s=None, baseline_time_limit_s=None)
+    considered = PLANNERS[name].consider(cluster, job, Objective.THROUGHPUT, None, options)
+    best, best_key = None, math.inf
+    for _, _, cand, bound in considered.kept:
+        plan = cand.to_plan(job)
+        est = evaluate(cluster, plan, job.tokens_to_train, detail=False)
+        assert _busiest_compute_s(cluster, plan, options) <= est.iteration_time_s * (1 + 1e-12), plan
+        assert bound <= fast_key(Objective.THROUGHPUT, job, est.iteration_time_s, 0.0, None) * (1 + 1e-9), plan
+        key = estimate_key(Objective.THROUGHPUT, est, None)
+        if key < best_key:
+            best, best_key = plan, key
+    found = _best_of(cluster, job, Objective.THROUGHPUT, None, considered, options)
+    assert (found and found[0]) == best
+    assert considered.rescored <= len(considered.kept)
+
+
+def test_uniform_baseline_without_a_pool_for_the_precision_says_why(catalog):
+    """`hetplan plan --baseline uniform` where no pool trains the engine's precision: the same
+    message as the other planners (it listed families over no pool, an internal error)."""
+    cluster = cluster_from_dict({"name": "old", "between_pools_gbps": 100, "pools": [
+        {"name": "v", "gpu": "v100-32gb-sxm", "nodes": 1, "gpus_per_node": 8},
+        {"name": "t", "gpu": "t4", "nodes": 1, "gpus_per_node": 4}]}, catalog)
+    job = Job(catalog.model("llama-2-7b"), 16, 2048, engine="torchtitan")
+    for method in ("uniform", "megatron"):
+        with pytest.raises(InfeasibleError, match="no pool can train this job's precision"):
+            search(cluster, job, method=method, offload="fixed")

@@ -8,7 +8,8 @@ import os
 import pytest
 
 from catalog.formats import plan_from_dict, plan_from_file_data
-from catalog.schema import PLAN_OUTPUT_ONLY_KEYS, PlanEntry
+from catalog.formats import PLAN_OUTPUT_ONLY_KEYS
+from catalog.schema import PlanEntry
 from planner.types import InputError
 from tests.conftest import EXAMPLES
 from tests.test_cli import hetplan

@@ -542,3 +542,39 @@ def test_the_winning_engine_s_stop_and_gap_notes_name_the_engine():
         "the Megatron-LM search stopped at its time limit of 0.505 CPU seconds (...)",
         "Megatron-LM's own search: optimality gap 32.6%: no unexplored plan can be more than 32.6% better than "
         "the best found", notes[2])
+
+
+@pytest.mark.parametrize("job_name", ["app default", "small, cost"])
+def test_the_first_engines_answer_in_hand_gives_the_one_calls_answer(catalog, job_name):
+    """The app's Plan page in steps (ui.planning): the first engine's own search (Megatron-LM, shown first),
+    then search_after_first for the engines after it, answers exactly as search(..., engines=REAL): plans,
+    notes, by_engine, complete and gap, on the app's default job (Llama 2 13B on the 64-GPU example) and a
+    small job under the cost objective."""
+    from planner.engines import REAL
+    from planner.search.search import search_after_first
+    if job_name == "app default":
+        cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
+        job, objective = Job(catalog.model("llama-2-13b"), 512, 4096), Objective.THROUGHPUT
+    else:
+        cluster, objective = small_cluster(catalog, "a100-80gb-sxm", "l40s", 2), Objective.COST
+        job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    one = search(cluster, job, objective, baselines=False, engines=REAL)
+    first = search(cluster, replace(job, engine=REAL[0]), objective, baselines=False)
+    assert first.complete
+    stepped = search_after_first(cluster, job, first, REAL, objective, baselines=False)
+    assert stepped.by_engine[REAL[0]] is first and len(stepped.by_engine) == len(REAL)
+    assert _without_times(stepped) == _without_times(one)
+
+
+def test_a_first_engines_answer_cut_short_is_searched_again(catalog):
+    """A first engine's answer that a limit cut short depends on that limit: search_after_first searches
+    that engine again (as search does) rather than combine it."""
+    from planner.engines import REAL
+    from planner.search.search import search_after_first
+    cluster = small_cluster(catalog, "a100-80gb-sxm", "l40s", 2)
+    job = Job(catalog.model("gpt3-1.3b"), 16, 1024)
+    first = search(cluster, replace(job, engine=REAL[0]), baselines=False)
+    cut = replace(first, complete=False, gap=0.5, stopped_by="time limit")
+    stepped = search_after_first(cluster, job, cut, REAL, baselines=False)
+    assert stepped.by_engine[REAL[0]] is not cut
+    assert _without_times(stepped) == _without_times(search(cluster, job, baselines=False, engines=REAL))

@@ -171,6 +171,17 @@ def context():
     return multiprocessing.get_context("spawn")
 
 
+def warm_up() -> None:
+    """Start the forkserver now, not at the first computation: its preload (the planner's imports) takes a few
+    seconds in a process of its own, which a visitor reading the first page does not wait for, and the first
+    computation then forks at once."""
+    if inline() or "forkserver" not in multiprocessing.get_all_start_methods():
+        return
+    from multiprocessing import forkserver      # Unix only (the check above)
+    context()
+    forkserver.ensure_running()
+
+
 def run(fn: Callable, args: tuple, cpu_s: float, memory_bytes: int, wall_s: float,
         session_left_s: float | None = None, started: Callable | None = None) -> tuple[Any, float]:
     """(fn(*args), CPU seconds the worker used) from a worker process under the limits (module

@@ -25,7 +25,7 @@ from planner.cost import evaluate
 from planner.engines import AUTO, REAL, RUNTIME
 from planner.types import Cluster, InputError, Job, JobKind, Model, Objective, Offload, Plan, Precision, Training
 from ui import phases
-from ui.budget import Budget, Ledger, OverBudget
+from ui.budget import Budget, Ledger, OverBudget, warm_up
 from ui.state import AppState, context_parallel_degree, expert_parallel_degree
 
 PLANNER_MISSING = ("The planner (planner.search) is not available in this installation yet. "
@@ -62,6 +62,16 @@ def attach_baselines_api():
     except ImportError:
         return None
     return attach_baselines
+
+
+def search_after_first_api():
+    """planner.search.search.search_after_first, or None where the planner has none (then the whole search
+    searches the first engine again)."""
+    try:
+        from planner.search.search import search_after_first
+    except ImportError:
+        return None
+    return search_after_first
 
 
 def exporter():
@@ -246,6 +256,14 @@ def _ledger(code: int) -> Ledger:
     return Ledger(Budget.from_env())
 
 
+@st.cache_resource(show_spinner=False)
+def warm_up_workers() -> bool:
+    """Once per server, from its first page: the workers' forkserver started (ui.budget.warm_up), so that the
+    first Plan press does not wait for the planner's imports."""
+    warm_up()
+    return True
+
+
 def bounded(fn, *args):
     """`fn(*args)` in a worker process under this session's budget (ui.budget): every planner call a
     visitor triggers goes through here, so the server's own thread only waits. Raises OverBudget."""
@@ -269,17 +287,22 @@ def _search(job_key: str, top_k: int, baselines: bool = True, engines: tuple[str
     return bounded(_search_work, job_key, top_k, baselines, engines)
 
 
-def _search_work(job_key: str, top_k: int, baselines: bool = True, engines: tuple[str, ...] | None = None) -> Outcome:
-    """planner.search.search for the job `job_key`; `engines`: these instead of the state's (search_engines)."""
+def _search_work(job_key: str, top_k: int, baselines: bool = True, engines: tuple[str, ...] | None = None,
+                 first=None) -> Outcome:
+    """planner.search.search for the job `job_key`; `engines`: these instead of the state's (search_engines);
+    `first`: the first engine's own answer, in hand (search_after_first)."""
     state = AppState(**json.loads(job_key), plan=None)
     try:
         search, SearchOptions = search_api()
         cluster, job = build_cluster(state), build_job(state)
-        result = search(cluster, job, objective=Objective(state.objective),
-                        deadline_hours=state.deadline_hours, top_k=top_k, method="hetplan",
-                        options=search_options(SearchOptions, state.time_limit_s), baselines=baselines,
-                        offload=offload_search(state), context_parallel=context_parallel_search(state),
-                        expert_parallel=expert_parallel_search(state), engines=engines or search_engines(state))
+        kw = dict(objective=Objective(state.objective), deadline_hours=state.deadline_hours, top_k=top_k,
+                  method="hetplan", options=search_options(SearchOptions, state.time_limit_s), baselines=baselines,
+                  offload=offload_search(state), context_parallel=context_parallel_search(state),
+                  expert_parallel=expert_parallel_search(state))
+        if first is not None:
+            result = search_after_first_api()(cluster, job, first, engines or search_engines(state), **kw)
+        else:
+            result = search(cluster, job, engines=engines or search_engines(state), **kw)
     except PlannerUnavailable as e:
         return Outcome(error=str(e), kind="unavailable")
     except InputError as e:
@@ -290,8 +313,9 @@ def _search_work(job_key: str, top_k: int, baselines: bool = True, engines: tupl
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _with_baselines(job_key: str, top_k: int) -> Outcome:
-    """The search's answer without baselines (cached, `_search`), then its baselines in a call of their own."""
-    found = _search(job_key, top_k, False)
+    """The search's answer without baselines (cached, `_without_baselines`), then its baselines in a call of
+    their own."""
+    found = _without_baselines(job_key, top_k)
     if found.error:
         return found
     return bounded(_baselines_work, job_key, top_k, found.result)
@@ -324,9 +348,10 @@ def run_search(state: AppState, top_k: int = 5, show: Callable[[Outcome], None] 
     next press tries again) and its traceback goes to the server's log.
 
     Where `in_steps`, each step is a bounded, cached call of its own: the search without baselines, then
-    its baselines (`attach_baselines`), the same answer as one search; with `show`, under the best engine,
-    the first engine's search (REAL[0], Megatron-LM; `_first_engine`) comes first, and `show` gets each
-    earlier answer as it comes (Outcome.stage says what it lacks), before the last is returned."""
+    its baselines (`attach_baselines`), the same answer as one search; under the best engine, the search
+    without baselines is itself two: the first engine's (REAL[0], Megatron-LM; `_first_engine`), then the
+    others pruned at it (`_after_first`). With `show`, `show` gets each earlier answer as it comes
+    (Outcome.stage says what it lacks), before the last is returned."""
     try:
         if not in_steps(state):
             return _search(state.job_key(), top_k)
@@ -338,18 +363,26 @@ def run_search(state: AppState, top_k: int = 5, show: Callable[[Outcome], None] 
         return Outcome(error=PLANNER_FAILED.format(error=f"{type(e).__name__}: {e}"), kind="internal")
 
 
-# The first engine's search is a preview, before the whole one (one worker at a time per session: ui.budget's
-# slots are shared by every session): at most this share of the search limit, so that it delays the whole
-# answer little where it is slow (on the app's default job it completes in about a fifth of the whole search).
+# Under the best engine the first engine's search (REAL[0], Megatron-LM) comes first, shown while the others are
+# searched (one worker at a time per session: ui.budget's slots are shared by every session), within this share
+# of the search limit, so that it delays the whole answer little where it is slow. Complete, it is that engine's
+# part of the whole answer (search_after_first), under any limit and load; cut short, the whole search searches
+# it again. On the app's default job it completes in about 0.7 CPU seconds of the 2 it has.
 FIRST_ENGINE_SHARE = 0.1
 
 
+def first_engine_first(state: AppState) -> bool:
+    """Whether the search without baselines comes as the first engine's search, then the others' pruned at it."""
+    return state.engine == AUTO and len(REAL) > 1 and search_after_first_api() is not None
+
+
 def _first_engine(state: AppState, top_k: int) -> Outcome | None:
-    """The first engine's (REAL[0]) answer without baselines, its search within FIRST_ENGINE_SHARE of the limit;
-    None where it fails (the whole search, next, says why) but for a search replaced by a newer one."""
-    preview = replace(state, time_limit_s=max(1.0, FIRST_ENGINE_SHARE * state.time_limit_s))
+    """The first engine's (REAL[0]) own answer without baselines (the state with that engine chosen), its search
+    within FIRST_ENGINE_SHARE of the limit; None where it fails (the whole search, next, says why) but for a
+    search replaced by a newer one."""
+    preview = replace(state, engine=REAL[0], time_limit_s=max(1.0, FIRST_ENGINE_SHARE * state.time_limit_s))
     try:
-        return _search(preview.job_key(), top_k, False, REAL[:1])
+        return _search(preview.job_key(), top_k, False)
     except OverBudget as e:
         if e.limit == "stopped":
             raise
@@ -359,13 +392,31 @@ def _first_engine(state: AppState, top_k: int) -> Outcome | None:
         return None
 
 
+def _without_baselines(job_key: str, top_k: int) -> Outcome:
+    """The search's answer without baselines: where `first_engine_first`, the first engine's answer (cached) and
+    the others' pruned at it (`_after_first`), the same answer as one call (`_search(job_key, top_k, False)`)."""
+    if first_engine_first(AppState(**json.loads(job_key), plan=None)):
+        return _after_first(job_key, top_k)
+    return _search(job_key, top_k, False)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _after_first(job_key: str, top_k: int) -> Outcome:
+    """The engines after the first searched, pruned at its answer and combined with it (search_after_first);
+    where it has none, or a limit cut it short, every engine searched in one call."""
+    first = _first_engine(AppState(**json.loads(job_key), plan=None), top_k)
+    if first is None or first.error:
+        return _search(job_key, top_k, False)
+    return bounded(_search_work, job_key, top_k, False, None, first.result)
+
+
 def _in_steps(state: AppState, top_k: int, show: Callable[[Outcome], None] | None) -> Outcome:
     key = state.job_key()
-    if show is not None and state.engine == AUTO and len(REAL) > 1:
+    if show is not None and first_engine_first(state):
         first = _first_engine(state, top_k)
         if first is not None and not first.error:
             show(replace(first, stage=FIRST_ENGINE))
-    found = _search(key, top_k, False)
+    found = _without_baselines(key, top_k)
     if found.error:
         return found
     if show is not None:

@@ -250,7 +250,7 @@ def _engines_text(results, errors, best) -> str:
 
 def _scored(sp, catalog) -> dict:
     """A plan as --json and --out write it: the plan file format with the keys it adds for people
-    (catalog.schema.PLAN_OUTPUT_ONLY_KEYS), which a plan file may keep and loading ignores."""
+    (catalog.formats.PLAN_OUTPUT_ONLY_KEYS), which a plan file may keep and loading ignores."""
     d = plan_to_dict(sp.plan, catalog, estimate_to_dict(sp.estimate))
     d["explanation"] = sp.explanation
     d["gain_over"] = dict(sp.gain_over)

@@ -183,6 +183,8 @@ class Engine:
     exports: tuple[str, ...] = ()           # export targets (planner.export) that write this engine's files
     sources: dict[str, str] = field(default_factory=dict)   # claim -> file and lines at `version`
     summary: str = ""
+    covered_by: tuple[str, ...] = ()        # engines whose search space holds part of this one's at no greater
+    #                                         cost (planner.engines.cover), searched before it by default
 
     def execution_for(self, plan: Plan) -> Execution:
         """How the engine executes `plan`: its execution with the switches the plan turns on or off."""

@@ -25,6 +25,7 @@ ENGINE = Engine(
                                "communication_data_type says otherwise",)),
     exports=("deepspeed",),
     sources=DEEPSPEED_SOURCES,
+    covered_by=("megatron",),       # its fp16 plans with ZeRO-0/1 (planner.engines.cover)
     summary="equal replicas per stage, exact layer boundaries, no tensor parallelism in the pipeline engine; "
             "ZeRO-1 with pipelining, ZeRO-2/3 without; full activation checkpointing only; pretraining and full "
             "fine-tuning; ZeRO-Offload of the optimizer (ZeRO 1-3) and of parameters (ZeRO-3); overlap_comm a plan "

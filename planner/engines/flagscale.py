@@ -28,6 +28,7 @@ ENGINE = Engine(
                         layer_overhead_s=0.0, framework_bytes=2.0 * GIB),
     exports=("flagscale",),
     sources=FLAGSCALE_SOURCES,
+    covered_by=("megatron",),       # its plans of tp 1 everywhere (planner.engines.cover)
     summary="Megatron-LM with one process mesh per GPU type, each with its own tp; uneven layer split "
             "over all stages; ZeRO-1 (distributed optimizer); pretraining, full fine-tuning and LoRA (dense "
             "models, no recomputation)",

@@ -37,6 +37,7 @@ ENGINE = Engine(
                                "flush, in the training dtype; fp32 matmuls on TF32 (NVIDIA's container default)",)),
     exports=("megatron-deepspeed",),
     sources=MEGATRON_DEEPSPEED_SOURCES,
+    covered_by=("flagscale", "megatron"),   # its fp16 plans with ZeRO-0/1; fp32 ones of tp 1 (planner.engines.cover)
     summary="Megatron tensor and sequence parallelism in a DeepSpeed pipeline: one tp, pp and dp for all stages, "
             "uneven layer split (PipelineModule override); ZeRO-0/1 with pipelining, ZeRO-2/3 without; fp32 "
             "(TF32 on), bf16, fp16; pretraining and full fine-tuning; dense models",

@@ -50,9 +50,13 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
 the stage's ring (placement.dp_link_ceiling); ZeRO-2/3's tau_g is max(forward, weight all-gather)
 + max(backward, all-gather + gradient reduce-scatter) per layer. The bound is per recompute setting
-and ZeRO stage, and all of it is lowered by FILL_SLACK (x (1 - FILL_SLACK), a margin for (b3), taken off the
-whole bound, not the fill alone). Interleaved plans (v > 1) also need every
-single-pool stage's even shares in whole groups of p.
+and ZeRO stage. FILL_SLACK is the margin for what is estimated, not bounded: a 1F1B bound (v = 1) is
+max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail): the
+margin never takes it below its proven terms (b1, b2, b4-b9), so it comes off the fill (b3) alone
+where the fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
+simulated interleaved schedule beats on a few deep pipelines of few micro-batches, is lowered whole
+(x (1 - FILL_SLACK)). Interleaved plans (v > 1) also need every single-pool stage's even shares in
+whole groups of p.
 """
 from __future__ import annotations
 
@@ -64,13 +68,12 @@ from planner.compute import ACT_BYTES
 from planner.dataparallel import hybrid_zero_floor, pass_with_zero_floor_s, step_s, zero_per_micro_batch_floor
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, most_layers_held, state_bytes_per_param
 from planner.placement import dp_link_ceiling, p2p_floor_s
-from planner.schedule import (in_flight_micro_batches, interleaved_in_flight, window_in_flight_ceiling,
-                              window_in_flight_limit)
+from planner.schedule import interleaved_in_flight, window_in_flight_ceiling, window_in_flight_limit
 from planner.search.score import Scorer
 from planner.search.split import share_micro_batches
 from planner.search.space import (INTERLEAVES, ZERO_STAGES, zero_stages, Family, Group, Layout, micro_batch_sizes,
                                   searched_recomputes)
-from planner.types import Recompute, Schedule
+from planner.types import Recompute
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
 
@@ -96,15 +99,6 @@ class StageFigures(NamedTuple):
     shares: tuple[int, ...]
 
 
-class StageRow(NamedTuple):
-    """Stages of run `run` in Bounds._pipeline_s: `count` of them, their rates, the head's time and which
-    part of the run they are ("all" of a run before the last; the last run's "others" and "last")."""
-    run: int
-    count: int
-    per_zero: dict[int, StageRates]
-    head: float
-    part: str
-
 # Narayanan's fill (b3) is an estimate of the simulated 1F1B bubble, not a bound on it (the
 # simulation hides the stages after the busiest one behind its own backward passes), and the
 # interleaved busiest-stage level is beaten by the simulated interleaved schedule on a few deep
@@ -129,6 +123,7 @@ class Bounds:
         self._caps: dict = {}
         self._run: dict = {}
         self._held: dict = {}
+        self._best_rates: dict = {}
         self.transfers = TransferFloors(scorer)
 
     def sharing(self, even: bool) -> "Bounds":
@@ -139,17 +134,21 @@ class Bounds:
             return self
         other = Bounds(self.scorer, even)
         other._rates, other._caps, other._run, other._held = self._rates, self._caps, self._run, self._held
+        other._best_rates = self._best_rates
         other.transfers = self.transfers
         return other
 
     def capacity_s(self, family: Family) -> float:
         """The capacity bound of every layout of `family`."""
-        s = self.scorer
+        s, best = self.scorer, self._best_rates
         sp = max(family.tps) > 1
-        capacity = 0.0
+        capacity, lanes = 0.0, family.lanes
         for pool, t, w in zip(family.subset, family.tps, family.width):
-            replicas = w * family.lanes
-            capacity += replicas / s.best_sample_layer_s(pool, t, sp)
+            key = (pool.name, t, sp)          # the listing asks this of every family: its rates kept here
+            rate = best.get(key)
+            if rate is None:
+                rate = best[key] = s.best_sample_layer_s(pool, t, sp)
+            capacity += w * lanes / rate
         return s.job.global_batch * s.model.layers / capacity
 
     def pipeline_s(self, runs: Runs, max_replicas: int, any_order: bool = False,
@@ -177,8 +176,12 @@ class Bounds:
         zeros = zero_stages(s.job.offload, max_replicas * s.cp)
         # each run's last stage index and the replicas of it and every later stage (its 1F1B window)
         replicas = [sum(g.count for g in groups) for groups, _ in runs]
-        last = [sum(c for _, c in runs[:k + 1]) - 1 for k in range(len(runs))]
-        windows = [replicas[k] + sum(r * c for r, (_, c) in zip(replicas[k + 1:], runs[k + 1:])) for k in range(len(runs))]
+        last, windows, before, after = [], [], -1, sum(r * c for r, (_, c) in zip(replicas, runs))
+        for r, (_, count) in zip(replicas, runs):
+            before += count
+            after -= r * count
+            last.append(before)
+            windows.append(r + after)
         if fixed is None:
             fixed = 0 if any_order else len(runs)
         any_order = fixed < len(runs)           # no head time, and only known transfers
@@ -186,6 +189,7 @@ class Bounds:
         out = {}
         raw_limit = limit / (1 - FILL_SLACK)    # `limit` applies to the bound as returned, margin taken off
         wanted = None if only is None else {key[:3] for key in only}
+        recomputes = searched_recomputes(s.options.flash_attention, mixed, s.job.engine)
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
                 break
@@ -194,16 +198,19 @@ class Bounds:
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
-                for rc in searched_recomputes(s.options.flash_attention, mixed, s.job.engine):
+                ratio = None
+                for rc in recomputes:
                     if wanted is not None and (mb, v, rc) not in wanted:
                         continue
-                    ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
+                    if ratio is None:
+                        ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
                     found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=zeros, last=last,
                                                   windows=windows, transfers=transfers, no_head=any_order,
                                                   limit=raw_limit, window_ratio=ratio, first_known=fixed >= 1)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
-                        bound *= 1 - FILL_SLACK
+                        if v > 1:       # 1F1B bounds take their margin in _pipeline_s
+                            bound *= 1 - FILL_SLACK
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
                             out[(mb, v, rc, zero)] = bound
             if not fits and only is None:
@@ -221,6 +228,8 @@ class Bounds:
         never = [math.inf] * len(zeros)
         if p * v > L:
             return never, False
+        # stages of run k: (k, how many, their rates, the head's time, which part of the run: "all" of a
+        # run before the last; the last run's "others" and "last")
         stages = []
         for k, (groups, count) in enumerate(runs):
             rates = self._stage_rates(groups, mb, rc, sp)
@@ -231,41 +240,53 @@ class Bounds:
             if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
                 return never, False
             if k < len(runs) - 1:
-                stages.append(StageRow(k, count, per_zero, 0.0, "all"))
+                stages.append((k, count, per_zero, 0.0, "all"))
             else:                                # only the very last stage holds the head
-                stages += ([StageRow(k, count - 1, per_zero, 0.0, "others")] * (count > 1)
-                           + [StageRow(k, 1, per_zero, head, "last")])
+                if count > 1:
+                    stages.append((k, count - 1, per_zero, 0.0, "others"))
+                stages.append((k, 1, per_zero, head, "last"))
         out, fits = [], False
-        total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs)
+        one_run = len(runs) == 1
+        total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs) if one_run else 0
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
         for zero in zeros:
             rows, betas = [], []
-            a_min = beta_min = lane_beta_min = math.inf
+            a_min = beta_min = math.inf          # beta_min: also the least beta of any lane, for (b7)
             slow_lane = lane_window = 0.0
             beta_max = beta_sum = floor = inverse = weighted = 0.0
             first_c = math.inf
+            # the running minima and maxima as comparisons (each keeps the earlier value on ties, as min and max do)
             for k, count, per_zero, e, part in stages:
                 a, beta, c, keep_e, beta_hi, lanes = per_zero[zero]
-                lane_beta_min = min(lane_beta_min, beta)
-                if len(runs) == 1:
-                    slow_lane = max(slow_lane, beta_hi)
+                if one_run:
+                    if beta_hi > slow_lane:
+                        slow_lane = beta_hi
                     if v == 1:
-                        lane_window = max(lane_window, max(_lane_window_ratio(n, total_replicas, m) * tau
-                                                           for n, tau in lanes))
-                e = e if keep_e else 0.0
-                rows.append((count, a, e, (k, part)))
+                        x = max([_lane_window_ratio(n, total_replicas, m) * tau for n, tau in lanes])
+                        if x > lane_window:
+                            lane_window = x
+                if not keep_e:
+                    e = 0.0
+                rows.append((count, a, e, part))
                 betas.append(beta)
-                a_min, beta_min, beta_max = min(a_min, a), min(beta_min, beta), max(beta_max, beta)
+                if a < a_min:
+                    a_min = a
+                if beta < beta_min:
+                    beta_min = beta
+                if beta > beta_max:
+                    beta_max = beta
                 beta_sum += count * beta
-                floor = max(floor, fewest * a + e)
+                x = fewest * a + e
+                if x > floor:
+                    floor = x
                 inverse += count / a
                 weighted += count * e / a
-                if k == 0 or not first_known:
-                    first_c = min(first_c, c)
+                if (k == 0 or not first_known) and c < first_c:
+                    first_c = c
             tail = fewest * first_c                                                                # (b5)
             others = fewest / v * (beta_sum - beta_max)
 
-            window = max(window_ratio * (L * lane_beta_min + transfers),                          # (b7)
+            window = max(window_ratio * (L * beta_min + transfers),                               # (b7)
                          L * slow_lane + transfers,                                             # (b8)
                          lane_window * L)                                                       # (b9)
 
@@ -277,21 +298,15 @@ class Bounds:
 
             uncapped = (L + weighted) / inverse
             if total(uncapped, with_window=False) >= limit:   # memory only raises the level: no need to cap
-                out.append(total(uncapped))
+                out.append(total(uncapped) * (1 - FILL_SLACK if v == 1 else 1.0))
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
-            caps, smallest = {}, math.inf
-            for k, (groups, count) in enumerate(runs):
-                cap_last, before, least = self._run_caps(groups=groups, mb=mb, v=v, rc=rc, sp=sp, p=p,
-                                                         last_stage=last[k], window=windows[k], count=count, m=m,
-                                                         zero=zero)
-                smallest = min(smallest, least)
-                caps[(k, "last")], caps[(k, "all")] = cap_last, (cap_last + before) / count
-                caps[(k, "others")] = before / (count - 1) if count > 1 else math.inf
-            if smallest < fewest:                # some stage cannot hold the layers it must
+            caps = self._caps_by_part(runs=runs, mb=mb, v=v, rc=rc, sp=sp, p=p, last=last, windows=windows, m=m,
+                                      zero=zero, fewest=fewest)
+            if caps is None:                     # some stage cannot hold the layers it must
                 out.append(math.inf)
                 continue
-            capped = [(c, a, e, caps[part]) for c, a, e, part in rows]
+            capped = [(c, a, e, caps[k][part]) for (c, a, e, part), (k, _, _, _, _) in zip(rows, stages)]
             busiest = _water_level(L, capped)                                     # (b2), (b6)
             if busiest == math.inf:
                 out.append(math.inf)
@@ -299,8 +314,24 @@ class Bounds:
             fits = True
             level = max(busiest, floor)
             placed = _placed_fill(L, v, level, capped, betas) if v == 1 else 0.0
-            out.append(max(total(busiest), placed + level + transfers + tail))
+            bound = max(total(busiest), placed + level + transfers + tail)
+            if v == 1:      # the margin comes off the estimated fill only: never below the busiest stage's level
+                bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail)
+            out.append(bound)
         return out, fits
+
+    def _caps_by_part(self, runs: Runs, mb, v, rc, sp, p, last, windows, m, zero, fewest) -> list[dict] | None:
+        """(b6) per run: the cap of its last stage, the average over all its stages and over the others;
+        None where some stage cannot hold `fewest` layers."""
+        caps = []
+        for k, (groups, count) in enumerate(runs):
+            cap_last, before, least = self._run_caps(groups=groups, mb=mb, v=v, rc=rc, sp=sp, p=p, last_stage=last[k],
+                                                      window=windows[k], count=count, m=m, zero=zero)
+            if least < fewest:
+                return None
+            caps.append({"last": cap_last, "all": (cap_last + before) / count,
+                         "others": before / (count - 1) if count > 1 else math.inf})
+        return caps
 
     def _window_ratio(self, runs: Runs, mb: int, fixed: int, v: int) -> float:
         """r of (b7) for the first stage's busiest lane, at least: the first run's when it is fixed,
@@ -330,52 +361,53 @@ class Bounds:
         """({zero: (a, beta, c, whether e counts)}, e, shares) of (b1), (b3), (b5) for a stage of
         these groups, or None if its shares fail."""
         key = (groups, mb, rc, sp)
-        if key not in self._rates:
-            s = self.scorer
-            shares = s.stage_shares(groups, mb, rc, sp)
-            if shares is None:
-                self._rates[key] = None
-                return None
-            d = sum(g.count for g in groups)
-            bw = dp_link_ceiling(s.cluster, [(s.pools[g.pool], g.tp, g.count) for g in groups])
-            spread = ring_s_per_byte(d, bw)                   # ring collective seconds per byte, at most
-            per_zero = {}
-            for zero in ZERO_STAGES:
-                wire = s.states.weight_comm_bytes
-                zf, zb = zero_per_micro_batch_floor(zero, s.layer_params_dense / min(g.tp for g in groups) * wire,
-                                                    d, spread, wire, s.states.trainable)
-                hybrid = self._hybrid_floors(groups, d, bw, zero)       # the hybrid-shard knob's, where offered
+        if key in self._rates:
+            return self._rates[key]
+        s = self.scorer
+        shares = s.stage_shares(groups, mb, rc, sp)
+        if shares is None:
+            self._rates[key] = None
+            return None
+        d = sum(g.count for g in groups)
+        bw = dp_link_ceiling(s.cluster, [(s.pools[g.pool], g.tp, g.count) for g in groups])
+        spread = ring_s_per_byte(d, bw)                   # ring collective seconds per byte, at most
+        m = s.job.global_batch // mb
+        # what no ZeRO stage changes, per group: its passes and its busiest replica's micro-batches
+        passes, k = [], 0
+        for g in groups:
+            passes.append((g, s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp), max(shares[k:k + g.count])))
+            k += g.count
+        wire = s.states.weight_comm_bytes
+        weight_bytes = s.layer_params_dense / min(g.tp for g in groups) * wire
+        per_zero = {}
+        for zero in ZERO_STAGES:
+            zf, zb = zero_per_micro_batch_floor(zero, weight_bytes, d, spread, wire, s.states.trainable)
+            hybrid = self._hybrid_floors(groups, d, bw, zero)       # the hybrid-shard knob's, where offered
+            if hybrid:
                 zf, zb = min([zf] + [h[0] for h in hybrid]), min([zb] + [h[1] for h in hybrid])
-                a = c = beta_hi = 0.0
-                beta = math.inf
-                k, taus, lanes = 0, [], []
-                m = s.job.global_batch // mb
-                for g in groups:
-                    f, b, _, _ = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
-                    most = max(shares[k:k + g.count])
-                    k += g.count
-                    tau = pass_with_zero_floor_s(f, zf) + pass_with_zero_floor_s(b, zb)
-                    a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
-                    taus += [tau] * g.count
-                    # (b9): the group's busiest replica holds at least this many micro-batches under the
-                    # search's shares and under even ones (the baselines)
-                    lanes.append((min(most, m // d), tau))
-                    # (b5): the optimizer step over this group's shard of one layer, and the weight
-                    # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
-                    step = step_s(s.states, zero, s.layer_params_held / g.tp, d, s.pools[g.pool])
-                    gather = (min([spread] + [ring_s_per_byte(h[2], bw) for h in hybrid]) * s.layer_params_dense / g.tp
-                              * s.states.trainable * s.states.trained_weight_bytes)
-                    c = max(c, step + (gather if zero in (1, 2) else 0.0))
-                if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
-                    a = max(n * tau for n, tau in zip(share_micro_batches(s.job.global_batch // mb, taus), taus))
-                # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
-                per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes))
-            heads, k = [], 0
-            for g in groups:
-                _, _, hf, hb = s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp)
-                heads.append(max(shares[k:k + g.count]) * (hf + hb) if len(groups) == 1 else hf + hb)
-                k += g.count
-            self._rates[key] = StageFigures(per_zero, min(heads), shares)
+            gather_spread = min([spread] + [ring_s_per_byte(h[2], bw) for h in hybrid])
+            a = c = beta_hi = 0.0
+            beta = math.inf
+            taus, lanes = [], []
+            for g, (f, b, _, _), most in passes:
+                tau = pass_with_zero_floor_s(f, zf) + pass_with_zero_floor_s(b, zb)
+                a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
+                taus += [tau] * g.count
+                # (b9): the group's busiest replica holds at least this many micro-batches under the
+                # search's shares and under even ones (the baselines)
+                lanes.append((min(most, m // d), tau))
+                # (b5): the optimizer step over this group's shard of one layer, and the weight
+                # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
+                step = step_s(s.states, zero, s.layer_params_held / g.tp, d, s.pools[g.pool])
+                gather = (gather_spread * s.layer_params_dense / g.tp
+                          * s.states.trainable * s.states.trained_weight_bytes) if zero in (1, 2) else 0.0
+                c = max(c, step + gather)
+            if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
+                a = max(n * tau for n, tau in zip(share_micro_batches(m, taus), taus))
+            # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
+            per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes))
+        heads = [most * (hf + hb) if len(groups) == 1 else hf + hb for _, (_, _, hf, hb), most in passes]
+        self._rates[key] = StageFigures(per_zero, min(heads), shares)
         return self._rates[key]
 
     def _hybrid_floors(self, groups: tuple[Group, ...], d: int, bw: float, zero: int) -> list[tuple]:
@@ -406,7 +438,32 @@ class Bounds:
         # 1F1B in-flight counts read the windows only, interleaved ones the positions only
         # (schedule.in_flight_micro_batches): the key holds what the caps read, so other orders share them
         key = (groups, mb, v, rc, sp, zero, count) + ((window,) if v == 1 else (p, last_stage))
-        if key not in self._run:
+        found = self._run.get(key)
+        if found is None:
+            owns, d, coefficients, held = self._stage_caps(groups, mb, rc, sp, m, zero)
+            caps, last_cap, more = [], 0, 0
+            for j in range(count):
+                if v == 1:
+                    flights = tuple([window_in_flight_limit(window + j * d, own, m) for own in owns])
+                else:
+                    flights = tuple([interleaved_in_flight(p, last_stage - j, v, own) for own in owns])
+                cap = held.get(flights)
+                if cap is None:
+                    cap = held[flights] = min([most_layers_held(free, states, act, f)
+                                               for (free, states, act), f in zip(coefficients, flights)])
+                caps.append(cap)
+                if all([f >= own for f, own in zip(flights, owns)]):   # every later stage holds as many
+                    last_cap, more = cap, count - j - 1
+                    break
+            found = self._run[key] = (caps[0], sum(caps[1:]) + last_cap * more, min(caps))
+        return found
+
+    def _stage_caps(self, groups, mb, rc, sp, m, zero) -> tuple[list[int], int, list[tuple], dict]:
+        """(each group's busiest micro-batches, the stage's replicas, each group's _cap_coefficients, and
+        the stage's cap by its groups' in-flight counts so far) of a stage of these groups."""
+        key = (groups, mb, rc, sp, zero)
+        found = self._held.get(key)
+        if found is None:
             shares = self._rates[(groups, mb, rc, sp)][2]
             d = sum(g.count for g in groups)
             owns, k = [], 0
@@ -414,20 +471,8 @@ class Bounds:
                 own = max(shares[k:k + g.count])
                 owns.append(min(own, m // d) if len(groups) > 1 else own)   # even shares may give fewer
                 k += g.count
-            caps, coefficients = [], [self._cap_coefficients(g, mb, rc, sp, d, zero) for g in groups]
-            held = self._held.setdefault((groups, mb, rc, sp, zero), {})    # a stage's cap by its in-flight counts
-            for j in range(count):
-                flights = tuple(in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, last_stage - j, v, own,
-                                                        window + j * d, m) for own in owns)
-                if flights not in held:
-                    held[flights] = min(most_layers_held(free, states, act, f)
-                                        for (free, states, act), f in zip(coefficients, flights))
-                caps.append(held[flights])
-                if all(f >= own for f, own in zip(flights, owns)):   # every later stage holds as many
-                    caps += [caps[-1]] * (count - j - 1)
-                    break
-            self._run[key] = (caps[0], sum(caps[1:]), min(caps))
-        return self._run[key]
+            found = self._held[key] = (owns, d, [self._cap_coefficients(g, mb, rc, sp, d, zero) for g in groups], {})
+        return found
 
     def _cap_coefficients(self, g: Group, mb, rc, sp, d, zero) -> tuple[float, float, float]:
         """(free bytes, state bytes per layer, activation bytes per layer and in-flight micro-batch)
@@ -490,10 +535,13 @@ class TransferFloors:
         if key not in self._cache:
             s = self.scorer
             size = activation_message_bytes(ACT_BYTES, s.job.seq_len, mb, s.model.hidden)
-            owners_a = [g for g in a for _ in range(g.count)]
-            owners_b = [g for g in b for _ in range(g.count)]
-            pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])
-                     for r in range(max(len(owners_a), len(owners_b)))}
+            if len(a) == 1 and len(b) == 1:      # chains: every replica pair joins the same two groups
+                pairs = {(a[0], b[0])}
+            else:
+                owners_a = [g for g in a for _ in range(g.count)]
+                owners_b = [g for g in b for _ in range(g.count)]
+                pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])
+                         for r in range(max(len(owners_a), len(owners_b)))}
             forward = backward = 0.0
             for ga, gb in pairs:
                 pa, pb = s.pools[ga.pool], s.pools[gb.pool]

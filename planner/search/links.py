@@ -5,6 +5,7 @@ stage structure)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 from planner.comm import p2p_s
@@ -19,6 +20,14 @@ class LayoutLinker:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self._cache: dict = {}
+
+    def links(self, layout: Layout, activation_bytes: float) -> LayoutLinks:
+        """figures(layout).at(activation_bytes), cached: the scorers of several engines on one cluster share
+        a linker (planner.search.score), and jobs of one model and sequence length the same sizes."""
+        key = ("at", layout, activation_bytes)
+        if key not in self._cache:
+            self._cache[key] = self.figures(layout).at(activation_bytes)
+        return self._cache[key]
 
     def figures(self, layout: Layout) -> LinkFigures:
         """LinkFigures of the layout. A chain's runs are placed one at a time and cached: each run
@@ -88,7 +97,9 @@ class Lane:
     backward: tuple[float, ...]
     wrap: float
 
-    @property
+    # the fast score reads these for every candidate of the layout: each computed once (cached_property
+    # writes the instance's __dict__, which a frozen dataclass allows; equality and hashing read the fields)
+    @cached_property
     def round_trip(self) -> tuple[float, ...]:
         return tuple(f + b for f, b in zip(self.forward, self.backward))
 
@@ -101,21 +112,21 @@ class LayoutLinks:
     dp: tuple[tuple[float, float], ...]
     lanes: tuple[Lane, ...]
 
-    @property
+    @cached_property
     def backward(self) -> tuple[float, ...]:
         """Each boundary's slowest backward transfer."""
         return tuple(max(x) for x in zip(*(lane.backward for lane in self.lanes)))
 
-    @property
+    @cached_property
     def fastest_round_trip(self) -> tuple[float, ...]:
         """Each boundary's fastest round trip over the lanes."""
         return tuple(min(x) for x in zip(*(lane.round_trip for lane in self.lanes)))
 
-    @property
+    @cached_property
     def fastest_wrap(self) -> float:
         return min(lane.wrap for lane in self.lanes)
 
-    @property
+    @cached_property
     def least_round_trips_s(self) -> float:
         """The fewest seconds any lane spends in transfers, one round trip across every boundary."""
         return min(sum(lane.round_trip) for lane in self.lanes)

@@ -73,6 +73,8 @@ class SearchOptions:
     workers: int = 1                       # processes for the engines' searches (planner.search.parallel); 1: in turn
     shared_beat: object = field(default=None, compare=False, repr=False)   # with workers: a SharedBest, the best
     #                                        keys the searches before this one evaluated so far, pruned at as `beat`
+    covered: tuple = ()                    # planner.engines.cover.Cover of this engine's space that another engine's
+    #                                        complete search vouches for: hetplan's search skips it (_uncovered)
 
     def __post_init__(self):
         for name in ("time_limit_s", "baseline_time_limit_s"):
@@ -226,6 +228,7 @@ class _Keeper:
         kth = self.c.kept[-1][0] if len(self.c.kept) >= self.limit else math.inf
         return min(self.ceiling, max(kth, self.incumbent) if kth < math.inf else kth)
 
+    covered: tuple = ()                       # SearchOptions.covered: settings another engine's search vouches for
     shared = None                             # SearchOptions.shared_beat: read every SHARED_READ_EVERY thresholds
     reads = 0
 
@@ -515,7 +518,9 @@ def _keyed_bounds(scorer: Scorer, bounds: Bounds, family: Family, price: float, 
     per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
                                  limit=_seconds(keeper, price), only=only, fixed=fixed)
     threshold, space, p = keeper.threshold(), scorer.engine.space, family.num_stages
+    precision = precision_for(scorer.job, family.subset) if keeper.covered else None
     return {k: key for k, b in per_knob.items() if b < math.inf and allows(space, p, k, scorer.job)
+            and not any(c.holds(precision, p, k[3], family.tps) for c in keeper.covered)
             for key in (fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours),) if key < threshold}
 
 
@@ -629,8 +634,22 @@ class HetplanPlanner:
         stop = ListingStop(limit)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
                                    engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
-        _best_first(bounds, families, keeper, options, _scan_layout, pools, limit, listing=stop)
+        keeper.covered = tuple(c for c in options.covered if c.job == job)    # not another setting's search
+        _best_first(bounds, _uncovered(families, job, keeper.covered), keeper, options, _scan_layout, pools, limit,
+                    listing=stop)
         return considered
+
+
+def _uncovered(families: Iterable[Family], job: Job, covers: tuple) -> Iterator[Family]:
+    """The families of which some knob setting is not covered (SearchOptions.covered); _keyed_bounds leaves
+    out the covered settings of the others."""
+    space = engine_profile(job.engine).space
+    for family in families:
+        p, zeros = family.num_stages, zero_stages(job.offload, family.max_replicas_per_stage * job.context_parallel)
+        opened = [z for z in zeros if space.zero_allowed(z, p)]
+        precision = precision_for(job, family.subset)
+        if not any(c.holds_all(precision, p, opened, family.tps) for c in covers):
+            yield family
 
 
 def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered: Considered,
@@ -716,6 +735,8 @@ class UniformPlanner:
 
     def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
         pools, excluded = usable_pools(cluster, job)
+        if not pools:       # no pool trains the job's precision: no family to list (search says why)
+            return Considered(precision_excluded=excluded, method=self.name)
         everything = tuple(pools)
         stop = ListingStop(options.baseline_time_limit_s)
         every_pool_one_tp = layout_families(everything, job.model, job.global_batch, False,
@@ -764,7 +785,7 @@ def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: 
         if key >= keeper.threshold():
             return None
         keeper.c.fast_scores += 1
-        cand = scorer.score(layout, knobs, precision, uniform=True)
+        cand = scorer.score(layout, knobs, precision, uniform=True, late=True)   # late: fewer re-scored (_best_of)
         if cand is not None:
             keeper.add(cand, bound)
             return _Unscored(queue[k + 1:])

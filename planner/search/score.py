@@ -25,6 +25,7 @@ tests/test_one_cost_model.py holds the two within a stated tolerance.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -105,7 +106,7 @@ class Scorer:
         self._act: dict = {}
         self._caps: dict = {}
         self._links: dict = {}
-        self.linker = LayoutLinker(cluster)
+        self.linker = _linker(cluster)
         self._best_rate: dict = {}
         # the layer parameters one GPU holds at tp 1: routed experts 1/ep (expert parallelism); the
         # bounds read it as is (an under-estimate of the optimizer shards, so they stay bounds),
@@ -189,7 +190,7 @@ class Scorer:
         key = (layout, mb)
         if key not in self._links:
             size = activation_message_bytes(self.numerics.act_bytes, self.job.seq_len, mb, self.model.hidden)
-            self._links[key] = self.linker.figures(layout).at(size)
+            self._links[key] = self.linker.links(layout, size)
         return self._links[key]
 
     # ------------------------------------------------------------------ one candidate
@@ -219,9 +220,11 @@ class Scorer:
                 self._shares[key] = tuple(found) if found else None
         return self._shares[key]
 
-    def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False) -> Candidate | None:
+    def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False,
+              late: bool = False) -> Candidate | None:
         """Best split and shares for this layout and knobs, and the fast iteration time; None when
-        nothing fits. `uniform`: layers and samples split evenly instead (the baselines)."""
+        nothing fits. `uniform`: layers and samples split evenly instead (the baselines); `late`: a
+        floor_s that also bounds every stage's own end and tail (iteration_s)."""
         if any(sum(g.count * (g.tp if knobs.expert_tensor_parallel else 1) for g in stage) % self.job.expert_parallel
                for stage in layout.stages):
             return None             # expert-parallel groups of ep replicas (etp 1: ep GPUs) in every stage
@@ -248,7 +251,7 @@ class Scorer:
             if found is None:
                 return None
             layers, memory_binds = found
-        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision)
+        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision, windows, late)
         price = self.price_per_hour(layout)
         return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds, floor_s)
 
@@ -292,14 +295,14 @@ class Scorer:
             n = -(-m // replicas) if family.kind == "chain" else m // replicas
             for recompute in RECOMPUTES:
                 taus = [sum(self.pass_times(pool, t, mb, recompute, sp)[:2]) for pool, t in zip(family.subset, family.tps)]
-                stage_taus = (sorted(tau for tau, q in zip(taus, family.width) for _ in range(q))
-                              if family.kind == "chain" else [max(taus)] * p)
+                # the stages' taus, fastest first, as (tau, stages) runs: a chain's q_k stages of pool k; p of the slowest
+                ranked = sorted(zip(taus, family.width)) if family.kind == "chain" else [(max(taus), p)]
                 for v in INTERLEAVES:
                     if L % v or L // v < p:
                         continue
                     fewest, extra = (L // v) // p * v, (L // v) % p
-                    more = stage_taus[extra - 1] * (fewest + v) if extra else 0.0
-                    best = min(best, n * max(stage_taus[-1] * fewest, more))
+                    more = _ranked_at(ranked, extra - 1) * (fewest + v) if extra else 0.0
+                    best = min(best, n * max(ranked[-1][0] * fewest, more))
         return best
 
     def price_per_hour(self, layout) -> float:
@@ -323,6 +326,13 @@ class Scorer:
             room += most - most % interleave
         return room >= self.model.layers
 
+    def _execution(self, p: int, zero: int):
+        """The engine's execution with the overlaps to_plan turns on for p stages and this ZeRO stage."""
+        key = ("execution", p, zero)
+        if key not in self._act:
+            self._act[key] = self.engine.execution_with(self.engine.search_switches(p, zero))
+        return self._act[key]
+
     def _stage_params(self, num_layers: int, first: bool, last: bool, p: int) -> int:
         """flops.stage_param_count for this model (cached: the fast score asks it for every stage)."""
         key = ("params", num_layers, first, last, p > 1)
@@ -334,16 +344,24 @@ class Scorer:
         groups = layout.stages[i]
         p = layout.num_stages
         last = i == p - 1
-        slopes, intercepts, max_layers = [], [], 10**9
-        for g, n in zip(groups, _group_max_shares(groups, shares)):
-            pool = self.pools[g.pool]
-            f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp,
-                                           knobs.expert_tensor_parallel)
-            slopes.append(n * (f + b))
-            intercepts.append(n * (hf + hb) if last else 0.0)
-            max_layers = min(max_layers, self._max_layers(pool, g.tp, knobs, sp, p, i, n,
-                                                          sum(x.count for x in groups), window))
-        return StageCosts(tuple(slopes), tuple(intercepts), max_layers)
+        # the slopes and intercepts read the stage's groups and shares, not its place (cached: a run repeats them)
+        key = ("costs", groups, shares, knobs.micro_batch, knobs.recompute, knobs.expert_tensor_parallel, sp, last)
+        found = self._act.get(key)
+        if found is None:
+            slopes, intercepts, busiest = [], [], []
+            for g, n in zip(groups, _group_max_shares(groups, shares)):
+                pool = self.pools[g.pool]
+                f, b, hf, hb = self.pass_times(pool, g.tp, knobs.micro_batch, knobs.recompute, sp,
+                                               knobs.expert_tensor_parallel)
+                slopes.append(n * (f + b))
+                intercepts.append(n * (hf + hb) if last else 0.0)
+                busiest.append((pool, g.tp, n))
+            found = self._act[key] = (tuple(slopes), tuple(intercepts), busiest, sum(x.count for x in groups))
+        slopes, intercepts, busiest, replicas = found
+        max_layers = 10**9
+        for pool, tp, n in busiest:
+            max_layers = min(max_layers, self._max_layers(pool, tp, knobs, sp, p, i, n, replicas, window))
+        return StageCosts(slopes, intercepts, max_layers)
 
     def _max_layers(self, pool: Pool, tp: int, knobs: Knobs, sp: bool, p: int, i: int, own: int, replicas: int,
                     window: int) -> int:
@@ -392,14 +410,16 @@ class Scorer:
     # ------------------------------------------------------------------ time
 
     def iteration_s(self, layout: Layout, knobs: Knobs, layers, shares, sp: bool,
-                    precision: Precision = Precision.BF16) -> tuple[float, float]:
+                    precision: Precision = Precision.BF16, windows: list[int] | None = None,
+                    late: bool = False) -> tuple[float, float]:
         """The fast iteration time of the module docstring, and a lower bound on the one
         planner.cost.evaluate gives: the pipeline takes at least its busiest replica's passes and
         each lane's in-flight window, and the replica of stage 0 that ends the pipeline then
-        synchronises what its last backward did not hide and runs its optimizer step."""
+        synchronises what its last backward did not hide and runs its optimizer step; with `late`,
+        also at least every stage's own end and tail (_late_s; the baselines' re-scoring asks it)."""
         p, v, mb, zero = layout.num_stages, knobs.interleave, knobs.micro_batch, knobs.zero_stage
         hs, etp = knobs.hybrid_shard, knobs.expert_tensor_parallel
-        run = self.engine.execution_with(self.engine.search_switches(p, zero))    # the overlaps to_plan turns on
+        run = self._execution(p, zero)
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
         cp = self.cp
@@ -463,31 +483,72 @@ class Scorer:
             tails.append(exposed + step)
             drains.append(fastest_bwd)
             done[same] = (ts, ns, fs, tails[-1], fastest_bwd)
-        m, windows = self.job.global_batch // mb, _windows(layout)
+        m, windows = self.job.global_batch // mb, _windows(layout) if windows is None else windows
         pipeline = floor = max(n * t for ns, ts in zip(loads, passes) for n, t in zip(ns, ts))
         # the floors take each boundary's fastest lane: the group's busiest replica may run on any
         fastest, wrap = (links.fastest_round_trip, links.fastest_wrap) if p > 1 else ((), 0.0)
         for lane in links.lanes:
             own = [ns[lane.group if len(ns) > 1 else 0] for ns in loads]
             t = [ts[lane.group if len(ts) > 1 else 0] for ts in passes]
-            pipeline = max(pipeline, _lane_s(v, m, own, t, lane, windows))
+            limits = _in_flight_limits(v, m, own, windows)
+            pipeline = max(pipeline, _lane_s(v, own, t, lane, limits))
             if p > 1:
                 f = [fs[lane.group if len(fs) > 1 else 0] for fs in fwds]
-                floor = max(floor, _window_s(v, m, own, t, fastest, wrap, windows),
-                            _prefix_s(own, t, fastest, v, f, windows, m))
-        return pipeline + _tail_s(tails, drains, links.backward), floor + tails[0]
+                floor = max(floor, _window_s(v, own, t, fastest, wrap, limits),
+                            _prefix_s(own, t, fastest, v, f, limits))
+        floor += tails[0]
+        if late:
+            floor = max(floor, _late_s(loads, passes, fwds, tails, v))
+        return pipeline + _tail_s(tails, drains, links.backward), floor
 
 
-def _lane_s(v: int, m: int, own: list[int], t: list[float], lane: Lane, windows: list[int]) -> float:
+@functools.lru_cache(maxsize=4)
+def _linker(cluster: Cluster) -> LayoutLinker:
+    """The cluster's LayoutLinker, one for all its scorers (the search makes one per engine and offload
+    setting): a layout's placement and links read the cluster alone, and placing layouts is most of
+    what the bounds' transfer floors (bound.TransferFloors.run_s) cost."""
+    return LayoutLinker(cluster)
+
+
+def _lane_s(v: int, own: list[int], t: list[float], lane: Lane, limits: list[float]) -> float:
     """One lane's pipeline time: stage i's replica in the lane handles own[i] of the m
     micro-batches, t[i] seconds each (forward + backward through the stage): the 1F1B estimate
-    with its busiest stage c, or the in-flight window's bound where that is larger."""
+    with its busiest stage c, or the in-flight window's bound where that is larger (`limits`:
+    _in_flight_limits of the lane)."""
     p, x = len(t), lane.round_trip
-    crit = max(range(p), key=lambda i: own[i] * t[i])
+    crit, busiest = 0, own[0] * t[0]         # the first busiest stage, as max() takes it
+    for i in range(1, p):
+        load = own[i] * t[i]
+        if load > busiest:
+            crit, busiest = i, load
     pipeline = own[crit] * t[crit] + (sum(t) - t[crit]) / v + v * sum(x) + (v - 1) * lane.wrap
     if p == 1:
         return pipeline
-    return max(pipeline, _window_s(v, m, own, t, x, lane.wrap, windows))
+    return max(pipeline, _window_s(v, own, t, x, lane.wrap, limits))
+
+
+def _in_flight_limits(v: int, m: int, own: list[int], windows: list[int]) -> list[float]:
+    """k_i of _window_s for a lane whose stage i handles own[i] of the m micro-batches: 1F1B, the
+    micro-batches it may hold (schedule.window_in_flight_limit of its window); interleaved, chunks."""
+    if v == 1:
+        return [window_in_flight_limit(window, n, m) for window, n in zip(windows, own)]
+    p = len(own)
+    return [interleaved_in_flight(p, i, v, n) * v for i, n in enumerate(own)]
+
+
+def _late_s(loads: list[list[int]], passes: list[list[float]], fwds: list[list[float]], tails: list[float],
+            v: int) -> float:
+    """A lower bound on evaluate's iteration time from every stage's own end: stage i's busiest
+    replica starts once the first micro-batch has come forward through the stages before it (each
+    at least its fastest replica's forward, 1/v of it interleaved; transfers only add), works its
+    n_i t_i, and its stage then synchronises what its last backward did not hide and steps
+    (tails[i], at most what evaluate adds after every replica's end: planner.cost._assemble).
+    iteration_s's floor takes the tail of stage 0 only, which at scale is not the largest."""
+    worst, fill = 0.0, 0.0
+    for ns, ts, fs, tail in zip(loads, passes, fwds, tails):
+        worst = max(worst, fill + max(n * t for n, t in zip(ns, ts)) + tail)
+        fill += min(fs) / v
+    return worst
 
 
 def _tail_s(tails: list[float], drains: list[float], back) -> float:
@@ -503,13 +564,13 @@ def _tail_s(tails: list[float], drains: list[float], back) -> float:
     return worst
 
 
-def _prefix_s(own: list[int], t: list[float], x, v: int, f: list[float], windows: list[int], m: int) -> float:
+def _prefix_s(own: list[int], t: list[float], x, v: int, f: list[float], limits: list[float]) -> float:
     """A lower bound on a lane's pipeline time: stage i starts only once its first micro-batch has
     come forward through the stages before it, works own_i t_i, and its last backward must still
     go back through them: max_i sum_{j<i} (t_j + x_j) / v + own_i t_i + idle_i (interleaved: the
     first chunk's way, 1/v of each stage; idle 0). 1F1B: before its first backward, stage i waits
     for its first micro-batch to go down and back (f_i + sum_{j>i} (t_j + x_j)), and meanwhile
-    runs at most k_i forwards (its in-flight limit), so it idles at least the difference."""
+    runs at most k_i forwards (its in-flight limit, `limits`), so it idles at least the difference."""
     p = len(t)
     below = [0.0] * (p + 1)
     for i in reversed(range(p)):
@@ -518,34 +579,41 @@ def _prefix_s(own: list[int], t: list[float], x, v: int, f: list[float], windows
     for i in range(p):
         idle = 0.0
         if v == 1 and i < p - 1:
-            k = window_in_flight_limit(windows[i], own[i], m)
-            idle = max(0.0, f[i] + x[i] + below[i + 1] - k * f[i])
-        worst = max(worst, prefix + own[i] * t[i] + idle)
+            idle = max(0.0, f[i] + x[i] + below[i + 1] - limits[i] * f[i])
+        here = prefix + own[i] * t[i] + idle
+        if here > worst:
+            worst = here
         prefix += (t[i] + (x[i] if i < len(x) else 0.0)) / v
     return worst
 
 
-def _window_s(v: int, m: int, own: list[int], t: list[float], x, wrap: float, windows: list[int]) -> float:
-    """`x`: each boundary's round trip (forward and backward transfer), `wrap` the wrap's."""
-    """max over stages of sum_{j<i} (t_j + 2 x_j) + n S_i / k_i (module docstring). Interleaved
-    (v > 1): k_i chunks in flight (schedule.interleaved_in_flight, in chunks), each held for the
-    rest of its micro-batch's path on average: its own chunk's way down and back, and half of
-    the v - 1 other chunks' full round (every stage, every boundary and the wrap from the last
-    stage to the first)."""
+def _window_s(v: int, own: list[int], t: list[float], x, wrap: float, limits: list[float]) -> float:
+    """max over stages of sum_{j<i} (t_j + 2 x_j) + n S_i / k_i (module docstring), k_i = `limits`
+    (_in_flight_limits); `x`: each boundary's round trip (forward and backward transfer), `wrap` the
+    wrap's. Interleaved (v > 1): k_i chunks in flight (schedule.interleaved_in_flight, in chunks),
+    each held for the rest of its micro-batch's path on average: its own chunk's way down and back,
+    and half of the v - 1 other chunks' full round (every stage, every boundary and the wrap from the
+    last stage to the first)."""
     p = len(t)
-    around = sum(t) / v + sum(x) + wrap
-    worst, prefix, suffix = 0.0, 0.0, [0.0] * p
+    step = [ti / v for ti in t]                      # each stage's share of a micro-batch's way down
+    across = [x[i] for i in range(p - 1)] + [0.0]   # the boundary below each stage (none below the last)
+    suffix, below = [0.0] * p, 0.0
     for i in reversed(range(p)):
-        suffix[i] = t[i] / v + (x[i] if i < p - 1 else 0.0) + (suffix[i + 1] if i < p - 1 else 0.0)
+        below = suffix[i] = step[i] + across[i] + below
+    worst, prefix = 0.0, 0.0
+    if v == 1:
+        for i in range(p):
+            here = prefix + own[i] * suffix[i] / limits[i]
+            if here > worst:
+                worst = here
+            prefix += step[i] + across[i]
+        return worst
+    around = sum(t) / v + sum(x) + wrap
     for i in range(p):
-        if v == 1:
-            k = window_in_flight_limit(windows[i], own[i], m)
-            held = own[i] * suffix[i]
-        else:
-            k = interleaved_in_flight(p, i, v, own[i]) * v
-            held = own[i] * v * (suffix[i] + (v - 1) / 2 * around)
-        worst = max(worst, prefix + held / k)
-        prefix += t[i] / v + (x[i] if i < p - 1 else 0.0)
+        here = prefix + own[i] * v * (suffix[i] + (v - 1) / 2 * around) / limits[i]
+        if here > worst:
+            worst = here
+        prefix += step[i] + across[i]
     return worst
 
 
@@ -577,6 +645,15 @@ def _windows(layout: Layout) -> list[int]:
         total += sum(g.count for g in stage)
         out.append(total)
     return out[::-1]
+
+
+def _ranked_at(ranked: list[tuple[float, int]], k: int) -> float:
+    """The k-th (from 0) of the values that (value, how many) runs in ascending order spell out."""
+    for value, count in ranked:
+        if k < count:
+            return value
+        k -= count
+    raise IndexError(k)
 
 
 def _powers_of_two_dividing(n: int):

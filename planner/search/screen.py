@@ -213,7 +213,10 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
         with np.errstate(invalid="ignore"):     # interleaved: no fill, transfers once (bound.py)
             fill = (others + beta_min / v * np.maximum(0.0, L - M / a_min - (sub.p - 1) * v)) if v == 1 else 0.0
         T = np.maximum(M + fill, slow_lane) + 2 * x
-        best = np.minimum(best, np.where(np.isnan(T), np.inf, T * (1 - FILL_SLACK)))
+        T = T * (1 - FILL_SLACK)
+        if v == 1:          # the margin comes off the estimated fill only (bound.py)
+            T = np.maximum(T, np.maximum(M, slow_lane) + 2 * x)
+        best = np.minimum(best, np.where(np.isnan(T), np.inf, T))
     return best
 
 
@@ -348,13 +351,14 @@ def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m)
 
 def _per_pool(s: Scorer, pools, tp_list, mb, rc):
     """(forward, backward, activation bytes per layer, recompute workspace bytes) tables
-    [sp][pool, tp] for one micro-batch (the scorer's, which caches them)."""
+    [sp][pool, tp] for one micro-batch (the scorer's, which caches them). Without sequence parallelism
+    every group has tp 1 (a family uses it where some group has tp > 1): the other cells stay inf, unread."""
     f, b, act, workspace = (np.full((2, len(pools), len(tp_list)), np.inf) for _ in range(4))
     for spi, sp in enumerate((False, True)):
         for k, pool in enumerate(pools):
             allowed = set(tp_degrees(pool, s.model, s.cp))
             for j, t in enumerate(tp_list):
-                if t not in allowed:
+                if t not in allowed or (t > 1 and not sp):
                     continue
                 fw, bw, _, _ = s.pass_times(pool, t, mb, rc, sp)
                 f[spi, k, j], b[spi, k, j] = fw, bw

@@ -20,6 +20,7 @@ from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT,
 from planner.search.score import Candidate
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
+from planner.engines.cover import Cover, cover
 from planner.types import (Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Offload, Plan,
                            TooManyPassesError)
 
@@ -162,6 +163,10 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
       limits that answer (OFFLOAD_MEMORY_SHARE) and the engine offloads, also each offload setting
       the engine runs. "fixed": `job.offload` only."""
     settings = dict(offload=offload, context_parallel=context_parallel, expert_parallel=expert_parallel)
+    first = _FIRST.get()
+    if first is not None and not engines and first[:2] == (cluster, job):     # search_after_first's, in hand
+        _FIRST.set(None)
+        return first[2]
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
     kept = _WINNER_BOUNDS.set(_WINNER_BOUNDS.get() if _WINNER_BOUNDS.get() is not None else {})
     try:
@@ -188,6 +193,7 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     # the search's time shared; each baseline keeps its whole limit, so a gain is not over a baseline cut short
     results: dict[str, SearchResult] = {}
     why: dict[str, InputError] = {}
+    covered: dict[str, tuple[str, ...]] = {}    # what of a beaten engine's space another engine's search vouched for
     clock = Clock(options.time_limit_s)
     parallel = options.workers > 1 and len(names) > 1
     if parallel:
@@ -197,13 +203,17 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
         if results and _spent():
             why[name] = InputError("time_limit", "not searched: the time limit was spent on the engines before it")
             continue
-        share = replace(options, time_limit_s=_engine_share(clock, k, len(names)))
+        covers = _covers(name, job, results, why)
+        share = replace(options, time_limit_s=_engine_share(clock, k, len(names)), covered=covers)
         try:
             results[name] = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method,
                                    _beating(share, objective, deadline_hours, list(results.values())), False,
                                    **settings)
+            if covers:
+                results[name] = replace(results[name], notes=results[name].notes + _cover_notes(covers))
         except InputError as err:           # infeasible or not run under this engine: say so, try the next
             why[name] = err
+            covered[name] = _cover_notes(covers)
     beaten = {n: e for n, e in why.items() if isinstance(e, Beaten)}
     if beaten and not results:      # only when options.beat came from outside: nothing here beats it
         raise Beaten("no engine has a plan that beats the best found elsewhere", all(b.complete for b in beaten.values()),
@@ -220,7 +230,8 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     best = min(results, key=lambda n: estimate_key(objective, results[n].plans[0].estimate, deadline_hours))
     won = f"{ENGINES[best].title}'s plan"
     for name in beaten:
-        why[name] = Beaten(f"beaten: by its lower bounds, none of its plans beats {won} by {describe(objective)}",
+        why[name] = Beaten("; ".join((f"beaten: by its lower bounds, none of its plans beats {won} by "
+                                      f"{describe(objective)}",) + covered.get(name, ())),
                            beaten[name].complete, beaten[name].gap)
     said = ", ".join(f"{ENGINES[n].title} " + (f"{results[n].plans[0].estimate.tokens_per_s:,.0f} tokens/s"
                                                 if n in results else "beaten" if n in beaten else "none")
@@ -241,6 +252,46 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     if any(e.field == "time_limit" for e in why.values()):
         found = replace(found, complete=False)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, found) if baselines else found
+
+
+# The first engine's answer of a best-engine search, in hand (search_after_first): (cluster, job under that
+# engine, its SearchResult); `search` answers it once instead of searching that engine again.
+_FIRST: ContextVar[tuple | None] = ContextVar("hetplan_first_engine", default=None)
+
+
+def search_after_first(cluster: Cluster, job: Job, first: SearchResult, engines: tuple[str, ...],
+                       objective: Objective = Objective.THROUGHPUT, deadline_hours: float | None = None,
+                       top_k: int = 5, method: str = "hetplan", options: SearchOptions = SearchOptions(),
+                       baselines: bool = True, **settings) -> SearchResult:
+    """`search(cluster, job, ..., engines=engines)` with the first engine's answer in hand: `first` is
+    `search(cluster, replace(job, engine=engines[0]), ..., baselines=False)` with the same arguments (an app
+    shows it while the others are searched). The engines after it are searched, pruned at it, and the answers
+    combined as `search` combines them (_search_engines: the same plans, notes, by_engine, complete and gap;
+    tests/test_search.py), each engine with the limit `search` leaves it after a first engine that took no
+    time (options.workers 1; more searches it in a worker again). A `first` cut short by a limit (not
+    complete) depends on that limit and is not used: every engine is searched then, as by `search`."""
+    token = _FIRST.set((cluster, replace(job, engine=engines[0]), first) if first.complete else None)
+    try:
+        return search(cluster, job, objective, deadline_hours, top_k, method, options, baselines, engines=engines,
+                      **settings)
+    finally:
+        _FIRST.reset(token)
+
+
+def _covers(name: str, job: Job, results: dict, why: dict) -> tuple[Cover, ...]:
+    """The parts of engine `name`'s search space that engines searched before it vouch for: each engine it names
+    in covered_by whose search in this run was complete (its answer, or Beaten) holds them at no greater cost
+    (planner.engines.cover), so none of them beats the best found before `name` either."""
+    out = []
+    for other in ENGINES[name].covered_by:
+        if getattr(results.get(other) or why.get(other), "complete", False):
+            found = cover(ENGINES[name], ENGINES[other], replace(job, engine=name))
+            out += [found] if found else []
+    return tuple(out)
+
+
+def _cover_notes(covers: tuple[Cover, ...]) -> tuple[str, ...]:
+    return tuple(c.describe(ENGINES[c.covered].title, ENGINES[c.covering].title) for c in covers)
 
 
 def _engine_notes(title: str, method: str, notes: tuple[str, ...]) -> tuple[str, ...]:
@@ -949,17 +1000,16 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
         if best is not None and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
-        if estimate_key_of_fast(objective, job, bound) >= best_key:    # its lower bound (_Keeper.add) cannot win
+        # its lower bound (_Keeper.add) cannot win; the margin: floors sum in another order than evaluate
+        if estimate_key_of_fast(objective, job, bound * (1 - 1e-12)) >= best_key:
             continue
+        plan = cand.to_plan(job)
         floor = estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
-            cluster, job, cand, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
+            cluster, plan, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
         if floor >= best_key:
             continue
-        if best is None and full is not None:
-            plan = cand.to_plan(job)
-            est = _full(cluster, job, plan, options, full)
-        else:
-            plan, est = _evaluate(cluster, job, cand, options)
+        est = (_full(cluster, job, plan, options, full) if best is None and full is not None
+               else _evaluate_plan(cluster, job, plan, options))
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < best_key:
@@ -967,13 +1017,17 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
     return best
 
 
-def _busiest_compute_s(cluster, job: Job, cand: Candidate, options) -> float:
-    """The most compute any replica does in an iteration (planner.cost.stage_passes, as evaluate)."""
-    plan, worst = cand.to_plan(job), 0.0
+def _busiest_compute_s(cluster, plan: Plan, options) -> float:
+    """The most compute any replica does in an iteration (planner.cost.stage_passes, as evaluate: once
+    per pool and tp of a stage, whose replicas share it; thousands at scale)."""
+    worst = 0.0
     for stage in plan.stages:
+        most: dict[tuple[str, int], int] = {}         # (pool, tp) -> the most samples one replica takes
         for rep in stage.replicas:
-            t = stage_passes(plan, stage, cluster.pool(rep.pool), rep.tp, options.cost_options)
-            worst = max(worst, rep.samples // plan.micro_batch * (t.forward_s + t.backward_s))
+            most[(rep.pool, rep.tp)] = max(most.get((rep.pool, rep.tp), 0), rep.samples)
+        for (pool, tp), samples in most.items():
+            t = stage_passes(plan, stage, cluster.pool(pool), tp, options.cost_options)
+            worst = max(worst, samples // plan.micro_batch * (t.forward_s + t.backward_s))
     return worst
 
 
