@@ -79,9 +79,8 @@ class Cover:
         layouts = " of tp 1 everywhere" if self.tp1 else " of one tp for every stage" if self.one_tp else ""
         said = " and ".join(sorted({p.value for p, _, _ in self.settings}))
         zeros = " or ".join(str(z) for z in sorted({z for _, _, z in self.settings}))
-        return (f"{covered_title}'s plans{layouts} in {said} with ZeRO stage {zeros} were not searched: they are "
-                f"{covering_title}'s search's own candidates at no greater cost (planner.engines.cover), and that "
-                f"search was complete")
+        return (f"{covered_title}'s plans{layouts} in {said} with ZeRO stage {zeros} not searched: {covering_title}'s "
+                f"own candidates at no greater cost, and its search was complete (planner.engines.cover)")
 
 
 def cover(covered: Engine, covering: Engine, job: Job) -> Cover | None:
