@@ -10,13 +10,13 @@ blocks end the workers at once (`stop_pool`) and it exits with 128 + the signal.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import multiprocessing
 import os
 import signal
 import sys
-from concurrent.futures import ProcessPoolExecutor
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 PR_SET_PDEATHSIG = 1            # linux/prctl.h: the signal a process gets when its parent thread ends
 
@@ -27,6 +27,7 @@ def end_with_parent(parent_pid: int) -> None:
     and if the parent is already gone, now. SIGINT is left to the parent (a Ctrl-C reaches the whole
     process group), which ends its workers itself. multiprocessing's resource tracker ends once every
     process holding its pipe has (Python 3.11 multiprocessing/resource_tracker.py: it reads until EOF)."""
+    import ctypes               # lazy, as multiprocessing below: only --workers above 1 starts workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
@@ -43,6 +44,9 @@ def _start_worker(parent_pid: int, initializer: Callable | None, initargs: tuple
 def worker_pool(workers: int, initializer: Callable | None = None, initargs: tuple = ()) -> ProcessPoolExecutor:
     """Spawned worker processes that end with this one (end_with_parent), each then running
     `initializer(*initargs)` (how shared memory and locks reach a spawned process: by inheritance)."""
+    # lazy: multiprocessing and the executor cost ~0.03 s of every command's start-up, and only workers need them
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker, initargs=(os.getpid(), initializer, initargs))
 

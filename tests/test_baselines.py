@@ -18,7 +18,7 @@ from planner.search.planners import precision_for, usable_pools
 from planner.search.search import _best_of, _busiest_compute_s
 from planner.search.score import Scorer
 from planner.search.space import knob_settings, layout_families
-from planner.types import Job, Objective
+from planner.types import InfeasibleError, Job, Objective
 from tests.test_search_bounds import TIGHT_GPUS, TIGHT_MODELS, _random_case
 
 
@@ -128,3 +128,15 @@ def test_rescoring_skips_only_candidates_that_cannot_win(catalog, name, seed, ti
     found = _best_of(cluster, job, Objective.THROUGHPUT, None, considered, options)
     assert (found and found[0]) == best
     assert considered.rescored <= len(considered.kept)
+
+
+def test_uniform_baseline_without_a_pool_for_the_precision_says_why(catalog):
+    """`hetplan plan --baseline uniform` where no pool trains the engine's precision: the same
+    message as the other planners (it listed families over no pool, an internal error)."""
+    cluster = cluster_from_dict({"name": "old", "between_pools_gbps": 100, "pools": [
+        {"name": "v", "gpu": "v100-32gb-sxm", "nodes": 1, "gpus_per_node": 8},
+        {"name": "t", "gpu": "t4", "nodes": 1, "gpus_per_node": 4}]}, catalog)
+    job = Job(catalog.model("llama-2-7b"), 16, 2048, engine="torchtitan")
+    for method in ("uniform", "megatron"):
+        with pytest.raises(InfeasibleError, match="no pool can train this job's precision"):
+            search(cluster, job, method=method, offload="fixed")

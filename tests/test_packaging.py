@@ -47,7 +47,7 @@ def test_catalog_data_files_are_package_data():
 @pytest.mark.slow
 def test_the_built_wheel_holds_every_module_and_data_file(tmp_path):
     """Build the wheel from a copy of the sources (no build folders left in the checkout) and read
-    its file list: every .py of planner/ and catalog/ and the catalog's YAML."""
+    its file list: every .py of planner/ and catalog/ and the catalog's YAML and JSON."""
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -60,5 +60,5 @@ def test_the_built_wheel_holds_every_module_and_data_file(tmp_path):
     (wheel,) = out.glob("hetplan-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {str(p.relative_to(src)) for top in SHIPPED for p in (src / top).rglob("*")
-                if p.is_file() and p.suffix in (".py", ".yaml")}
+                if p.is_file() and p.suffix in (".py", ".yaml", ".json")}
     assert expected <= names, f"files the wheel leaves out: {sorted(expected - names)}"

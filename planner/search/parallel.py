@@ -24,7 +24,6 @@ no threshold shared (each engine's best is an answer of its own there).
 from __future__ import annotations
 
 import math
-import multiprocessing
 from dataclasses import replace
 from typing import Callable
 
@@ -71,6 +70,7 @@ def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: 
     processes (this one among them) that take the searches in order; `limit_s`: each process's
     clock. `task` is a module-level function (it is sent to the workers by name). An exception
     (a signal among them) ends the workers at once."""
+    import multiprocessing      # lazy: ~0.03 s of start-up that only --workers above 1 needs
     context = multiprocessing.get_context("spawn")
     tickets, slots = context.Value("i", 0), context.RawArray("d", [math.inf] * count)
     helpers = min(workers, count) - 1

@@ -735,6 +735,8 @@ class UniformPlanner:
 
     def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
         pools, excluded = usable_pools(cluster, job)
+        if not pools:       # no pool trains the job's precision: no family to list (search says why)
+            return Considered(precision_excluded=excluded, method=self.name)
         everything = tuple(pools)
         stop = ListingStop(options.baseline_time_limit_s)
         every_pool_one_tp = layout_families(everything, job.model, job.global_batch, False,
