@@ -65,11 +65,13 @@ class Cover:
     one_tp: bool = False
     tp1: bool = False
 
+    def takes(self, tps) -> bool:
+        """Whether a layout of these tp degrees is of the covered layouts (cheap: asked of every family listed)."""
+        return (not self.tp1 or max(tps) == 1) and (not self.one_tp or min(tps) == max(tps))
+
     def holds(self, precision: Precision, num_stages: int, zero_stage: int, tps) -> bool:
         """Whether a candidate of this precision, stage count, ZeRO stage and tp degrees is covered."""
-        tps = set(tps)
-        return ((not self.tp1 or tps == {1}) and (not self.one_tp or len(tps) == 1)
-                and (precision, num_stages > 1, zero_stage) in self.settings)
+        return self.takes(tps) and (precision, num_stages > 1, zero_stage) in self.settings
 
     def holds_all(self, precision: Precision, num_stages: int, zero_stages, tps) -> bool:
         """Whether every candidate of a layout with these ZeRO stages open to it is covered."""
