@@ -2,12 +2,18 @@
 
     python benchmarks/engine_cover.py beaten CLUSTER MODEL GLOBAL_BATCH SEQ_LEN [--engine flagscale] [--behind megatron]
     python benchmarks/engine_cover.py split [--seeds 0:60] [--engine flagscale] [--covering megatron]
+    python benchmarks/engine_cover.py engines CLUSTER MODEL GLOBAL_BATCH SEQ_LEN [--repeat 2]
+
+CLUSTER: a cluster file, or 128 for benchmarks/search_benchmark.py's 128-GPU cluster.
 
 `beaten`: search() under `--behind` (the answer to beat), then under `--engine` with that answer as
 SearchOptions.beat, as planner.search.search._search_engines runs it, without a limit: each search's CPU seconds,
 and the knob settings the second one scores (their layouts' tp: one for every stage or several), each setting's
 pipeline bound and fast score over the answer to beat, and how many of them the bound without bound.FILL_SLACK
 would rule out (docs/performance.md, "Engines that another engine's search covers").
+
+`engines`: the default search over every engine (search(..., engines=REAL), without baselines) with the covers
+and without, alternately in one process: each engine's CPU seconds and the answer.
 
 `split`: random small clusters (tests/test_one_cost_model.py's generator): for every layout of one tp > 1 for all
 stages and every knob setting both engines' searches score, the evaluated iteration of `--covering`'s candidate over
@@ -21,6 +27,7 @@ import math
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import replace
@@ -29,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import planner.engines as engines_module  # noqa: E402
 import planner.search.bound as bound_module  # noqa: E402
 import planner.search.planners as planners  # noqa: E402
 from catalog import load_catalog  # noqa: E402
@@ -40,7 +48,18 @@ from planner.search.objective import estimate_key, fast_key_of_estimate  # noqa:
 from planner.search.score import Scorer  # noqa: E402
 from planner.search.space import knob_settings, layout_families  # noqa: E402
 from planner.types import InfeasibleError, Job, Objective  # noqa: E402
+from benchmarks.search_benchmark import CLUSTER_128  # noqa: E402
 from tests.test_one_cost_model import _random_case  # noqa: E402
+
+
+def _cluster(name: str, catalog):
+    """A cluster file, or "128": benchmarks/search_benchmark.py's 128-GPU cluster (CLUSTER_128)."""
+    if name != "128":
+        return load_cluster_file(name, catalog)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "h100-a100-v100-128.yaml"
+        path.write_text(CLUSTER_128)
+        return load_cluster_file(str(path), catalog)
 
 
 def _quantiles(values: list[float]) -> str:
@@ -49,7 +68,7 @@ def _quantiles(values: list[float]) -> str:
 
 
 def beaten(args, catalog) -> None:
-    cluster = load_cluster_file(args.cluster, catalog)
+    cluster = _cluster(args.cluster, catalog)
     job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
     options = SearchOptions(time_limit_s=None)
     start = time.process_time()
@@ -104,6 +123,43 @@ def _bounds_without_slack(cluster, job: Job, scored, beat: float) -> list[float]
         bound_module.FILL_SLACK = kept
 
 
+def engines(args, catalog) -> None:
+    """search(..., engines=REAL) with the covers (planner.engines.cover) and without (search._covers answering
+    none), alternately, `--repeat` times each after a warm-up run: each engine's CPU s (its _search_settings), least
+    of the runs, and the answer."""
+    import importlib
+    impl = importlib.import_module("planner.search.search")
+    cluster = _cluster(args.cluster, catalog)
+    job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
+    covers, settings = impl._covers, impl._search_settings
+    times: dict = {}
+
+    def timed(cluster, job, *rest, **kw):
+        start = time.process_time()
+        try:
+            return settings(cluster, job, *rest, **kw)
+        finally:
+            key = (side, job.engine)
+            times.setdefault(key, []).append(time.process_time() - start)
+
+    search(cluster, job, baselines=False, engines=engines_module.REAL)      # warm-up, not counted (catalog caches)
+    impl._search_settings = timed
+    try:
+        for run in range(args.repeat):
+            for side in ("with covers", "without"):
+                impl._covers = covers if side == "with covers" else (lambda *a: ())
+                start = time.process_time()
+                found = search(cluster, job, baselines=False, engines=engines_module.REAL)
+                times.setdefault((side, "all"), []).append(time.process_time() - start)
+                answer = f"{found.plans[0].estimate.tokens_per_s:,.0f} tokens/s, complete {found.complete}"
+                times.setdefault((side, "answer"), []).append(answer)
+    finally:
+        impl._covers, impl._search_settings = covers, settings
+    for side in ("with covers", "without"):
+        per = ", ".join(f"{n} {min(times[(side, n)]):.2f}" for n in engines_module.REAL if (side, n) in times)
+        print(f"{side}: {per}; all engines {min(times[(side, 'all')]):.2f} CPU s; {set(times[(side, 'answer')])}")
+
+
 def split(args, catalog) -> None:
     start, stop = (int(x) for x in args.seeds.split(":"))
     ratios, worst = [], (0.0, None)
@@ -149,9 +205,15 @@ def main() -> None:
     s.add_argument("--seeds", default="0:60")
     s.add_argument("--engine", default="flagscale")
     s.add_argument("--covering", default="megatron")
+    e = sub.add_parser("engines")
+    for name in ("cluster", "model"):
+        e.add_argument(name)
+    e.add_argument("global_batch", type=int)
+    e.add_argument("seq_len", type=int)
+    e.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     catalog = load_catalog()
-    (beaten if args.part == "beaten" else split)(args, catalog)
+    {"beaten": beaten, "split": split, "engines": engines}[args.part](args, catalog)
 
 
 if __name__ == "__main__":
