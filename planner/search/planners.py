@@ -16,7 +16,8 @@ the most promising with planner.cost.evaluate, which alone decides the order and
               even splits and shares too), pruned at their own `rescore`-th fast score, with the even
               split's busiest stage as a tighter bound per family and per knob setting
               (Scorer.even_family_busiest_s, even_busiest_s); a baseline's plan is the best by
-              planner.cost.evaluate of the `rescore` best fast scores of its space.
+              planner.cost.evaluate of the `rescore` best fast scores of its space (their floors
+              also bound every stage's end and tail, score._late_s, so that few are evaluated).
   exhaustive  (c) every layout and knob setting of the space, each scored by planner.cost.evaluate,
               no bounds; for clusters of at most `exhaustive_max_gpus` GPUs.
 
