@@ -16,6 +16,9 @@
                  the figure (Python), the figure drawn by Plotly in Chromium (the phases, and every pass of
                  the same 16 workers as the chart drew before), and the Timeline page in Chromium (click to
                  chart drawn, the simulation cached)
+  plan CPU       the workers' CPU seconds (ui.budget, their start included) for the default job through
+                 ui.planning.run_search, until the first plan and the whole answer; a worker's start
+                 (with --only plan, before the browser's figures)
 
   python benchmarks/app_benchmark.py [--only timeline|plan] [--app-root DIR]
   (--app-root: the app of another checkout, say the code before a change, for the browser's plan figures)
@@ -57,6 +60,39 @@ def main():
 if __name__ == "__main__":
     main()
 """
+
+
+WORKERS_CPU = """
+import os, sys, time, types
+from ui import budget, planning
+from ui.state import AppState
+def main():
+    used, real = [], budget.run
+    def counted(*args, **kw):
+        value, cpu_s = real(*args, **kw)
+        used.append(cpu_s)
+        return value, cpu_s
+    real(time.time, (), 10, 2 ** 31, 100)                # the forkserver started
+    budget.run = counted
+    app = types.ModuleType("__main__")
+    app.__file__ = os.path.abspath("app.py")             # __main__ as Streamlit's script runner leaves it
+    sys.modules["__main__"], first = app, []
+    final = planning.run_search(AppState(), show=lambda outcome: first.append(sum(used)))
+    assert not final.error and not final.stage, final.error
+    print(first[0], sum(used), len(used))
+if __name__ == "__main__":
+    main()
+"""
+
+
+def workers_cpu_s(root: Path = ROOT) -> tuple[float, float, int]:
+    """CPU seconds of the planner's worker processes (ui.budget, startup included) for the default job through
+    `ui.planning.run_search` as the Plan page calls it: until its first plan, until the whole answer; and the
+    number of worker calls. Less sensitive to the machine's load than the browser's wall seconds."""
+    out = subprocess.run([sys.executable, "-c", WORKERS_CPU], cwd=root, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    first, whole, calls = out.stdout.strip().splitlines()[-1].split()
+    return float(first), float(whole), int(calls)
 
 
 def worker_start_s(root: Path = ROOT) -> float:
@@ -262,7 +298,10 @@ def plan_browser_rows(root: Path) -> list[tuple[str, float]]:
         return []
     figures, gains, final = plan_64_browser_s(root)
     fresh = plan_64_browser_s(root, warm=False)[0]
+    first_cpu, whole_cpu, calls = workers_cpu_s(root)
     return [("a planner call's worker, start to its work's first line (median of 5)", worker_start_s(root)),
+            ("workers' CPU seconds until the first plan (default job, ui.planning.run_search)", first_cpu),
+            (f"  until the whole answer ({calls} worker calls)", whole_cpu),
             ("plan 64-GPU example in Chromium: click to the plan's figures drawn", figures),
             ("  click to the gains over the baselines drawn", gains),
             ("  click to the final answer drawn (every engine checked)", final),

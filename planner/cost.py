@@ -218,9 +218,12 @@ def _assemble(cluster, plan, tokens_to_train, options, sim, sim_local, replica_e
     finish, dp_total, dp_exposed, step_total = 0.0, 0.0, 0.0, 0.0
     overlaps = options.overlap_grad_reduce and engine_profile(plan.engine).execution_for(plan).overlap_grad_reduce
     for i in range(p):
+        exposed_after = {}          # the stage's exposed sync, by the time it hides behind (replicas repeat it)
         for r in range(len(plan.stages[i].replicas)):
             overlap = sim.last_backward_s[i][r] if overlaps else 0.0
-            exposed = exposed_grad_sync_s(dp_sync[i], overlap)
+            if overlap not in exposed_after:
+                exposed_after[overlap] = exposed_grad_sync_s(dp_sync[i], overlap)
+            exposed = exposed_after[overlap]
             done = sim.end_s[i][r] + exposed + after_step[i]
             if done >= finish:
                 finish, dp_total, dp_exposed, step_total = done, dp_sync[i], done - sim.end_s[i][r] - after_step[i], after_step[i]
@@ -303,8 +306,11 @@ def job_notes(plan: Plan) -> tuple[str, ...]:
 
 
 def _first_overflow(replica_estimates) -> str:
+    fit = set()             # memory breakdowns seen to fit (replicas alike share one)
     for e in replica_estimates:
         m = e.memory
+        if id(m) in fit:
+            continue
         if m.host_bytes > m.host_capacity_bytes:
             return (f"stage {e.stage} replica {e.replica} ({e.gpu}, pool {e.pool}, tp {e.tp}) offloads "
                     f"{m.host_bytes / GIB:.1f} GiB to CPU memory but its share of the node's is "
@@ -312,4 +318,5 @@ def _first_overflow(replica_estimates) -> str:
         if not e.memory.fits:
             return (f"stage {e.stage} replica {e.replica} ({e.gpu}, pool {e.pool}, tp {e.tp}) needs "
                     f"{e.memory.total_bytes / GIB:.1f} GiB of {e.memory.capacity_bytes / GIB:.1f} GiB")
+        fit.add(id(m))
     return ""

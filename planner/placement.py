@@ -106,27 +106,28 @@ def place_structure(cluster: Cluster, structure: Structure) -> Placement:
     before they have a layer split or sample shares)."""
     pools = {pool.name: pool for pool in cluster.pools}
     free = _FreeGpus(pools)      # only the nodes the plan touches are stored: a pool may have 10^5 nodes
-    order = sorted(((i, j) for i, stage in enumerate(structure) for j in range(len(stage))),
-                   key=lambda ij: (-structure[ij[0]][ij[1]][1], ij))
+    # widest first, then in stage order
+    order = sorted((-width, i, j) for i, stage in enumerate(structure) for j, (_, width) in enumerate(stage))
     slots: dict[tuple[int, int], Slot] = {}
     first_open = {pool.name: 0 for pool in cluster.pools}   # nodes before it are full
-    for i, j in order:
-        pool_name, tp = structure[i][j]
-        pool = pools[pool_name]
+    for _, i, j in order:
+        name, tp = structure[i][j]
+        pool = pools[name]
         if tp > pool.gpus_per_node:
             slots[(i, j)] = _whole_nodes(pool, tp, free, i, j)
             continue
-        while first_open[pool.name] < pool.nodes and free[(pool.name, first_open[pool.name])] == 0:
-            first_open[pool.name] += 1
-        node = first_open[pool.name]
-        if node >= pool.nodes or free[(pool.name, node)] < tp:
-            node = next((n for n in range(node + 1, pool.nodes) if free[(pool.name, n)] >= tp), None)
+        node = first_open[name]
+        while node < pool.nodes and free[(name, node)] == 0:
+            node += 1
+        first_open[name] = node
+        if node >= pool.nodes or free[(name, node)] < tp:
+            node = next((n for n in range(node + 1, pool.nodes) if free[(name, n)] >= tp), None)
         if node is None:
-            raise InputError(f"stages[{i}].replicas[{j}]", f"no node of pool {pool.name!r} has {tp} free GPUs "
+            raise InputError(f"stages[{i}].replicas[{j}]", f"no node of pool {name!r} has {tp} free GPUs "
                              f"left for this tp group; use fewer or smaller tensor-parallel groups")
-        first = pool.gpus_per_node - free[(pool.name, node)]
-        free[(pool.name, node)] -= tp
-        slots[(i, j)] = Slot(pool.name, node, first, tp)
+        left = free[(name, node)]
+        free[(name, node)] = left - tp
+        slots[(i, j)] = Slot(name, node, pool.gpus_per_node - left, tp)
     used = {}
     for key, left in free.items():
         pool = pools[key[0]]

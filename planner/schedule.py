@@ -215,17 +215,19 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     gpipe = schedule == Schedule.GPIPE
     replicas = [d] * p
     kinds: dict[tuple, list[int]] = {}
-    for r, n in enumerate(counts):
-        key = (n, tuple(forward_s[i][r] for i in range(p)), tuple(backward_s[i][r] for i in range(p)),
-               tuple(delay(i, r, i + 1, r) for i in range(p - 1)), tuple(delay(i + 1, r, i, r) for i in range(p - 1)),
-               tuple(total if gpipe else in_flight_limit(replicas, i, n, total) for i in range(p)))
+    limits: dict[int, tuple[int, ...]] = {}          # a lane's in-flight limits follow from its count alone
+    for r, (n, fwd_r, bwd_r) in enumerate(zip(counts, zip(*forward_s), zip(*backward_s))):
+        if n not in limits:
+            limits[n] = tuple(total if gpipe else in_flight_limit(replicas, i, n, total) for i in range(p))
+        key = (n, fwd_r, bwd_r, tuple([delay(i, r, i + 1, r) for i in range(p - 1)]),
+               tuple([delay(i + 1, r, i, r) for i in range(p - 1)]), limits[n])
         kinds.setdefault(key, []).append(r)
     if len(kinds) == d and max(counts) <= extrapolation_threshold(p):
         return None                     # every lane differs and none is long enough to extrapolate
     end_s = [[0.0] * d for _ in range(p)]
     busy_s = [[0.0] * d for _ in range(p)]
     last_bwd = [[0.0] * d for _ in range(p)]
-    frames = []
+    passes = []                 # with a timeline: each lane's kind's passes as columns, and the lane
     owned: list[list[int]] = [[] for _ in range(d)]
     for j, r in enumerate(assign_micro_batches(counts) if timeline else ()):
         owned[r].append(j)
@@ -239,13 +241,28 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
         for r in lane:
             for i in range(p):
                 end_s[i][r], busy_s[i][r], last_bwd[i][r] = sim.end_s[i][0], sim.busy_s[i][0], sim.last_backward_s[i][0]
-            if timeline:
-                frames.append(sim.timeline.assign(replica=r, micro_batch=[owned[r][j] for j in sim.timeline.micro_batch]))
-    table = None
-    if timeline:
-        import pandas as pd   # lazy, as in _frame
-        table = pd.concat(frames, ignore_index=True)
-    return SimResult(max(max(row) for row in end_s), end_s, busy_s, last_bwd, table)
+        if timeline:
+            columns = {name: sim.timeline[name].to_numpy() for name in sim.timeline.columns}
+            passes += [(columns, r) for r in lane]
+    return SimResult(max(max(row) for row in end_s), end_s, busy_s, last_bwd,
+                     _lanes_frame(passes, owned) if timeline else None)
+
+
+def _lanes_frame(passes, owned: list[list[int]]):
+    """The timeline of lanes: each lane's kind's passes with the lane as their replica and its own
+    micro-batches, the j-th of the kind's being the lane's j-th."""
+    import pandas as pd   # lazy, as in _frame
+    names = list(passes[0][0])
+    rows = {name: [] for name in names}
+    for columns, r in passes:
+        for name in names:
+            if name == "replica":
+                rows[name].append(np.full(len(columns[name]), r, dtype=np.int64))
+            elif name == "micro_batch":
+                rows[name].append(np.asarray(owned[r], dtype=np.int64)[columns[name]])
+            else:
+                rows[name].append(columns[name])
+    return pd.DataFrame({name: np.concatenate(rows[name]) for name in names})
 
 
 # ----------------------------------------------------------------------------- one lane, extrapolated
@@ -479,7 +496,8 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     owner = _owner_workers(micro_batches, first)
     forward_to = [owner[i + 1] if i < p - 1 else None for i in stage]      # who gets a worker's outputs
     backward_to = [owner[i - 1] if i > 0 else None for i in stage]
-    links: list[dict[int, float]] = [{} for _ in range(2 * workers)]       # delay to each, per direction
+    forward_link: list[dict[int, float]] = [{} for _ in range(workers)]  # the delay to each of them
+    backward_link: list[dict[int, float]] = [{} for _ in range(workers)]
     fwd_s = [x for row in forward_s for x in row]
     bwd_s = [x for row in backward_s for x in row]
     held_max = [x for row in limit for x in row]
@@ -496,47 +514,66 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     events = [(0.0, w, _START, w, 0) for w in range(replicas[0])]
     seq = len(events)
     push, pop = heapq.heappush, heapq.heappop
+    f_arrives, b_arrives = _ARRIVES + FORWARD, _ARRIVES + BACKWARD      # as locals: read once an event
+    f_ends, b_ends = _ENDS + FORWARD, _ENDS + BACKWARD
     stopped = False
     while events:
         t, _, code, w, j = pop(events)
-        if code < _ENDS:                   # an input arrives
-            push(ready_b[w] if code else ready_f[w], j)
-        elif code < _START:                # a pass ends
+        if code == f_arrives:
+            push(ready_f[w], j)
+            if busy_until[w] is not None:
+                continue
+        elif code == b_arrives:
+            push(ready_b[w], j)
+            if busy_until[w] is not None:
+                continue
+        elif code == f_ends:
             busy_until[w] = None
             end_s[w] = t
-            to = backward_to[w] if code - _ENDS else forward_to[w]
-            if code == _ENDS:
-                if to is None:             # the last stage turns its forward around
-                    push(ready_b[w], j)
-            else:
-                in_flight[w] -= 1
-            if to is not None:             # the output leaves for its owner on the next (previous) stage
+            to = forward_to[w]
+            if to is None:                 # the last stage turns its forward around
+                push(ready_b[w], j)
+            else:                          # the output leaves for its owner on the next stage
                 w2 = to[j]
-                out = links[2 * w + code - _ENDS]
-                link = out.get(w2)
+                link = forward_link[w].get(w2)
                 if link is None:
-                    link = out[w2] = delay(stage[w], replica[w], stage[w2], replica[w2])
+                    link = forward_link[w][w2] = delay(stage[w], replica[w], stage[w2], replica[w2])
                 if timeline and link > 0:
                     rows.append((stage[w2], replica[w2], j, 0, "p2p", t, t + link))
-                push(events, (t + link, seq, code - _ENDS, w2, j))
+                push(events, (t + link, seq, f_arrives, w2, j))
                 seq += 1
-        if busy_until[w] is not None:      # the worker starts its next pass, if it can
-            continue
-        if ready_b[w] and not (gpipe and forwards_left[w] > 0):
-            code, j, duration = _ENDS + BACKWARD, pop(ready_b[w]), bwd_s[w]
-        elif ready_f[w] and in_flight[w] < held_max[w]:
-            code, j, duration = _ENDS + FORWARD, pop(ready_f[w]), fwd_s[w]
+        elif code == b_ends:
+            busy_until[w] = None
+            end_s[w] = t
+            in_flight[w] -= 1
+            to = backward_to[w]
+            if to is not None:             # the gradient leaves for its owner on the previous stage
+                w2 = to[j]
+                link = backward_link[w].get(w2)
+                if link is None:
+                    link = backward_link[w][w2] = delay(stage[w], replica[w], stage[w2], replica[w2])
+                if timeline and link > 0:
+                    rows.append((stage[w2], replica[w2], j, 0, "p2p", t, t + link))
+                push(events, (t + link, seq, b_arrives, w2, j))
+                seq += 1
+        # the worker is idle: it starts its next pass, if it can
+        queue = ready_b[w]
+        if queue and not (gpipe and forwards_left[w]):
+            j, duration, code = pop(queue), bwd_s[w], b_ends
+        else:
+            queue = ready_f[w]
+            if not queue or in_flight[w] >= held_max[w]:
+                continue
+            j, duration, code = pop(queue), fwd_s[w], f_ends
             in_flight[w] += 1
             forwards_left[w] -= 1
             if watch is not None and stage[w] == 0:
                 stopped = watch.seen(t, j, _event_state(t, j, events, busy_until, ready_f, ready_b, in_flight),
                                      busy_s[:])
-        else:
-            continue
         busy_until[w] = t + duration
         busy_s[w] += duration
         if timeline:
-            rows.append((stage[w], replica[w], j, 0, KIND_NAMES[code - _ENDS], t, t + duration))
+            rows.append((stage[w], replica[w], j, 0, KIND_NAMES[code - f_ends], t, t + duration))
         push(events, (t + duration, seq, code, w, j))
         seq += 1
         if stopped:
@@ -553,48 +590,65 @@ def _pass_index(kind, chunk, stage, micro_batch, v: int, p: int, total: int):
     return ((kind * v + chunk) * p + stage) * total + micro_batch
 
 
-def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay, timeline: bool) -> list[tuple]:
-    """Each worker's passes in order (_workers' numbering), as lists: each pass's slot (_pass_index), the
-    slot of the pass whose output it waits for (-1: none; the same micro-batch's pass on the previous
-    stage, forward, or the next, backward, or across the chunk boundary between the last stage and the
-    first), the transfer time of that output to this worker, its duration, and with `timeline` its
-    (micro-batch, chunk, kind name). Workers of as many micro-batches are worked out together."""
+def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay, timeline: bool):
+    """Each worker's passes in order (_workers' numbering), numbered worker after worker: (each worker's
+    passes as (the number of its first, the number of the pass whose output each waits for (-1: none; the
+    same micro-batch's pass on the previous stage, forward, or the next, backward, or across the chunk
+    boundary between the last stage and the first; the number past the last pass for one that never
+    runs), the transfer time of that output to this worker, its duration, and with `timeline` its
+    (micro-batch, chunk, kind name)), the number of each (kind, chunk, stage, micro-batch) at its
+    _pass_index). Workers of as many micro-batches are worked out together."""
     p, total = len(micro_batches), sum(micro_batches[0])
     first, stage, replica = _workers(micro_batches)
     owners = np.array([assign_micro_batches(c) for c in micro_batches])       # per stage, per micro-batch
+    width = max(len(c) for c in micro_batches)
     alike: dict[int, list[int]] = {}
     for w, (i, r) in enumerate(zip(stage, replica)):
         alike.setdefault(micro_batches[i][r], []).append(w)
-    passes: list[tuple] = [()] * len(stage)
+    base = np.cumsum([0] + [2 * v * micro_batches[i][r] for i, r in zip(stage, replica)])
+    number = np.full(2 * v * p * total, base[-1])        # the pass at each _pass_index; unused: past the last
+    groups = []
     for n, ws in alike.items():
         i, r = np.array([stage[w] for w in ws])[:, None], np.array([replica[w] for w in ws])[:, None]
-        own = np.array([np.arange(total) if len(micro_batches[stage[w]]) == 1
-                        else np.flatnonzero(owners[stage[w]] == replica[w]) for w in ws])
+        if all(len(micro_batches[stage[w]]) == 1 for w in ws):
+            own = np.broadcast_to(np.arange(total), (len(ws), total))
+        else:
+            own = np.array([np.flatnonzero(owners[stage[w]] == replica[w]) for w in ws])
         kind, chunk, index = _worker_orders(schedule, v, p, i[:, 0], n)
         j = np.take_along_axis(own, index, axis=1)
+        number[_pass_index(kind, chunk, i, j, v, p, total)] = base[ws][:, None] + np.arange(kind.shape[1])
+        groups.append((ws, i, r, kind, chunk, j))
+    passes: list[tuple] = [()] * len(stage)
+    for ws, i, r, kind, chunk, j in groups:
         forward = kind == FORWARD
         # the dependency: forward from stage i - 1, or from the last stage's previous chunk at stage 0;
         # backward from stage i + 1, or from the first stage's next chunk at the last stage
         src = np.where(forward, np.where(i > 0, i - 1, p - 1), np.where(i < p - 1, i + 1, 0))
         src_chunk = chunk + np.where(forward, np.where(i > 0, 0, -1), np.where(i < p - 1, 0, 1))
         waits = (src_chunk >= 0) & (src_chunk < v)
-        dep = np.where(waits, _pass_index(kind, src_chunk, src, j, v, p, total), -1)
-        link = np.zeros(kind.shape)
-        sender = owners[src, j]
+        dep = np.where(waits, number[np.where(waits, _pass_index(kind, src_chunk, src, j, v, p, total), 0)], -1)
+        # each transfer's (receiver, direction, sender) as one number; each asked of `delay` once
         crossing = waits & (src != i)
-        width = max(len(c) for c in micro_batches)     # each transfer's (receiver, sender) as one number
-        pair = ((np.broadcast_to(i * width + r, kind.shape) * p + src) * width + sender)[crossing]
-        pairs, which = np.unique(pair, return_inverse=True)
-        link[crossing] = np.array([delay(x // width % p, x % width, x // width // p // width, x // width // p % width)
-                                   for x in pairs.tolist()], dtype=float)[which]
+        pair = (((np.arange(len(ws))[:, None] * 2 + ~forward) * width + owners[src, j]))[crossing]
+        used = np.zeros(2 * len(ws) * width, dtype=bool)
+        used[pair] = True
+        table = np.zeros(len(used))
+        asked = np.flatnonzero(used)
+        for x, row, back, sender in zip(asked.tolist(), (asked // width // 2).tolist(), (asked // width % 2).tolist(),
+                                        (asked % width).tolist()):
+            i2 = stage[ws[row]]
+            table[x] = delay((i2 + 1 if i2 < p - 1 else 0) if back else (i2 - 1 if i2 > 0 else p - 1), sender,
+                             i2, replica[ws[row]])
+        link = np.zeros(kind.shape)
+        link[crossing] = table[pair]
         times = np.array([[forward_s[stage[w]][replica[w]], backward_s[stage[w]][replica[w]]] for w in ws]) / v
         duration = np.where(forward, times[:, :1], times[:, 1:])
-        rows = zip(_pass_index(kind, chunk, i, j, v, p, total).tolist(), dep.tolist(), link.tolist(),
-                   duration.tolist(), zip(j.tolist(), chunk.tolist(), kind.tolist()) if timeline else [None] * len(ws))
-        for w, (slots, deps, links, durations, described) in zip(ws, rows):
-            passes[w] = (slots, deps, links, durations,
+        rows = zip(base[ws].tolist(), dep.tolist(), link.tolist(), duration.tolist(),
+                   zip(j.tolist(), chunk.tolist(), kind.tolist()) if timeline else [None] * len(ws))
+        for w, (at, deps, links, durations, described) in zip(ws, rows):
+            passes[w] = (at, deps, links, durations,
                          [(jj, c, KIND_NAMES[k]) for jj, c, k in zip(*described)] if timeline else None)
-    return passes
+    return passes, number
 
 
 def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline,
@@ -603,20 +657,66 @@ def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, t
     and its input has arrived: a longest path, worked out worker by worker, a worker that waits for an
     input resuming when the pass it waits for has run. `end`, when given, receives each pass's end, at
     its _pass_index (None for slots of no pass)."""
-    p = len(micro_batches)
-    total = sum(micro_batches[0])
     first, stage, replica = _workers(micro_batches)
     workers = first[-1]
-    passes = _static_passes(schedule, v, micro_batches, forward_s, backward_s, delay, timeline)
-    done: list[float | None] = [None] * (2 * v * p * total)
+    passes, number = _static_passes(schedule, v, micro_batches, forward_s, backward_s, delay, timeline)
+    done: list[float | None] = [None] * (sum(len(x[1]) for x in passes) + 1)   # each pass's end, one past: never
     waiter = [-1] * len(done)            # the worker waiting for a pass (each pass feeds one other pass)
     at, free_at, busy = [0] * workers, [0.0] * workers, [0.0] * workers
     rows: list[tuple] = []
-    ready = deque(range(workers))
+    if timeline:
+        _static_run_timeline(passes, done, waiter, (at, free_at, busy), stage, replica, rows)
+    else:
+        _static_run(passes, done, waiter, (at, free_at, busy))
+    stuck = [(stage[w], replica[w]) for w in range(workers) if at[w] < len(passes[w][1])]
+    assert not stuck, f"pipeline schedule deadlocked at workers {stuck[:5]}"
+    if end is not None:
+        end[:] = [done[x] for x in number.tolist()]
+    last_bwd = [[x / v for x in row] for row in backward_s]
+    return SimResult(max(free_at), _by_stage(free_at, first), _by_stage(busy, first), last_bwd,
+                     _frame(rows) if timeline else None)
+
+
+def _static_run(passes, done: list, waiter: list[int], state) -> None:
+    """_simulate_static's longest path: each worker runs its passes until one waits for an input, and
+    resumes when that input's pass has run. `state`: each worker's passes run, end of its last and busy
+    time, updated. Without a timeline any order that respects the inputs gives the same ends."""
+    at, free_at, busy = state
+    ready = deque(range(len(passes)))
     while ready:
         w = ready.popleft()
-        slots, deps, links, durations, described = passes[w]
-        k, n, free, spent = at[w], len(slots), free_at[w], busy[w]
+        base, deps, links, durations, _ = passes[w]
+        k, n, free, spent = at[w], len(deps), free_at[w], busy[w]
+        while k < n:
+            start = free
+            dep = deps[k]
+            if dep >= 0:
+                arrived = done[dep]
+                if arrived is None:
+                    waiter[dep] = w
+                    break
+                arrived += links[k]
+                if arrived > start:
+                    start = arrived
+            duration = durations[k]
+            free = start + duration
+            slot = base + k
+            done[slot] = free
+            spent += duration
+            if waiter[slot] >= 0:
+                ready.append(waiter[slot])
+            k += 1
+        at[w], free_at[w], busy[w] = k, free, spent
+
+
+def _static_run_timeline(passes, done: list, waiter: list[int], state, stage, replica, rows: list) -> None:
+    """_static_run, each pass and transfer a row of `rows` in the order they are worked out."""
+    at, free_at, busy = state
+    ready = deque(range(len(passes)))
+    while ready:
+        w = ready.popleft()
+        base, deps, links, durations, described = passes[w]
+        k, n, free, spent = at[w], len(deps), free_at[w], busy[w]
         while k < n:
             start = free
             dep = deps[k]
@@ -626,7 +726,7 @@ def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, t
                     waiter[dep] = w
                     break
                 link = links[k]
-                if timeline and link > 0:
+                if link > 0:
                     j, chunk, _ = described[k]
                     rows.append((stage[w], replica[w], j, chunk, "p2p", arrived, arrived + link))
                 arrived += link
@@ -634,23 +734,14 @@ def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, t
                     start = arrived
             duration = durations[k]
             free = start + duration
-            slot = slots[k]
-            done[slot] = free
+            done[base + k] = free
             spent += duration
-            if timeline:
-                j, chunk, kind = described[k]
-                rows.append((stage[w], replica[w], j, chunk, kind, start, free))
+            j, chunk, kind = described[k]
+            rows.append((stage[w], replica[w], j, chunk, kind, start, free))
+            if waiter[base + k] >= 0:
+                ready.append(waiter[base + k])
             k += 1
-            if waiter[slot] >= 0:
-                ready.append(waiter[slot])
         at[w], free_at[w], busy[w] = k, free, spent
-    stuck = [(stage[w], replica[w]) for w in range(workers) if at[w] < len(passes[w][0])]
-    assert not stuck, f"pipeline schedule deadlocked at workers {stuck[:5]}"
-    if end is not None:
-        end[:] = done
-    last_bwd = [[x / v for x in row] for row in backward_s]
-    return SimResult(max(free_at), _by_stage(free_at, first), _by_stage(busy, first), last_bwd,
-                     _frame(rows) if timeline else None)
 
 
 def _frame(rows):

@@ -31,7 +31,7 @@ found before C, so neither does any plan of the covered part.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.engines.base import Engine, Execution
 from planner.types import Job, Offload, Precision
@@ -60,15 +60,18 @@ class Cover:
     given, and the (precision, pipelined, ZeRO stage) settings in `settings`."""
     covered: str
     covering: str
+    job: Job                     # the job it holds for (under `covered`): not another offload or parallel setting
     settings: frozenset          # (Precision, pipelined: bool, ZeRO stage)
     one_tp: bool = False
     tp1: bool = False
 
+    def takes(self, tps) -> bool:
+        """Whether a layout of these tp degrees is of the covered layouts (cheap: asked of every family listed)."""
+        return (not self.tp1 or max(tps) == 1) and (not self.one_tp or min(tps) == max(tps))
+
     def holds(self, precision: Precision, num_stages: int, zero_stage: int, tps) -> bool:
         """Whether a candidate of this precision, stage count, ZeRO stage and tp degrees is covered."""
-        tps = set(tps)
-        return ((not self.tp1 or tps == {1}) and (not self.one_tp or len(tps) == 1)
-                and (precision, num_stages > 1, zero_stage) in self.settings)
+        return self.takes(tps) and (precision, num_stages > 1, zero_stage) in self.settings
 
     def holds_all(self, precision: Precision, num_stages: int, zero_stages, tps) -> bool:
         """Whether every candidate of a layout with these ZeRO stages open to it is covered."""
@@ -78,9 +81,8 @@ class Cover:
         layouts = " of tp 1 everywhere" if self.tp1 else " of one tp for every stage" if self.one_tp else ""
         said = " and ".join(sorted({p.value for p, _, _ in self.settings}))
         zeros = " or ".join(str(z) for z in sorted({z for _, _, z in self.settings}))
-        return (f"{covered_title}'s plans{layouts} in {said} with ZeRO stage {zeros} were not searched: they are "
-                f"{covering_title}'s search's own candidates at no greater cost (planner.engines.cover), and that "
-                f"search was complete")
+        return (f"{covered_title}'s plans{layouts} in {said} with ZeRO stage {zeros} not searched: {covering_title}'s "
+                f"own candidates at no greater cost, and its search was complete (planner.engines.cover)")
 
 
 def cover(covered: Engine, covering: Engine, job: Job) -> Cover | None:
@@ -106,7 +108,8 @@ def cover(covered: Engine, covering: Engine, job: Job) -> Cover | None:
                          and _runs_no_worse(_run(covered, pipelined, z), _run(covering, pipelined, z), p, job.tf32))
     if not settings:
         return None
-    return Cover(covered=covered.name, covering=covering.name, settings=settings, one_tp=one_tp, tp1=tp1)
+    return Cover(covered=covered.name, covering=covering.name, job=replace(job, engine=covered.name),
+                 settings=settings, one_tp=one_tp, tp1=tp1)
 
 
 def _run(engine: Engine, pipelined: bool, zero: int) -> Execution:

@@ -123,6 +123,7 @@ class Bounds:
         self._caps: dict = {}
         self._run: dict = {}
         self._held: dict = {}
+        self._best_rates: dict = {}
         self.transfers = TransferFloors(scorer)
 
     def sharing(self, even: bool) -> "Bounds":
@@ -133,17 +134,21 @@ class Bounds:
             return self
         other = Bounds(self.scorer, even)
         other._rates, other._caps, other._run, other._held = self._rates, self._caps, self._run, self._held
+        other._best_rates = self._best_rates
         other.transfers = self.transfers
         return other
 
     def capacity_s(self, family: Family) -> float:
         """The capacity bound of every layout of `family`."""
-        s = self.scorer
+        s, best = self.scorer, self._best_rates
         sp = max(family.tps) > 1
-        capacity = 0.0
+        capacity, lanes = 0.0, family.lanes
         for pool, t, w in zip(family.subset, family.tps, family.width):
-            replicas = w * family.lanes
-            capacity += replicas / s.best_sample_layer_s(pool, t, sp)
+            key = (pool.name, t, sp)          # the listing asks this of every family: its rates kept here
+            rate = best.get(key)
+            if rate is None:
+                rate = best[key] = s.best_sample_layer_s(pool, t, sp)
+            capacity += w * lanes / rate
         return s.job.global_batch * s.model.layers / capacity
 
     def pipeline_s(self, runs: Runs, max_replicas: int, any_order: bool = False,
@@ -530,10 +535,13 @@ class TransferFloors:
         if key not in self._cache:
             s = self.scorer
             size = activation_message_bytes(ACT_BYTES, s.job.seq_len, mb, s.model.hidden)
-            owners_a = [g for g in a for _ in range(g.count)]
-            owners_b = [g for g in b for _ in range(g.count)]
-            pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])
-                     for r in range(max(len(owners_a), len(owners_b)))}
+            if len(a) == 1 and len(b) == 1:      # chains: every replica pair joins the same two groups
+                pairs = {(a[0], b[0])}
+            else:
+                owners_a = [g for g in a for _ in range(g.count)]
+                owners_b = [g for g in b for _ in range(g.count)]
+                pairs = {(owners_a[r % len(owners_a)], owners_b[r % len(owners_b)])
+                         for r in range(max(len(owners_a), len(owners_b)))}
             forward = backward = 0.0
             for ga, gb in pairs:
                 pa, pb = s.pools[ga.pool], s.pools[gb.pool]

@@ -519,9 +519,10 @@ def _keyed_bounds(scorer: Scorer, bounds: Bounds, family: Family, price: float, 
     per_knob = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage,
                                  limit=_seconds(keeper, price), only=only, fixed=fixed)
     threshold, space, p = keeper.threshold(), scorer.engine.space, family.num_stages
-    precision = precision_for(scorer.job, family.subset) if keeper.covered else None
+    covers = [c for c in keeper.covered if c.takes(family.tps)]
+    precision = precision_for(scorer.job, family.subset) if covers else None
     return {k: key for k, b in per_knob.items() if b < math.inf and allows(space, p, k, scorer.job)
-            and not any(c.holds(precision, p, k[3], family.tps) for c in keeper.covered)
+            and not any(c.holds(precision, p, k[3], family.tps) for c in covers)
             for key in (fast_key(keeper.objective, scorer.job, b, price, keeper.deadline_hours),) if key < threshold}
 
 
@@ -635,9 +636,9 @@ class HetplanPlanner:
         stop = ListingStop(limit)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
                                    engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
-        keeper.covered = options.covered
-        _best_first(bounds, _uncovered(families, job, options.covered), keeper, options, _scan_layout, pools, limit,
-                    listing=stop)
+        keeper.covered = tuple(c for c in options.covered if c.job == job)    # not another setting's search
+        _best_first(bounds, _uncovered(families, job, keeper.covered) if keeper.covered else families, keeper,
+                    options, _scan_layout, pools, limit, listing=stop)
         return considered
 
 
@@ -646,11 +647,14 @@ def _uncovered(families: Iterable[Family], job: Job, covers: tuple) -> Iterator[
     out the covered settings of the others."""
     space = engine_profile(job.engine).space
     for family in families:
-        p, zeros = family.num_stages, zero_stages(job.offload, family.max_replicas_per_stage * job.context_parallel)
-        opened = [z for z in zeros if space.zero_allowed(z, p)]
-        precision = precision_for(job, family.subset)
-        if not any(c.holds_all(precision, p, opened, family.tps) for c in covers):
-            yield family
+        taking = [c for c in covers if c.takes(family.tps)]
+        if taking:
+            p, zeros = family.num_stages, zero_stages(job.offload, family.max_replicas_per_stage * job.context_parallel)
+            opened = [z for z in zeros if space.zero_allowed(z, p)]
+            precision = precision_for(job, family.subset)
+            if any(c.holds_all(precision, p, opened, family.tps) for c in taking):
+                continue
+        yield family
 
 
 def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered: Considered,

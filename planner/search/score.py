@@ -295,14 +295,14 @@ class Scorer:
             n = -(-m // replicas) if family.kind == "chain" else m // replicas
             for recompute in RECOMPUTES:
                 taus = [sum(self.pass_times(pool, t, mb, recompute, sp)[:2]) for pool, t in zip(family.subset, family.tps)]
-                stage_taus = (sorted(tau for tau, q in zip(taus, family.width) for _ in range(q))
-                              if family.kind == "chain" else [max(taus)] * p)
+                # the stages' taus, fastest first, as (tau, stages) runs: a chain's q_k stages of pool k; p of the slowest
+                ranked = sorted(zip(taus, family.width)) if family.kind == "chain" else [(max(taus), p)]
                 for v in INTERLEAVES:
                     if L % v or L // v < p:
                         continue
                     fewest, extra = (L // v) // p * v, (L // v) % p
-                    more = stage_taus[extra - 1] * (fewest + v) if extra else 0.0
-                    best = min(best, n * max(stage_taus[-1] * fewest, more))
+                    more = _ranked_at(ranked, extra - 1) * (fewest + v) if extra else 0.0
+                    best = min(best, n * max(ranked[-1][0] * fewest, more))
         return best
 
     def price_per_hour(self, layout) -> float:
@@ -645,6 +645,15 @@ def _windows(layout: Layout) -> list[int]:
         total += sum(g.count for g in stage)
         out.append(total)
     return out[::-1]
+
+
+def _ranked_at(ranked: list[tuple[float, int]], k: int) -> float:
+    """The k-th (from 0) of the values that (value, how many) runs in ascending order spell out."""
+    for value, count in ranked:
+        if k < count:
+            return value
+        k -= count
+    raise IndexError(k)
 
 
 def _powers_of_two_dividing(n: int):

@@ -462,7 +462,7 @@ def render() -> None:
     stage = outcome.stage if outcome is not None else ""
     if cur is not None:
         _plan_on_view(cur, result, stage)
-    if result is not None:
+    if result is not None and stage != FIRST_ENGINE:      # the first engine's step: its figures, not yet its charts
         st.subheader("All plans found")
         _plan_picker(result)
     if stage:
@@ -503,6 +503,11 @@ def _wait_for_the_rest(stage: str) -> None:
 
 
 STEPS_DONE = "search_steps_done"
+# The first engine's step draws the plan's figures only: the breakdown chart and the table of plans (Plotly's and
+# the data grid's scripts, the heaviest part of the page for the browser) come with the whole answer, a few
+# seconds later, so that the figures are on screen sooner.
+FIGURES_FIRST = ("The iteration time by term and every plan found come with the whole answer, once the other "
+                 "engines are checked.")
 
 
 def _plan_on_view(cur, result, stage: str = "") -> None:
@@ -537,6 +542,9 @@ def _plan_on_view(cur, result, stage: str = "") -> None:
     _idle(result, cur)
     for note in est.notes:
         st.caption(f"Note: {md(note)}")
+    if stage == FIRST_ENGINE:
+        st.caption(FIGURES_FIRST)
+        return
     st.plotly_chart(charts.breakdown(frames.breakdown(est)), width="stretch")
     caption("Each bar is time per iteration that the busiest pipeline worker spends on that term and "
             "cannot hide behind computation; shorter overhead bars mean a better plan.")
