@@ -2,7 +2,7 @@
 
     python benchmarks/baselines_benchmark.py [--max-gpus N] [--repeat 2] [--save FILE | --compare FILE]
 
-For each job (16, 64, 128 and 1,024 GPUs, the "Second pass" rows of docs/performance.md), in this
+For each job (16, 64, 128, 1,024 and 4,096 GPUs, the "Second pass" rows of docs/performance.md), in this
 process, one core: the CPU seconds of `search(..., engines=REAL)` as `hetplan plan` runs it, and of
 the same call with baselines=False (the smallest of --repeat runs each; their difference is what
 the baselines cost, their cost-model evaluations included); then each baseline's own search
@@ -43,6 +43,7 @@ JOBS = [  # label, cluster file (None: the 128-GPU cluster of search_benchmark),
     ("64 GPUs", "h100-a100-v100-64.yaml", "llama-2-70b", 256, 4096),
     ("128 GPUs", None, "llama-2-70b", 512, 4096),
     ("1,024 GPUs", "cloud-4types-1024.yaml", "gpt3-175b", 1536, 2048),
+    ("4,096 GPUs", "big-4types-4096.yaml", "llama-3.1-405b", 2048, 8192),
 ]
 
 

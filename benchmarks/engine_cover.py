@@ -89,7 +89,8 @@ def beaten(args, catalog) -> None:
         found = search(cluster, replace(job, engine=args.engine), baselines=False, options=replace(options, beat=beat))
         outcome = f"answers {found.plans[0].estimate.tokens_per_s:,.0f} tokens/s"
     except InfeasibleError as err:
-        outcome = f"{type(err).__name__}: {err.message}" + (f", complete {err.complete}" if hasattr(err, "complete") else "")
+        complete = f", complete {err.complete}" if hasattr(err, "complete") else ""
+        outcome = f"{type(err).__name__}: {err.message}{complete}"
     finally:
         planners._Keeper.add = add
     print(f"{args.engine} with {args.behind}'s answer to beat: {time.process_time() - start:.2f} CPU s, {outcome}")

@@ -990,30 +990,39 @@ def _baselines(cluster, job, objective, deadline_hours, options, shared: Bounds 
 
 def _best_of(cluster, job, objective, deadline_hours, considered: Considered, options,
              clock: Clock | None = None, full: dict[Plan, Estimate] | None = None) -> tuple[Plan, Estimate] | None:
-    """What `_rank` would put first, re-scoring only candidates that could still beat the best so far:
-    not one whose lower bound (the search's, _Keeper.add) cannot, and no iteration is shorter than its
-    busiest replica's compute (the cost model's own pass times, without communication), so a
-    candidate whose compute alone cannot win is not simulated. As in `_rank`, the first is evaluated
-    in full (into `full`): past the clock it is the answer."""
-    best, best_key = None, math.inf
-    for _, _, cand, bound in considered.kept:
+    """What `_rank` would put first (the best by evaluate, ties by the kept order), re-scoring only
+    candidates that could still beat the best so far: not one whose lower bound (the search's,
+    _Keeper.add) cannot, and no iteration is shorter than its busiest replica's compute (the cost
+    model's own pass times, without communication), so a candidate whose compute alone cannot win is
+    not simulated. The best fast score is evaluated first, in full (into `full`: past the clock it is
+    the answer, as in `_rank`); the others smallest bound first, so that the best is met early and
+    the rest ruled out by their bounds."""
+    margin = 1 - 1e-12          # floors sum in another order than evaluate: they may reach it to the last bits
+    floors = [(estimate_key_of_fast(objective, job, bound * margin), order, cand)
+              for order, (_, _, cand, bound) in enumerate(considered.kept)]
+    best, best_key, best_order = None, math.inf, -1
+
+    def loses(floor: float, order: int) -> bool:     # cannot beat the best so far, nor tie it earlier in order
+        return floor > best_key or (floor == best_key and order > best_order)
+
+    for floor, order, cand in floors[:1] + sorted(floors[1:], key=lambda e: (e[0], e[1])):
         if best is not None and clock is not None and clock.expired():
             considered.stopped_by, considered.rescore_cut = considered.stopped_by or TIME_LIMIT, True
             break
-        # its lower bound (_Keeper.add) cannot win; the margin: floors sum in another order than evaluate
-        if estimate_key_of_fast(objective, job, bound * (1 - 1e-12)) >= best_key:
+        if loses(floor, order):
+            if order and floor > best_key:
+                break                   # the bounds after it are no smaller
             continue
         plan = cand.to_plan(job)
-        floor = estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
-            cluster, plan, options) * (1 - 1e-12), cand.price_per_hour_usd, deadline_hours))
-        if floor >= best_key:
+        if loses(estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
+                cluster, plan, options) * margin, cand.price_per_hour_usd, deadline_hours)), order):
             continue
         est = (_full(cluster, job, plan, options, full) if best is None and full is not None
                else _evaluate_plan(cluster, job, plan, options))
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
-        if key < best_key:
-            best, best_key = (plan, est), key
+        if key < best_key or (key == best_key and order < best_order):
+            best, best_key, best_order = (plan, est), key, order
     return best
 
 

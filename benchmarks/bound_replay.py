@@ -1,0 +1,138 @@
+"""Bounds and fast-score benchmark: the CPU seconds a search spends in `Bounds.pipeline_s` and `Scorer.score`.
+
+    python benchmarks/bound_replay.py [--cluster FILE] [--model M] [--global-batch B] [--seq-len S] [--repeat 3]
+
+Runs the search (best engine, as `hetplan plan` does, in this process; default: the 128-GPU job of
+benchmarks/search_benchmark.py's command table) and prints its CPU seconds per engine's search and for the
+baselines; it records the arguments of every `Bounds.pipeline_s` and `Scorer.score` call the search makes, then
+replays them, in their order, against fresh scorers and bounds (one per engine and offload setting, as the search
+has them) and prints the best of --repeat replays' CPU seconds in each, and the Python function calls of one
+replay under cProfile (a count the machine's load does not move). To compare two versions of the code, run this
+file in each checkout (copy it into one that predates it): the search and its calls must be the same for the
+replays to compare the same work, so the script prints the answer's tokens/s and the number of calls.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import importlib
+import pstats
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from catalog import cluster_from_dict, load_catalog, load_cluster_file  # noqa: E402
+from planner.engines import REAL  # noqa: E402
+from planner.search import bound, score  # noqa: E402
+from planner.types import Job, Objective  # noqa: E402
+
+search_module = importlib.import_module("planner.search.search")     # the module (the package exports its function)
+
+CLUSTER_128 = """name: h100-a100-v100-128
+pools:
+  - {name: h100, gpu: h100-sxm, nodes: 4, gpus_per_node: 8, inter_node_gbps: 400}
+  - {name: a100, gpu: a100-80gb-sxm, nodes: 6, gpus_per_node: 8, inter_node_gbps: 200}
+  - {name: v100, gpu: v100-32gb-sxm, nodes: 6, gpus_per_node: 8, inter_node_gbps: 100}
+between_pools_gbps: 100
+"""     # benchmarks/search_benchmark.py's CLUSTER_128, repeated so that this file runs in older checkouts too
+
+
+def _recorded_search(cluster, job, record: bool) -> tuple[list, dict, float]:
+    """The search's pipeline_s and score calls (scorer key, arguments; none unless `record`), its CPU s per
+    phase, its answer's tokens/s."""
+    calls, phases = [], {}
+    pipeline_s, score_s = bound.Bounds.pipeline_s, score.Scorer.score
+    settings, baselines = search_module._search_settings, search_module._attach_baselines
+
+    def record_pipeline(self, *args, **kwargs):
+        calls.append(("pipeline", (id(self.scorer), self.scorer.job, self.scorer.options), self.even, args, kwargs))
+        return pipeline_s(self, *args, **kwargs)
+
+    def record_score(self, *args, **kwargs):
+        calls.append(("score", (id(self), self.job, self.options), None, args, kwargs))
+        return score_s(self, *args, **kwargs)
+
+    def timed(name, f):
+        def run(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                label = "baselines" if name == "baselines" else "search " + args[1].engine
+                phases[label] = phases.get(label, 0.0) + time.process_time() - start
+        return run
+
+    if record:
+        bound.Bounds.pipeline_s, score.Scorer.score = record_pipeline, record_score
+    search_module._search_settings = timed("search", settings)
+    search_module._attach_baselines = timed("baselines", baselines)
+    try:
+        start = time.process_time()
+        result = search_module.search(cluster, job, Objective.THROUGHPUT, engines=REAL)
+        phases["total"] = time.process_time() - start
+    finally:
+        bound.Bounds.pipeline_s, score.Scorer.score = pipeline_s, score_s
+        search_module._search_settings, search_module._attach_baselines = settings, baselines
+    return calls, phases, result.plans[0].estimate.tokens_per_s
+
+
+def _replay(cluster, calls, profile: cProfile.Profile | None = None, which: str = "") -> dict[str, float]:
+    """CPU s in each kind of call, replayed against fresh scorers and bounds; `profile` on for the `which` calls."""
+    gc.collect()                             # what the previous replay left is not collected during this one
+    linker = getattr(score, "_linker", None)
+    if linker is not None:
+        linker.cache_clear()                 # the cluster's linker too: the replay starts as the search did
+    scorers, bounds, spent = {}, {}, {"pipeline": 0.0, "score": 0.0}
+    for kind, key, even, args, kwargs in calls:
+        if key not in scorers:
+            scorers[key] = score.Scorer(cluster, key[1], key[2])
+            bounds[key] = bound.Bounds(scorers[key])
+        target = bounds[key].sharing(even).pipeline_s if kind == "pipeline" else scorers[key].score
+        if profile is not None and kind == which:
+            profile.enable()
+        start = time.process_time()
+        target(*args, **kwargs)
+        spent[kind] += time.process_time() - start
+        if profile is not None:
+            profile.disable()
+    return spent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cluster", default=None, help="cluster file; default: the 128-GPU cluster of the command table")
+    parser.add_argument("--model", default="llama-2-70b")
+    parser.add_argument("--global-batch", type=int, default=512)
+    parser.add_argument("--seq-len", type=int, default=4096)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    catalog = load_catalog()
+    cluster = (cluster_from_dict(yaml.safe_load(CLUSTER_128), catalog) if args.cluster is None
+               else load_cluster_file(args.cluster, catalog))
+    job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
+    _, phases, tokens = _recorded_search(cluster, job, record=False)    # timed without the recording's cost
+    calls, _, _ = _recorded_search(cluster, job, record=True)
+    print(f"answer {tokens:,.0f} tokens/s; {sum(c[0] == 'pipeline' for c in calls)} pipeline_s and "
+          f"{sum(c[0] == 'score' for c in calls)} score calls")
+    print("search CPU s: " + ", ".join(f"{name} {s:.2f}" for name, s in phases.items()))
+    best = {"pipeline": float("inf"), "score": float("inf")}
+    for _ in range(args.repeat):
+        for kind, s in _replay(cluster, calls).items():
+            best[kind] = min(best[kind], s)
+    counts = {}
+    for kind in best:
+        profile = cProfile.Profile()
+        _replay(cluster, calls, profile, kind)
+        counts[kind] = pstats.Stats(profile).total_calls
+    for kind in best:
+        print(f"replay {kind}: {best[kind]:.3f} CPU s (best of {args.repeat}), {counts[kind] / 1e6:.2f} M Python calls")
+
+
+if __name__ == "__main__":
+    main()
