@@ -578,3 +578,20 @@ def test_a_first_engines_answer_cut_short_is_searched_again(catalog):
     stepped = search_after_first(cluster, job, cut, REAL, baselines=False)
     assert stepped.by_engine[REAL[0]] is not cut
     assert _without_times(stepped) == _without_times(search(cluster, job, baselines=False, engines=REAL))
+
+
+def test_the_space_holds_only_plans_whose_schedule_can_be_simulated(catalog):
+    """A knob setting whose plan would have more than MAX_SIMULATED_PASSES passes (stages x
+    micro-batches x interleave, which Plan refuses) is outside the search space: the uniform baseline
+    kept such a candidate on 4,096 GPUs (llama-2-70b, 16,384 x 4,096) and the whole search failed
+    building its plan (benchmarks/growth_benchmark.py)."""
+    from planner.engines import get as engine_profile
+    from planner.search.space import allows
+    from planner.types import MAX_SIMULATED_PASSES, Recompute
+    space = engine_profile("megatron").space
+    job = Job(catalog.model("llama-2-70b"), 16384, 4096)
+    assert 32 * 16384 * 2 > MAX_SIMULATED_PASSES >= 32 * 16384
+    assert not allows(space, 32, (1, 2, Recompute.NONE, 1), job)
+    assert allows(space, 32, (1, 1, Recompute.NONE, 1), job)
+    assert allows(space, 32, (2, 2, Recompute.NONE, 1), job)
+    assert allows(space, 32, (1, 2, Recompute.NONE, 1))          # without a job: the engine's rules only

@@ -37,7 +37,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 from planner.engines import Space as EngineSpace
 from planner.engines import get as engine_profile
 from planner.placement import fits_nodes, tp_fits
-from planner.types import Job, Model, Offload, Pool, Recompute, SelectiveKind
+from planner.types import MAX_SIMULATED_PASSES, Job, Model, Offload, Pool, Recompute, SelectiveKind
 
 
 class Group(NamedTuple):
@@ -314,12 +314,14 @@ def micro_batch_sizes(global_batch: int) -> list[int]:
 def allows(space: EngineSpace, num_stages: int, knobs: tuple, job: Job | None = None) -> bool:
     """Whether an engine runs these knobs ((micro-batch, interleave, recompute, ZeRO), the order
     of Knobs and of the bounds' keys) on a pipeline of `num_stages` stages, for `job`'s kind and
-    offload (planner.engines.base.Space)."""
-    _, interleave, recompute, zero = knobs[0], knobs[1], knobs[2], knobs[3]
+    offload (planner.engines.base.Space); with `job`, also only plans whose schedule can be simulated
+    (at most MAX_SIMULATED_PASSES passes: stages x micro-batches x interleave, as Plan requires)."""
+    micro_batch, interleave, recompute, zero = knobs[0], knobs[1], knobs[2], knobs[3]
     ok = ((interleave == 1 or space.interleave) and recompute in space.recomputes
           and space.zero_allowed(zero, num_stages))
     if ok and job is not None:
-        ok = (zero in space.offload_zero_stages(job.offload)
+        ok = (num_stages * (job.global_batch // micro_batch) * interleave <= MAX_SIMULATED_PASSES
+              and zero in space.offload_zero_stages(job.offload)
               and (job.context_parallel == 1 or zero in space.context_parallel_zero_stages)
               and (recompute == Recompute.NONE or not job.training.adapters or space.adapters_with_recompute))
     return ok
