@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
+from benchmarks.search_benchmark import CLUSTER_128  # noqa: E402
 from catalog import cluster_from_dict, load_catalog, load_cluster_file  # noqa: E402
 from planner.engines import REAL  # noqa: E402
 from planner.search import bound, score  # noqa: E402
@@ -34,13 +35,6 @@ from planner.types import Job, Objective  # noqa: E402
 
 search_module = importlib.import_module("planner.search.search")     # the module (the package exports its function)
 
-CLUSTER_128 = """name: h100-a100-v100-128
-pools:
-  - {name: h100, gpu: h100-sxm, nodes: 4, gpus_per_node: 8, inter_node_gbps: 400}
-  - {name: a100, gpu: a100-80gb-sxm, nodes: 6, gpus_per_node: 8, inter_node_gbps: 200}
-  - {name: v100, gpu: v100-32gb-sxm, nodes: 6, gpus_per_node: 8, inter_node_gbps: 100}
-between_pools_gbps: 100
-"""     # benchmarks/search_benchmark.py's CLUSTER_128, repeated so that this file runs in older checkouts too
 
 
 def _recorded_search(cluster, job, record: bool) -> tuple[list, dict, float]:

@@ -663,11 +663,8 @@ def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, t
     done: list[float | None] = [None] * (sum(len(x[1]) for x in passes) + 1)   # each pass's end, one past: never
     waiter = [-1] * len(done)            # the worker waiting for a pass (each pass feeds one other pass)
     at, free_at, busy = [0] * workers, [0.0] * workers, [0.0] * workers
-    rows: list[tuple] = []
-    if timeline:
-        _static_run_timeline(passes, done, waiter, (at, free_at, busy), stage, replica, rows)
-    else:
-        _static_run(passes, done, waiter, (at, free_at, busy))
+    rows: list[tuple] | None = [] if timeline else None
+    _static_run(passes, done, waiter, (at, free_at, busy), stage, replica, rows)
     stuck = [(stage[w], replica[w]) for w in range(workers) if at[w] < len(passes[w][1])]
     assert not stuck, f"pipeline schedule deadlocked at workers {stuck[:5]}"
     if end is not None:
@@ -677,40 +674,11 @@ def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, t
                      _frame(rows) if timeline else None)
 
 
-def _static_run(passes, done: list, waiter: list[int], state) -> None:
+def _static_run(passes, done: list, waiter: list[int], state, stage, replica, rows: list | None) -> None:
     """_simulate_static's longest path: each worker runs its passes until one waits for an input, and
     resumes when that input's pass has run. `state`: each worker's passes run, end of its last and busy
-    time, updated. Without a timeline any order that respects the inputs gives the same ends."""
-    at, free_at, busy = state
-    ready = deque(range(len(passes)))
-    while ready:
-        w = ready.popleft()
-        base, deps, links, durations, _ = passes[w]
-        k, n, free, spent = at[w], len(deps), free_at[w], busy[w]
-        while k < n:
-            start = free
-            dep = deps[k]
-            if dep >= 0:
-                arrived = done[dep]
-                if arrived is None:
-                    waiter[dep] = w
-                    break
-                arrived += links[k]
-                if arrived > start:
-                    start = arrived
-            duration = durations[k]
-            free = start + duration
-            slot = base + k
-            done[slot] = free
-            spent += duration
-            if waiter[slot] >= 0:
-                ready.append(waiter[slot])
-            k += 1
-        at[w], free_at[w], busy[w] = k, free, spent
-
-
-def _static_run_timeline(passes, done: list, waiter: list[int], state, stage, replica, rows: list) -> None:
-    """_static_run, each pass and transfer a row of `rows` in the order they are worked out."""
+    time, updated. Without a timeline any order that respects the inputs gives the same ends; with one
+    (`rows`), each pass and transfer is a row in the order they are worked out."""
     at, free_at, busy = state
     ready = deque(range(len(passes)))
     while ready:
@@ -726,7 +694,7 @@ def _static_run_timeline(passes, done: list, waiter: list[int], state, stage, re
                     waiter[dep] = w
                     break
                 link = links[k]
-                if link > 0:
+                if rows is not None and link > 0:
                     j, chunk, _ = described[k]
                     rows.append((stage[w], replica[w], j, chunk, "p2p", arrived, arrived + link))
                 arrived += link
@@ -734,12 +702,14 @@ def _static_run_timeline(passes, done: list, waiter: list[int], state, stage, re
                     start = arrived
             duration = durations[k]
             free = start + duration
-            done[base + k] = free
+            slot = base + k
+            done[slot] = free
             spent += duration
-            j, chunk, kind = described[k]
-            rows.append((stage[w], replica[w], j, chunk, kind, start, free))
-            if waiter[base + k] >= 0:
-                ready.append(waiter[base + k])
+            if rows is not None:
+                j, chunk, kind = described[k]
+                rows.append((stage[w], replica[w], j, chunk, kind, start, free))
+            if waiter[slot] >= 0:
+                ready.append(waiter[slot])
             k += 1
         at[w], free_at[w], busy[w] = k, free, spent
 
