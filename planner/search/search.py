@@ -18,11 +18,12 @@ from planner.search.parallel import SharedBest, beat_now, run_each
 from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT, Clock, Considered, SearchOptions,
                                       shared_bounds)
 from planner.search.score import Candidate
+from planner.search.space import micro_batch_sizes
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.engines.cover import Cover, cover
-from planner.types import (Cluster, Estimate, InfeasibleError, InputError, Job, Objective, Offload, Plan,
-                           TooManyPassesError)
+from planner.types import (MAX_SIMULATED_PASSES, Cluster, Estimate, InfeasibleError, InputError, Job, Objective,
+                           Offload, Plan, TooManyPassesError)
 
 BASELINES = ("megatron", "uniform")
 
@@ -1045,6 +1046,11 @@ def _gains(objective: Objective, est: Estimate, base: dict[str, ScoredPlan | Non
 
 
 def _raise_infeasible(cluster, job, objective, deadline_hours, considered: Considered, options) -> None:
+    fewest = job.global_batch // max(micro_batch_sizes(job.global_batch))    # one stage, the largest micro-batch
+    if fewest > MAX_SIMULATED_PASSES:        # the space holds no plan whose schedule can be simulated (space.allows)
+        raise TooManyPassesError("micro_batch", f"1 stage x {fewest:,} micro-batches x interleave 1 = {fewest:,} "
+                                                f"passes to simulate at the least, over the limit of "
+                                                f"{MAX_SIMULATED_PASSES:,}; use a larger micro_batch")
     if len(considered.precision_excluded) == len(cluster.pools):
         raise InfeasibleError("no pool can train this job's precision: " + "; ".join(
             f"{name}: {why}" for name, why in considered.precision_excluded.items()))
