@@ -17,7 +17,6 @@ from planner.search.greedy import greedy_candidate
 from planner.search.parallel import SharedBest, beat_now, run_each
 from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT, Clock, Considered, SearchOptions,
                                       shared_bounds)
-from planner.search.score import Candidate
 from planner.search.space import micro_batch_sizes
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
@@ -873,13 +872,6 @@ def _stop_notes(method: str, considered: Considered, options: SearchOptions, gap
     if considered.stopped_by is not None and gap is not None:
         yield (f"optimality gap {gap:.1%}: no unexplored plan can be more than {gap:.1%} better than the best found "
                f"(on the search's fast estimate)")
-
-
-def _evaluate(cluster: Cluster, job: Job, cand: Candidate, options: SearchOptions) -> tuple[Plan, Estimate]:
-    """The cost model's estimate for ranking: exact iteration time and metrics, without the
-    bubble/transfer split of the breakdown (`_full` adds it to what is returned)."""
-    plan = cand.to_plan(job)
-    return plan, _evaluate_plan(cluster, job, plan, options)
 
 
 def _evaluate_plan(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions) -> Estimate:
