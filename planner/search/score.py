@@ -105,7 +105,10 @@ class Scorer:
         self._shares: dict = {}
         self._act: dict = {}
         self._caps: dict = {}
+        self._memory: dict = {}
         self._links: dict = {}
+        self._stage_figures: dict = {}
+        self._stage_costs_of: dict = {}
         self.linker = _linker(cluster)
         self._best_rate: dict = {}
         # the layer parameters one GPU holds at tp 1: routed experts 1/ep (expert parallelism); the
@@ -236,11 +239,10 @@ class Scorer:
         p = layout.num_stages
         if knobs.interleave > 1 and not interleave_groups_fit((n for stage in shares for n in stage), p):
             return None
-        costs, windows = [], _windows(layout)
-        for i in range(p):
-            costs.append(self._stage_costs(layout, knobs, i, shares[i], sp, windows[i]))
-            if costs[-1].max_layers < knobs.interleave:
-                return None
+        windows = _windows(layout)
+        costs = self._every_stage_costs(layout, knobs, shares, sp, windows)
+        if any(c.max_layers < knobs.interleave for c in costs):
+            return None
         memory_binds = False
         if uniform:
             layers = even_split(self.model.layers, p, knobs.interleave)
@@ -318,9 +320,9 @@ class Scorer:
         shares = self.shares(layout, knobs, sp)
         if shares is None:
             return False
-        room, windows = 0, _windows(layout)
-        for i in range(layout.num_stages):
-            most = self._stage_costs(layout, knobs, i, shares[i], sp, windows[i]).max_layers
+        room = 0
+        for costs in self._every_stage_costs(layout, knobs, shares, sp, _windows(layout)):
+            most = costs.max_layers
             if most < interleave:
                 return False
             room += most - most % interleave
@@ -339,6 +341,20 @@ class Scorer:
         if key not in self._act:
             self._act[key] = stage_param_count(self.model, num_layers, first, last, p)
         return self._act[key]
+
+    def _every_stage_costs(self, layout: Layout, knobs: Knobs, shares, sp: bool, windows: list[int]) -> list[StageCosts]:
+        """_stage_costs of each stage, cached by what it reads: the layouts of a family and the knob settings
+        scored and fitted repeat most stages (a stage's place reads only as first, last and its 1F1B window)."""
+        p, v = layout.num_stages, knobs.interleave
+        known = self._stage_costs_of.setdefault((knobs, p, sp), {})
+        out = []
+        for i, (groups, own) in enumerate(zip(layout.stages, shares)):
+            key = (groups, own, i == 0, i == p - 1, windows[i] if v == 1 else i)
+            found = known.get(key)
+            if found is None:
+                found = known[key] = self._stage_costs(layout, knobs, i, own, sp, windows[i])
+            out.append(found)
+        return out
 
     def _stage_costs(self, layout, knobs, i, shares, sp, window: int) -> StageCosts:
         groups = layout.stages[i]
@@ -378,11 +394,27 @@ class Scorer:
         """planner.memory.replica_memory <= the GPU's memory, solved for the stage's layers L:
         states (edge + L layer) params / tp x bytes per param, activations in-flight x L x per
         layer + the edge activations + the recompute workspace + the framework overhead."""
-        mb, m, cp, ep = knobs.micro_batch, self.job.global_batch // knobs.micro_batch, self.cp, self.job.expert_parallel
+        m = self.job.global_batch // knobs.micro_batch
+        free, per_layer_states, per_layer_act, host_most = self._memory_terms(pool, tp, knobs, sp, p, i == 0,
+                                                                              i == p - 1, replicas)
+        in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, knobs.interleave, own, window, m)
+        per_layer = per_layer_states + in_flight * per_layer_act
+        if free < 0:
+            return 0
+        most = math.floor(free / per_layer * (1 - 1e-9))
+        return most if host_most is None else min(most, host_most)
+
+    def _memory_terms(self, pool: Pool, tp: int, knobs: Knobs, sp: bool, p: int, first: bool, last: bool,
+                      replicas: int) -> tuple[float, float, float, int | None]:
+        """max_layers' terms but the in-flight micro-batches (cached: they do not read the stage's place in
+        its run): the GPU's memory free of the fixed bytes, each layer's states and one micro-batch's
+        activations, and the most layers the host's memory holds (None: nothing offloaded)."""
+        key = (pool.name, tp, knobs, sp, p, first, last, replicas)
+        if key in self._memory:
+            return self._memory[key]
+        mb, cp, ep = knobs.micro_batch, self.cp, self.job.expert_parallel
         replicas = knobs.hybrid_shard or replicas    # hybrid sharding: states sharded over a node's replicas
         per_param = sum(state_bytes_per_param(knobs.zero_stage, replicas * cp, self.states))
-        first, last = i == 0, i == p - 1
-        in_flight = in_flight_micro_batches(Schedule.ONE_F_ONE_B, p, i, knobs.interleave, own, window, m)
         width, tp = tp, tp // cp                     # a group's tp is its replica width (class docstring)
         # routed experts (expert parallelism): 1/ep of them per GPU split over etp, sharded over the
         # replicas x cp x tp / (etp x ep) ranks that hold the same ones (flops.param_shards)
@@ -394,18 +426,17 @@ class Scorer:
                  + edge_activation_bytes_of(self.model, self.job.seq_len, mb, tp, first, last, self.job.precision, cp)
                  + self.workspace_bytes(mb, width, sp, knobs.recompute))
         free = pool.gpu.mem_bytes - self.run.framework_bytes - fixed
-        per_layer = ((self.layer_params - expert) / tp * per_param + expert / (etp * ep) * expert_per_param
-                     + in_flight * self.activation_bytes(mb, width, sp, knobs.recompute))
-        if free < 0:
-            return 0
-        most = math.floor(free / per_layer * (1 - 1e-9))
+        per_layer_states = (self.layer_params - expert) / tp * per_param + expert / (etp * ep) * expert_per_param
+        host_most = None
         host = host_bytes_per_param(knobs.zero_stage, replicas * cp, self.states)
         if host:        # offloaded states must fit the GPU's share of its node's CPU memory too
             expert_host = host_bytes_per_param(knobs.zero_stage, max(1, replicas * cp * tp // (etp * ep)), self.states)
             host_free = pool.host_mem_per_gpu_bytes - edge_param_count(self.model, first, last, p) / tp * host
             host_layer = (self.layer_params - expert) / tp * host + expert / (etp * ep) * expert_host
-            most = min(most, max(0, math.floor(host_free / host_layer * (1 - 1e-9))))
-        return most
+            host_most = max(0, math.floor(host_free / host_layer * (1 - 1e-9)))
+        self._memory[key] = found = (free, per_layer_states, self.activation_bytes(mb, width, sp, knobs.recompute),
+                                   host_most)
+        return found
 
     # ------------------------------------------------------------------ time
 
@@ -423,7 +454,9 @@ class Scorer:
         links = self.layout_links(layout, mb)
         loads, passes, fwds, tails, drains = [], [], [], [], []   # per stage, per group: n, f + b, f; per stage
         cp = self.cp
-        done = {}       # a stage's figures by what they read: the stages of a run mostly repeat them
+        # a stage's figures by what they read: the stages of a run mostly repeat them, and the layouts of one family
+        # and knob setting each other's (the other pool orders, split alike where the stage ends up alike)
+        done = self._stage_figures.setdefault((knobs, p, precision, sp), {})
         for i, groups in enumerate(layout.stages):
             last = i == p - 1
             same = (groups, shares[i], layers[i], i == 0, last, links.dp[i])

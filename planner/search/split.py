@@ -19,6 +19,8 @@ class StageCosts:
     max_layers: int
 
     def time_s(self, layers: int) -> float:
+        if len(self.slopes) == 1:           # a chain's stage (one group): the same figure, without a generator
+            return self.slopes[0] * layers + self.intercepts[0]
         return max(a * layers + c for a, c in zip(self.slopes, self.intercepts))
 
     def most_layers_within(self, budget_s: float, multiple: int, memory: bool = True) -> int:
