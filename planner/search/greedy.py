@@ -47,6 +47,7 @@ def greedy_candidate(bounds: Bounds, objective: Objective, deadline_hours: float
         return None
     scorer, clock = bounds.scorer, Clock(None if time_limit_s is None else time_limit_s * GREEDY_SHARE)
     keeper = _Keeper(Considered(), 1, objective, scorer.job, deadline_hours, scorer.cluster)
+    keeper.incumbent = -math.inf    # no incumbent evaluated: prune at the best fast score so far
     pools, _ = usable_pools(scorer.cluster, scorer.job)
     chains = []
     for size in range(len(pools), 0, -1):

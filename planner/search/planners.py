@@ -265,6 +265,20 @@ class _Keeper:
             self._drop(evicted_bound, evicted)
         del kept[self.limit:]
 
+    def enough(self, layout: Layout, busiest_s: float, price: float) -> bool:
+        """Whether add() would keep nothing of a candidate of `layout` at `price` whose iteration takes
+        at least `busiest_s` but its place among the dropped (Scorer.score's `enough`): its key cannot
+        beat the threshold (so neither can its bound, and search never verifies it), the fast front
+        has one at least as fast and as cheap, and each pool it uses a best key at least as good."""
+        if self.spot:
+            return False
+        key = fast_key(self.objective, self.job, busiest_s, price, self.deadline_hours)
+        if key < self.threshold() or any(self.c.best_with_pool.get(name, math.inf) > key
+                                         for name in layout.gpus_by_pool()):
+            return False
+        cost = busiest_s * price
+        return any(o.time_s <= busiest_s and o.time_s * o.price_per_hour_usd <= cost for o in self.c.front)
+
     def _key(self, cand: Candidate, time_s: float) -> float:
         """The fast key of the candidate at this iteration time; on spot pools by its expected wall time and
         dollars (planner.spot), as objective.estimate_key ranks (energy stays nominal there too)."""
@@ -698,7 +712,7 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
                     for hs in (0, hybrid) if hybrid else (0,):
                         keeper.c.fast_scores += 1
                         cand = scorer.score(layout, Knobs(mb, zero, recompute, v, hs, etp), precision,
-                                            uniform=not scorer.engine.space.uneven_layers)
+                                            uniform=not scorer.engine.space.uneven_layers, enough=keeper.enough)
                         unbound &= cand is not None and not cand.memory_binds
                         if cand is None:
                             break   # hybrid sharding holds more than full sharding: it does not fit either

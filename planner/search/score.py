@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from planner.compute import StagePass, pass_execution, stage_pass_times
 from planner.numerics import numerics
@@ -224,10 +225,13 @@ class Scorer:
         return self._shares[key]
 
     def score(self, layout: Layout, knobs: Knobs, precision: Precision, uniform: bool = False,
-              late: bool = False) -> Candidate | None:
+              late: bool = False, enough: Callable[[Layout, float, float], bool] | None = None) -> Candidate | None:
         """Best split and shares for this layout and knobs, and the fast iteration time; None when
         nothing fits. `uniform`: layers and samples split evenly instead (the baselines); `late`: a
-        floor_s that also bounds every stage's own end and tail (iteration_s)."""
+        floor_s that also bounds every stage's own end and tail (iteration_s). `enough(layout,
+        busiest_s, price)`: true when the caller needs no more of a candidate whose iteration takes at
+        least busiest_s (its split's busiest stage, which iteration_s's time and floor include); the
+        candidate then carries that as its time_s and floor_s (the rest of its figures unchanged)."""
         if any(sum(g.count * (g.tp if knobs.expert_tensor_parallel else 1) for g in stage) % self.job.expert_parallel
                for stage in layout.stages):
             return None             # expert-parallel groups of ep replicas (etp 1: ep GPUs) in every stage
@@ -253,8 +257,12 @@ class Scorer:
             if found is None:
                 return None
             layers, memory_binds = found
-        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision, windows, late)
         price = self.price_per_hour(layout)
+        if enough is not None:
+            busiest_s = max(c.time_s(n) for c, n in zip(costs, layers)) * (1 - 1e-9)   # summed in another order
+            if enough(layout, busiest_s, price):
+                return Candidate(layout, knobs, precision, layers, shares, busiest_s, price, memory_binds, busiest_s)
+        time_s, floor_s = self.iteration_s(layout, knobs, layers, shares, sp, precision, windows, late)
         return Candidate(layout, knobs, precision, layers, shares, time_s, price, memory_binds, floor_s)
 
     def even_busiest_s(self, layout: Layout, knobs: Knobs) -> float:
