@@ -610,15 +610,16 @@ def _promising(keyed: dict, keeper: _Keeper, layout: Layout, scorer: Scorer) -> 
     best: dict[tuple[int, int], float] = {}
     for (mb, v, _, _), key in keyed.items():
         best[(mb, v)] = min(best.get((mb, v), math.inf), key)
-    too_big = math.inf
+    too_big, fits = math.inf, set()      # fits: micro-batch sizes whose most frugal setting holds the model
     for (mb, v), key in sorted(best.items(), key=lambda kv: (kv[1], kv[0])):
         if key >= keeper.threshold():
             return
         if mb >= too_big:
             continue
-        if not scorer.could_fit(layout, mb, 1):
+        if mb not in fits and not scorer.could_fit(layout, mb, 1):
             too_big = mb
             continue
+        fits.add(mb)
         if v > 1 and not scorer.could_fit(layout, mb, v):
             continue
         yield mb, v
