@@ -8,7 +8,8 @@ search(cluster, job under Megatron-LM, baselines=False), as _search_engines runs
 (its caches cold, as in the command; start-up not counted), the least and the median CPU seconds
 (time.process_time) of N runs, its fast scores and its answer. Run it on two checkouts in the same minute to
 compare: a shared machine inflates every figure. `--no-greedy`: without the greedy first plan (what it is worth);
-`--time-limit`: SearchOptions.time_limit_s of the search (default: the command's, 20 s).
+`--time-limit`: SearchOptions.time_limit_s of the search (default: the command's, 20 s). `--phases`: also where
+the time goes (CPU seconds inside each function, nested ones counted in their callers too; the median run's).
 """
 from __future__ import annotations
 
@@ -29,7 +30,39 @@ SIZES = {  # GPUs: (cluster file, model, global batch, sequence length), the job
 }
 
 
-def _one(gpus: int, time_limit_s: float, greedy: bool) -> dict:
+# (module, attribute, label): the functions --phases times
+PHASES = (("planner.search.search", "_greedy_first", "greedy first plan (chosen and evaluated)"),
+          ("planner.search.planners", "HetplanPlanner.consider", "best-first loop"),
+          ("planner.search.planners", "_keyed_bounds", "  pipeline bounds (bound.pipeline_s)"),
+          ("planner.search.score", "Scorer.score", "  fast scores (split, shares, iteration_s)"),
+          ("planner.search.planners", "evaluate", "  incumbents evaluated"),
+          ("planner.search.search", "_rank", "re-scoring the kept candidates"),
+          ("planner.search.search", "_verify", "verifying the dropped ones below the answer"),
+          ("planner.search.search", "_evaluate_shown", "the shown plans evaluated in full"),
+          ("planner.search.search", "_evaluate_plan", "any planner.cost.evaluate (detail=False) by search"))
+
+
+def _time_phases() -> dict:
+    """Wrap the PHASES functions to add up their CPU seconds and calls into the returned dict."""
+    spent: dict = {}
+    for module, name, label in PHASES:
+        owner = sys.modules[module]
+        if "." in name:
+            owner, name = getattr(owner, name.split(".")[0]), name.split(".")[1]
+        inner = getattr(owner, name)
+
+        def timed(*args, _inner=inner, _label=label, **kwargs):
+            start = time.process_time()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                seconds, calls = spent.get(_label, (0.0, 0))
+                spent[_label] = (seconds + time.process_time() - start, calls + 1)
+        setattr(owner, name, timed)
+    return spent
+
+
+def _one(gpus: int, time_limit_s: float, greedy: bool, phases: bool) -> dict:
     """One run, in this process."""
     import yaml
     from catalog import cluster_from_dict, load_catalog, load_cluster_file
@@ -43,10 +76,11 @@ def _one(gpus: int, time_limit_s: float, greedy: bool) -> dict:
     job = Job(catalog.model(model), batch, seq, engine="megatron")
     if not greedy:
         sys.modules["planner.search.search"].greedy_candidate = lambda *args, **kwargs: None
+    spent = _time_phases() if phases else {}
     start = time.process_time()
     result = search(cluster, job, options=SearchOptions(time_limit_s=time_limit_s), baselines=False)
     return {"cpu_s": time.process_time() - start, "fast_scores": result.candidates_evaluated,
-            "tokens_per_s": result.plans[0].estimate.tokens_per_s, "complete": result.complete}
+            "tokens_per_s": result.plans[0].estimate.tokens_per_s, "complete": result.complete, "phases": spent}
 
 
 def main() -> int:
@@ -55,14 +89,15 @@ def main() -> int:
     parser.add_argument("--sizes", default="128,1024")
     parser.add_argument("--time-limit", type=float, default=20.0)
     parser.add_argument("--no-greedy", action="store_true", help="without the greedy first plan")
+    parser.add_argument("--phases", action="store_true", help="also where the time goes")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)     # a child's run
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(_one(args.one, args.time_limit, not args.no_greedy)))
+        print(json.dumps(_one(args.one, args.time_limit, not args.no_greedy, args.phases)))
         return 0
     for gpus in (int(s) for s in args.sizes.split(",")):
         child = [sys.executable, __file__, "--one", str(gpus), "--time-limit", str(args.time_limit)]
-        child += ["--no-greedy"] if args.no_greedy else []
+        child += (["--no-greedy"] if args.no_greedy else []) + (["--phases"] if args.phases else [])
         runs = [json.loads(subprocess.run(child, check=True, text=True, capture_output=True, cwd=ROOT).stdout)
                 for _ in range(args.repeat)]
         cpu = [r["cpu_s"] for r in runs]
@@ -71,6 +106,10 @@ def main() -> int:
               f"CPU of {args.repeat}; {last['fast_scores']:,} fast scores; {last['tokens_per_s']:,.0f} tokens/s, "
               f"{'complete' if last['complete'] else 'not complete'}"
               + (", no greedy first plan" if args.no_greedy else ""))
+        median = sorted(runs, key=lambda r: r["cpu_s"])[len(runs) // 2]
+        for label in (label for _, _, label in PHASES if label in median["phases"]):
+            seconds, calls = median["phases"][label]
+            print(f"       {label:55s} {seconds:6.3f} s  {calls:5,} calls")
     return 0
 
 
