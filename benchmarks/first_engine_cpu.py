@@ -43,19 +43,34 @@ PHASES = (("planner.search.search", "_greedy_first", "greedy first plan (chosen 
 
 
 def _time_phases() -> dict:
-    """Wrap the PHASES functions to add up their CPU seconds and calls into the returned dict."""
-    spent: dict = {}
+    """Wrap the PHASES functions to add up their CPU seconds and calls into the returned dict; also note
+    which phase evaluated each plan (spent["origin"]), and how often Scorer.score was cut short
+    (spent["enough"]: _Keeper.enough's answers, yes and no)."""
+    spent: dict = {"origin": {}, "enough": [0, 0]}
+    active: list = []
+    keeper = sys.modules["planner.search.planners"]._Keeper
+    asked = keeper.enough
+
+    def enough(self, *args):
+        answer = asked(self, *args)
+        spent["enough"][0 if answer else 1] += 1
+        return answer
+    keeper.enough = enough
     for module, name, label in PHASES:
         owner = sys.modules[module]
         if "." in name:
             owner, name = getattr(owner, name.split(".")[0]), name.split(".")[1]
         inner = getattr(owner, name)
 
-        def timed(*args, _inner=inner, _label=label, **kwargs):
+        def timed(*args, _inner=inner, _label=label, _name=name, **kwargs):
             start = time.process_time()
+            active.append(_label)
             try:
+                if _name == "_evaluate_plan":      # (cluster, job, plan, options): by the phase that called it
+                    spent["origin"].setdefault(args[2], active[-2].strip())
                 return _inner(*args, **kwargs)
             finally:
+                active.pop()
                 seconds, calls = spent.get(_label, (0.0, 0))
                 spent[_label] = (seconds + time.process_time() - start, calls + 1)
         setattr(owner, name, timed)
@@ -79,7 +94,15 @@ def _one(gpus: int, time_limit_s: float, greedy: bool, phases: bool) -> dict:
     spent = _time_phases() if phases else {}
     start = time.process_time()
     result = search(cluster, job, options=SearchOptions(time_limit_s=time_limit_s), baselines=False)
-    return {"cpu_s": time.process_time() - start, "fast_scores": result.candidates_evaluated,
+    cpu_s = time.process_time() - start
+    origin = spent.pop("origin", {})
+    if phases:
+        evaluated = [origin.get(sp.plan, "best-first loop (an incumbent)") for sp in result.plans]
+        on_front = [origin.get(sp.plan, "best-first loop (an incumbent)") for sp in result.pareto]
+        spent["evaluations by phase"] = {label: list(origin.values()).count(label) for label in set(origin.values())}
+        spent["shown plans, best first, evaluated by"] = evaluated
+        spent["Pareto front's plans evaluated by"] = on_front
+    return {"cpu_s": cpu_s, "fast_scores": result.candidates_evaluated,
             "tokens_per_s": result.plans[0].estimate.tokens_per_s, "complete": result.complete, "phases": spent}
 
 
@@ -110,6 +133,12 @@ def main() -> int:
         for label in (label for _, _, label in PHASES if label in median["phases"]):
             seconds, calls = median["phases"][label]
             print(f"       {label:55s} {seconds:6.3f} s  {calls:5,} calls")
+        if args.phases:
+            cut, kept = median["phases"]["enough"]
+            print(f"       fast scores cut short at their busiest stage (_Keeper.enough): {cut:,} of {cut + kept:,} asked")
+            for label in ("evaluations by phase", "shown plans, best first, evaluated by",
+                          "Pareto front's plans evaluated by"):
+                print(f"       {label}: {median['phases'][label]}")
     return 0
 
 
