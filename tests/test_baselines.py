@@ -17,7 +17,8 @@ from planner.search.objective import estimate_key, fast_key
 from planner.search.planners import precision_for, usable_pools
 from planner.search.search import _best_of, _busiest_compute_s
 from planner.search.score import Scorer
-from planner.search.space import knob_settings, layout_families
+from planner.search.space import INTERLEAVES, RECOMPUTES, knob_settings, layout_families
+from planner.search.split import even_split
 from planner.types import InfeasibleError, Job, Objective
 from tests.test_search_bounds import TIGHT_GPUS, TIGHT_MODELS, _random_case
 
@@ -99,6 +100,66 @@ def test_even_busiest_replica_bounds_the_even_fast_score(catalog, seed):
                     assert scorer.even_busiest_s(layout, knobs) <= cand.time_s * (1 + 1e-12), (layout, knobs)
                     assert scorer.even_family_busiest_s(family) <= cand.time_s * (1 + 1e-12), (layout, knobs)
                     checked += 1
+    assert checked > 0
+
+
+def _even_busiest_every_stage(scorer, layout, knobs) -> float:
+    """Scorer.even_busiest_s as its docstring states it, every stage and group in turn."""
+    m = scorer.job.global_batch // knobs.micro_batch
+    layers = even_split(scorer.model.layers, layout.num_stages, knobs.interleave)
+    if layers is None:
+        return math.inf
+    sp = any(g.tp > 1 for stage in layout.stages for g in stage)
+    busiest, last = 0.0, layout.num_stages - 1
+    for i, (groups, num_layers) in enumerate(zip(layout.stages, layers)):
+        base, extra = divmod(m, sum(g.count for g in groups))
+        if base == 0 or (extra and not scorer.engine.space.mixed_stages):
+            return math.inf
+        first = 0
+        for g in groups:
+            n = base + (first < extra)
+            first += g.count
+            f, b, hf, hb = scorer.pass_times(scorer.pools[g.pool], g.tp, knobs.micro_batch, knobs.recompute, sp)
+            busiest = max(busiest, n * (num_layers * (f + b) + (hf + hb if i == last else 0.0)))
+    return busiest
+
+
+def _even_family_busiest_every_setting(scorer, family) -> float:
+    """Scorer.even_family_busiest_s as its docstring states it, every micro-batch, recompute and interleave."""
+    L, B, p = scorer.model.layers, scorer.job.global_batch, family.num_stages
+    sp, replicas, best = any(t > 1 for t in family.tps), family.max_replicas_per_stage, math.inf
+    for mb in (mb for mb in range(1, B + 1) if B % mb == 0 and mb & (mb - 1) == 0):
+        m = B // mb
+        if m < replicas:
+            continue
+        n = -(-m // replicas) if family.kind == "chain" else m // replicas
+        for recompute in RECOMPUTES:
+            taus = [sum(scorer.pass_times(pool, t, mb, recompute, sp)[:2]) for pool, t in zip(family.subset, family.tps)]
+            stages = sorted(tau for tau, w in zip(taus, family.width) for _ in range(w)) if family.kind == "chain" \
+                else [max(taus)] * p
+            for v in INTERLEAVES:
+                if L % v or L // v < p:
+                    continue
+                fewest, extra = (L // v) // p * v, (L // v) % p
+                more = stages[extra - 1] * (fewest + v) if extra else 0.0
+                best = min(best, n * max(stages[-1] * fewest, more))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_even_bounds_equal_their_every_stage_formulas(catalog, seed):
+    """even_busiest_s skips the stages whose figures repeat and even_family_busiest_s the recompute
+    settings no faster anywhere than another's (cached per pools and tps): both equal their formulas
+    computed in full, to the last bit, on random clusters and jobs, chains and mixed stages."""
+    cluster, job = _random_case(random.Random(seed), catalog)
+    scorer, checked = Scorer(cluster, job), 0
+    for family in layout_families(cluster.pools, job.model, job.global_batch, partial=False):
+        assert scorer.even_family_busiest_s(family) == _even_family_busiest_every_setting(scorer, family), family
+        for order in family.orders()[:2]:
+            layout = family.layout(order)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, scorer.options.flash_attention):
+                assert scorer.even_busiest_s(layout, knobs) == _even_busiest_every_stage(scorer, layout, knobs)
+                checked += 1
     assert checked > 0
 
 

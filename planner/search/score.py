@@ -275,8 +275,11 @@ class Scorer:
         if layers is None:
             return math.inf
         sp = any(g.tp > 1 for stage in layout.stages for g in stage)
-        busiest, last = 0.0, layout.num_stages - 1
+        busiest, last, seen = 0.0, layout.num_stages - 1, set()
         for i, (groups, num_layers) in enumerate(zip(layout.stages, layers)):
+            if (groups, num_layers, i == last) in seen:
+                continue                                                # a run's stages repeat their figures
+            seen.add((groups, num_layers, i == last))
             base, extra = divmod(m, sum(g.count for g in groups))      # split.even_shares: the first `extra` one more
             if base == 0 or (extra and not self.engine.space.mixed_stages):
                 return math.inf                                         # as _even_shares
@@ -297,23 +300,38 @@ class Scorer:
         Inf where no setting splits."""
         L, B, p = self.model.layers, self.job.global_batch, family.num_stages
         sp, replicas = any(t > 1 for t in family.tps), family.max_replicas_per_stage
+        shapes = [((L // v) // p * v, (L // v) % p, v) for v in INTERLEAVES if not (L % v or L // v < p)]
         best = math.inf
-        for mb in _powers_of_two_dividing(B):
+        for mb, per_recompute in self._family_taus(family.subset, family.tps, sp):
             m = B // mb
-            if m < replicas:
+            if m < replicas or not shapes:
                 continue
             n = -(-m // replicas) if family.kind == "chain" else m // replicas
-            for recompute in RECOMPUTES:
-                taus = [sum(self.pass_times(pool, t, mb, recompute, sp)[:2]) for pool, t in zip(family.subset, family.tps)]
+            for taus in per_recompute:
                 # the stages' taus, fastest first, as (tau, stages) runs: a chain's q_k stages of pool k; p of the slowest
                 ranked = sorted(zip(taus, family.width)) if family.kind == "chain" else [(max(taus), p)]
-                for v in INTERLEAVES:
-                    if L % v or L // v < p:
-                        continue
-                    fewest, extra = (L // v) // p * v, (L // v) % p
+                for fewest, extra, v in shapes:
                     more = _ranked_at(ranked, extra - 1) * (fewest + v) if extra else 0.0
                     best = min(best, n * max(ranked[-1][0] * fewest, more))
         return best
+
+    def _family_taus(self, subset, tps, sp: bool) -> list[tuple[int, list[list[float]]]]:
+        """For each micro-batch size, the taus (one layer's forward + backward) of these pools at these
+        tps, one list per recompute setting, less those no smaller anywhere than another's (the bound
+        above grows with every tau, so they cannot give its least); cached: the families of a subset
+        and tps share them (thousands of them at scale)."""
+        key = ("family taus", tuple(pool.name for pool in subset), tps, sp)
+        found = self._act.get(key)
+        if found is None:
+            found = self._act[key] = []
+            for mb in _powers_of_two_dividing(self.job.global_batch):
+                kept: list[list[float]] = []
+                for recompute in RECOMPUTES:
+                    taus = [sum(self.pass_times(pool, t, mb, recompute, sp)[:2]) for pool, t in zip(subset, tps)]
+                    if not any(all(a <= b for a, b in zip(other, taus)) for other in kept):
+                        kept.append(taus)
+                found.append((mb, kept))
+        return found
 
     def price_per_hour(self, layout) -> float:
         """The dollars an hour of every GPU the layout (or family) uses: the plan's price, stated once
