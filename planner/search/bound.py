@@ -82,13 +82,15 @@ class StageRates(NamedTuple):
     """A stage's figures for one ZeRO stage (Bounds._stage_rates): (b1)'s a (its busiest replica's
     micro-batches x tau per layer), (b3)'s beta (its fastest group's tau) and beta_hi (its slowest's),
     (b5)'s c (optimizer step and ZeRO-1/2 gather per layer), whether the head's time e counts (not when
-    ZeRO-2/3 traffic may hide it), and (b9)'s lanes (micro-batches, tau) per group."""
+    ZeRO-2/3 traffic may hide it), (b9)'s lanes (micro-batches, tau) per group, and (b10)'s phi (its
+    least forward + its least backward per layer: two micro-batches may run on different groups)."""
     a: float
     beta: float
     c: float
     keep_head: bool
     beta_hi: float
     lanes: tuple[tuple[int, float], ...]
+    phi: float
 
 
 class StageFigures(NamedTuple):
@@ -187,7 +189,6 @@ class Bounds:
         any_order = fixed < len(runs)           # no head time, and only known transfers
         last[fixed:], windows[fixed:] = [p - 1] * (len(runs) - fixed), replicas[fixed:]
         out = {}
-        raw_limit = limit / (1 - FILL_SLACK)    # `limit` applies to the bound as returned, margin taken off
         wanted = None if only is None else {key[:3] for key in only}
         recomputes = searched_recomputes(s.options.flash_attention, mixed, s.job.engine)
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
@@ -206,7 +207,8 @@ class Bounds:
                         ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
                     found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=zeros, last=last,
                                                   windows=windows, transfers=transfers, no_head=any_order,
-                                                  limit=raw_limit, window_ratio=ratio, first_known=fixed >= 1)
+                                                  limit=limit, window_ratio=ratio, first_known=fixed >= 1,
+                                                  fixed=fixed)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
                         if v > 1:       # 1F1B bounds take their margin in _pipeline_s
@@ -220,10 +222,11 @@ class Bounds:
     def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros,
                     last: list[int], windows: list[int], transfers: float, no_head: bool = False,
                     limit: float = math.inf, window_ratio: float = 0.0,
-                    first_known: bool = True) -> tuple[list[float], bool]:
+                    first_known: bool = True, fixed: int | None = None) -> tuple[list[float], bool]:
         """(bound per ZeRO stage, whether some ZeRO stage might fit). A ZeRO stage whose bound
         without memory caps is already at least `limit` is not capped (its bound is returned
-        uncapped: a valid lower bound that the caller drops). `window_ratio`: n / k of (b7)."""
+        uncapped: a valid lower bound that the caller drops). `window_ratio`: n / k of (b7);
+        `fixed`: the runs whose positions are known (pipeline_s), for (b10)."""
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
         never = [math.inf] * len(zeros)
         if p * v > L:
@@ -250,14 +253,14 @@ class Bounds:
         total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs) if one_run else 0
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
         for zero in zeros:
-            rows, betas = [], []
+            rows, betas, parts = [], [], []
             a_min = beta_min = math.inf          # beta_min: also the least beta of any lane, for (b7)
             slow_lane = lane_window = 0.0
             beta_max = beta_sum = floor = inverse = weighted = 0.0
             first_c = math.inf
             # the running minima and maxima as comparisons (each keeps the earlier value on ties, as min and max do)
             for k, count, per_zero, e, part in stages:
-                a, beta, c, keep_e, beta_hi, lanes = per_zero[zero]
+                a, beta, c, keep_e, beta_hi, lanes, phi = per_zero[zero]
                 if one_run:
                     if beta_hi > slow_lane:
                         slow_lane = beta_hi
@@ -269,6 +272,7 @@ class Bounds:
                     e = 0.0
                 rows.append((count, a, e, part))
                 betas.append(beta)
+                parts.append((k, count, a, phi, e))
                 if a < a_min:
                     a_min = a
                 if beta < beta_min:
@@ -296,9 +300,14 @@ class Bounds:
                         if v == 1 else 0.0)
                 return max(busiest + fill + transfers, window if with_window else 0.0) + tail    # (b4)
 
-            uncapped = (L + weighted) / inverse
-            if total(uncapped, with_window=False) >= limit:   # memory only raises the level: no need to cap
-                out.append(total(uncapped) * (1 - FILL_SLACK if v == 1 else 1.0))
+            uncapped = _whole_layer_level(L, [(c, a, e, math.inf) for c, a, e, _ in rows], (L + weighted) / inverse)
+            proven = 0.0                        # 1F1B: what FILL_SLACK does not lower, (b10) among it
+            if v == 1:
+                proven = max(_fill_s(L, fewest, parts, len(runs) if fixed is None else fixed),
+                             max(uncapped, floor) + transfers, window) + tail
+            # `limit` applies to the bound as returned, margin taken off (here or, v > 1, by the caller)
+            if total(uncapped, with_window=False) * (1 - FILL_SLACK) >= limit or proven >= limit:   # no need to cap
+                out.append(max(total(uncapped) * (1 - FILL_SLACK if v == 1 else 1.0), proven))
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
             caps = self._caps_by_part(runs=runs, mb=mb, v=v, rc=rc, sp=sp, p=p, last=last, windows=windows, m=m,
@@ -307,7 +316,7 @@ class Bounds:
                 out.append(math.inf)
                 continue
             capped = [(c, a, e, caps[k][part]) for (c, a, e, part), (k, _, _, _, _) in zip(rows, stages)]
-            busiest = _water_level(L, capped)                                     # (b2), (b6)
+            busiest = _whole_layer_level(L, capped, _water_level(L, capped))     # (b2), (b6)
             if busiest == math.inf:
                 out.append(math.inf)
                 continue
@@ -316,7 +325,7 @@ class Bounds:
             placed = _placed_fill(L, v, level, capped, betas) if v == 1 else 0.0
             bound = max(total(busiest), placed + level + transfers + tail)
             if v == 1:      # the margin comes off the estimated fill only: never below the busiest stage's level
-                bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail)
+                bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail, proven)
             out.append(bound)
         return out, fits
 
@@ -387,10 +396,11 @@ class Bounds:
                 zf, zb = min([zf] + [h[0] for h in hybrid]), min([zb] + [h[1] for h in hybrid])
             gather_spread = min([spread] + [ring_s_per_byte(h[2], bw) for h in hybrid])
             a = c = beta_hi = 0.0
-            beta = math.inf
+            beta = least_f = least_b = math.inf
             taus, lanes = [], []
             for g, (f, b, _, _), most in passes:
                 tau = pass_with_zero_floor_s(f, zf) + pass_with_zero_floor_s(b, zb)
+                least_f, least_b = min(least_f, pass_with_zero_floor_s(f, zf)), min(least_b, pass_with_zero_floor_s(b, zb))
                 a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
                 taus += [tau] * g.count
                 # (b9): the group's busiest replica holds at least this many micro-batches under the
@@ -405,7 +415,7 @@ class Bounds:
             if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                 a = max(n * tau for n, tau in zip(share_micro_batches(m, taus), taus))
             # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
-            per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes))
+            per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes), least_f + least_b)
         heads = [most * (hf + hb) if len(groups) == 1 else hf + hb for _, (_, _, hf, hb), most in passes]
         self._rates[key] = StageFigures(per_zero, min(heads), shares)
         return self._rates[key]
@@ -563,6 +573,67 @@ def _layout_of(runs: Runs) -> Layout:
     return Layout("mixed" if len(stages[0]) > 1 else "chain", stages)
 
 
+def _fill_s(L: int, fewest: int, parts, fixed: int) -> float:
+    """(b10), the least upstream fill any layer split allows: a lower bound on the simulated 1F1B
+    makespan (the stage-0 replica that ends it), tail not included.
+
+    The simulation (planner.schedule) runs each stage's replicas as workers, one pass at a time;
+    a forward of micro-batch j on stage i starts after its forward on stage i - 1 has ended (plus
+    a transfer), a backward after the backward on stage i + 1 (the last stage's after its own
+    forward), and micro-batch j has one owner per stage, for both of its passes there. Take any
+    worker w of stage c. Its first pass is a forward F_c(j0), which waits for F_0(j0) .. F_{c-1}(j0);
+    its last is a backward B_c(j1) (every forward it runs has its backward after it, on w), after
+    which B_{c-1}(j1) .. B_0(j1) still run, the last on stage 0. In between, w is busy for all its
+    passes. So stage 0's replica that owns j1 ends no earlier than
+
+        sum_{i<c} F_i(j0) + W_w + sum_{i<c} B_i(j1) >= sum_{i<c} phi_i L_i + a_c L_c + e_c
+
+    (phi_i L_i at most a forward through stage i on its fastest group plus a backward on its
+    fastest, StageRates.phi; W_w >= a_c L_c + e_c as in (b1) for w the busiest replica of stage c;
+    transfers only add), and evaluate's iteration is at least that end plus stage 0's tail (b5). This holds for every stage c whose predecessors are
+    known: the first `fixed` runs in order; a later run (of unknown place) has at least the fixed
+    runs and its own earlier stages before each of its stages, which the constraints keep (a
+    relaxation: fewer terms). The split is the search's, so the bound is the least over splits,
+    the LP
+        z* = min z  s.t. (c_s) z >= a_s L_s + e_s + sum_{i in before(s)} phi_i L_i,  every stage s
+                         (c_L) sum_s L_s = L,  L_s >= `fewest` (memory caps dropped: only lowers z*)
+    For weights y_s >= 0 of sum Y > 0, Y z >= sum_s y_s (a_s L_s + e_s + ...) = sum_s y_s e_s +
+    sum_s w_s L_s, w_s = y_s a_s + phi_s sum_{s' after s} y_s' ("after": s in before(s')), and
+    sum_s w_s L_s >= sum_s fewest w_s + (L - p fewest) min_s w_s, so every such y gives a lower
+    bound (weak LP duality). y is chosen to make w_s = 1 wherever y_s >= 0 allows (the LP's optimum
+    where no stage sits at `fewest`), worked backward from the last stage with Z the weight already
+    given to the stages after: y_s = (1 - phi_s Z) / a_s, so over a run of `count` like stages Z
+    moves from Z to 1/phi - (1 - phi/a)^count (1/phi - Z) (phi <= a); where phi_s Z >= 1 the run gets
+    y = 0 and w_s = phi_s Z >= 1 (held at `fewest`). The runs after the fixed ones are each worked
+    from Z = 0 and their weights summed before the fixed runs (every later stage is after those).
+    With the last stage unclamped (Z = 0 there), min_s w_s = 1, so
+
+        z* >= (sum_s y_s e_s + L + sum_{clamped s} fewest (phi_s Z_s - 1)) / Y.
+
+    On p like stages (a = n phi, n micro-batches each) this is a L / n / (1 - (1 - 1/n)^p), about
+    M (1 + (p - 1) / (2 n)) for M = a L / p: half of Narayanan's bubble, the part upstream of the
+    stage that ends last; `parts`: (run, count, a, phi, e) of the stages in pipeline order (the
+    last run's parts split as in _pipeline_s)."""
+    weight = others = extra = heads = 0.0          # others: the weight of the unplaced runs worked so far
+    run = None
+    for k, count, a, phi, e in reversed(parts):
+        if k != run and run is not None and run >= fixed:   # an unplaced run is done: every earlier stage is before it
+            others, weight = others + weight, (others + weight if k < fixed else 0.0)
+        run = k
+        if phi <= 0:
+            grown = weight + count / a
+        elif phi * weight >= 1:
+            extra += count * fewest * (phi * weight - 1)
+            continue
+        else:
+            r = phi / a
+            grown = weight + (1 / phi - weight) * (1.0 if r >= 1 else -math.expm1(count * math.log1p(-r)))
+        heads += e * (grown - weight)
+        weight = grown
+    total = others + weight if run is not None and run >= fixed else weight
+    return (heads + L + extra) / total
+
+
 def _placed_fill(L: int, v: int, level: float, rows, betas: list[float]) -> float:
     """(b3'), a tighter fill when it applies: with the busiest stage at `level`, stage i holds
     v <= L_i <= u_i = min(cap_i, (level - e_i) / a_i) layers, so sum_i beta_i L_i is at least the
@@ -587,6 +658,28 @@ def _placed_fill(L: int, v: int, level: float, rows, betas: list[float]) -> floa
     if left > 1e-9:
         return 0.0
     return (cost - max(beta * upper for beta, _, upper in bounds)) / v
+
+
+def _whole_layer_level(num_layers: int, rows: list[tuple[int, float, float, float]], level: float) -> float:
+    """(b2) in whole layers: the smallest M >= `level` with sum over runs of min(count cap,
+    count floor((M - e) / a)) >= num_layers. A stage holds a whole number of layers, at most
+    floor((M - e) / a) when its busiest replica takes at most M, and a run's stages at most the sum
+    of their caps (count cap, cap their average), so no split's busiest stage is below this M.
+    From the water level (which holds the layers fractionally, and so at most p - 1 too few in whole
+    ones), M rises to the next level at which some uncapped run holds one more layer a stage,
+    until they hold them all (a hair of slack in the floor: never above the exact level)."""
+    if level == math.inf:
+        return level
+    while True:
+        held, step = 0.0, math.inf
+        for c, a, e, cap in rows:
+            k = max(0, math.floor((level - e) / a + 1e-9))
+            held += c * min(cap, k)
+            if k < cap:
+                step = min(step, a * (k + 1) + e)
+        if held >= num_layers - 1e-9 or step == math.inf:
+            return level
+        level = step
 
 
 def _water_level(num_layers: int, rows: list[tuple[int, float, float, int]]) -> float:
