@@ -26,7 +26,8 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
        solves it; every share vector, the baselines' even shares too, is at least as slow), e_i the
        head on the last stage: n h for a single group (its shares are even), min_g h_g for a mix
   (b2) M = max_i W_i >= M0 = max( (L + sum_i e_i / a_i) / sum_i 1 / a_i,  max_i v a_i + e_i )
-       (from L_i <= (M - e_i) / a_i and sum_i L_i = L)
+       (from L_i <= (M - e_i) / a_i and sum_i L_i = L); in whole layers, L_i <= floor((M - e_i) / a_i)
+       raises M0 to the least level at which the floors hold L (_whole_layer_level)
   (b3) 1F1B only: t_i >= L_i beta_i, beta_i = min_g tau_g (the busiest lane's own group is at
        least the fastest); the p - 1 stages other than c hold v layers each and >= L - M / a_min
        together, so fill >= sum_{i != c} beta_i + beta_min * max(0, L - M / a_min - (p - 1)),
@@ -47,13 +48,20 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
   (b8) one run of identical stages (mixed layouts): its slowest group's lane takes a micro-batch
        through every layer, L max_g tau_g + transfers
   (b9) and each group's lane its window: max(1, n_g / (W n_g / m + 1)) L tau_g
+  (b10) 1F1B: the upstream fill, proven against the simulation: the busiest replica of a stage c
+       starts after a micro-batch's forwards through stages 0..c-1 and its last backward still runs
+       back through them, so T >= min over splits of max_c (a_c L_c + e_c + sum_{i<c} phi_i L_i)
+       (phi_i the least forward + least backward per layer), bounded below by the Lagrangian of that
+       LP (_fill_s, with its proof); a run of unknown place counts only the stages known to come
+       before its own (the placed runs and its earlier stages). On p like stages of n micro-batches
+       it is about half of Narayanan's (p - 1) / n: the part upstream of the stage that ends last
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
 the stage's ring (placement.dp_link_ceiling); ZeRO-2/3's tau_g is max(forward, weight all-gather)
 + max(backward, all-gather + gradient reduce-scatter) per layer. The bound is per recompute setting
 and ZeRO stage. FILL_SLACK is the margin for what is estimated, not bounded: a 1F1B bound (v = 1) is
-max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail): the
-margin never takes it below its proven terms (b1, b2, b4-b9), so it comes off the fill (b3) alone
-where the fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
+max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail, the
+upstream fill (b10) + tail): the margin never takes it below its proven terms (b1, b2, b4-b10), so it
+comes off Narayanan's fill (b3) alone where that fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
 simulated interleaved schedule beats on a few deep pipelines of few micro-batches, is lowered whole
 (x (1 - FILL_SLACK)). Interleaved plans (v > 1) also need every single-pool stage's even shares in
 whole groups of p.
@@ -670,14 +678,21 @@ def _whole_layer_level(num_layers: int, rows: list[tuple[int, float, float, floa
     until they hold them all (a hair of slack in the floor: never above the exact level)."""
     if level == math.inf:
         return level
+    floor, left = math.floor, num_layers - 1e-9
     while True:
         held, step = 0.0, math.inf
         for c, a, e, cap in rows:
-            k = max(0, math.floor((level - e) / a + 1e-9))
-            held += c * min(cap, k)
+            k = floor((level - e) / a + 1e-9)
+            if k < 0:
+                k = 0
             if k < cap:
-                step = min(step, a * (k + 1) + e)
-        if held >= num_layers - 1e-9 or step == math.inf:
+                held += c * k
+                k = a * (k + 1) + e
+                if k < step:
+                    step = k
+            else:
+                held += c * cap
+        if held >= left or step == math.inf:
             return level
         level = step
 
