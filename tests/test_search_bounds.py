@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from catalog import cluster_from_dict, load_catalog
-from planner.search.bound import Bounds, _fill_s, _water_level, _whole_layer_level
+from planner.search.bound import Bounds, _busiest_fill_s, _fill_s, _water_level, _whole_layer_level
 from planner.search.score import Scorer
 from planner.search.screen import screen_s
 from planner.search.space import knob_settings, layout_families, searched_recomputes
@@ -159,6 +159,38 @@ def test_fill_bounds_the_simulated_1f1b_of_every_split_and_order(seed):
             sim = simulate([counts] * p, forward, backward, lambda *_: delay, Schedule.ONE_F_ONE_B)
             least = min(least, sim.makespan_s)
     assert bound <= least * (1 + 1e-9), (bound, least, runs, counts, fixed)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_busiest_fill_bounds_the_simulated_1f1b_of_every_split_within_the_caps(seed):
+    """(b11): the busiest stage's least work over the splits within the parts' caps, plus the fill around it, is at
+    most the simulated 1F1B makespan of every such split (stages of one group, d replicas of n micro-batches)."""
+    rng = random.Random(seed)
+    d, n = rng.choice((1, 2)), rng.randint(6, 30)
+    runs = [(rng.randint(1, 3), rng.uniform(0.2, 2.0), rng.uniform(0.2, 4.0)) for _ in range(rng.randint(1, 3))]
+    hf, hb = rng.uniform(0, 1), rng.uniform(0, 2)
+    p = sum(count for count, _, _ in runs)
+    num_layers = p + rng.randint(0, 4)
+    parts, stage_part, after = [], [], p
+    for k, (count, f, b) in enumerate(runs):
+        pieces = [(count, 0.0)] if k < len(runs) - 1 else [(count - 1, 0.0), (1, n * (hf + hb))]
+        for size, e in pieces:
+            if size:
+                after -= size
+                cap = rng.randint(size, size + num_layers) if parts else num_layers     # some split fits
+                parts.append((size, n * (f + b), f + b, e, cap, (n, d, d * (after + 1))))
+                stage_part += [len(parts) - 1] * size
+    splits = [split for split in _splits(num_layers, p, 1)
+              if all(sum(x for x, q in zip(split, stage_part) if q == i) <= part[4] for i, part in enumerate(parts))]
+    stages = [(f, b) for count, f, b in runs for _ in range(count)]
+    level = min(max(parts[q][1] * x + parts[q][3] for x, q in zip(split, stage_part)) for split in splits)
+    bound = level + _busiest_fill_s(num_layers, 1, level, parts, n * d)
+    least = math.inf
+    for split in splits:
+        forward = [[x * f + (hf if i == p - 1 else 0.0)] * d for i, ((f, _), x) in enumerate(zip(stages, split))]
+        backward = [[x * b + (hb if i == p - 1 else 0.0)] * d for i, ((_, b), x) in enumerate(zip(stages, split))]
+        least = min(least, simulate([[n] * d] * p, forward, backward, lambda *_: 0.0, Schedule.ONE_F_ONE_B).makespan_s)
+    assert bound <= least * (1 + 1e-9), (bound, least, level, runs, n, d)
 
 
 def test_fill_of_like_stages_is_the_lp_optimum():

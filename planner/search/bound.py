@@ -260,8 +260,9 @@ class Bounds:
         one_run = len(runs) == 1
         total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs) if one_run else 0
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
+        known = len(runs) if fixed is None else fixed      # runs of known place
         for zero in zeros:
-            rows, betas, parts = [], [], []
+            rows, betas, parts, lanes_of = [], [], [], []
             a_min = beta_min = math.inf          # beta_min: also the least beta of any lane, for (b7)
             slow_lane = lane_window = 0.0
             beta_max = beta_sum = floor = inverse = weighted = 0.0
@@ -281,6 +282,9 @@ class Bounds:
                 rows.append((count, a, e, part))
                 betas.append(beta)
                 parts.append((k, count, a, phi, e))
+                d = runs[k][0][0].count                  # (b11): a run of one group's busiest replica, its window
+                lanes_of.append((-(-m // d), d, windows[k] + (d if part == "others" else 0))
+                                if len(runs[k][0]) == 1 else None)
                 if a < a_min:
                     a_min = a
                 if beta < beta_min:
@@ -311,7 +315,7 @@ class Bounds:
             uncapped = _whole_layer_level(L, [(c, a, e, math.inf) for c, a, e, _ in rows], (L + weighted) / inverse)
             proven = 0.0                        # 1F1B: what FILL_SLACK does not lower, (b10) among it
             if v == 1:
-                proven = max(_fill_s(L, fewest, parts, len(runs) if fixed is None else fixed),
+                proven = max(_fill_s(L, fewest, parts, known),
                              max(uncapped, floor) + transfers, window) + tail
             # `limit` applies to the bound as returned, margin taken off (here or, v > 1, by the caller)
             if total(uncapped, with_window=False) * (1 - FILL_SLACK) >= limit or proven >= limit:   # no need to cap
@@ -334,6 +338,10 @@ class Bounds:
             bound = max(total(busiest), placed + level + transfers + tail)
             if v == 1:      # the margin comes off the estimated fill only: never below the busiest stage's level
                 bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail, proven)
+                if bound < limit and known == len(runs):   # (b11) passes over every stage: only where it may tell
+                    shape = [(c, a, phi, e, c * cap, lane) for (c, a, e, cap), (_, _, _, phi, _), lane
+                             in zip(capped, parts, lanes_of)]
+                    bound = max(bound, level + _busiest_fill_s(L, fewest, level, shape, m) + tail)
             out.append(bound)
         return out, fits
 
@@ -640,6 +648,89 @@ def _fill_s(L: int, fewest: int, parts, fixed: int) -> float:
         weight = grown
     total = others + weight if run is not None and run >= fixed else weight
     return (heads + L + extra) / total
+
+
+def _busiest_fill_s(L: int, fewest: int, level: float, parts, m: int) -> float:
+    """(b11), the 1F1B fill around the busiest stage, proven against the simulation: T >= level + this
+    (tail not included) for every split of the stages in this order whose busiest replica takes at least
+    `level` (b2). `parts`: (count, a, phi, e, cap, lane) in pipeline order, cap the most layers the part's
+    stages hold together, lane = (n, replicas, window of the part's last stage) for a part of one group.
+
+    Let w be the busiest replica, of stage c, W its work, n its micro-batches, k its in-flight limit
+    (schedule.window_in_flight_limit), f and b its forward and backward, and D the least time from a
+    forward of a micro-batch on stage c ending to its backward there starting (its passes through the
+    later stages: D >= sum_{j>c} phi_j L_j; transfers only add). Before w's first backward starts, at
+    least f + D after its first forward starts, w runs at most k forwards (each takes an in-flight slot
+    that only a backward's end frees): idle >= D - (k - 1) f. After its last forward ends, that
+    micro-batch's backward starts D later at least, and w meanwhile runs at most the k - 1 other
+    backwards in flight: idle >= D - (k - 1) b. If n > k the first backward starts before the last
+    forward (the (k + 1)-th forward waits for a backward's end), so the two are apart, and with (b10)'s
+    fill before w's first pass and after its last, W = n (f + b):
+
+        T >= H = W + P_c + max(0, 2 D - X),  X = (k - 1) W / n  (X = inf: one stage of a mix, or k >= n)
+
+    (P_c = sum_{i<c} phi_i L_i). Every stage i holds L_i <= u_i(W) = min(its part's cap, (W - e_i) / a_i)
+    layers, W being the largest work. With G_c(W) the least of P_c + max(0, 2 D - X) over splits within
+    those ceilings (an LP in L_i, convex in its right-hand sides u_i(W), X(W)), H >= W + G_c(W), and
+    G_c falls by at most (k - 1) / n + 2 phi_max sum_i 1 / a_i per second of W (its duals: at most 1 on
+    X, at most the largest price of a layer, 2 phi_max, on each ceiling), so where that is <= 1, W + G_c(W)
+    does not fall and T >= level + G_c(level); else this returns 0. c is not known: the least over c.
+    G_c is solved by cheapest layers first: stage c's own (free), then the later stages' up to D = X / 2
+    (free, smallest phi first), then each layer at phi_i before c or 2 phi_j after, whichever is less (the
+    parts' caps taken separately for a part's stages before and after c: only a relaxation). On p like
+    stages (k = p - c) H is Narayanan's n t + (p - 1) t."""
+    stages, slope, inverse, phi_max = [], 0.0, 0.0, 0.0
+    for q, (count, a, phi, e, cap, lane) in enumerate(parts):
+        inverse += count / a
+        phi_max = max(phi_max, phi)
+        for j in reversed(range(count)):            # the j-th stage before the part's last holds more in flight
+            x = math.inf
+            if lane is not None:
+                n, d, window = lane
+                held = window_in_flight_limit(window + j * d, n, m)
+                if n > held:
+                    x = (held - 1) * level / n
+                    slope = max(slope, (held - 1) / n)
+            stages.append((q, x))
+    if slope + 2 * phi_max * inverse > 1:
+        return 0.0
+    p, least = len(stages), math.inf
+    per_stage = [max(0.0, (level - e) / a) for _, a, _, e, _, _ in parts]
+    for c, (qc, x) in enumerate(stages):
+        count_c, a_c, phi_c, e_c, cap_c, _ = parts[qc]
+        before = [(parts[q][2], q) for q, _ in stages[:c]]
+        after = [(parts[q][2], q) for q, _ in stages[c + 1:]]
+        base_p = fewest * sum(phi for phi, _ in before)
+        base_d = fewest * sum(phi for phi, _ in after)
+        left = L - p * fewest - max(0.0, min(per_stage[qc], cap_c) - fewest)
+        if left <= 0:
+            least = min(least, base_p + max(0.0, 2 * base_d - x))
+            continue
+
+        def room(side):                           # (phi, extra layers above `fewest`) per part on one side of c
+            held: dict = {}
+            for _, q in side:
+                held[q] = held.get(q, 0) + 1
+            return sorted((parts[q][2], max(0.0, min(parts[q][4], n * per_stage[q]) - n * fewest))
+                          for q, n in held.items())
+        cost, extra_d, budget = base_p, 0.0, max(0.0, x / 2 - base_d)
+        later = []
+        for phi, space in room(after):            # free while D stays under X / 2
+            take = min(left, space, budget / phi if phi > 0 else math.inf)
+            left, budget, space = left - take, budget - take * phi, space - take
+            later.append((2 * phi, space))
+        for price, space in sorted(later + room(before)):
+            if left <= 0:
+                break
+            take = min(left, space)
+            cost += take * price
+            left -= take
+        if left > 1e-9:
+            return 0.0                            # no split within the ceilings: no claim
+        least = min(least, cost + max(0.0, 2 * base_d - x))
+        if least <= 0:
+            return 0.0
+    return least
 
 
 def _placed_fill(L: int, v: int, level: float, rows, betas: list[float]) -> float:
