@@ -679,10 +679,17 @@ def _busiest_fill_s(L: int, fewest: int, level: float, parts, m: int) -> float:
     (free, smallest phi first), then each layer at phi_i before c or 2 phi_j after, whichever is less (the
     parts' caps taken separately for a part's stages before and after c: only a relaxation). On p like
     stages (k = p - c) H is Narayanan's n t + (p - 1) t."""
-    stages, slope, inverse, phi_max = [], 0.0, 0.0, 0.0
+    slope = sum(count / a for count, a, _, _, _, _ in parts) * 2 * max(phi for _, _, phi, _, _, _ in parts)
+    for count, _, _, _, _, lane in parts:           # the most in flight below n: the part's first stage's, mostly
+        if lane is not None:
+            n, d, window = lane
+            front = [held for held in (window_in_flight_limit(window + j * d, n, m) for j in reversed(range(count)))
+                     if held < n] if window_in_flight_limit(window + (count - 1) * d, n, m) >= n else \
+                [window_in_flight_limit(window + (count - 1) * d, n, m)]
+            if front and slope + (front[0] - 1) / n > 1:
+                return 0.0
+    stages = []
     for q, (count, a, phi, e, cap, lane) in enumerate(parts):
-        inverse += count / a
-        phi_max = max(phi_max, phi)
         for j in reversed(range(count)):            # the j-th stage before the part's last holds more in flight
             x = math.inf
             if lane is not None:
@@ -690,46 +697,43 @@ def _busiest_fill_s(L: int, fewest: int, level: float, parts, m: int) -> float:
                 held = window_in_flight_limit(window + j * d, n, m)
                 if n > held:
                     x = (held - 1) * level / n
-                    slope = max(slope, (held - 1) / n)
             stages.append((q, x))
-    if slope + 2 * phi_max * inverse > 1:
-        return 0.0
     p, least = len(stages), math.inf
     per_stage = [max(0.0, (level - e) / a) for _, a, _, e, _, _ in parts]
-    for c, (qc, x) in enumerate(stages):
-        count_c, a_c, phi_c, e_c, cap_c, _ = parts[qc]
-        before = [(parts[q][2], q) for q, _ in stages[:c]]
-        after = [(parts[q][2], q) for q, _ in stages[c + 1:]]
-        base_p = fewest * sum(phi for phi, _ in before)
-        base_d = fewest * sum(phi for phi, _ in after)
-        left = L - p * fewest - max(0.0, min(per_stage[qc], cap_c) - fewest)
-        if left <= 0:
-            least = min(least, base_p + max(0.0, 2 * base_d - x))
-            continue
+    prefix = [0.0]                                  # sum of phi over the stages before each
+    for q, _ in stages:
+        prefix.append(prefix[-1] + parts[q][2])
 
-        def room(side):                           # (phi, extra layers above `fewest`) per part on one side of c
-            held: dict = {}
-            for _, q in side:
-                held[q] = held.get(q, 0) + 1
-            return sorted((parts[q][2], max(0.0, min(parts[q][4], n * per_stage[q]) - n * fewest))
-                          for q, n in held.items())
-        cost, extra_d, budget = base_p, 0.0, max(0.0, x / 2 - base_d)
-        later = []
-        for phi, space in room(after):            # free while D stays under X / 2
-            take = min(left, space, budget / phi if phi > 0 else math.inf)
-            left, budget, space = left - take, budget - take * phi, space - take
-            later.append((2 * phi, space))
-        for price, space in sorted(later + room(before)):
-            if left <= 0:
-                break
-            take = min(left, space)
-            cost += take * price
-            left -= take
-        if left > 1e-9:
-            return 0.0                            # no split within the ceilings: no claim
-        least = min(least, cost + max(0.0, 2 * base_d - x))
-        if least <= 0:
-            return 0.0
+    def room(q, n):                                 # n stages of part q: layers they hold above `fewest`
+        return max(0.0, min(parts[q][4], n * per_stage[q]) - n * fewest)
+    whole = [(parts[q][2], room(q, parts[q][0])) for q in range(len(parts))]
+    c = 0
+    for qc, (count_c, _, phi_c, _, cap_c, _) in enumerate(parts):
+        for j in range(count_c):                    # stage c, j stages of its part before it
+            x = stages[c][1]
+            base_p, base_d = fewest * prefix[c], fewest * (prefix[p] - prefix[c + 1])
+            left = L - p * fewest - max(0.0, min(per_stage[qc], cap_c) - fewest)
+            cost = base_p
+            if left > 0:
+                later, budget = [], max(0.0, x / 2 - base_d)
+                ahead = [(phi_c, room(qc, count_c - j - 1))] + whole[qc + 1:]
+                for phi, space in sorted(ahead):    # free while D stays under X / 2, smallest phi first
+                    take = min(left, space, budget / phi if phi > 0 else math.inf)
+                    left, budget = left - take, budget - take * phi
+                    later.append((2 * phi, space - take))
+                behind = whole[:qc] + [(phi_c, room(qc, j))]
+                for price, space in sorted(later + behind):
+                    if left <= 0:
+                        break
+                    take = min(left, space)
+                    cost += take * price
+                    left -= take
+                if left > 1e-9:
+                    return 0.0                      # no split within the ceilings: no claim
+            least = min(least, cost + max(0.0, 2 * base_d - x))
+            if least <= 0:
+                return 0.0
+            c += 1
     return least
 
 
