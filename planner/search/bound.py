@@ -55,12 +55,19 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
        LP (_fill_s, with its proof); a run of unknown place counts only the stages known to come
        before its own (the placed runs and its earlier stages). On p like stages of n micro-batches
        it is about half of Narayanan's (p - 1) / n: the part upstream of the stage that ends last
+  (b11) 1F1B, order known: the fill around the busiest stage, proven against the simulation: its
+       busiest replica also idles before its first backward and after its last forward while a
+       micro-batch goes down the later stages and back (its in-flight limit k lets it run k
+       forwards, k - 1 backwards meanwhile), so T >= W + P_c + max(0, 2 D - (k - 1) W / n); at the
+       whole-layer level with every stage's ceiling (level - e_i) / a_i, least over the stage c
+       (_busiest_fill_s, with its proof; on like stages it is Narayanan's (p - 1) t)
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
 the stage's ring (placement.dp_link_ceiling); ZeRO-2/3's tau_g is max(forward, weight all-gather)
 + max(backward, all-gather + gradient reduce-scatter) per layer. The bound is per recompute setting
 and ZeRO stage. FILL_SLACK is the margin for what is estimated, not bounded: a 1F1B bound (v = 1) is
 max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail, the
-upstream fill (b10) + tail): the margin never takes it below its proven terms (b1, b2, b4-b10), so it
+upstream fill (b10) + tail, the level + the fill around the busiest stage (b11) + tail): the margin
+never takes it below its proven terms (b1, b2, b4-b11), so it
 comes off Narayanan's fill (b3) alone where that fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
 simulated interleaved schedule beats on a few deep pipelines of few micro-batches, is lowered whole
 (x (1 - FILL_SLACK)). Interleaved plans (v > 1) also need every single-pool stage's even shares in
