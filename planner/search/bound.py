@@ -67,8 +67,8 @@ the stage's ring (placement.dp_link_ceiling); ZeRO-2/3's tau_g is max(forward, w
 and ZeRO stage. FILL_SLACK is the margin for what is estimated, not bounded: a 1F1B bound (v = 1) is
 max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail, the
 upstream fill (b10) + tail, the level + the fill around the busiest stage (b11) + tail): the margin
-never takes it below its proven terms (b1, b2, b4-b11), so it
-comes off Narayanan's fill (b3) alone where that fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
+never takes it below its proven terms (b1, b2, b4-b11), so it comes off Narayanan's fill (b3) alone
+where that fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
 simulated interleaved schedule beats on a few deep pipelines of few micro-batches, is lowered whole
 (x (1 - FILL_SLACK)). Interleaved plans (v > 1) also need every single-pool stage's even shares in
 whole groups of p.
@@ -423,7 +423,8 @@ class Bounds:
             taus, lanes = [], []
             for g, (f, b, _, _), most in passes:
                 tau = pass_with_zero_floor_s(f, zf) + pass_with_zero_floor_s(b, zb)
-                least_f, least_b = min(least_f, pass_with_zero_floor_s(f, zf)), min(least_b, pass_with_zero_floor_s(b, zb))
+                least_f = min(least_f, pass_with_zero_floor_s(f, zf))          # (b10)'s phi
+                least_b = min(least_b, pass_with_zero_floor_s(b, zb))
                 a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
                 taus += [tau] * g.count
                 # (b9): the group's busiest replica holds at least this many micro-batches under the
@@ -613,8 +614,8 @@ def _fill_s(L: int, fewest: int, parts, fixed: int) -> float:
 
     (phi_i L_i at most a forward through stage i on its fastest group plus a backward on its
     fastest, StageRates.phi; W_w >= a_c L_c + e_c as in (b1) for w the busiest replica of stage c;
-    transfers only add), and evaluate's iteration is at least that end plus stage 0's tail (b5). This holds for every stage c whose predecessors are
-    known: the first `fixed` runs in order; a later run (of unknown place) has at least the fixed
+    transfers only add), and evaluate's iteration is at least that end plus stage 0's tail (b5).
+    This holds for every stage c whose predecessors are known: the first `fixed` runs in order; a later run (of unknown place) has at least the fixed
     runs and its own earlier stages before each of its stages, which the constraints keep (a
     relaxation: fewer terms). The split is the search's, so the bound is the least over splits,
     the LP
