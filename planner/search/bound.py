@@ -617,8 +617,8 @@ def _fill_s(L: int, fewest: int, parts, fixed: int) -> float:
     transfers only add), and evaluate's iteration is at least that end plus stage 0's tail (b5).
     This holds for every stage c whose predecessors are known: the first `fixed` runs in order; a
     later run (of unknown place) has at least the fixed runs and its own earlier stages before each
-    of its stages, which the constraints keep (a relaxation: fewer terms). The split is the search's, so the bound is the least over splits,
-    the LP
+    of its stages, which the constraints keep (a relaxation: fewer terms). The split is the
+    search's, so the bound is the least over splits, the LP
         z* = min z  s.t. (c_s) z >= a_s L_s + e_s + sum_{i in before(s)} phi_i L_i,  every stage s
                          (c_L) sum_s L_s = L,  L_s >= `fewest` (memory caps dropped: only lowers z*)
     For weights y_s >= 0 of sum Y > 0, Y z >= sum_s y_s (a_s L_s + e_s + ...) = sum_s y_s e_s +
