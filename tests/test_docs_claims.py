@@ -25,7 +25,7 @@ def test_the_fill_margin_is_stated_as_the_code_applies_it():
     assert "an interleaved bound as a whole; a 1F1B bound never below its proven terms" in cost_model
     source = (ROOT / "planner" / "search" / "bound.py").read_text()
     assert re.search(r"if v > 1:.*\n\s*bound \*= 1 - FILL_SLACK", source)
-    assert "bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail)" in source
+    assert "bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail, proven)" in source
     screen = (ROOT / "planner" / "search" / "screen.py").read_text()
     assert "T = np.maximum(T, np.maximum(M, slow_lane) + 2 * x)" in screen
 

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from catalog import cluster_from_dict, load_catalog
-from planner.search.bound import Bounds, _water_level
+from planner.search.bound import Bounds, _busiest_fill_s, _fill_s, _water_level, _whole_layer_level
 from planner.search.score import Scorer
 from planner.search.screen import screen_s
 from planner.search.space import knob_settings, layout_families, searched_recomputes
+from planner.schedule import simulate
 from planner.types import Job, Recompute, Schedule
 
 GPUS = ["h100-sxm", "a100-80gb-sxm", "a100-40gb-sxm", "v100-32gb-sxm", "l40s", "rtx-4090"]
@@ -80,6 +81,125 @@ def test_water_level():
     # the fast stage holds at most 4 layers: the slow one takes 5 -> M = 10
     assert _water_level(9, [(1, 1.0, 0.0, 4), (1, 2.0, 0.0, 100)]) == pytest.approx(10.0)
     assert _water_level(9, [(1, 1.0, 0.0, 4), (1, 2.0, 0.0, 4)]) == math.inf
+
+
+def _splits(num_layers: int, p: int, least: int = 0):
+    """Every split of num_layers layers over p stages, each holding at least `least`."""
+    if p == 1:
+        if num_layers >= least:
+            yield (num_layers,)
+        return
+    for first in range(least, num_layers - least * (p - 1) + 1):
+        for rest in _splits(num_layers - first, p - 1, least):
+            yield (first,) + rest
+
+
+@given(st.lists(st.tuples(st.floats(0.1, 5.0), st.floats(0.0, 2.0), st.integers(0, 6)), min_size=1, max_size=4),
+       st.integers(1, 12))
+@settings(max_examples=200, deadline=None)
+def test_whole_layer_level_is_the_least_busiest_stage_of_whole_splits(stages, num_layers):
+    """(b2) in whole layers: no split of whole layers within the caps has its busiest stage below the
+    level, and without heads the level is that of the best split."""
+    rows = [(1, a, e, cap) for a, e, cap in stages]
+    level = _whole_layer_level(num_layers, rows, _water_level(num_layers, rows))
+    best = min((max(a * n + e for n, (a, e, _) in zip(split, stages)) for split in _splits(num_layers, len(stages))
+                if all(n <= cap for n, (_, _, cap) in zip(split, stages))), default=math.inf)
+    assert level <= best * (1 + 1e-9)
+    if all(e == 0 for _, e, _ in stages):
+        assert level == pytest.approx(best)
+
+
+def _fill_case(rng: random.Random):
+    """Runs of like stages (per layer forward and backward of each of d replicas), micro-batches per replica,
+    the heads' passes on the last stage, and each boundary's transfer."""
+    d = rng.choice((1, 2))
+    runs = [(rng.randint(1, 3), [rng.uniform(0.2, 2.0) for _ in range(d)], [rng.uniform(0.2, 4.0) for _ in range(d)])
+            for _ in range(rng.randint(1, 3))]
+    counts = [rng.randint(1, 6) for _ in range(d)]
+    heads = [(rng.uniform(0, 1), rng.uniform(0, 2)) for _ in range(d)]
+    return runs, counts, heads, rng.uniform(0, 0.5)
+
+
+def _fill_parts(runs, counts, heads):
+    """(run, count, a, phi, e) of bound._fill_s for these runs in this order."""
+    parts = []
+    for k, (count, f, b) in enumerate(runs):
+        a = max(n * (x + y) for n, x, y in zip(counts, f, b))
+        phi = min(f) + min(b)
+        if k < len(runs) - 1:
+            parts.append((k, count, a, phi, 0.0))
+        else:
+            if count > 1:
+                parts.append((k, count - 1, a, phi, 0.0))
+            parts.append((k, 1, a, phi, min(hf + hb for hf, hb in heads)))
+    return parts
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fill_bounds_the_simulated_1f1b_of_every_split_and_order(seed):
+    """(b10): the least upstream fill is at most the simulated 1F1B makespan (planner.schedule) of every
+    split of whole layers, for the runs in the order given and, with `fixed` runs placed, for every order
+    of the others (then without the head)."""
+    import itertools
+    rng = random.Random(seed)
+    runs, counts, heads, delay = _fill_case(rng)
+    p = sum(count for count, _, _ in runs)
+    num_layers = p + rng.randint(0, 3)
+    fixed = rng.randint(0, len(runs))
+    parts = _fill_parts(runs, counts, heads if fixed == len(runs) else [(0.0, 0.0)] * len(counts))
+    bound = _fill_s(num_layers, 1, parts, fixed)
+    least = math.inf
+    for tail in itertools.permutations(runs[fixed:]):
+        stages = [(f, b) for count, f, b in runs[:fixed] + list(tail) for _ in range(count)]
+        for split in _splits(num_layers, p, 1):
+            forward = [[n * x + (hf if i == p - 1 else 0.0) for x, (hf, _) in zip(f, heads)]
+                       for i, ((f, _), n) in enumerate(zip(stages, split))]
+            backward = [[n * y + (hb if i == p - 1 else 0.0) for y, (_, hb) in zip(b, heads)]
+                        for i, ((_, b), n) in enumerate(zip(stages, split))]
+            sim = simulate([counts] * p, forward, backward, lambda *_: delay, Schedule.ONE_F_ONE_B)
+            least = min(least, sim.makespan_s)
+    assert bound <= least * (1 + 1e-9), (bound, least, runs, counts, fixed)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_busiest_fill_bounds_the_simulated_1f1b_of_every_split_within_the_caps(seed):
+    """(b11): the busiest stage's least work over the splits within the parts' caps, plus the fill around it, is at
+    most the simulated 1F1B makespan of every such split (stages of one group, d replicas of n micro-batches)."""
+    rng = random.Random(seed)
+    d, n = rng.choice((1, 2)), rng.randint(6, 30)
+    runs = [(rng.randint(1, 3), rng.uniform(0.2, 2.0), rng.uniform(0.2, 4.0)) for _ in range(rng.randint(1, 3))]
+    hf, hb = rng.uniform(0, 1), rng.uniform(0, 2)
+    p = sum(count for count, _, _ in runs)
+    num_layers = p + rng.randint(0, 4)
+    parts, stage_part, after = [], [], p
+    for k, (count, f, b) in enumerate(runs):
+        pieces = [(count, 0.0)] if k < len(runs) - 1 else [(count - 1, 0.0), (1, n * (hf + hb))]
+        for size, e in pieces:
+            if size:
+                after -= size
+                cap = rng.randint(size, size + num_layers) if parts else num_layers     # some split fits
+                parts.append((size, n * (f + b), f + b, e, cap, (n, d, d * (after + 1))))
+                stage_part += [len(parts) - 1] * size
+    splits = [split for split in _splits(num_layers, p, 1)
+              if all(sum(x for x, q in zip(split, stage_part) if q == i) <= part[4] for i, part in enumerate(parts))]
+    stages = [(f, b) for count, f, b in runs for _ in range(count)]
+    level = min(max(parts[q][1] * x + parts[q][3] for x, q in zip(split, stage_part)) for split in splits)
+    bound = level + _busiest_fill_s(num_layers, 1, level, parts, n * d)
+    least = math.inf
+    for split in splits:
+        forward = [[x * f + (hf if i == p - 1 else 0.0)] * d for i, ((f, _), x) in enumerate(zip(stages, split))]
+        backward = [[x * b + (hb if i == p - 1 else 0.0)] * d for i, ((_, b), x) in enumerate(zip(stages, split))]
+        least = min(least, simulate([[n] * d] * p, forward, backward, lambda *_: 0.0, Schedule.ONE_F_ONE_B).makespan_s)
+    assert bound <= least * (1 + 1e-9), (bound, least, level, runs, n, d)
+
+
+def test_fill_of_like_stages_is_the_lp_optimum():
+    """p like stages of n micro-batches each (a = n phi): every stage's constraint binds, L_c = L_0 (1 - 1/n)^c,
+    and z = a L / n / (1 - (1 - 1/n)^p), above the busiest stage's level a L / p."""
+    phi, n, p, num_layers = 0.3, 8, 6, 48
+    z = _fill_s(num_layers, 1, [(0, p, n * phi, phi, 0.0)], 1)
+    assert z == pytest.approx(n * phi * num_layers / n / (1 - (1 - 1 / n) ** p))
+    assert z > n * phi * num_layers / p * 1.25
 
 
 def test_selective_recompute_left_out_only_where_it_keeps_what_none_keeps(catalog):

@@ -26,7 +26,8 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
        solves it; every share vector, the baselines' even shares too, is at least as slow), e_i the
        head on the last stage: n h for a single group (its shares are even), min_g h_g for a mix
   (b2) M = max_i W_i >= M0 = max( (L + sum_i e_i / a_i) / sum_i 1 / a_i,  max_i v a_i + e_i )
-       (from L_i <= (M - e_i) / a_i and sum_i L_i = L)
+       (from L_i <= (M - e_i) / a_i and sum_i L_i = L); in whole layers, L_i <= floor((M - e_i) / a_i)
+       raises M0 to the least level at which the floors hold L (_whole_layer_level)
   (b3) 1F1B only: t_i >= L_i beta_i, beta_i = min_g tau_g (the busiest lane's own group is at
        least the fastest); the p - 1 stages other than c hold v layers each and >= L - M / a_min
        together, so fill >= sum_{i != c} beta_i + beta_min * max(0, L - M / a_min - (p - 1)),
@@ -47,13 +48,27 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
   (b8) one run of identical stages (mixed layouts): its slowest group's lane takes a micro-batch
        through every layer, L max_g tau_g + transfers
   (b9) and each group's lane its window: max(1, n_g / (W n_g / m + 1)) L tau_g
+  (b10) 1F1B: the upstream fill, proven against the simulation: the busiest replica of a stage c
+       starts after a micro-batch's forwards through stages 0..c-1 and its last backward still runs
+       back through them, so T >= min over splits of max_c (a_c L_c + e_c + sum_{i<c} phi_i L_i)
+       (phi_i the least forward + least backward per layer), bounded below by the Lagrangian of that
+       LP (_fill_s, with its proof); a run of unknown place counts only the stages known to come
+       before its own (the placed runs and its earlier stages). On p like stages of n micro-batches
+       it is about half of Narayanan's (p - 1) / n: the part upstream of the stage that ends last
+  (b11) 1F1B, order known: the fill around the busiest stage, proven against the simulation: its
+       busiest replica also idles before its first backward and after its last forward while a
+       micro-batch goes down the later stages and back (its in-flight limit k lets it run k
+       forwards, k - 1 backwards meanwhile), so T >= W + P_c + max(0, 2 D - (k - 1) W / n); at the
+       whole-layer level with every stage's ceiling (level - e_i) / a_i, least over the stage c
+       (_busiest_fill_s, with its proof; on like stages it is Narayanan's (p - 1) t)
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
 the stage's ring (placement.dp_link_ceiling); ZeRO-2/3's tau_g is max(forward, weight all-gather)
 + max(backward, all-gather + gradient reduce-scatter) per layer. The bound is per recompute setting
 and ZeRO stage. FILL_SLACK is the margin for what is estimated, not bounded: a 1F1B bound (v = 1) is
-max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail): the
-margin never takes it below its proven terms (b1, b2, b4-b9), so it comes off the fill (b3) alone
-where the fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
+max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail, the
+upstream fill (b10) + tail, the level + the fill around the busiest stage (b11) + tail): the margin
+never takes it below its proven terms (b1, b2, b4-b11), so it comes off Narayanan's fill (b3) alone
+where that fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
 simulated interleaved schedule beats on a few deep pipelines of few micro-batches, is lowered whole
 (x (1 - FILL_SLACK)). Interleaved plans (v > 1) also need every single-pool stage's even shares in
 whole groups of p.
@@ -82,13 +97,15 @@ class StageRates(NamedTuple):
     """A stage's figures for one ZeRO stage (Bounds._stage_rates): (b1)'s a (its busiest replica's
     micro-batches x tau per layer), (b3)'s beta (its fastest group's tau) and beta_hi (its slowest's),
     (b5)'s c (optimizer step and ZeRO-1/2 gather per layer), whether the head's time e counts (not when
-    ZeRO-2/3 traffic may hide it), and (b9)'s lanes (micro-batches, tau) per group."""
+    ZeRO-2/3 traffic may hide it), (b9)'s lanes (micro-batches, tau) per group, and (b10)'s phi (its
+    least forward + its least backward per layer: two micro-batches may run on different groups)."""
     a: float
     beta: float
     c: float
     keep_head: bool
     beta_hi: float
     lanes: tuple[tuple[int, float], ...]
+    phi: float
 
 
 class StageFigures(NamedTuple):
@@ -187,7 +204,6 @@ class Bounds:
         any_order = fixed < len(runs)           # no head time, and only known transfers
         last[fixed:], windows[fixed:] = [p - 1] * (len(runs) - fixed), replicas[fixed:]
         out = {}
-        raw_limit = limit / (1 - FILL_SLACK)    # `limit` applies to the bound as returned, margin taken off
         wanted = None if only is None else {key[:3] for key in only}
         recomputes = searched_recomputes(s.options.flash_attention, mixed, s.job.engine)
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
@@ -206,7 +222,8 @@ class Bounds:
                         ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
                     found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=zeros, last=last,
                                                   windows=windows, transfers=transfers, no_head=any_order,
-                                                  limit=raw_limit, window_ratio=ratio, first_known=fixed >= 1)
+                                                  limit=limit, window_ratio=ratio, first_known=fixed >= 1,
+                                                  fixed=fixed)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
                         if v > 1:       # 1F1B bounds take their margin in _pipeline_s
@@ -220,10 +237,11 @@ class Bounds:
     def _pipeline_s(self, runs: Runs, p: int, mb: int, v: int, rc: Recompute, sp: bool, zeros,
                     last: list[int], windows: list[int], transfers: float, no_head: bool = False,
                     limit: float = math.inf, window_ratio: float = 0.0,
-                    first_known: bool = True) -> tuple[list[float], bool]:
+                    first_known: bool = True, fixed: int | None = None) -> tuple[list[float], bool]:
         """(bound per ZeRO stage, whether some ZeRO stage might fit). A ZeRO stage whose bound
         without memory caps is already at least `limit` is not capped (its bound is returned
-        uncapped: a valid lower bound that the caller drops). `window_ratio`: n / k of (b7)."""
+        uncapped: a valid lower bound that the caller drops). `window_ratio`: n / k of (b7);
+        `fixed`: the runs whose positions are known (pipeline_s), for (b10)."""
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
         never = [math.inf] * len(zeros)
         if p * v > L:
@@ -249,15 +267,16 @@ class Bounds:
         one_run = len(runs) == 1
         total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs) if one_run else 0
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
+        known = len(runs) if fixed is None else fixed      # runs of known place
         for zero in zeros:
-            rows, betas = [], []
+            rows, betas, parts, lanes_of = [], [], [], []
             a_min = beta_min = math.inf          # beta_min: also the least beta of any lane, for (b7)
             slow_lane = lane_window = 0.0
             beta_max = beta_sum = floor = inverse = weighted = 0.0
             first_c = math.inf
             # the running minima and maxima as comparisons (each keeps the earlier value on ties, as min and max do)
             for k, count, per_zero, e, part in stages:
-                a, beta, c, keep_e, beta_hi, lanes = per_zero[zero]
+                a, beta, c, keep_e, beta_hi, lanes, phi = per_zero[zero]
                 if one_run:
                     if beta_hi > slow_lane:
                         slow_lane = beta_hi
@@ -269,6 +288,10 @@ class Bounds:
                     e = 0.0
                 rows.append((count, a, e, part))
                 betas.append(beta)
+                parts.append((k, count, a, phi, e))
+                d = runs[k][0][0].count                  # (b11): a run of one group's busiest replica, its window
+                lanes_of.append((-(-m // d), d, windows[k] + (d if part == "others" else 0))
+                                if len(runs[k][0]) == 1 else None)
                 if a < a_min:
                     a_min = a
                 if beta < beta_min:
@@ -296,9 +319,14 @@ class Bounds:
                         if v == 1 else 0.0)
                 return max(busiest + fill + transfers, window if with_window else 0.0) + tail    # (b4)
 
-            uncapped = (L + weighted) / inverse
-            if total(uncapped, with_window=False) >= limit:   # memory only raises the level: no need to cap
-                out.append(total(uncapped) * (1 - FILL_SLACK if v == 1 else 1.0))
+            uncapped = _whole_layer_level(L, [(c, a, e, math.inf) for c, a, e, _ in rows], (L + weighted) / inverse)
+            proven = 0.0                        # 1F1B: what FILL_SLACK does not lower, (b10) among it
+            if v == 1:
+                proven = max(_fill_s(L, fewest, parts, known),
+                             max(uncapped, floor) + transfers, window) + tail
+            # `limit` applies to the bound as returned, margin taken off (here or, v > 1, by the caller)
+            if total(uncapped, with_window=False) * (1 - FILL_SLACK) >= limit or proven >= limit:   # no need to cap
+                out.append(max(total(uncapped) * (1 - FILL_SLACK if v == 1 else 1.0), proven))
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
             caps = self._caps_by_part(runs=runs, mb=mb, v=v, rc=rc, sp=sp, p=p, last=last, windows=windows, m=m,
@@ -307,7 +335,7 @@ class Bounds:
                 out.append(math.inf)
                 continue
             capped = [(c, a, e, caps[k][part]) for (c, a, e, part), (k, _, _, _, _) in zip(rows, stages)]
-            busiest = _water_level(L, capped)                                     # (b2), (b6)
+            busiest = _whole_layer_level(L, capped, _water_level(L, capped))     # (b2), (b6)
             if busiest == math.inf:
                 out.append(math.inf)
                 continue
@@ -316,7 +344,11 @@ class Bounds:
             placed = _placed_fill(L, v, level, capped, betas) if v == 1 else 0.0
             bound = max(total(busiest), placed + level + transfers + tail)
             if v == 1:      # the margin comes off the estimated fill only: never below the busiest stage's level
-                bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail)
+                bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail, proven)
+                if bound < limit and known == len(runs):   # (b11) passes over every stage: only where it may tell
+                    shape = [(c, a, phi, e, c * cap, lane) for (c, a, e, cap), (_, _, _, phi, _), lane
+                             in zip(capped, parts, lanes_of)]
+                    bound = max(bound, level + _busiest_fill_s(L, fewest, level, shape, m) + tail)
             out.append(bound)
         return out, fits
 
@@ -387,10 +419,12 @@ class Bounds:
                 zf, zb = min([zf] + [h[0] for h in hybrid]), min([zb] + [h[1] for h in hybrid])
             gather_spread = min([spread] + [ring_s_per_byte(h[2], bw) for h in hybrid])
             a = c = beta_hi = 0.0
-            beta = math.inf
+            beta = least_f = least_b = math.inf
             taus, lanes = [], []
             for g, (f, b, _, _), most in passes:
                 tau = pass_with_zero_floor_s(f, zf) + pass_with_zero_floor_s(b, zb)
+                least_f = min(least_f, pass_with_zero_floor_s(f, zf))          # (b10)'s phi
+                least_b = min(least_b, pass_with_zero_floor_s(b, zb))
                 a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
                 taus += [tau] * g.count
                 # (b9): the group's busiest replica holds at least this many micro-batches under the
@@ -405,7 +439,7 @@ class Bounds:
             if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                 a = max(n * tau for n, tau in zip(share_micro_batches(m, taus), taus))
             # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
-            per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes))
+            per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes), least_f + least_b)
         heads = [most * (hf + hb) if len(groups) == 1 else hf + hb for _, (_, _, hf, hb), most in passes]
         self._rates[key] = StageFigures(per_zero, min(heads), shares)
         return self._rates[key]
@@ -563,6 +597,154 @@ def _layout_of(runs: Runs) -> Layout:
     return Layout("mixed" if len(stages[0]) > 1 else "chain", stages)
 
 
+def _fill_s(L: int, fewest: int, parts, fixed: int) -> float:
+    """(b10), the least upstream fill any layer split allows: a lower bound on the simulated 1F1B
+    makespan (the stage-0 replica that ends it), tail not included.
+
+    The simulation (planner.schedule) runs each stage's replicas as workers, one pass at a time;
+    a forward of micro-batch j on stage i starts after its forward on stage i - 1 has ended (plus
+    a transfer), a backward after the backward on stage i + 1 (the last stage's after its own
+    forward), and micro-batch j has one owner per stage, for both of its passes there. Take any
+    worker w of stage c. Its first pass is a forward F_c(j0), which waits for F_0(j0) .. F_{c-1}(j0);
+    its last is a backward B_c(j1) (every forward it runs has its backward after it, on w), after
+    which B_{c-1}(j1) .. B_0(j1) still run, the last on stage 0. In between, w is busy for all its
+    passes. So stage 0's replica that owns j1 ends no earlier than
+
+        sum_{i<c} F_i(j0) + W_w + sum_{i<c} B_i(j1) >= sum_{i<c} phi_i L_i + a_c L_c + e_c
+
+    (phi_i L_i at most a forward through stage i on its fastest group plus a backward on its
+    fastest, StageRates.phi; W_w >= a_c L_c + e_c as in (b1) for w the busiest replica of stage c;
+    transfers only add), and evaluate's iteration is at least that end plus stage 0's tail (b5).
+    This holds for every stage c whose predecessors are known: the first `fixed` runs in order; a
+    later run (of unknown place) has at least the fixed runs and its own earlier stages before each
+    of its stages, which the constraints keep (a relaxation: fewer terms). The split is the
+    search's, so the bound is the least over splits, the LP
+        z* = min z  s.t. (c_s) z >= a_s L_s + e_s + sum_{i in before(s)} phi_i L_i,  every stage s
+                         (c_L) sum_s L_s = L,  L_s >= `fewest` (memory caps dropped: only lowers z*)
+    For weights y_s >= 0 of sum Y > 0, Y z >= sum_s y_s (a_s L_s + e_s + ...) = sum_s y_s e_s +
+    sum_s w_s L_s, w_s = y_s a_s + phi_s sum_{s' after s} y_s' ("after": s in before(s')), and
+    sum_s w_s L_s >= sum_s fewest w_s + (L - p fewest) min_s w_s, so every such y gives a lower
+    bound (weak LP duality). y is chosen to make w_s = 1 wherever y_s >= 0 allows (the LP's optimum
+    where no stage sits at `fewest`), worked backward from the last stage with Z the weight already
+    given to the stages after: y_s = (1 - phi_s Z) / a_s, so over a run of `count` like stages Z
+    moves from Z to 1/phi - (1 - phi/a)^count (1/phi - Z) (phi <= a); where phi_s Z >= 1 the run gets
+    y = 0 and w_s = phi_s Z >= 1 (held at `fewest`). The runs after the fixed ones are each worked
+    from Z = 0 and their weights summed before the fixed runs (every later stage is after those).
+    With the last stage unclamped (Z = 0 there), min_s w_s = 1, so
+
+        z* >= (sum_s y_s e_s + L + sum_{clamped s} fewest (phi_s Z_s - 1)) / Y.
+
+    On p like stages (a = n phi, n micro-batches each) this is a L / n / (1 - (1 - 1/n)^p), about
+    M (1 + (p - 1) / (2 n)) for M = a L / p: half of Narayanan's bubble, the part upstream of the
+    stage that ends last; `parts`: (run, count, a, phi, e) of the stages in pipeline order (the
+    last run's parts split as in _pipeline_s)."""
+    weight = others = extra = heads = 0.0          # others: the weight of the unplaced runs worked so far
+    run = None
+    for k, count, a, phi, e in reversed(parts):
+        if k != run and run is not None and run >= fixed:   # an unplaced run is done: every earlier stage is before it
+            others, weight = others + weight, (others + weight if k < fixed else 0.0)
+        run = k
+        if phi <= 0:
+            grown = weight + count / a
+        elif phi * weight >= 1:
+            extra += count * fewest * (phi * weight - 1)
+            continue
+        else:
+            r = phi / a
+            grown = weight + (1 / phi - weight) * (1.0 if r >= 1 else -math.expm1(count * math.log1p(-r)))
+        heads += e * (grown - weight)
+        weight = grown
+    total = others + weight if run is not None and run >= fixed else weight
+    return (heads + L + extra) / total
+
+
+def _busiest_fill_s(L: int, fewest: int, level: float, parts, m: int) -> float:
+    """(b11), the 1F1B fill around the busiest stage, proven against the simulation: T >= level + this
+    (tail not included) for every split of the stages in this order whose busiest replica takes at least
+    `level` (b2). `parts`: (count, a, phi, e, cap, lane) in pipeline order, cap the most layers the part's
+    stages hold together, lane = (n, replicas, window of the part's last stage) for a part of one group.
+
+    Let w be the busiest replica, of stage c, W its work, n its micro-batches, k its in-flight limit
+    (schedule.window_in_flight_limit), f and b its forward and backward, and D the least time from a
+    forward of a micro-batch on stage c ending to its backward there starting (its passes through the
+    later stages: D >= sum_{j>c} phi_j L_j; transfers only add). Before w's first backward starts, at
+    least f + D after its first forward starts, w runs at most k forwards (each takes an in-flight slot
+    that only a backward's end frees): idle >= D - (k - 1) f. After its last forward ends, that
+    micro-batch's backward starts D later at least, and w meanwhile runs at most the k - 1 other
+    backwards in flight: idle >= D - (k - 1) b. If n > k the first backward starts before the last
+    forward (the (k + 1)-th forward waits for a backward's end), so the two are apart, and with (b10)'s
+    fill before w's first pass and after its last, W = n (f + b):
+
+        T >= H = W + P_c + max(0, 2 D - X),  X = (k - 1) W / n  (X = inf: one stage of a mix, or k >= n)
+
+    (P_c = sum_{i<c} phi_i L_i). Every stage i holds L_i <= u_i(W) = min(its part's cap, (W - e_i) / a_i)
+    layers, W being the largest work. With G_c(W) the least of P_c + max(0, 2 D - X) over splits within
+    those ceilings (an LP in L_i, convex in its right-hand sides u_i(W), X(W)), H >= W + G_c(W), and
+    G_c falls by at most (k - 1) / n + 2 phi_max sum_i 1 / a_i per second of W (its duals: at most 1 on
+    X, at most the largest price of a layer, 2 phi_max, on each ceiling), so where that is <= 1, W + G_c(W)
+    does not fall and T >= level + G_c(level); else this returns 0. c is not known: the least over c.
+    G_c is solved by cheapest layers first: stage c's own (free), then the later stages' up to D = X / 2
+    (free, smallest phi first), then each layer at phi_i before c or 2 phi_j after, whichever is less (the
+    parts' caps taken separately for a part's stages before and after c: only a relaxation). On p like
+    stages (k = p - c) H is Narayanan's n t + (p - 1) t."""
+    slope = sum(count / a for count, a, _, _, _, _ in parts) * 2 * max(phi for _, _, phi, _, _, _ in parts)
+    for count, _, _, _, _, lane in parts:           # the most in flight below n: the part's first stage's, mostly
+        if lane is not None:
+            n, d, window = lane
+            front = [held for held in (window_in_flight_limit(window + j * d, n, m) for j in reversed(range(count)))
+                     if held < n] if window_in_flight_limit(window + (count - 1) * d, n, m) >= n else \
+                [window_in_flight_limit(window + (count - 1) * d, n, m)]
+            if front and slope + (front[0] - 1) / n > 1:
+                return 0.0
+    stages = []
+    for q, (count, a, phi, e, cap, lane) in enumerate(parts):
+        for j in reversed(range(count)):            # the j-th stage before the part's last holds more in flight
+            x = math.inf
+            if lane is not None:
+                n, d, window = lane
+                held = window_in_flight_limit(window + j * d, n, m)
+                if n > held:
+                    x = (held - 1) * level / n
+            stages.append((q, x))
+    p, least = len(stages), math.inf
+    per_stage = [max(0.0, (level - e) / a) for _, a, _, e, _, _ in parts]
+    prefix = [0.0]                                  # sum of phi over the stages before each
+    for q, _ in stages:
+        prefix.append(prefix[-1] + parts[q][2])
+
+    def room(q, n):                                 # n stages of part q: layers they hold above `fewest`
+        return max(0.0, min(parts[q][4], n * per_stage[q]) - n * fewest)
+    whole = [(parts[q][2], room(q, parts[q][0])) for q in range(len(parts))]
+    c = 0
+    for qc, (count_c, _, phi_c, _, cap_c, _) in enumerate(parts):
+        for j in range(count_c):                    # stage c, j stages of its part before it
+            x = stages[c][1]
+            base_p, base_d = fewest * prefix[c], fewest * (prefix[p] - prefix[c + 1])
+            left = L - p * fewest - max(0.0, min(per_stage[qc], cap_c) - fewest)
+            cost = base_p
+            if left > 0:
+                later, budget = [], max(0.0, x / 2 - base_d)
+                ahead = [(phi_c, room(qc, count_c - j - 1))] + whole[qc + 1:]
+                for phi, space in sorted(ahead):    # free while D stays under X / 2, smallest phi first
+                    take = min(left, space, budget / phi if phi > 0 else math.inf)
+                    left, budget = left - take, budget - take * phi
+                    later.append((2 * phi, space - take))
+                behind = whole[:qc] + [(phi_c, room(qc, j))]
+                for price, space in sorted(later + behind):
+                    if left <= 0:
+                        break
+                    take = min(left, space)
+                    cost += take * price
+                    left -= take
+                if left > 1e-9:
+                    return 0.0                      # no split within the ceilings: no claim
+            least = min(least, cost + max(0.0, 2 * base_d - x))
+            if least <= 0:
+                return 0.0
+            c += 1
+    return least
+
+
 def _placed_fill(L: int, v: int, level: float, rows, betas: list[float]) -> float:
     """(b3'), a tighter fill when it applies: with the busiest stage at `level`, stage i holds
     v <= L_i <= u_i = min(cap_i, (level - e_i) / a_i) layers, so sum_i beta_i L_i is at least the
@@ -587,6 +769,35 @@ def _placed_fill(L: int, v: int, level: float, rows, betas: list[float]) -> floa
     if left > 1e-9:
         return 0.0
     return (cost - max(beta * upper for beta, _, upper in bounds)) / v
+
+
+def _whole_layer_level(num_layers: int, rows: list[tuple[int, float, float, float]], level: float) -> float:
+    """(b2) in whole layers: the smallest M >= `level` with sum over runs of min(count cap,
+    count floor((M - e) / a)) >= num_layers. A stage holds a whole number of layers, at most
+    floor((M - e) / a) when its busiest replica takes at most M, and a run's stages at most the sum
+    of their caps (count cap, cap their average), so no split's busiest stage is below this M.
+    From the water level (which holds the layers fractionally, and so at most p - 1 too few in whole
+    ones), M rises to the next level at which some uncapped run holds one more layer a stage,
+    until they hold them all (a hair of slack in the floor: never above the exact level)."""
+    if level == math.inf:
+        return level
+    floor, left = math.floor, num_layers - 1e-9
+    while True:
+        held, step = 0.0, math.inf
+        for c, a, e, cap in rows:
+            k = floor((level - e) / a + 1e-9)
+            if k < 0:
+                k = 0
+            if k < cap:
+                held += c * k
+                k = a * (k + 1) + e
+                if k < step:
+                    step = k
+            else:
+                held += c * cap
+        if held >= left or step == math.inf:
+            return level
+        level = step
 
 
 def _water_level(num_layers: int, rows: list[tuple[int, float, float, int]]) -> float:
