@@ -295,8 +295,8 @@ def dp_link_ceiling(cluster: Cluster, groups: Sequence[tuple[Pool, int, int]]) -
     (a replica wider than a node fills its nodes: one flow, busy the node's GPUs). A node busier than
     its stage's replicas ("8 busy, 2 of them the stage's") is also one with more of the stage's
     flows, except where a node is shared with another stage (count x tp not a multiple of the node).
-    Only there is this ceiling above dp_group: at 1,024 GPUs (cloud-4types-1024, gpt3-175b) 3 of
-    torchtitan's 860 scored settings and 11 of Megatron-LM's 1,422, so it takes no run length."""
+    Only there is this ceiling above dp_group: 3 of the 860 settings torchtitan's search scored behind
+    Megatron-LM's answer at 1,024 GPUs (benchmarks/engine_cover.py beaten), so it takes no run length."""
     if len(groups) == 1:
         pool, tp, count = groups[0]
         if count * tp <= pool.gpus_per_node:

@@ -428,8 +428,8 @@ class Bounds:
         link = max([bw] + [s.pools[g.pool].gpu.link_bw_bytes_per_s for g in groups])
         wire = s.states.weight_comm_bytes
         weight_bytes = s.layer_params_dense / min(g.tp for g in groups) * wire
-        return [hybrid_zero_floor(zero, weight_bytes, d, h, link, bw, wire, s.states.trainable, least_grad_wire_bytes(s))
-                + (h,)
+        grad_wire = least_grad_wire_bytes(s)
+        return [hybrid_zero_floor(zero, weight_bytes, d, h, link, bw, wire, s.states.trainable, grad_wire) + (h,)
                 for h in sorted(groups_of) if 2 <= h <= most and h < d and d % h == 0]
 
     def _run_caps(self, groups, mb, v, rc, sp, p, last_stage, window, count, m, zero) -> tuple[int, int, int]:
