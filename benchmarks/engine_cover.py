@@ -9,8 +9,9 @@ CLUSTER: a cluster file, or 128 for benchmarks/search_benchmark.py's 128-GPU clu
 `beaten`: search() under `--behind` (the answer to beat), then under `--engine` with that answer as
 SearchOptions.beat, as planner.search.search._search_engines runs it, without a limit: each search's CPU seconds,
 and the knob settings the second one scores (their layouts' tp: one for every stage or several), each setting's
-pipeline bound and fast score over the answer to beat, and how many of them the bound without bound.FILL_SLACK
-would rule out (docs/performance.md, "Engines that another engine's search covers").
+pipeline bound and fast score over the answer to beat, how many of them the bound without bound.FILL_SLACK
+would rule out, and how many lie on a layout whose ring ceiling is above its placement's ring for some stage
+(docs/performance.md, "Engines that another engine's search covers").
 
 `engines`: the default search over every engine (search(..., engines=REAL), without baselines) with the covers
 and without, alternately in one process: each engine's CPU seconds and the answer.
@@ -42,6 +43,7 @@ import planner.search.planners as planners  # noqa: E402
 from catalog import load_catalog  # noqa: E402
 from catalog.formats import load_cluster_file  # noqa: E402
 from planner.cost import evaluate  # noqa: E402
+from planner.placement import dp_link_ceiling  # noqa: E402
 from planner.search import SearchOptions, search  # noqa: E402
 from planner.search.bound import FILL_SLACK, Bounds  # noqa: E402
 from planner.search.objective import estimate_key, fast_key_of_estimate  # noqa: E402
@@ -105,6 +107,20 @@ def beaten(args, catalog) -> None:
     print(f"ruled out by the bound without FILL_SLACK ({FILL_SLACK:.0%}): "
           f"{sum(b >= 1 for b in _bounds_without_slack(cluster, replace(job, engine=args.engine), scored, beat))} "
           f"of {len(scored)}")
+    print(f"on a layout where the ring ceiling (placement.dp_link_ceiling) is above Links.dp_group for some stage: "
+          f"{_ceiling_above(cluster, replace(job, engine=args.engine), scored)} of {len(scored)}")
+
+
+def _ceiling_above(cluster, job: Job, scored) -> int:
+    """The scored settings on a layout some stage of which dp_link_ceiling gives more bandwidth than its placement."""
+    scorer, loose = Scorer(cluster, job), {}
+    for cand, _, _ in scored:
+        layout = cand.layout
+        if layout not in loose:
+            rings = scorer.layout_links(layout, cand.knobs.micro_batch).dp
+            loose[layout] = any(dp_link_ceiling(cluster, [(scorer.pools[g.pool], g.tp, g.count) for g in stage])
+                                > ring[0] * (1 + 1e-12) for stage, ring in zip(layout.stages, rings))
+    return sum(loose[cand.layout] for cand, _, _ in scored)
 
 
 def _bounds_without_slack(cluster, job: Job, scored, beat: float) -> list[float]:

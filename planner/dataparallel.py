@@ -8,9 +8,10 @@ collectives, which is a lower bound on them.
 """
 from __future__ import annotations
 
-from planner.comm import all_gather_s, all_reduce_s, overlapped_s, reduce_scatter_s, ring_s_per_byte
+from planner.comm import (OVERLAP_COMPUTE_SLOWDOWN, all_gather_s, all_reduce_s, overlapped_s, reduce_scatter_s,
+                          ring_s_per_byte)
 from planner.compute import MEM_BW_EFFICIENCY
-from planner.elementwise import maximum
+from planner.elementwise import maximum, minimum
 from planner.memory import WEIGHT_BYTES
 from planner.offload import offload_step_s, param_fetch_s
 from planner.training import ModelStates
@@ -67,11 +68,15 @@ def zero_exposed_s(collective_s, compute_s, overlap: float, layers: int | None =
 
 def pass_with_zero_floor_s(compute_s, collective_floor_s):
     """A lower bound on compute_s + zero_exposed_s(c, compute_s, overlap) for every overlap <= 1 and
-    every c >= `collective_floor_s` (zero_per_micro_batch_floor): the pass lasts at least its compute
-    and at least its collectives. What the search's bounds take for a pass under ZeRO-2/3
-    (planner.search.bound, screen); tests/test_formulas.py holds it below zero_exposed_s (forward) and
-    zero_backward_exposed_s (backward) on random inputs."""
-    return maximum(compute_s, collective_floor_s)
+    every c >= `collective_floor_s` (zero_per_micro_batch_floor): with w <= compute_s the window the
+    collectives hide behind, the pass is compute + max(0, c - w) + s min(c, w) (s the slowdown of
+    overlapped_s), which falls as w grows to min(c, compute) and is flat beyond, so it is at least
+    max(compute, c) + s min(compute, c), and that rises with c. zero_backward_exposed_s's exposed part
+    (prefetch or reduce overlap off) only moves collective time out of the window, which costs more.
+    What the search's bounds take for a pass under ZeRO-2/3 (planner.search.bound, screen);
+    tests/test_formulas.py holds it below zero_exposed_s (forward) and zero_backward_exposed_s
+    (backward) on random inputs."""
+    return maximum(compute_s, collective_floor_s) + OVERLAP_COMPUTE_SLOWDOWN * minimum(compute_s, collective_floor_s)
 
 
 def exposed_grad_sync_s(sync_s, hidden_behind_s):
@@ -97,11 +102,13 @@ def zero_backward_exposed_s(gather_s: float, collectives_s: float, fetch_s: floa
 
 
 def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, s_per_byte,
-                               weight_element_bytes: float = WEIGHT_BYTES, trained: float = 1.0):
+                               weight_element_bytes: float = WEIGHT_BYTES, trained: float = 1.0,
+                               grad_bytes: int = GRAD_COMM_BYTES):
     """zero_per_micro_batch_s without latency terms, with `s_per_byte` = ring_s_per_byte of the
-    ring (or a lower bound on it): a lower bound on it (numbers or numpy arrays)."""
+    ring (or a lower bound on it) and `grad_bytes` at most its: a lower bound on it (numbers or numpy
+    arrays)."""
     gather = s_per_byte * weight_bytes_per_gpu
-    grads = gather / weight_element_bytes * GRAD_COMM_BYTES * trained
+    grads = gather / weight_element_bytes * grad_bytes * trained
     if zero_stage == 3:
         return gather, gather + grads
     if zero_stage == 2:
@@ -110,16 +117,17 @@ def zero_per_micro_batch_floor(zero_stage: int, weight_bytes_per_gpu, replicas, 
 
 
 def hybrid_zero_floor(zero_stage: int, weight_bytes_per_gpu, replicas, group, group_bw, ring_bw,
-                      weight_element_bytes: float = WEIGHT_BYTES, trained: float = 1.0):
+                      weight_element_bytes: float = WEIGHT_BYTES, trained: float = 1.0,
+                      grad_bytes: int = GRAD_COMM_BYTES):
     """A lower bound on ZeRO's per-micro-batch collectives under hybrid sharding as planner.cost.evaluate
     prices them: zero_per_micro_batch_s over the `group` ranks of a shard group on its link, then each rank's
     shard of the gradients all-reduced across the replicas / group groups on the data-parallel ring
     (grad_sync_s, ZeRO-0). Latency terms dropped, all-reduce at its ring bandwidth term (below the tree's),
-    16-bit gradients; `group_bw` and `ring_bw` at least those links' bandwidths. tests/test_formulas.py holds
-    it below the exact sum on random inputs. Numbers or numpy arrays."""
+    `grad_bytes` per gradient element (at most the engine's); `group_bw` and `ring_bw` at least those links'
+    bandwidths. tests/test_formulas.py holds it below the exact sum on random inputs. Numbers or numpy arrays."""
     f, b = zero_per_micro_batch_floor(zero_stage, weight_bytes_per_gpu, group, ring_s_per_byte(group, group_bw),
-                                      weight_element_bytes, trained)
-    shard_grads = weight_bytes_per_gpu / weight_element_bytes * GRAD_COMM_BYTES * trained / group
+                                      weight_element_bytes, trained, grad_bytes)
+    shard_grads = weight_bytes_per_gpu / weight_element_bytes * grad_bytes * trained / group
     return f, b + (zero_stage >= 2) * 2 * ring_s_per_byte(replicas / group, ring_bw) * shard_grads
 
 

@@ -287,7 +287,16 @@ def dp_link_ceiling(cluster: Cluster, groups: Sequence[tuple[Pool, int, int]]) -
     (pool, tp, count) under any placement: a ring inside one node gets the slowest member's
     intra-node link; across nodes each member's share of its node's network is at most the
     node's bandwidth / tp (its node runs at least its own tp GPUs), and at most the bandwidth
-    between its pool and the first group's over tp. For the search's bounds."""
+    between its pool and the first group's over tp. For the search's bounds.
+
+    Why it is tight: dp_group gives a member node_bw x flows / busy, flows the stage's replicas on
+    its node and busy the node's GPUs the plan runs; those replicas alone keep flows x tp of them
+    busy, so flows / busy <= 1 / tp, with equality wherever a node runs only this stage's replicas
+    (a replica wider than a node fills its nodes: one flow, busy the node's GPUs). A node busier than
+    its stage's replicas ("8 busy, 2 of them the stage's") is also one with more of the stage's
+    flows, except where a node is shared with another stage (count x tp not a multiple of the node).
+    Only there is this ceiling above dp_group: 3 of the 860 settings torchtitan's search scored behind
+    Megatron-LM's answer at 1,024 GPUs (benchmarks/engine_cover.py beaten), so it takes no run length."""
     if len(groups) == 1:
         pool, tp, count = groups[0]
         if count * tp <= pool.gpus_per_node:

@@ -41,13 +41,15 @@ def test_zero_pass_floor_at_most_the_exposed_zero_pass(zero, weight_bytes, repli
     exact_f, exact_b = zero_per_micro_batch_s(zero, weight_bytes, replicas, bw, latency_us * 1e-6, grad_bytes,
                                               element_bytes, trained)
     floor_f, floor_b = zero_per_micro_batch_floor(zero, weight_bytes, replicas, ring_s_per_byte(replicas, bw),
-                                                  element_bytes, trained)
-    if grad_bytes == 2:                 # the floor counts 16-bit gradients, the least any engine sends
-        exposed_f = zero_exposed_s(exact_f + fetch, forward, overlap, layers)
-        exposed_b = zero_backward_exposed_s(exact_f, exact_b, fetch, backward, overlap, layers, prefetch=prefetch,
-                                            overlap_reduce=overlap_reduce)
-        assert pass_with_zero_floor_s(forward, floor_f) <= (forward + exposed_f) * (1 + 1e-12)
-        assert pass_with_zero_floor_s(backward, floor_b) <= (backward + exposed_b) * (1 + 1e-12)
+                                                  element_bytes, trained, grad_bytes)
+    exposed_f = zero_exposed_s(exact_f + fetch, forward, overlap, layers)
+    exposed_b = zero_backward_exposed_s(exact_f, exact_b, fetch, backward, overlap, layers, prefetch=prefetch,
+                                        overlap_reduce=overlap_reduce)
+    assert pass_with_zero_floor_s(forward, floor_f) <= (forward + exposed_f) * (1 + 1e-12)
+    assert pass_with_zero_floor_s(backward, floor_b) <= (backward + exposed_b) * (1 + 1e-12)
+    if overlap == 1.0 and layers is None and fetch == 0.0 and latency_us == 0 and prefetch and overlap_reduce:
+        # nothing dropped: the whole pass is the window, and the floor is the price
+        assert pass_with_zero_floor_s(backward, floor_b) == pytest.approx(backward + exposed_b, rel=1e-9)
     assert zero_exposed_s(exact_f, forward, overlap) >= 0.0
 
 
@@ -64,9 +66,10 @@ def test_hybrid_zero_floor_at_most_what_evaluate_prices(zero, weight_bytes, grou
     f, b = zero_per_micro_batch_s(zero, weight_bytes, group, node, lat, grad_bytes, element_bytes, trained)
     if zero >= 2 and groups > 1:
         b += grad_sync_s(0, weight_bytes / element_bytes / group * trained, groups, ring, lat, grad_bytes)
-    floor_f, floor_b = hybrid_zero_floor(zero, weight_bytes, group * groups, group, node, ring, element_bytes, trained)
+    floor_f, floor_b = hybrid_zero_floor(zero, weight_bytes, group * groups, group, node, ring, element_bytes, trained,
+                                         grad_bytes)
     assert floor_f <= f * (1 + 1e-12) and floor_b <= b * (1 + 1e-12)
-    if grad_bytes == 2 and latency_us == 0:       # nothing dropped: the floor is the price
+    if latency_us == 0:       # nothing dropped: the floor is the price
         assert (floor_f, floor_b) == pytest.approx((f, b), rel=1e-9)
 
 
@@ -75,7 +78,8 @@ def test_zero_exposure_one_body_for_numbers_and_arrays():
     arrays = zero_exposed_s(collective, compute, 0.5)
     assert list(arrays) == [zero_exposed_s(float(c), float(t), 0.5) for c, t in zip(collective, compute)]
     assert type(zero_exposed_s(0.3, 0.1, 1.0)) is float
-    assert list(pass_with_zero_floor_s(compute, collective)) == [max(t, c) for t, c in zip(compute, collective)]
+    assert list(pass_with_zero_floor_s(compute, collective)) == [pass_with_zero_floor_s(float(t), float(c))
+                                                                 for t, c in zip(compute, collective)]
 
 
 @settings(max_examples=500)

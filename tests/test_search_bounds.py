@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from catalog import cluster_from_dict, load_catalog
 from planner.search.bound import Bounds, _busiest_fill_s, _fill_s, _water_level, _whole_layer_level
+from planner.search.planners import precision_for
 from planner.search.score import Scorer
 from planner.search.screen import screen_s
 from planner.search.space import knob_settings, layout_families, searched_recomputes
@@ -60,7 +61,8 @@ def test_bounds_hold_for_every_candidate(catalog, seed, tight):
             for knobs in knob_settings(job.global_batch, layout, job.model.layers, scorer.options.flash_attention):
                 key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
                 for uniform in (False, True):
-                    cand = scorer.score(layout, knobs, job.precision, uniform=uniform)
+                    # the precision the search scores the family in (the bounds count its gradient bytes)
+                    cand = scorer.score(layout, knobs, precision_for(job, family.subset), uniform=uniform)
                     if cand is None:
                         continue
                     checked += 1
@@ -354,7 +356,7 @@ def test_bounds_hold_for_the_hybrid_shard_and_expert_tp_knobs(catalog, engine, m
             pipeline = bounds.pipeline_s(family.runs(order), family.max_replicas_per_stage)
             for knobs in knob_settings(job.global_batch, layout, job.model.layers, engine=engine, job=job,
                                        gpus_per_node=per_node):
-                cand = scorer.score(layout, knobs, job.precision)
+                cand = scorer.score(layout, knobs, precision_for(job, family.subset))
                 if cand is None:
                     continue
                 key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)

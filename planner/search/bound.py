@@ -62,8 +62,11 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
        whole-layer level with every stage's ceiling (level - e_i) / a_i, least over the stage c
        (_busiest_fill_s, with its proof; on like stages it is Narayanan's (p - 1) t)
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
-the stage's ring (placement.dp_link_ceiling); ZeRO-2/3's tau_g is max(forward, weight all-gather)
-+ max(backward, all-gather + gradient reduce-scatter) per layer. The bound is per recompute setting
+the stage's ring (placement.dp_link_ceiling), gradients at the fewest bytes the engine puts on the
+wire for the job's precisions (least_grad_wire_bytes); ZeRO-2/3's tau_g is the forward beside the
+weight all-gather plus the backward beside all-gather + gradient reduce-scatter per layer, each
+max(pass, collective) + OVERLAP_COMPUTE_SLOWDOWN min(pass, collective)
+(dataparallel.pass_with_zero_floor_s). The bound is per recompute setting
 and ZeRO stage. FILL_SLACK is the margin for what is estimated, not bounded: a 1F1B bound (v = 1) is
 max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail, the
 upstream fill (b10) + tail, the level + the fill around the busiest stage (b11) + tail): the margin
@@ -88,7 +91,7 @@ from planner.search.score import Scorer
 from planner.search.split import share_micro_batches
 from planner.search.space import (INTERLEAVES, ZERO_STAGES, zero_stages, Family, Group, Layout, micro_batch_sizes,
                                   searched_recomputes)
-from planner.types import Recompute
+from planner.types import Precision, Recompute
 
 Runs = tuple[tuple[tuple[Group, ...], int], ...]
 
@@ -411,9 +414,9 @@ class Bounds:
             k += g.count
         wire = s.states.weight_comm_bytes
         weight_bytes = s.layer_params_dense / min(g.tp for g in groups) * wire
-        per_zero = {}
+        per_zero, grad_wire = {}, least_grad_wire_bytes(s)
         for zero in ZERO_STAGES:
-            zf, zb = zero_per_micro_batch_floor(zero, weight_bytes, d, spread, wire, s.states.trainable)
+            zf, zb = zero_per_micro_batch_floor(zero, weight_bytes, d, spread, wire, s.states.trainable, grad_wire)
             hybrid = self._hybrid_floors(groups, d, bw, zero)       # the hybrid-shard knob's, where offered
             if hybrid:
                 zf, zb = min([zf] + [h[0] for h in hybrid]), min([zb] + [h[1] for h in hybrid])
@@ -459,7 +462,8 @@ class Bounds:
         link = max([bw] + [s.pools[g.pool].gpu.link_bw_bytes_per_s for g in groups])
         wire = s.states.weight_comm_bytes
         weight_bytes = s.layer_params_dense / min(g.tp for g in groups) * wire
-        return [hybrid_zero_floor(zero, weight_bytes, d, h, link, bw, wire, s.states.trainable) + (h,)
+        grad_wire = least_grad_wire_bytes(s)
+        return [hybrid_zero_floor(zero, weight_bytes, d, h, link, bw, wire, s.states.trainable, grad_wire) + (h,)
                 for h in sorted(groups_of) if 2 <= h <= most and h < d and d % h == 0]
 
     def _run_caps(self, groups, mb, v, rc, sp, p, last_stage, window, count, m, zero) -> tuple[int, int, int]:
@@ -583,6 +587,17 @@ class TransferFloors:
                 backward = max(backward, p2p_floor_s(s.cluster, pb, gb.tp, pa, ga.tp, size))
             self._cache[key] = forward + backward
         return self._cache[key]
+
+
+def least_grad_wire_bytes(scorer: Scorer) -> int:
+    """Bytes per gradient element the engine's data-parallel reductions put on the wire
+    (Execution.grad_reduce_bytes, as planner.cost.evaluate reads it), the least over the precisions
+    a candidate of this job may train in: the job's, else any the engine offers or the bf16 default
+    (planners.precision_for picks bf16, or fp16 where the engine offers it). An engine that reduces
+    bf16 gradients in fp32 (FSDP2's default reduce_dtype, torchtitan) sends 4."""
+    job = scorer.job
+    precisions = (job.precision,) if job.precision is not None else (Precision.BF16,) + scorer.engine.space.precisions
+    return min(scorer.run.grad_reduce_bytes(p) for p in precisions)
 
 
 def _lane_window_ratio(n: int, window: int, m: int) -> float:

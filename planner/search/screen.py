@@ -12,8 +12,9 @@ Per micro-batch size b (m = B / b micro-batches), interleave v, recompute settin
 class, with tau_g = forward + backward of one layer for one micro-batch on group g:
 
   time   ZeRO 0/1 use tau_g; ZeRO-2 adds the gradient reduce-scatter to the backward, ZeRO-3
-         also the weight all-gather to both passes (max(compute, collective), ring bandwidth
-         terms over the stage's data-parallel link, as score._iteration_s exposes them).
+         also the weight all-gather to both passes (dataparallel.pass_with_zero_floor_s: max(compute,
+         collective) plus the overlap's slowdown of the shorter; ring bandwidth terms over the stage's
+         data-parallel link, gradients at bound.least_grad_wire_bytes, as score._iteration_s exposes them).
          A chain stage on pool k has a_k = ceil(m / d) tau_k per layer (even shares over its d
          replicas); a mixed stage a >= m / sum_g (r_g / tau_g) (any shares: the busiest replica
          takes at least the harmonic share); beta = the slowest group's tau. No head (e = 0),
@@ -47,7 +48,7 @@ from planner.dataparallel import pass_with_zero_floor_s, zero_per_micro_batch_fl
 from planner.memory import FRAMEWORK_OVERHEAD_BYTES, most_layers_held, state_bytes_per_param
 from planner.placement import dp_member_bw, p2p_floor_s
 from planner.schedule import interleaved_in_flight, window_in_flight_floor
-from planner.search.bound import FILL_SLACK
+from planner.search.bound import FILL_SLACK, least_grad_wire_bytes
 from planner.search.score import Scorer
 from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, searched_recomputes, tp_degrees
 from planner.types import Recompute
@@ -129,8 +130,9 @@ class _Table:
         min_tp = np.where(self.present, self.tps, 10**6).min(axis=0)
         wire = s.states.weight_comm_bytes
         weight_bytes = s.layer_params_dense / np.where(chain, self.t_arr, min_tp.astype(float)) * wire
+        grad_wire = least_grad_wire_bytes(s)
         self.gather, grads_and_gather = zero_per_micro_batch_floor(3, weight_bytes, self.d, ring_s_per_byte(self.d, bw),
-                                                                   wire, s.states.trainable)
+                                                                   wire, s.states.trainable, grad_wire)
         self.grads = grads_and_gather - self.gather
         if s.engine.space.hybrid_shard and s.job.expert_parallel == 1:
             # the hybrid-shard knob (space.hybrid_shard_of): its collectives within groups of a node's replicas on
@@ -139,7 +141,7 @@ class _Table:
             fewest = np.maximum(2, min(p.gpus_per_node for p in s.cluster.pools) // self.tps.max(axis=0))
             pair = np.minimum(fewest, self.d).astype(float)     # at most the group: a node's replicas, >= 2
             gather, both = zero_per_micro_batch_floor(3, weight_bytes, pair, ring_s_per_byte(pair, link), wire,
-                                                      s.states.trainable)
+                                                      s.states.trainable, grad_wire)
             self.gather, self.grads = np.minimum(self.gather, gather), np.minimum(self.grads, both - gather)
 
 
