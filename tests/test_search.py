@@ -507,6 +507,27 @@ def test_the_greedy_plans_chains_are_chains_of_the_engines_space(catalog):
             assert {sum(f.tps) for f in widest if f.subset == subset} == {most}, (engine, subset)
 
 
+@pytest.mark.parametrize("objective", [Objective.THROUGHPUT, Objective.COST])
+def test_best_only_answers_the_full_searchs_best_plan(catalog, objective):
+    """SearchOptions.best_only (hetplan plan --engine all's text): under every engine, the same best
+    plan, estimate, completeness, gap, notes and idle pools as the full answer, alone: no Pareto front,
+    and an explanation that names no next plan (the ranking after the best is not known)."""
+    from planner.engines import ENGINES
+    cluster = load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
+    ranked = 0
+    for engine in ENGINES:
+        job = Job(catalog.model("gpt3-1.3b"), 32, 2048, engine=engine)
+        full = search(cluster, job, objective, baselines=False)
+        alone = search(cluster, job, objective, options=SearchOptions(best_only=True), baselines=False)
+        ranked += len(full.plans) > 1
+        assert full.pareto and len(alone.plans) == 1 and alone.pareto == (), engine
+        assert (alone.plans[0].plan, alone.plans[0].estimate) == (full.plans[0].plan, full.plans[0].estimate), engine
+        assert (alone.complete, alone.gap, alone.notes, alone.idle) == (full.complete, full.gap, full.notes,
+                                                                        full.idle), engine
+        assert alone.plans[0].explanation == f"Bottleneck: {full.plans[0].estimate.bottleneck}.", engine
+    assert ranked >= len(ENGINES) - 1      # the full answers rank several plans (FSDP's may have one)
+
+
 def _without_times(result):
     """A SearchResult with its wall-clock times zeroed (its own and each engine's), for equality."""
     return replace(result, search_time_s=0.0, by_engine={n: r if isinstance(r, str) else _without_times(r)

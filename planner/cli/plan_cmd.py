@@ -149,8 +149,10 @@ def _context_parallel(text: str):
         raise argparse.ArgumentTypeError(f"auto or a whole number: {e}") from None
 
 
-def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None = None, baselines: bool = True):
-    """The search for `engine`, or (`engines`) for the best of those engines."""
+def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None = None, baselines: bool = True,
+            best_only: bool = False):
+    """The search for `engine`, or (`engines`) for the best of those engines; `best_only`: its best plan
+    alone (SearchOptions.best_only)."""
     if args.tf32 is not None and args.precision != "fp32":
         raise InputError("--tf32", "applies to --precision fp32 only")
     if args.lora_rank is not None and args.job_kind not in ("lora", "qlora"):
@@ -165,7 +167,7 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
               training=training, offload=offload, context_parallel=cp, expert_parallel=ep)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
-                      method=args.baseline or "hetplan", options=_options(args.time_limit, args.workers),
+                      method=args.baseline or "hetplan", options=_options(args.time_limit, args.workers, best_only),
                       offload="auto" if args.offload == "auto" else "fixed",
                       context_parallel="auto" if args.context_parallel == "auto" else "fixed",
                       expert_parallel="auto" if args.expert_parallel == "auto" else "fixed", engines=engines,
@@ -176,11 +178,11 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
                                            f"--global-batch") from None
 
 
-def _options(time_limit_s: float, workers: int = 1) -> SearchOptions:
+def _options(time_limit_s: float, workers: int = 1, best_only: bool = False) -> SearchOptions:
     """The search's CPU-second limit, and each baseline's in the planner's default proportion (as the
     app gives them), so that a gain over a baseline does not depend on which front end asked."""
     default = SearchOptions()
-    return SearchOptions(time_limit_s=time_limit_s, workers=workers,
+    return SearchOptions(time_limit_s=time_limit_s, workers=workers, best_only=best_only,
                          baseline_time_limit_s=time_limit_s * default.baseline_time_limit_s / default.time_limit_s)
 
 
@@ -217,9 +219,11 @@ def _run_all(args, cluster, model, catalog) -> int:
 
 def _engine_of_all(k: int, shared, clock, still: int, searched_before: bool, args, cluster, model, names):
     """--engine all's search of names[k], or why it has no plan (a planner.search.parallel task with
-    --workers: each engine's own search, no threshold shared, each with its own --time-limit)."""
+    --workers: each engine's own search, no threshold shared, each with its own --time-limit). The text
+    shows each engine's best plan alone: only --json and --out ask for the rest (plans, front, baselines)."""
+    shown = bool(args.json or args.out)
     try:
-        return _search(args, cluster, model, names[k], baselines=bool(args.json or args.out))
+        return _search(args, cluster, model, names[k], baselines=shown, best_only=not shown)
     except InputError as e:
         return str(e)
 

@@ -669,7 +669,9 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
                                        f"SearchOptions.time_limit_s) or plan on fewer pools or GPUs")
     full: dict[Plan, Estimate] = {}
     pruning = _with_first(options, first)       # what to beat: options.beat, or the greedy plan when better
-    ranked = _rank(cluster, job, objective, deadline_hours, considered, pruning, clock, top_k, full)
+    shown = 1 if options.best_only else top_k      # plans the answer holds
+    ranked = _rank(cluster, job, objective, deadline_hours, considered, pruning, clock,
+                   0 if options.best_only else top_k, full)
     if not ranked and options.beat is None and first is None:
         _raise_infeasible(cluster, job, objective, deadline_hours, considered, options)
     ranked, floor = _verify(cluster, job, objective, deadline_hours, considered, pruning, ranked, clock, shared)
@@ -685,15 +687,15 @@ def _search_setting(cluster: Cluster, job: Job, objective: Objective = Objective
         base_notes += (f"a limit cut the search short of the {', '.join(adopted)} baseline's plan, which is in "
                        f"its space; that plan is ranked with the search's own",)
     full.update({b.plan: b.estimate for b in base.values() if b is not None})
-    top = ranked[:_evaluate_shown(cluster, job, ranked, top_k, options, full)]
-    if len(top) < min(top_k, len(ranked)):
+    top = ranked[:_evaluate_shown(cluster, job, ranked, shown, options, full, after=not options.best_only)]
+    if len(top) < min(shown, len(ranked)):
         base_notes += (f"the time limit left room to evaluate in full only {len(top)} of the "
-                       f"{min(top_k, len(ranked))} best plans; the others are not shown",)
-    explanations = explain_ranking(objective, top, ranked)
+                       f"{min(shown, len(ranked))} best plans; the others are not shown",)
+    explanations = explain_ranking(objective, top, None if options.best_only else ranked)
     plans = tuple(ScoredPlan(plan, est, _gains(objective, est, base), text)
                   for (plan, est), text in zip(top, explanations))
-    pareto = _pareto(cluster, job, considered, options,
-                     ranked + [(b.plan, b.estimate) for b in base.values() if b is not None], clock, full)
+    pareto = () if options.best_only else _pareto(cluster, job, considered, options, ranked + [
+        (b.plan, b.estimate) for b in base.values() if b is not None], clock, full)
     best = estimate_key(objective, ranked[0][1], deadline_hours)
     # a search a limit cut short is still complete when what it left has bounds no better than the answer
     complete = considered.exact or floor >= best * (1 - 1e-9)
@@ -748,11 +750,11 @@ def _within_whole(options: SearchOptions) -> SearchOptions:
     return replace(options, time_limit_s=max(1e-3, min(options.time_limit_s, left)))
 
 
-def _evaluate_shown(cluster, job, ranked: list, top_k: int, options, full: dict) -> int:
-    """Evaluate in full (`_full`) the plans shown and the one after them, best first, the first even
-    past the whole budget; returns how many are shown (the plans evaluated, at most top_k)."""
+def _evaluate_shown(cluster, job, ranked: list, top_k: int, options, full: dict, after: bool = True) -> int:
+    """Evaluate in full (`_full`) the plans shown and (`after`) the one after them, best first, the first
+    even past the whole budget; returns how many are shown (the plans evaluated, at most top_k)."""
     done = 0
-    for k, (plan, _) in enumerate(ranked[:top_k + 1]):
+    for k, (plan, _) in enumerate(ranked[:top_k + after]):
         if k and _spent():
             break
         ranked[k] = (plan, _full(cluster, job, plan, options, full))
