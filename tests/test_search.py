@@ -528,6 +528,37 @@ def test_best_only_answers_the_full_searchs_best_plan(catalog, objective):
     assert ranked >= len(ENGINES) - 1      # the full answers rank several plans (FSDP's may have one)
 
 
+def test_seeds_prune_a_best_only_search_to_the_same_answer(catalog, monkeypatch):
+    """SearchOptions.seeds (hetplan plan --engine all's text): Megatron-LM's answer, as FlagScale,
+    Megatron-DeepSpeed and hetplan's runtime run it, prunes their best_only searches (fewer fast scores),
+    which answer the same plan, estimate, completeness, gap and notes; a seed that no plan of the search
+    beats (here: its key halved) leaves the first setting Beaten, searched again without it, the same."""
+    search_module = sys.modules["planner.search.search"]
+    cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
+    job = Job(catalog.model("llama-2-70b"), 256, 4096)
+    alone = SearchOptions(best_only=True)
+    seed = search(cluster, replace(job, engine="megatron"), options=alone, baselines=False).plans[0].plan
+    pruned, fulls = 0, {}
+    for engine in ("flagscale", "megatron-deepspeed", "hetplan"):
+        assert search_module._as_searched(seed, replace(job, engine=engine)) is not None, engine
+        full = fulls[engine] = search(cluster, replace(job, engine=engine), options=alone, baselines=False)
+        seeded = search(cluster, replace(job, engine=engine), options=replace(alone, seeds=(seed,)), baselines=False)
+        assert (seeded.plans[0].plan, seeded.plans[0].estimate) == (full.plans[0].plan, full.plans[0].estimate)
+        assert (seeded.complete, seeded.gap, seeded.notes) == (full.complete, full.gap, full.notes), engine
+        pruned += seeded.candidates_evaluated < full.candidates_evaluated
+    assert pruned >= 2
+    real, searched = search_module._seeded, []
+    monkeypatch.setattr(search_module, "_seeded", lambda *a: (lambda o: o if o is a[-1] else replace(
+        o, beat=o.beat / 2))(real(*a)))
+    monkeypatch.setattr(search_module, "_search_or_error", lambda *a, real=search_module._search_or_error: (
+        searched.append(a[6].beat), real(*a))[1])
+    again = search(cluster, replace(job, engine="flagscale"), options=replace(alone, seeds=(seed,)), baselines=False)
+    assert searched[0] is not None and searched[1] is None       # Beaten at the seed, then searched without it
+    full = fulls["flagscale"]
+    assert (again.plans[0].plan, again.plans[0].estimate, again.complete, again.gap, again.notes) == (
+        full.plans[0].plan, full.plans[0].estimate, full.complete, full.gap, full.notes)
+
+
 def _without_times(result):
     """A SearchResult with its wall-clock times zeroed (its own and each engine's), for equality."""
     return replace(result, search_time_s=0.0, by_engine={n: r if isinstance(r, str) else _without_times(r)

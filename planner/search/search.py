@@ -20,6 +20,7 @@ from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT,
 from planner.search.space import micro_batch_sizes
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
+from planner.engines.base import SWITCHES
 from planner.engines.cover import Cover, cover
 from planner.types import (MAX_SIMULATED_PASSES, Cluster, Estimate, InfeasibleError, InputError, Job, Objective,
                            Offload, Plan, TooManyPassesError)
@@ -487,7 +488,7 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     """`search` with the context-parallel degree fixed (its `offload` argument as there). Each offload
     setting after the first prunes at the best answer so far (SearchOptions.beat); the baselines are
     searched once, for the winner."""
-    first, error = _search_or_error(cluster, job, objective, deadline_hours, top_k, method, options, False)
+    first, error = _search_first(cluster, job, objective, deadline_hours, top_k, method, options)
     tries = _offload_settings(job, first) if offload == "auto" else []
     results, errors = [] if first is None else [first], [error]
     skipped = [o.value for o in tries if results and _spent()]
@@ -505,6 +506,56 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     if skipped:
         best = replace(best, complete=False, gap=None)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
+
+
+def _search_first(cluster: Cluster, job: Job, objective, deadline_hours, top_k, method,
+                  options: SearchOptions) -> tuple[SearchResult | None, InputError | None]:
+    """_search_or_error of the job as given (the first setting of _search_offloads), pruned at its seed where
+    it has one (_seeded); where nothing beats the seed, searched again without it. The same answer either
+    way (tests/test_search.py): the seed only prunes what cannot beat the answer, which it is no better than."""
+    seeded = _seeded(cluster, job, objective, deadline_hours, options)
+    found, error = _search_or_error(cluster, job, objective, deadline_hours, top_k, method, seeded, False)
+    if isinstance(error, Beaten) and seeded is not options:
+        return _search_or_error(cluster, job, objective, deadline_hours, top_k, method, options, False)
+    return found, error
+
+
+SEED_MARGIN = 1e-9      # a seed prunes at its key this much above it: the search's answer may tie it (the same plan)
+
+
+def _seeded(cluster: Cluster, job: Job, objective, deadline_hours, options: SearchOptions) -> SearchOptions:
+    """`options` that prune (SearchOptions.beat) at the best seed plan under the job's engine (options.seeds,
+    each as that engine's search writes it, _as_searched), evaluated by the cost model on this cluster; only
+    for a best_only search, whose answer is its best plan alone: pruning at it leaves that plan, but not
+    the plans after it, the front or the fast scores counted (and the reasons given for idle pools are
+    what this search saw). A seed is not the answer: with it, the search runs without its greedy first
+    plan, and a search that finds no plan beating it is run again without it (_search_first)."""
+    if not options.best_only or not options.seeds:
+        return options
+    plans = [plan for plan in (_as_searched(seed, job) for seed in options.seeds) if plan is not None]
+    key = min((estimate_key(objective, _evaluate_plan(cluster, job, plan, options), deadline_hours)
+               for plan in dict.fromkeys(plans)), default=math.inf)
+    if key == math.inf or (options.beat is not None and key * (1 + SEED_MARGIN) >= options.beat):
+        return options
+    return replace(options, beat=key * (1 + SEED_MARGIN))
+
+
+def _as_searched(plan: Plan, job: Job) -> Plan | None:
+    """`plan` as the search of `job` under its engine writes it (the engine's tp-communication overlap and
+    switches, as Candidate.to_plan sets them), or None where it is not of that search's setting (model,
+    batch, sequence, job kind, offload, context and expert parallelism) or the engine cannot run it."""
+    engine = engine_profile(job.engine)
+    if (plan.model, plan.global_batch, plan.seq_len, plan.training, plan.offload, plan.context_parallel,
+            plan.expert_parallel) != (job.model, job.global_batch, job.seq_len, job.training, job.offload,
+                                      job.context_parallel, job.expert_parallel):
+        return None
+    switches = {**dict.fromkeys(SWITCHES), **engine.search_switches(plan.num_stages, plan.zero_stage)}
+    try:
+        plan = replace(plan, engine=job.engine, tp_comm_overlap=plan.sequence_parallel and engine.space.tp_comm_overlap,
+                       **switches)
+    except InputError:
+        return None
+    return None if engine.violations(plan) else plan
 
 
 def _skipped_note(skipped: list[str]) -> tuple[str, ...]:
