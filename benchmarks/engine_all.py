@@ -110,7 +110,8 @@ def changed(saved: dict, now: dict) -> list[str]:
         for engine in saved[label].keys() | now[label].keys():
             old, new = ({k: v for k, v in d.get(engine, {}).items() if k != "idle"} for d in (saved[label], now[label]))
             if old != new:
-                out.append(f"{label}: {engine} ({', '.join(sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k)))})")
+                fields = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+                out.append(f"{label}: {engine} ({', '.join(fields)})")
     return out
 
 

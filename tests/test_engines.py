@@ -224,8 +224,8 @@ def test_plan_engine_all_text_shows_each_engines_best_plan_as_json_does():
             continue
         best, m = result["plans"][0], result["plans"][0]["metrics"]
         proof = "complete" if result["complete"] else f"gap {result['gap']:.1%}"
-        assert (f"{ENGINES[name].title:16s} {m['tokens_per_s']:12,.0f} tokens/s  ${m['cost_per_million_tokens_usd']:.3f}"
-                f"/M  {m['num_gpus']} GPUs  ({proof}") in text.stdout, name
+        assert (f"{ENGINES[name].title:16s} {m['tokens_per_s']:12,.0f} tokens/s  "
+                f"${m['cost_per_million_tokens_usd']:.3f}/M  {m['num_gpus']} GPUs  ({proof}") in text.stdout, name
         assert f"    {describe_plan(plan_from_dict(best, catalog))}\n" in text.stdout + "\n", name
 
 

@@ -167,7 +167,8 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
               training=training, offload=offload, context_parallel=cp, expert_parallel=ep)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
-                      method=args.baseline or "hetplan", options=_options(args.time_limit, args.workers, best_only, seeds),
+                      method=args.baseline or "hetplan",
+                      options=_options(args.time_limit, args.workers, best_only, seeds),
                       offload="auto" if args.offload == "auto" else "fixed",
                       context_parallel="auto" if args.context_parallel == "auto" else "fixed",
                       expert_parallel="auto" if args.expert_parallel == "auto" else "fixed", engines=engines,

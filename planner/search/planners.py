@@ -79,7 +79,7 @@ class SearchOptions:
     best_only: bool = False                # search answers with its best plan alone: no next plan re-scored or named
     #                                        in its explanation, no Pareto front (hetplan plan --engine all's text)
     seeds: tuple = ()                      # with best_only: plans found elsewhere (other engines' answers); the best
-    #                                        of those this engine runs prunes its search's first setting (search._seeded)
+    #                                        of those this engine runs prunes its first setting (search._seeded)
 
     def __post_init__(self):
         for name in ("time_limit_s", "baseline_time_limit_s"):

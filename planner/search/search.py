@@ -512,7 +512,8 @@ def _search_first(cluster: Cluster, job: Job, objective, deadline_hours, top_k, 
                   options: SearchOptions) -> tuple[SearchResult | None, InputError | None]:
     """_search_or_error of the job as given (the first setting of _search_offloads), pruned at its seed where
     it has one (_seeded); where nothing beats the seed, searched again without it. The same answer either
-    way (tests/test_search.py): the seed only prunes what cannot beat the answer, which it is no better than."""
+    way (tests/test_search.py): an answer that beats the seed's threshold is visited, and what the threshold
+    prunes cannot beat it."""
     seeded = _seeded(cluster, job, objective, deadline_hours, options)
     found, error = _search_or_error(cluster, job, objective, deadline_hours, top_k, method, seeded, False)
     if isinstance(error, Beaten) and seeded is not options:
