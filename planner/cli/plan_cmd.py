@@ -223,7 +223,7 @@ def _engines_in_turn(args, cluster, model, names) -> list:
     outcomes = [None] * len(names)
     for k in sorted(range(len(names)), key=lambda k: names[k] == RUNTIME):
         seeds = tuple(o.plans[0].plan for o in outcomes if o is not None and not isinstance(o, str))
-        outcomes[k] = _engine_of_all(k, None, None, 1, False, args, cluster, model, names, seeds)
+        outcomes[k] = _engine_of_all(k, None, None, 1, False, args, cluster, model, names, seeds=seeds)
     return outcomes
 
 
