@@ -50,3 +50,12 @@ def test_plan_help_says_what_the_time_limit_bounds(capsys):
     assert re.search(rf"{SEARCH_SHARE:.0%} for the best-first loop", text)
     assert f"({default.baseline_time_limit_s / default.time_limit_s:.0%} of S each" in text
     assert "Past it: start-up, reading the files and one cost-model evaluation of the answer" in text
+
+
+def test_the_seed_margin_is_stated_as_the_code_applies_it():
+    """--engine all's seeds prune SEED_MARGIN above their key (planner.search.search._seeded)."""
+    from planner.search.search import SEED_MARGIN
+    performance = _text("docs/performance.md")
+    assert f"evaluated under it, {SEED_MARGIN:.1%} above that key (`SEED_MARGIN`)" in performance
+    source = (ROOT / "planner" / "search" / "search.py").read_text()
+    assert "return replace(options, beat=key * (1 + SEED_MARGIN))" in source

@@ -209,6 +209,26 @@ def test_catalog_engines_lists_every_profile():
     assert "fp16" not in rows["torchtitan"]["precisions"] and rows["flagscale"]["tp_per_stage"] is True
 
 
+def test_plan_engine_all_text_shows_each_engines_best_plan_as_json_does():
+    """--engine all's text searches each engine for its best plan alone (SearchOptions.best_only): the
+    same plan, figures and completeness as --json's plans[0], which ranks several."""
+    from planner.search.explain import describe_plan
+    job = ("plan", "--cluster", "examples/single-node-8.yaml", "--model", "gpt3-1.3b", "--global-batch", "32",
+           "--seq-len", "2048", "--engine", "all")
+    text, out = _hetplan(*job), _hetplan(*job, "--json")
+    assert text.returncode == 0 and out.returncode == 0, text.stderr + out.stderr
+    catalog = load_catalog()
+    for name, result in json.loads(out.stdout)["engines"].items():
+        if "error" in result:
+            assert f"no plan: {result['error']}" in text.stdout, name
+            continue
+        best, m = result["plans"][0], result["plans"][0]["metrics"]
+        proof = "complete" if result["complete"] else f"gap {result['gap']:.1%}"
+        assert (f"{ENGINES[name].title:16s} {m['tokens_per_s']:12,.0f} tokens/s  "
+                f"${m['cost_per_million_tokens_usd']:.3f}/M  {m['num_gpus']} GPUs  ({proof}") in text.stdout, name
+        assert f"    {describe_plan(plan_from_dict(best, catalog))}\n" in text.stdout + "\n", name
+
+
 def test_plan_engine_all_side_by_side(tmp_path):
     """--engine all: each engine's best plan (or why it has none), each one the engine runs, and
     hetplan's runtime at least as good as every other (its space holds theirs)."""

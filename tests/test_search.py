@@ -507,6 +507,58 @@ def test_the_greedy_plans_chains_are_chains_of_the_engines_space(catalog):
             assert {sum(f.tps) for f in widest if f.subset == subset} == {most}, (engine, subset)
 
 
+@pytest.mark.parametrize("objective", [Objective.THROUGHPUT, Objective.COST])
+def test_best_only_answers_the_full_searchs_best_plan(catalog, objective):
+    """SearchOptions.best_only (hetplan plan --engine all's text): under every engine, the same best
+    plan, estimate, completeness, gap, notes and idle pools as the full answer, alone: no Pareto front,
+    and an explanation that names no next plan (the ranking after the best is not known)."""
+    from planner.engines import ENGINES
+    cluster = load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
+    ranked = 0
+    for engine in ENGINES:
+        job = Job(catalog.model("gpt3-1.3b"), 32, 2048, engine=engine)
+        full = search(cluster, job, objective, baselines=False)
+        alone = search(cluster, job, objective, options=SearchOptions(best_only=True), baselines=False)
+        ranked += len(full.plans) > 1
+        assert full.pareto and len(alone.plans) == 1 and alone.pareto == (), engine
+        assert (alone.plans[0].plan, alone.plans[0].estimate) == (full.plans[0].plan, full.plans[0].estimate), engine
+        assert (alone.complete, alone.gap, alone.notes, alone.idle) == (full.complete, full.gap, full.notes,
+                                                                        full.idle), engine
+        assert alone.plans[0].explanation == f"Bottleneck: {full.plans[0].estimate.bottleneck}.", engine
+    assert ranked >= len(ENGINES) - 1      # the full answers rank several plans (FSDP's may have one)
+
+
+def test_seeds_prune_a_best_only_search_to_the_same_answer(catalog, monkeypatch):
+    """SearchOptions.seeds (hetplan plan --engine all's text): Megatron-LM's answer, as FlagScale,
+    Megatron-DeepSpeed and hetplan's runtime run it, prunes their best_only searches (fewer fast scores),
+    which answer the same plan, estimate, completeness, gap and notes; a seed that no plan of the search
+    beats (here: its key halved) leaves the first setting Beaten, searched again without it, the same."""
+    search_module = sys.modules["planner.search.search"]
+    cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
+    job = Job(catalog.model("llama-2-70b"), 256, 4096)
+    alone = SearchOptions(best_only=True)
+    seed = search(cluster, replace(job, engine="megatron"), options=alone, baselines=False).plans[0].plan
+    pruned, fulls = 0, {}
+    for engine in ("flagscale", "megatron-deepspeed", "hetplan"):
+        assert search_module._as_searched(seed, replace(job, engine=engine)) is not None, engine
+        full = fulls[engine] = search(cluster, replace(job, engine=engine), options=alone, baselines=False)
+        seeded = search(cluster, replace(job, engine=engine), options=replace(alone, seeds=(seed,)), baselines=False)
+        assert (seeded.plans[0].plan, seeded.plans[0].estimate) == (full.plans[0].plan, full.plans[0].estimate)
+        assert (seeded.complete, seeded.gap, seeded.notes) == (full.complete, full.gap, full.notes), engine
+        pruned += seeded.candidates_evaluated < full.candidates_evaluated
+    assert pruned >= 2
+    real, searched = search_module._seeded, []
+    monkeypatch.setattr(search_module, "_seeded", lambda *a: (lambda o: o if o is a[-1] else replace(
+        o, beat=o.beat / 2))(real(*a)))
+    monkeypatch.setattr(search_module, "_search_or_error", lambda *a, real=search_module._search_or_error: (
+        searched.append(a[6].beat), real(*a))[1])
+    again = search(cluster, replace(job, engine="flagscale"), options=replace(alone, seeds=(seed,)), baselines=False)
+    assert searched[0] is not None and searched[1] is None       # Beaten at the seed, then searched without it
+    full = fulls["flagscale"]
+    assert (again.plans[0].plan, again.plans[0].estimate, again.complete, again.gap, again.notes) == (
+        full.plans[0].plan, full.plans[0].estimate, full.complete, full.gap, full.notes)
+
+
 def _without_times(result):
     """A SearchResult with its wall-clock times zeroed (its own and each engine's), for equality."""
     return replace(result, search_time_s=0.0, by_engine={n: r if isinstance(r, str) else _without_times(r)

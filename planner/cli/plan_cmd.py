@@ -149,8 +149,10 @@ def _context_parallel(text: str):
         raise argparse.ArgumentTypeError(f"auto or a whole number: {e}") from None
 
 
-def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None = None, baselines: bool = True):
-    """The search for `engine`, or (`engines`) for the best of those engines."""
+def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None = None, baselines: bool = True,
+            best_only: bool = False, seeds: tuple = ()):
+    """The search for `engine`, or (`engines`) for the best of those engines; `best_only`: its best plan
+    alone, pruned at the best of the `seeds` it runs (SearchOptions.best_only, seeds)."""
     if args.tf32 is not None and args.precision != "fp32":
         raise InputError("--tf32", "applies to --precision fp32 only")
     if args.lora_rank is not None and args.job_kind not in ("lora", "qlora"):
@@ -165,7 +167,8 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
               training=training, offload=offload, context_parallel=cp, expert_parallel=ep)
     try:
         return search(cluster, job, Objective(args.objective), args.deadline_hours, args.top,
-                      method=args.baseline or "hetplan", options=_options(args.time_limit, args.workers),
+                      method=args.baseline or "hetplan",
+                      options=_options(args.time_limit, args.workers, best_only, seeds),
                       offload="auto" if args.offload == "auto" else "fixed",
                       context_parallel="auto" if args.context_parallel == "auto" else "fixed",
                       expert_parallel="auto" if args.expert_parallel == "auto" else "fixed", engines=engines,
@@ -176,11 +179,11 @@ def _search(args, cluster, model, engine: str, engines: tuple[str, ...] | None =
                                            f"--global-batch") from None
 
 
-def _options(time_limit_s: float, workers: int = 1) -> SearchOptions:
+def _options(time_limit_s: float, workers: int = 1, best_only: bool = False, seeds: tuple = ()) -> SearchOptions:
     """The search's CPU-second limit, and each baseline's in the planner's default proportion (as the
     app gives them), so that a gain over a baseline does not depend on which front end asked."""
     default = SearchOptions()
-    return SearchOptions(time_limit_s=time_limit_s, workers=workers,
+    return SearchOptions(time_limit_s=time_limit_s, workers=workers, best_only=best_only, seeds=seeds,
                          baseline_time_limit_s=time_limit_s * default.baseline_time_limit_s / default.time_limit_s)
 
 
@@ -191,8 +194,7 @@ def _run_all(args, cluster, model, catalog) -> int:
     names = tuple(ENGINES)
     with ended_by_signals():        # --workers: SIGTERM and SIGHUP end the workers on the way out
         outcomes = (run_each(_engine_of_all, len(names), args.workers, None, (args, cluster, model, names))
-                    if args.workers > 1 else [_engine_of_all(k, None, None, 1, False, args, cluster, model, names)
-                                              for k in range(len(names))])
+                    if args.workers > 1 else _engines_in_turn(args, cluster, model, names))
     for name, outcome in zip(names, outcomes):
         if isinstance(outcome, str):          # infeasible under this engine: a result, not a failure
             errors[name] = outcome
@@ -215,11 +217,25 @@ def _run_all(args, cluster, model, catalog) -> int:
     return 0
 
 
-def _engine_of_all(k: int, shared, clock, still: int, searched_before: bool, args, cluster, model, names):
+def _engines_in_turn(args, cluster, model, names) -> list:
+    """_engine_of_all of each engine in one process, in the order of `names` but hetplan's runtime last: its
+    space holds the plans of the others, the best of which then seeds its search (SearchOptions.seeds)."""
+    outcomes = [None] * len(names)
+    for k in sorted(range(len(names)), key=lambda k: names[k] == RUNTIME):
+        seeds = tuple(o.plans[0].plan for o in outcomes if o is not None and not isinstance(o, str))
+        outcomes[k] = _engine_of_all(k, None, None, 1, False, args, cluster, model, names, seeds=seeds)
+    return outcomes
+
+
+def _engine_of_all(k: int, shared, clock, still: int, searched_before: bool, args, cluster, model, names,
+                   seeds: tuple = ()):
     """--engine all's search of names[k], or why it has no plan (a planner.search.parallel task with
-    --workers: each engine's own search, no threshold shared, each with its own --time-limit)."""
+    --workers: each engine's own search, no threshold shared, each with its own --time-limit). The text
+    shows each engine's best plan alone: only --json and --out ask for the rest (plans, front, baselines);
+    for it alone, the `seeds` (other engines' answers) prune the search (SearchOptions.seeds)."""
+    shown = bool(args.json or args.out)
     try:
-        return _search(args, cluster, model, names[k], baselines=bool(args.json or args.out))
+        return _search(args, cluster, model, names[k], baselines=shown, best_only=not shown, seeds=seeds)
     except InputError as e:
         return str(e)
 

@@ -81,16 +81,17 @@ def _loss(objective: Objective, best: Estimate, other: Estimate) -> str:
 
 
 def explain_ranking(objective: Objective, top: list[tuple[Plan, Estimate]],
-                    ranked: list[tuple[Plan, Estimate]]) -> list[str]:
-    """For each plan: its bottleneck and what the next plan in the ranking gives up against it."""
+                    ranked: list[tuple[Plan, Estimate]] | None) -> list[str]:
+    """For each plan: its bottleneck and what the next plan in the ranking gives up against it
+    (`ranked` None: the bottleneck alone, the ranking after `top` not known)."""
     out = []
     for k, (plan, est) in enumerate(top):
         text = f"Bottleneck: {est.bottleneck}."
-        if k + 1 < len(ranked):
+        if ranked is not None and k + 1 < len(ranked):
             nxt_plan, nxt = ranked[k + 1]
             text += (f" The next plan ({differences(plan, nxt_plan)}) gives up {_loss(objective, est, nxt)}"
                      f" ({nxt.bottleneck}).")
-        else:
+        elif ranked is not None:
             text += " No other plan that fits was found among those re-scored."
         out.append(text)
     return out

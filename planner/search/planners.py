@@ -76,6 +76,10 @@ class SearchOptions:
     #                                        keys the searches before this one evaluated so far, pruned at as `beat`
     covered: tuple = ()                    # planner.engines.cover.Cover of this engine's space that another engine's
     #                                        complete search vouches for: hetplan's search skips it (_uncovered)
+    best_only: bool = False                # search answers with its best plan alone: no next plan re-scored or named
+    #                                        in its explanation, no Pareto front (hetplan plan --engine all's text)
+    seeds: tuple = ()                      # with best_only: plans found elsewhere (other engines' answers); the best
+    #                                        of those this engine runs prunes its first setting (search._seeded)
 
     def __post_init__(self):
         for name in ("time_limit_s", "baseline_time_limit_s"):
