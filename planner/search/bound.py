@@ -144,6 +144,7 @@ class Bounds:
         self._run: dict = {}
         self._held: dict = {}
         self._best_rates: dict = {}
+        self._zeros: dict = {}
         self.transfers = TransferFloors(scorer)
 
     def sharing(self, even: bool) -> "Bounds":
@@ -154,7 +155,7 @@ class Bounds:
             return self
         other = Bounds(self.scorer, even)
         other._rates, other._caps, other._run, other._held = self._rates, self._caps, self._run, self._held
-        other._best_rates = self._best_rates
+        other._best_rates, other._zeros = self._best_rates, self._zeros
         other.transfers = self.transfers
         return other
 
@@ -207,7 +208,6 @@ class Bounds:
         any_order = fixed < len(runs)           # no head time, and only known transfers
         last[fixed:], windows[fixed:] = [p - 1] * (len(runs) - fixed), replicas[fixed:]
         out = {}
-        wanted = None if only is None else {key[:3] for key in only}
         recomputes = searched_recomputes(s.options.flash_attention, mixed, s.job.engine)
         for mb in (micro_batch_sizes(B) if only is None else sorted({key[0] for key in only})):
             if B // mb < max_replicas:
@@ -219,16 +219,17 @@ class Bounds:
                     continue
                 ratio = None
                 for rc in recomputes:
-                    if wanted is not None and (mb, v, rc) not in wanted:
+                    asked = zeros if only is None else tuple(zero for zero in zeros if (mb, v, rc, zero) in only)
+                    if not asked:
                         continue
                     if ratio is None:
                         ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
-                    found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=zeros, last=last,
+                    found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=asked, last=last,
                                                   windows=windows, transfers=transfers, no_head=any_order,
                                                   limit=limit, window_ratio=ratio, first_known=fixed >= 1,
                                                   fixed=fixed)
                     fits |= fit and v == 1
-                    for zero, bound in zip(zeros, found):
+                    for zero, bound in zip(asked, found):
                         if v > 1:       # 1F1B bounds take their margin in _pipeline_s
                             bound *= 1 - FILL_SLACK
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
@@ -242,8 +243,8 @@ class Bounds:
                     limit: float = math.inf, window_ratio: float = 0.0,
                     first_known: bool = True, fixed: int | None = None) -> tuple[list[float], bool]:
         """(bound per ZeRO stage, whether some ZeRO stage might fit). A ZeRO stage whose bound
-        without memory caps is already at least `limit` is not capped (its bound is returned
-        uncapped: a valid lower bound that the caller drops). `window_ratio`: n / k of (b7);
+        without memory caps is already at least `limit` is not capped (inf is returned for it: the
+        caller drops it as it would its bound). `window_ratio`: n / k of (b7);
         `fixed`: the runs whose positions are known (pipeline_s), for (b10)."""
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
         never = [math.inf] * len(zeros)
@@ -252,14 +253,14 @@ class Bounds:
         # stages of run k: (k, how many, their rates, the head's time, which part of the run: "all" of a
         # run before the last; the last run's "others" and "last")
         stages = []
+        if v > 1 and any(len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p) for groups, _ in runs):
+            return never, False                  # uneven interleaved groups: no rates needed to say so
         for k, (groups, count) in enumerate(runs):
             rates = self._stage_rates(groups, mb, rc, sp)
             if rates is None:
                 return never, False
             per_zero, head, shares = rates
             head = 0.0 if no_head else head
-            if v > 1 and len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p):
-                return never, False
             if k < len(runs) - 1:
                 stages.append((k, count, per_zero, 0.0, "all"))
             else:                                # only the very last stage holds the head
@@ -271,8 +272,10 @@ class Bounds:
         total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs) if one_run else 0
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
         known = len(runs) if fixed is None else fixed      # runs of known place
+        lanes_of = [(-(-m // d), d, windows[k] + (d if part == "others" else 0)) if len(runs[k][0]) == 1 else None
+                    for k, _, _, _, part in stages for d in (runs[k][0][0].count,)]   # (b11): a one-group run's lane
         for zero in zeros:
-            rows, betas, parts, lanes_of = [], [], [], []
+            rows, betas, parts = [], [], []
             a_min = beta_min = math.inf          # beta_min: also the least beta of any lane, for (b7)
             slow_lane = lane_window = 0.0
             beta_max = beta_sum = floor = inverse = weighted = 0.0
@@ -292,9 +295,6 @@ class Bounds:
                 rows.append((count, a, e, part))
                 betas.append(beta)
                 parts.append((k, count, a, phi, e))
-                d = runs[k][0][0].count                  # (b11): a run of one group's busiest replica, its window
-                lanes_of.append((-(-m // d), d, windows[k] + (d if part == "others" else 0))
-                                if len(runs[k][0]) == 1 else None)
                 if a < a_min:
                     a_min = a
                 if beta < beta_min:
@@ -322,14 +322,23 @@ class Bounds:
                         if v == 1 else 0.0)
                 return max(busiest + fill + transfers, window if with_window else 0.0) + tail    # (b4)
 
-            uncapped = _whole_layer_level(L, [(c, a, e, math.inf) for c, a, e, _ in rows], (L + weighted) / inverse)
+            # `limit` applies to the bound as returned, margin taken off (here or, v > 1, by the caller); a bound
+            # at or above it is dropped, so its terms come cheapest first: the fractional level is at most the
+            # whole-layer one, and M + fill does not fall with M (to rounding: a hair above the limit for that)
+            level = (L + weighted) / inverse
+            if (total(level, with_window=False) * (1 - FILL_SLACK) >= (limit if v > 1 else limit + abs(limit) * 1e-12)
+                    or v == 1 and max(max(level, floor) + transfers, window) + tail >= limit):
+                out.append(math.inf)
+                fits = True                      # unknown: the caller must not stop at this micro-batch
+                continue
+            uncapped = _whole_layer_level(L, [(c, a, e, math.inf) for c, a, e, _ in rows], level)
             proven = 0.0                        # 1F1B: what FILL_SLACK does not lower, (b10) among it
             if v == 1:
-                proven = max(_fill_s(L, fewest, parts, known),
-                             max(uncapped, floor) + transfers, window) + tail
-            # `limit` applies to the bound as returned, margin taken off (here or, v > 1, by the caller)
+                proven = max(max(uncapped, floor) + transfers, window) + tail
+                if proven < limit:
+                    proven = max(_fill_s(L, fewest, parts, known), max(uncapped, floor) + transfers, window) + tail
             if total(uncapped, with_window=False) * (1 - FILL_SLACK) >= limit or proven >= limit:   # no need to cap
-                out.append(max(total(uncapped) * (1 - FILL_SLACK if v == 1 else 1.0), proven))
+                out.append(math.inf)
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
             caps = self._caps_by_part(runs=runs, mb=mb, v=v, rc=rc, sp=sp, p=p, last=last, windows=windows, m=m,
@@ -403,42 +412,31 @@ class Bounds:
         if shares is None:
             self._rates[key] = None
             return None
-        d = sum(g.count for g in groups)
-        bw = dp_link_ceiling(s.cluster, [(s.pools[g.pool], g.tp, g.count) for g in groups])
-        spread = ring_s_per_byte(d, bw)                   # ring collective seconds per byte, at most
+        d, zero_figures = self._zero_figures(groups)
         m = s.job.global_batch // mb
         # what no ZeRO stage changes, per group: its passes and its busiest replica's micro-batches
         passes, k = [], 0
         for g in groups:
             passes.append((g, s.pass_times(s.pools[g.pool], g.tp, mb, rc, sp), max(shares[k:k + g.count])))
             k += g.count
-        wire = s.states.weight_comm_bytes
-        weight_bytes = s.layer_params_dense / min(g.tp for g in groups) * wire
-        per_zero, grad_wire = {}, least_grad_wire_bytes(s)
+        per_zero, timed = {}, None
         for zero in ZERO_STAGES:
-            zf, zb = zero_per_micro_batch_floor(zero, weight_bytes, d, spread, wire, s.states.trainable, grad_wire)
-            hybrid = self._hybrid_floors(groups, d, bw, zero)       # the hybrid-shard knob's, where offered
-            if hybrid:
-                zf, zb = min([zf] + [h[0] for h in hybrid]), min([zb] + [h[1] for h in hybrid])
-            gather_spread = min([spread] + [ring_s_per_byte(h[2], bw) for h in hybrid])
-            a = c = beta_hi = 0.0
+            zf, zb, c = zero_figures[zero]
+            if timed is None or (zf, zb) != timed[0]:   # ZeRO-0 and 1 add nothing to a pass: the same times
+                timed = ((zf, zb), [(pass_with_zero_floor_s(f, zf), pass_with_zero_floor_s(b, zb))
+                                    for _, (f, b, _, _), _ in passes])
+            a = beta_hi = 0.0
             beta = least_f = least_b = math.inf
             taus, lanes = [], []
-            for g, (f, b, _, _), most in passes:
-                tau = pass_with_zero_floor_s(f, zf) + pass_with_zero_floor_s(b, zb)
-                least_f = min(least_f, pass_with_zero_floor_s(f, zf))          # (b10)'s phi
-                least_b = min(least_b, pass_with_zero_floor_s(b, zb))
+            for (g, _, most), (forward, backward) in zip(passes, timed[1]):
+                tau = forward + backward
+                least_f = min(least_f, forward)          # (b10)'s phi
+                least_b = min(least_b, backward)
                 a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
                 taus += [tau] * g.count
                 # (b9): the group's busiest replica holds at least this many micro-batches under the
                 # search's shares and under even ones (the baselines)
                 lanes.append((min(most, m // d), tau))
-                # (b5): the optimizer step over this group's shard of one layer, and the weight
-                # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
-                step = step_s(s.states, zero, s.layer_params_held / g.tp, d, s.pools[g.pool])
-                gather = (gather_spread * s.layer_params_dense / g.tp
-                          * s.states.trainable * s.states.trained_weight_bytes) if zero in (1, 2) else 0.0
-                c = max(c, step + gather)
             if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
                 a = max(n * tau for n, tau in zip(share_micro_batches(m, taus), taus))
             # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
@@ -446,6 +444,38 @@ class Bounds:
         heads = [most * (hf + hb) if len(groups) == 1 else hf + hb for _, (_, _, hf, hb), most in passes]
         self._rates[key] = StageFigures(per_zero, min(heads), shares)
         return self._rates[key]
+
+    def _zero_figures(self, groups: tuple[Group, ...]) -> tuple[int, dict[int, tuple[float, float, float]]]:
+        """(the stage's replicas, {zero: (ZeRO's forward and backward collective floors per micro-batch and
+        layer, (b5)'s c)}) of a stage of these groups: what _stage_rates takes from its links and pools alone,
+        the same for every micro-batch size and recompute setting."""
+        found = self._zeros.get(groups)
+        if found is not None:
+            return found
+        s = self.scorer
+        d = sum(g.count for g in groups)
+        bw = dp_link_ceiling(s.cluster, [(s.pools[g.pool], g.tp, g.count) for g in groups])
+        spread = ring_s_per_byte(d, bw)                   # ring collective seconds per byte, at most
+        wire = s.states.weight_comm_bytes
+        weight_bytes = s.layer_params_dense / min(g.tp for g in groups) * wire
+        figures, grad_wire = {}, least_grad_wire_bytes(s)
+        for zero in ZERO_STAGES:
+            zf, zb = zero_per_micro_batch_floor(zero, weight_bytes, d, spread, wire, s.states.trainable, grad_wire)
+            hybrid = self._hybrid_floors(groups, d, bw, zero)       # the hybrid-shard knob's, where offered
+            if hybrid:
+                zf, zb = min([zf] + [h[0] for h in hybrid]), min([zb] + [h[1] for h in hybrid])
+            gather_spread = min([spread] + [ring_s_per_byte(h[2], bw) for h in hybrid])
+            c = 0.0
+            for g in groups:
+                # (b5): the optimizer step over this group's shard of one layer, and the weight
+                # all-gather after it under ZeRO-1/2 (ring bandwidth term only)
+                step = step_s(s.states, zero, s.layer_params_held / g.tp, d, s.pools[g.pool])
+                gather = (gather_spread * s.layer_params_dense / g.tp
+                          * s.states.trainable * s.states.trained_weight_bytes) if zero in (1, 2) else 0.0
+                c = max(c, step + gather)
+            figures[zero] = (zf, zb, c)
+        found = self._zeros[groups] = (d, figures)
+        return found
 
     def _hybrid_floors(self, groups: tuple[Group, ...], d: int, bw: float, zero: int) -> list[tuple]:
         """(forward, backward, group) floors of ZeRO's collectives (dataparallel.hybrid_zero_floor) for each
