@@ -145,6 +145,7 @@ class Bounds:
         self._held: dict = {}
         self._best_rates: dict = {}
         self._zeros: dict = {}
+        self._flights: dict = {}
         self.transfers = TransferFloors(scorer)
 
     def sharing(self, even: bool) -> "Bounds":
@@ -155,7 +156,7 @@ class Bounds:
             return self
         other = Bounds(self.scorer, even)
         other._rates, other._caps, other._run, other._held = self._rates, self._caps, self._run, self._held
-        other._best_rates, other._zeros = self._best_rates, self._zeros
+        other._best_rates, other._zeros, other._flights = self._best_rates, self._zeros, self._flights
         other.transfers = self.transfers
         return other
 
@@ -509,21 +510,35 @@ class Bounds:
         found = self._run.get(key)
         if found is None:
             owns, d, coefficients, held = self._stage_caps(groups, mb, rc, sp, m, zero)
-            caps, last_cap, more = [], 0, 0
+            flights, more = self._run_flights(key[:5] + key[6:], owns, d, m)
+            caps = []
+            for flight in flights:
+                cap = held.get(flight)
+                if cap is None:
+                    cap = held[flight] = min([most_layers_held(free, states, act, f)
+                                              for (free, states, act), f in zip(coefficients, flight)])
+                caps.append(cap)
+            found = self._run[key] = (caps[0], sum(caps[1:]) + caps[-1] * more, min(caps))
+        return found
+
+    def _run_flights(self, key: tuple, owns: list[int], d: int, m: int) -> tuple[list[tuple], int]:
+        """The in-flight micro-batches of each group of each stage of a run (_run_caps, whose key less the
+        ZeRO stage is `key`: no ZeRO stage changes them), last stage first, up to the first stage where
+        every group holds all its own (every later stage holds as many), and how many stages come after it."""
+        found = self._flights.get(key)
+        if found is None:
+            v, count = key[2], key[5]
+            flights, more = [], 0
             for j in range(count):
                 if v == 1:
-                    flights = tuple([window_in_flight_limit(window + j * d, own, m) for own in owns])
+                    flight = tuple([window_in_flight_limit(key[6] + j * d, own, m) for own in owns])
                 else:
-                    flights = tuple([interleaved_in_flight(p, last_stage - j, v, own) for own in owns])
-                cap = held.get(flights)
-                if cap is None:
-                    cap = held[flights] = min([most_layers_held(free, states, act, f)
-                                               for (free, states, act), f in zip(coefficients, flights)])
-                caps.append(cap)
-                if all([f >= own for f, own in zip(flights, owns)]):   # every later stage holds as many
-                    last_cap, more = cap, count - j - 1
+                    flight = tuple([interleaved_in_flight(key[6], key[7] - j, v, own) for own in owns])
+                flights.append(flight)
+                if all([f >= own for f, own in zip(flight, owns)]):   # every later stage holds as many
+                    more = count - j - 1
                     break
-            found = self._run[key] = (caps[0], sum(caps[1:]) + last_cap * more, min(caps))
+            found = self._flights[key] = (flights, more)
         return found
 
     def _stage_caps(self, groups, mb, rc, sp, m, zero) -> tuple[list[int], int, list[tuple], dict]:
