@@ -81,6 +81,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from planner.comm import activation_message_bytes, ring_s_per_byte
 from planner.compute import ACT_BYTES
 from planner.dataparallel import hybrid_zero_floor, pass_with_zero_floor_s, step_s, zero_per_micro_batch_floor
@@ -130,6 +132,7 @@ class StageFigures(NamedTuple):
 # measured margin, not a proof (docs/cost-model.md, "One cost model in the search").
 FILL_SLACK = 0.12
 EXACT_RUN_REPLICAS = 64     # runs of at most this many replicas get exact transfers in the bounds
+LONG_RUN_STAGES = 16        # runs of at least this many stages get their memory caps in numpy (fewer: faster in Python)
 
 
 class Bounds:
@@ -510,21 +513,29 @@ class Bounds:
         found = self._run.get(key)
         if found is None:
             owns, d, coefficients, held = self._stage_caps(groups, mb, rc, sp, m, zero)
-            flights, more = self._run_flights(key[:5] + key[6:], owns, d, m)
-            caps = []
-            for flight in flights:
-                cap = held.get(flight)
-                if cap is None:
-                    cap = held[flight] = min([most_layers_held(free, states, act, f)
-                                              for (free, states, act), f in zip(coefficients, flight)])
-                caps.append(cap)
+            flights, more, columns = self._run_flights(key[:5] + key[6:], owns, d, m)
+            if columns is not None:                 # a long run: each group's caps in one numpy pass
+                least = None
+                for (free, states, act), column in zip(coefficients, columns):
+                    held_g = most_layers_held(free, states, act, column)
+                    least = held_g if least is None else np.minimum(least, held_g)
+                caps = [int(cap) for cap in least.tolist()]
+            else:
+                caps = []
+                for flight in flights:
+                    cap = held.get(flight)
+                    if cap is None:
+                        cap = held[flight] = min([most_layers_held(free, states, act, f)
+                                                  for (free, states, act), f in zip(coefficients, flight)])
+                    caps.append(cap)
             found = self._run[key] = (caps[0], sum(caps[1:]) + caps[-1] * more, min(caps))
         return found
 
-    def _run_flights(self, key: tuple, owns: list[int], d: int, m: int) -> tuple[list[tuple], int]:
+    def _run_flights(self, key: tuple, owns: list[int], d: int, m: int) -> tuple[list[tuple], int, list | None]:
         """The in-flight micro-batches of each group of each stage of a run (_run_caps, whose key less the
         ZeRO stage is `key`: no ZeRO stage changes them), last stage first, up to the first stage where
-        every group holds all its own (every later stage holds as many), and how many stages come after it."""
+        every group holds all its own (every later stage holds as many), how many stages come after it, and
+        for LONG_RUN_STAGES or more stages each group's counts as an array (their caps in one numpy pass)."""
         found = self._flights.get(key)
         if found is None:
             v, count = key[2], key[5]
@@ -538,7 +549,8 @@ class Bounds:
                 if all([f >= own for f, own in zip(flight, owns)]):   # every later stage holds as many
                     more = count - j - 1
                     break
-            found = self._flights[key] = (flights, more)
+            columns = [np.array(column) for column in zip(*flights)] if len(flights) >= LONG_RUN_STAGES else None
+            found = self._flights[key] = (flights, more, columns)
         return found
 
     def _stage_caps(self, groups, mb, rc, sp, m, zero) -> tuple[list[int], int, list[tuple], dict]:
