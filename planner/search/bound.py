@@ -409,8 +409,9 @@ class Bounds:
         """({zero: (a, beta, c, whether e counts)}, e, shares) of (b1), (b3), (b5) for a stage of
         these groups, or None if its shares fail."""
         key = (groups, mb, rc, sp)
-        if key in self._rates:
-            return self._rates[key]
+        found = self._rates.get(key, self)          # self: not computed yet (None: shares that fail)
+        if found is not self:
+            return found
         s = self.scorer
         shares = s.stage_shares(groups, mb, rc, sp)
         if shares is None:
@@ -763,10 +764,11 @@ def _busiest_fill_s(L: int, fewest: int, level: float, parts, m: int) -> float:
     for count, _, _, _, _, lane in parts:           # the most in flight below n: the part's first stage's, mostly
         if lane is not None:
             n, d, window = lane
-            front = [held for held in (window_in_flight_limit(window + j * d, n, m) for j in reversed(range(count)))
-                     if held < n] if window_in_flight_limit(window + (count - 1) * d, n, m) >= n else \
-                [window_in_flight_limit(window + (count - 1) * d, n, m)]
-            if front and slope + (front[0] - 1) / n > 1:
+            front = window_in_flight_limit(window + (count - 1) * d, n, m)
+            if front >= n:                          # the last stage below n, if any (the counts rise with j)
+                front = next((held for held in (window_in_flight_limit(window + j * d, n, m)
+                                                 for j in reversed(range(count - 1))) if held < n), None)
+            if front is not None and slope + (front - 1) / n > 1:
                 return 0.0
     stages = []
     for q, (count, a, phi, e, cap, lane) in enumerate(parts):
