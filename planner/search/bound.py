@@ -526,8 +526,9 @@ class Bounds:
                 for flight in flights:
                     cap = held.get(flight)
                     if cap is None:
-                        cap = held[flight] = min([most_layers_held(free, states, act, f)
-                                                  for (free, states, act), f in zip(coefficients, flight)])
+                        cap = held[flight] = (most_layers_held(*coefficients[0], flight[0]) if len(flight) == 1 else
+                                              min([most_layers_held(free, states, act, f)
+                                                   for (free, states, act), f in zip(coefficients, flight)]))
                     caps.append(cap)
             found = self._run[key] = (caps[0], sum(caps[1:]) + caps[-1] * more, min(caps))
         return found
