@@ -10,6 +10,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from catalog import cluster_from_dict, load_catalog
+from planner.search import bound
 from planner.search.bound import Bounds, _busiest_fill_s, _fill_s, _water_level, _whole_layer_level
 from planner.search.planners import precision_for
 from planner.search.score import Scorer
@@ -364,3 +365,25 @@ def test_bounds_hold_for_the_hybrid_shard_and_expert_tp_knobs(catalog, engine, m
                 assert cand.time_s >= max(capacity, screen) * (1 - 1e-9), (layout, knobs)
                 new_knobs += bool(knobs.hybrid_shard or knobs.expert_tensor_parallel)
     assert new_knobs > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_caps_of_long_runs_in_numpy_equal_the_caps_stage_by_stage(catalog, seed, monkeypatch):
+    """Bounds._run_caps takes a run of bound.LONG_RUN_STAGES or more stages in one numpy pass per group: the
+    same caps (1F1B and interleaved, any order or fixed), so the same bounds, as one stage at a time."""
+    rng = random.Random(seed)
+    pools = [{"name": f"p{j}", "gpu": gpu, "nodes": 2, "gpus_per_node": 8, "inter_node_gbps": 100}
+             for j, gpu in enumerate(rng.sample(TIGHT_GPUS, 2))]
+    cluster = cluster_from_dict({"name": "long", "pools": pools, "between_pools_gbps": 100}, catalog)
+    job = Job(catalog.model(rng.choice(TIGHT_MODELS)), 512, 2048)      # many micro-batches: long in-flight lists
+    families = [f for f in layout_families(cluster.pools, job.model, job.global_batch, partial=False)
+                if max(count for _, count in f.runs(f.orders()[0])) >= bound.LONG_RUN_STAGES][:10]
+    calls = [(f.runs(order), f.max_replicas_per_stage, fixed) for f in families for order in f.orders()
+             for fixed in (None, 0, 1)]
+    in_numpy, long = Bounds(Scorer(cluster, job)), bound.LONG_RUN_STAGES
+    found = [in_numpy.pipeline_s(runs, most, fixed=fixed) for runs, most, fixed in calls]
+    monkeypatch.setattr(bound, "LONG_RUN_STAGES", 10 ** 9)
+    plain = Bounds(Scorer(cluster, job))
+    assert [plain.pipeline_s(runs, most, fixed=fixed) for runs, most, fixed in calls] == found
+    long_caps = {key: caps for key, caps in in_numpy._run.items() if key[6] >= long}
+    assert len(long_caps) > 20 and {key: plain._run[key] for key in long_caps} == long_caps
