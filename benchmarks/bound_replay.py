@@ -10,6 +10,8 @@ has them) and prints the best of --repeat replays' CPU seconds in each, and the 
 replay under cProfile (a count the machine's load does not move). To compare two versions of the code, run this
 file in each checkout (copy it into one that predates it): the search and its calls must be the same for the
 replays to compare the same work, so the script prints the answer's tokens/s and the number of calls.
+`--answers-out FILE` in one checkout and `--answers-in FILE` in the other compare what every `pipeline_s` call
+answered (each dict's keys in order, each float exactly) and print how many differ.
 """
 from __future__ import annotations
 
@@ -37,16 +39,19 @@ search_module = importlib.import_module("planner.search.search")     # the modul
 
 
 
-def _recorded_search(cluster, job, record: bool) -> tuple[list, dict, float]:
+def _recorded_search(cluster, job, record: bool, answers: list | None = None) -> tuple[list, dict, float]:
     """The search's pipeline_s and score calls (scorer key, arguments; none unless `record`), its CPU s per
-    phase, its answer's tokens/s."""
+    phase, its answer's tokens/s; `answers` gets the repr of what each pipeline_s call returned."""
     calls, phases = [], {}
     pipeline_s, score_s = bound.Bounds.pipeline_s, score.Scorer.score
     settings, baselines = search_module._search_settings, search_module._attach_baselines
 
     def record_pipeline(self, *args, **kwargs):
         calls.append(("pipeline", (id(self.scorer), self.scorer.job, self.scorer.options), self.even, args, kwargs))
-        return pipeline_s(self, *args, **kwargs)
+        found = pipeline_s(self, *args, **kwargs)
+        if answers is not None:
+            answers.append(repr(found))          # keys in order, each float exactly
+        return found
 
     def record_score(self, *args, **kwargs):
         calls.append(("score", (id(self), self.job, self.options), None, args, kwargs))
@@ -105,13 +110,22 @@ def main() -> None:
     parser.add_argument("--global-batch", type=int, default=512)
     parser.add_argument("--seq-len", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--answers-out", help="write the repr of every pipeline_s answer of the search, one a line")
+    parser.add_argument("--answers-in", help="compare this checkout's pipeline_s answers with such a file")
     args = parser.parse_args()
     catalog = load_catalog()
     cluster = (cluster_from_dict(yaml.safe_load(CLUSTER_128), catalog) if args.cluster is None
                else load_cluster_file(args.cluster, catalog))
     job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
     _, phases, tokens = _recorded_search(cluster, job, record=False)    # timed without the recording's cost
-    calls, _, _ = _recorded_search(cluster, job, record=True)
+    answers: list[str] = []
+    calls, _, _ = _recorded_search(cluster, job, record=True, answers=answers)
+    if args.answers_out:
+        Path(args.answers_out).write_text("\n".join(answers) + "\n")
+    if args.answers_in:
+        before = Path(args.answers_in).read_text().splitlines()
+        differ = sum(a != b for a, b in zip(before, answers)) + abs(len(before) - len(answers))
+        print(f"pipeline_s answers against {args.answers_in}: {len(answers)} calls, {differ} differ")
     print(f"answer {tokens:,.0f} tokens/s; {sum(c[0] == 'pipeline' for c in calls)} pipeline_s and "
           f"{sum(c[0] == 'score' for c in calls)} score calls")
     print("search CPU s: " + ", ".join(f"{name} {s:.2f}" for name, s in phases.items()))
