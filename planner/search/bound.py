@@ -542,15 +542,24 @@ class Bounds:
         if found is None:
             v, count = key[2], key[5]
             flights, more = [], 0
-            for j in range(count):
-                if v == 1:
-                    flight = tuple([window_in_flight_limit(key[6] + j * d, own, m) for own in owns])
-                else:
-                    flight = tuple([interleaved_in_flight(key[6], key[7] - j, v, own) for own in owns])
-                flights.append(flight)
-                if all([f >= own for f, own in zip(flight, owns)]):   # every later stage holds as many
-                    more = count - j - 1
-                    break
+            if v == 1 and len(owns) == 1:           # one group (chains): the same counts, without the lists
+                window, own = key[6], owns[0]
+                for j in range(count):
+                    held = window_in_flight_limit(window + j * d, own, m)
+                    flights.append((held,))
+                    if held >= own:
+                        more = count - j - 1
+                        break
+            else:
+                for j in range(count):
+                    if v == 1:
+                        flight = tuple([window_in_flight_limit(key[6] + j * d, own, m) for own in owns])
+                    else:
+                        flight = tuple([interleaved_in_flight(key[6], key[7] - j, v, own) for own in owns])
+                    flights.append(flight)
+                    if all([f >= own for f, own in zip(flight, owns)]):   # every later stage holds as many
+                        more = count - j - 1
+                        break
             columns = [np.array(column) for column in zip(*flights)] if len(flights) >= LONG_RUN_STAGES else None
             found = self._flights[key] = (flights, more, columns)
         return found
