@@ -330,7 +330,7 @@ class Bounds:
             # at or above it is dropped, so its terms come cheapest first: the fractional level is at most the
             # whole-layer one, and M + fill does not fall with M (to rounding: a hair above the limit for that)
             level = (L + weighted) / inverse
-            if (total(level, with_window=False) * (1 - FILL_SLACK) >= (limit if v > 1 else limit + abs(limit) * 1e-12)
+            if (total(level, with_window=False) * (1 - FILL_SLACK) >= limit + abs(limit) * 1e-12
                     or v == 1 and max(max(level, floor) + transfers, window) + tail >= limit):
                 out.append(math.inf)
                 fits = True                      # unknown: the caller must not stop at this micro-batch
@@ -373,8 +373,7 @@ class Bounds:
         None where some stage cannot hold `fewest` layers."""
         caps = []
         for k, (groups, count) in enumerate(runs):
-            cap_last, before, least = self._run_caps(groups=groups, mb=mb, v=v, rc=rc, sp=sp, p=p, last_stage=last[k],
-                                                      window=windows[k], count=count, m=m, zero=zero)
+            cap_last, before, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
             if least < fewest:
                 return None
             caps.append({"last": cap_last, "all": (cap_last + before) / count,
