@@ -373,7 +373,8 @@ class Bounds:
         None where some stage cannot hold `fewest` layers."""
         caps = []
         for k, (groups, count) in enumerate(runs):
-            cap_last, before, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
+            cap_last, before, least = self._run_caps(groups=groups, mb=mb, v=v, rc=rc, sp=sp, p=p, last_stage=last[k],
+                                                      window=windows[k], count=count, m=m, zero=zero)
             if least < fewest:
                 return None
             caps.append({"last": cap_last, "all": (cap_last + before) / count,
