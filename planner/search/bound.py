@@ -33,7 +33,7 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
        together, so fill >= sum_{i != c} beta_i + beta_min * max(0, L - M / a_min - (p - 1)),
        with sum_{i != c} beta_i >= sum_i beta_i - max_i beta_i (c is not known). M + that bound
        is non-decreasing in M (beta_min <= a_min), so T is bounded at M = M0. Interleaved
-       settings take no fill: the simulated interleaved schedule hides more than Narayanan's.
+       settings take no such fill: the simulated interleaved schedule hides more than Narayanan's.
   (b4) transfers: the least round trips any lane has across the boundaries every order has (exact
        inside each chain run, placement.p2p_floor_s between runs), once (interleaved too)
   (b5) tail >= stage 0's optimizer step and (ZeRO-1/2) weight all-gather, c per layer, for its
@@ -61,6 +61,13 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
        forwards, k - 1 backwards meanwhile), so T >= W + P_c + max(0, 2 D - (k - 1) W / n); at the
        whole-layer level with every stage's ceiling (level - e_i) / a_i, least over the stage c
        (_busiest_fill_s, with its proof; on like stages it is Narayanan's (p - 1) t)
+  (b12) interleaved (v > 1), proven against the simulation: a stage holds whole virtual stages (the
+       search's splits hand out layers v at a time), so (b2)'s level counts units of v layers,
+       L_i <= v floor((M - e_i) / (a_i v)); and (b10)'s upstream fill holds with phi_i / v (a worker's
+       first pass is chunk 0's forward of its first micro-batch, its last chunk 0's backward of its
+       last, each chunk 1/v of the stage: _interleaved_fill_s, with its proof); about half of
+       Narayanan's (p - 1) t / v on like stages. Transfers are not proven there: a busiest stage 0
+       runs other chunks while a micro-batch crosses the boundaries
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
 the stage's ring (placement.dp_link_ceiling), gradients at the fewest bytes the engine puts on the
 wire for the job's precisions (least_grad_wire_bytes); ZeRO-2/3's tau_g is the forward beside the
@@ -71,10 +78,12 @@ and ZeRO stage. FILL_SLACK is the margin for what is estimated, not bounded: a 1
 max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail, the
 upstream fill (b10) + tail, the level + the fill around the busiest stage (b11) + tail): the margin
 never takes it below its proven terms (b1, b2, b4-b11), so it comes off Narayanan's fill (b3) alone
-where that fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
-simulated interleaved schedule beats on a few deep pipelines of few micro-batches, is lowered whole
-(x (1 - FILL_SLACK)). Interleaved plans (v > 1) also need every single-pool stage's even shares in
-whole groups of p.
+where that fill is large enough to hold it; an interleaved bound (v > 1) is max((1 - FILL_SLACK) x
+the whole, the level in whole virtual stages or the windows (b8) + tail, the upstream fill (b12) +
+tail): the margin comes off its transfers (b4), which the simulated interleaved schedule hides behind
+stage 0's other chunks on a few deep pipelines of few micro-batches, and never takes it below its
+proven terms (b1, b2, b5, b6, b8, b12). Interleaved plans (v > 1) also need every single-pool stage's
+even shares in whole groups of p.
 """
 from __future__ import annotations
 
@@ -121,8 +130,8 @@ class StageFigures(NamedTuple):
 
 # Narayanan's fill (b3) is an estimate of the simulated 1F1B bubble, not a bound on it (the
 # simulation hides the stages after the busiest one behind its own backward passes), and the
-# interleaved busiest-stage level is beaten by the simulated interleaved schedule on a few deep
-# or interleaved pipelines of few micro-batches. Measured by `python benchmarks/fast_vs_evaluate.py
+# interleaved busiest-stage level + transfers is beaten by the simulated interleaved schedule on a
+# few deep pipelines of few micro-batches (stage 0 busiest: it hides the transfers). Measured by `python benchmarks/fast_vs_evaluate.py
 # --seeds 0:100 --job-kind K` (100 random small clusters, about 440,000 candidates over pretrain,
 # lora and qlora): without slack the pipeline bound is above planner.cost.evaluate on about 0.3% of
 # candidates, by at most 7.1% (pretrain) and 10.5% (LoRA, QLoRA). The pipeline bounds give up
@@ -229,8 +238,6 @@ class Bounds:
                                                   fixed=fixed)
                     fits |= fit and v == 1
                     for zero, bound in zip(zeros, found):
-                        if v > 1:       # 1F1B bounds take their margin in _pipeline_s
-                            bound *= 1 - FILL_SLACK
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
                             out[(mb, v, rc, zero)] = bound
             if not fits and only is None:
@@ -322,14 +329,14 @@ class Bounds:
                         if v == 1 else 0.0)
                 return max(busiest + fill + transfers, window if with_window else 0.0) + tail    # (b4)
 
-            uncapped = _whole_layer_level(L, [(c, a, e, math.inf) for c, a, e, _ in rows], (L + weighted) / inverse)
-            proven = 0.0                        # 1F1B: what FILL_SLACK does not lower, (b10) among it
-            if v == 1:
-                proven = max(_fill_s(L, fewest, parts, known),
-                             max(uncapped, floor) + transfers, window) + tail
-            # `limit` applies to the bound as returned, margin taken off (here or, v > 1, by the caller)
+            uncapped = _whole_layer_level(L // v, [(c, a * v, e, math.inf) for c, a, e, _ in rows],  # (b2), (b12)
+                                          (L + weighted) / inverse)
+            # what FILL_SLACK does not lower: (b10) and the level + transfers (1F1B), (b12) and the level (v > 1)
+            proven = max(_fill_s(L, fewest, parts, known) if v == 1 else _interleaved_fill_s(L, fewest, parts, known, v),
+                         max(uncapped, floor) + (transfers if v == 1 else 0.0), window) + tail
+            # `limit` applies to the bound as returned, margin taken off
             if total(uncapped, with_window=False) * (1 - FILL_SLACK) >= limit or proven >= limit:   # no need to cap
-                out.append(max(total(uncapped) * (1 - FILL_SLACK if v == 1 else 1.0), proven))
+                out.append(max(total(uncapped) * (1 - FILL_SLACK), proven))
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
             caps = self._caps_by_part(runs=runs, mb=mb, v=v, rc=rc, sp=sp, p=p, last=last, windows=windows, m=m,
@@ -338,7 +345,8 @@ class Bounds:
                 out.append(math.inf)
                 continue
             capped = [(c, a, e, caps[k][part]) for (c, a, e, part), (k, _, _, _, _) in zip(rows, stages)]
-            busiest = _whole_layer_level(L, capped, _water_level(L, capped))     # (b2), (b6)
+            busiest = _whole_layer_level(L // v, [(c, a * v, e, cap / v) for c, a, e, cap in capped],  # (b2), (b6)
+                                         _water_level(L, capped))
             if busiest == math.inf:
                 out.append(math.inf)
                 continue
@@ -352,6 +360,8 @@ class Bounds:
                     shape = [(c, a, phi, e, c * cap, lane) for (c, a, e, cap), (_, _, _, phi, _), lane
                              in zip(capped, parts, lanes_of)]
                     bound = max(bound, level + _busiest_fill_s(L, fewest, level, shape, m) + tail)
+            else:           # the margin comes off the transfers and the fill: never below (b1), (b2), (b8), (b12)
+                bound = max(bound * (1 - FILL_SLACK), max(level, window) + tail, proven)
             out.append(bound)
         return out, fits
 
@@ -671,6 +681,32 @@ def _fill_s(L: int, fewest: int, parts, fixed: int) -> float:
         weight = grown
     total = others + weight if run is not None and run >= fixed else weight
     return (heads + L + extra) / total
+
+
+def _interleaved_fill_s(L: int, fewest: int, parts, fixed: int, v: int) -> float:
+    """(b12), the least upstream fill of interleaved 1F1B with v chunks any layer split allows: a lower
+    bound on the simulated interleaved makespan (planner.schedule._simulate_static, Megatron-LM's fixed
+    order per worker), tail not included; _fill_s's LP with each phi_i / v.
+
+    Every worker w of stage c runs its passes in a fixed order (schedule._worker_orders): its first is the
+    forward of chunk 0 of its first micro-batch j0, its last the backward of chunk 0 of its last one j1
+    (the backwards mirror the forwards, chunks reversed, and the last forward is chunk v - 1's). The
+    forward of chunk 0 of j0 on stage c waits for the same on stages c - 1, .., 0 (a chunk's input is the
+    same chunk's on the stage before; only stage 0's chunks after the first wait on the last stage), and
+    the backward of chunk 0 of j1 on stage i - 1 waits for it on stage i, down to stage 0. A chunk of
+    stage i takes 1/v of the stage's pass (the simulation divides each replica's forward and backward by
+    v), at least phi_i L_i / v forward and backward together for the stages before c, whichever replicas
+    own j0 and j1; w is busy W_w >= a_c L_c + e_c in between (b1). So the stage-0 replica that owns j1
+    ends no earlier than
+
+        sum_{i<c} phi_i L_i / v + a_c L_c + e_c,
+
+    (b10)'s constraint with phi_i / v (transfers only add), and its LP and Lagrangian bound carry over
+    word for word. Unlike 1F1B, nothing here holds the transfers: a busiest stage 0 takes none of them
+    (its chunk-forwards after the first wait on the wrap from the last stage, but the simulation lets it
+    run the other micro-batches' chunks meanwhile), so the proven interleaved terms take none either.
+    On p like stages this is about half of Narayanan's interleaved bubble (p - 1) t / v."""
+    return _fill_s(L, fewest, [(k, count, a, phi / v, e) for k, count, a, phi, e in parts], fixed)
 
 
 def _busiest_fill_s(L: int, fewest: int, level: float, parts, m: int) -> float:
