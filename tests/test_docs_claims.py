@@ -17,7 +17,7 @@ def _text(name: str) -> str:
 def test_the_fill_margin_is_stated_as_the_code_applies_it():
     """The margin is FILL_SLACK: a pipeline bound never below its proven terms, 1F1B and interleaved
     (bound.py: max(bound * (1 - FILL_SLACK), ...) for v = 1 and for v > 1, the interleaved level without the
-    transfers; screen.py the same)."""
+    transfers; screen.py the same for v = 1, its interleaved screens lowered whole)."""
     readme, cost_model = _text("README.md"), _text("docs/cost-model.md")
     assert f"lowered by a measured {FILL_SLACK:.0%} margin" in readme
     assert "(a 1F1B bound never below its proven terms" in readme
