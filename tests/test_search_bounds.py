@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from catalog import cluster_from_dict, load_catalog
-from planner.search.bound import (Bounds, _busiest_fill_s, _fill_s, _interleaved_fill_s, _water_level,
-                                  _whole_layer_level)
+from planner.search.bound import (Bounds, _busiest_fill_s, _fill_s, _interleaved_fill_s, _interleaved_level_fill_s,
+                                  _water_level, _whole_layer_level)
 from planner.search.planners import precision_for
 from planner.search.score import Scorer
 from planner.search.screen import screen_s
@@ -230,6 +230,55 @@ def test_interleaved_fill_and_level_bound_the_simulated_interleaved_schedule_of_
                 least_whole = min(least_whole, sim)
     assert fill <= least * (1 + 1e-9), (fill, least, runs, counts, fixed, v)
     assert max(fill, level) <= least_whole * (1 + 1e-9), (fill, level, least_whole, runs, counts, fixed, v)
+
+
+@given(st.randoms(use_true_random=False), st.sampled_from((2, 3)))
+@settings(max_examples=40, deadline=None)
+def test_interleaved_level_fill_bounds_the_simulated_interleaved_schedule_of_every_split_within_the_caps(rng, v):
+    """(b13): the level in whole virtual stages with the upstream fill of the layers every stage must hold at it is
+    at most the simulated interleaved makespan of every split of whole virtual stages within the parts' caps (the
+    runs in the order given, the head on the last stage; one or two replicas of p or 2p micro-batches)."""
+    runs, counts, heads, delay = _fill_case(rng)
+    p = sum(count for count, _, _ in runs)
+    counts = [p * rng.randint(1, 2) for _ in counts]
+    num_layers = v * (p + rng.randint(0, 3))
+    parts = _fill_parts(runs, counts, heads)
+    caps = [rng.randint(count, count + num_layers // v) * v if q else num_layers for q, (_, count, _, _, _)
+            in enumerate(parts)]                                    # some split fits: the first part takes the rest
+    stage_part = [q for q, (_, count, _, _, _) in enumerate(parts) for _ in range(count)]
+    rows = [(count, a, e, cap / count) for (_, count, a, _, e), cap in zip(parts, caps)]
+    level = _whole_layer_level(num_layers // v, [(c, a * v, e, cap / v) for c, a, e, cap in rows],
+                               _water_level(num_layers, rows))
+    bound = _interleaved_level_fill_s(num_layers, v, v, level, [(count, a, phi, e, cap) for (_, count, a, phi, e), cap
+                                                                 in zip(parts, caps)])
+    stages = [(f, b) for count, f, b in runs for _ in range(count)]
+    least = math.inf
+    for split in _splits(num_layers, p, v):
+        if any(n % v for n in split) or any(sum(n for n, q in zip(split, stage_part) if q == k) > cap
+                                            for k, cap in enumerate(caps)):
+            continue
+        forward = [[n * x + (hf if i == p - 1 else 0.0) for x, (hf, _) in zip(f, heads)]
+                   for i, ((f, _), n) in enumerate(zip(stages, split))]
+        backward = [[n * y + (hb if i == p - 1 else 0.0) for y, (_, hb) in zip(b, heads)]
+                    for i, ((_, b), n) in enumerate(zip(stages, split))]
+        least = min(least, simulate([counts] * p, forward, backward, lambda *_: delay, Schedule.ONE_F_ONE_B,
+                                    v).makespan_s)
+    assert least < math.inf
+    assert bound <= least * (1 + 1e-9), (bound, least, level, runs, counts, caps, v)
+
+
+def test_interleaved_level_fill_of_like_stages_is_narayanans():
+    """p like stages of k virtual stages each, n micro-batches: level + (p - 1) phi k v / v where a v (one more virtual
+    stage on every stage) costs more than that fill, and above the level where it costs less."""
+    phi, p, v, k = 0.3, 4, 2, 3
+    for n, full in ((16, True), (4, False)):
+        a, num_layers = n * phi, p * k * v
+        level = a * k * v
+        got = _interleaved_level_fill_s(num_layers, v, v, level, [(p, a, phi, 0.0, math.inf)])
+        if full:
+            assert got == pytest.approx(level + (p - 1) * phi * k)
+        else:
+            assert level < got < level + (p - 1) * phi * k
 
 
 def test_interleaved_fill_of_like_stages_is_the_lp_with_phi_over_v():

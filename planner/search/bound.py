@@ -362,6 +362,9 @@ class Bounds:
                     bound = max(bound, level + _busiest_fill_s(L, fewest, level, shape, m) + tail)
             else:           # the margin comes off the transfers and the fill: never below (b1), (b2), (b8), (b12)
                 bound = max(bound * (1 - FILL_SLACK), max(level, window) + tail, proven)
+                if bound < limit and known == len(runs):   # (b13): the stages in order
+                    shape = [(c, a, phi, e, c * cap) for (c, a, e, cap), (_, _, _, phi, _) in zip(capped, parts)]
+                    bound = max(bound, _interleaved_level_fill_s(L, v, fewest, level, shape) + tail)
             out.append(bound)
         return out, fits
 
@@ -707,6 +710,45 @@ def _interleaved_fill_s(L: int, fewest: int, parts, fixed: int, v: int) -> float
     run the other micro-batches' chunks meanwhile), so the proven interleaved terms take none either.
     On p like stages this is about half of Narayanan's interleaved bubble (p - 1) t / v."""
     return _fill_s(L, fewest, [(k, count, a, phi / v, e) for k, count, a, phi, e in parts], fixed)
+
+
+def _interleaved_level_fill_s(L: int, v: int, fewest: int, level: float, parts, most_steps: int = 64) -> float:
+    """(b13), interleaved, the stages in order: the busiest stage's level in whole virtual stages with (b12)'s
+    upstream fill of the layers every stage must hold at it, proven against the simulation (tail not included).
+    `parts`: (count, a, phi, e, cap) in pipeline order, cap the most layers the part's stages hold together;
+    `level`: (b2)'s level in whole virtual stages, at most any split's busiest work.
+
+    Take any split of whole virtual stages and M its busiest replica's work (M >= level). Every stage holds
+    L_i <= u_i(M) = v floor((M - e_i) / (a_i v)) layers, a part's stages together at most its cap, so each
+    stage holds at least l_i(M) = max(fewest, L - (the most the other stages hold)); by (b12)'s argument for
+    each stage c (_interleaved_fill_s), T >= a_c L_c + e_c + sum_{i<c} phi_i L_i / v >= G(M) = max_c (a_c l_c
+    + e_c + sum_{i<c} phi_i l_i / v), and T >= M. u_i only grows with M, so G is a step function that only
+    falls, constant between the levels s_0 = level < s_1 < .. at which some u_i grows: T >= min_k max(s_k,
+    G(s_k)) (an interval where some l_i > u_i holds no split and is skipped). The scan stops where s_k is at
+    least the least found (later intervals only rise) or after `most_steps` steps (then s_k itself is a
+    bound for the rest). On p like stages of k v layers each it is Narayanan's interleaved fill, level +
+    (p - 1) phi k, wherever one more virtual stage on the busiest, a v, costs at least that much."""
+    best = math.inf
+    for _ in range(most_steps):
+        ceilings, step = [], math.inf
+        for count, a, phi, e, cap in parts:
+            k = max(0, math.floor((level - e) / (a * v) + 1e-9))
+            ceilings.append((k * v, min(count * k * v, cap)))
+            step = min(step, a * v * (k + 1) + e)
+        total = sum(whole for _, whole in ceilings)
+        fill = upstream = 0.0
+        for (count, a, phi, e, cap), (one, whole) in zip(parts, ceilings):
+            least = max(fewest, L - (total - whole + min((count - 1) * one, cap)))   # the others at their most
+            if least > one + 1e-9:
+                fill = math.inf             # no split has its busiest work in this interval
+                break
+            fill = max(fill, a * least + e + upstream + phi * least / v * (count - 1))
+            upstream += phi * least / v * count
+        best = min(best, max(level, fill))
+        if step >= best:
+            return best
+        level = step
+    return min(best, level)
 
 
 def _busiest_fill_s(L: int, fewest: int, level: float, parts, m: int) -> float:
