@@ -68,6 +68,11 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
        last, each chunk 1/v of the stage: _interleaved_fill_s, with its proof); about half of
        Narayanan's (p - 1) t / v on like stages. Transfers are not proven there: a busiest stage 0
        runs other chunks while a micro-batch crosses the boundaries
+  (b13) interleaved, order known: at a busiest work M every stage holds at most v floor((M - e_i) /
+       (a_i v)) layers, so each at least L less the most the others hold, and (b12)'s constraint of
+       every stage c with those least layers bounds T at M; least over the levels M >= (b2)'s
+       (_interleaved_level_fill_s, with its proof; Narayanan's (p - 1) t / v on like stages where one
+       more virtual stage on the busiest costs more than it)
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
 the stage's ring (placement.dp_link_ceiling), gradients at the fewest bytes the engine puts on the
 wire for the job's precisions (least_grad_wire_bytes); ZeRO-2/3's tau_g is the forward beside the
@@ -80,9 +85,10 @@ upstream fill (b10) + tail, the level + the fill around the busiest stage (b11) 
 never takes it below its proven terms (b1, b2, b4-b11), so it comes off Narayanan's fill (b3) alone
 where that fill is large enough to hold it; an interleaved bound (v > 1) is max((1 - FILL_SLACK) x
 the whole, the level in whole virtual stages or the windows (b8) + tail, the upstream fill (b12) +
-tail): the margin comes off its transfers (b4), which the simulated interleaved schedule hides behind
-stage 0's other chunks on a few deep pipelines of few micro-batches, and never takes it below its
-proven terms (b1, b2, b5, b6, b8, b12). Interleaved plans (v > 1) also need every single-pool stage's
+tail, the level with the fill of the layers every stage must hold at it (b13) + tail): the margin comes
+off its transfers (b4), which the simulated interleaved schedule hides behind stage 0's other chunks
+on a few deep pipelines of few micro-batches, and never takes it below its proven terms (b1, b2, b5,
+b6, b8, b12, b13). Interleaved plans (v > 1) also need every single-pool stage's
 even shares in whole groups of p.
 """
 from __future__ import annotations
