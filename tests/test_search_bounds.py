@@ -11,7 +11,8 @@ from hypothesis import assume, given, settings, strategies as st
 
 from catalog import cluster_from_dict, load_catalog
 from planner.search import bound
-from planner.search.bound import Bounds, _busiest_fill_s, _fill_s, _water_level, _whole_layer_level
+from planner.search.bound import (Bounds, _busiest_fill_s, _fill_s, _interleaved_fill_s, _interleaved_level_fill_s,
+                                  _water_level, _whole_layer_level)
 from planner.search.planners import precision_for
 from planner.search.score import Scorer
 from planner.search.screen import screen_s
@@ -194,6 +195,101 @@ def test_busiest_fill_bounds_the_simulated_1f1b_of_every_split_within_the_caps(s
         backward = [[x * b + (hb if i == p - 1 else 0.0)] * d for i, ((_, b), x) in enumerate(zip(stages, split))]
         least = min(least, simulate([[n] * d] * p, forward, backward, lambda *_: 0.0, Schedule.ONE_F_ONE_B).makespan_s)
     assert bound <= least * (1 + 1e-9), (bound, least, level, runs, n, d)
+
+
+@given(st.randoms(use_true_random=False), st.sampled_from((2, 3)))
+@settings(max_examples=40, deadline=None)
+def test_interleaved_fill_and_level_bound_the_simulated_interleaved_schedule_of_every_split(rng, v):
+    """(b12) and (b2) in whole virtual stages: the least upstream fill of interleaved 1F1B (_fill_s's LP with
+    phi / v) is at most the simulated interleaved makespan (planner.schedule) of every split with at least v
+    layers a stage, for the runs in the order given and, with `fixed` runs placed, for every order of the
+    others (then without the head); the busiest stage's level over splits of whole virtual stages (v layers
+    each) is at most it too. Random stage rates, one or two replicas of p or 2p micro-batches, heads, transfers."""
+    import itertools
+    runs, counts, heads, delay = _fill_case(rng)
+    p = sum(count for count, _, _ in runs)
+    counts = [p * rng.randint(1, 2) for _ in counts]        # interleaved micro-batches come in groups of p
+    num_layers = v * (p + rng.randint(0, 2))
+    fixed = rng.randint(0, len(runs))
+    heads = heads if fixed == len(runs) else [(0.0, 0.0)] * len(counts)
+    parts = _fill_parts(runs, counts, heads)
+    fill = _interleaved_fill_s(num_layers, v, parts, fixed, v)
+    rows = [(count, a, e, math.inf) for _, count, a, _, e in parts]
+    level = _whole_layer_level(num_layers // v, [(c, a * v, e, cap) for c, a, e, cap in rows],
+                               _water_level(num_layers, rows))
+    least = least_whole = math.inf
+    for tail in itertools.permutations(runs[fixed:]):
+        stages = [(f, b) for count, f, b in runs[:fixed] + list(tail) for _ in range(count)]
+        for split in _splits(num_layers, p, v):
+            forward = [[n * x + (hf if i == p - 1 else 0.0) for x, (hf, _) in zip(f, heads)]
+                       for i, ((f, _), n) in enumerate(zip(stages, split))]
+            backward = [[n * y + (hb if i == p - 1 else 0.0) for y, (_, hb) in zip(b, heads)]
+                        for i, ((_, b), n) in enumerate(zip(stages, split))]
+            sim = simulate([counts] * p, forward, backward, lambda *_: delay, Schedule.ONE_F_ONE_B, v).makespan_s
+            least = min(least, sim)
+            if all(n % v == 0 for n in split):
+                least_whole = min(least_whole, sim)
+    assert fill <= least * (1 + 1e-9), (fill, least, runs, counts, fixed, v)
+    assert max(fill, level) <= least_whole * (1 + 1e-9), (fill, level, least_whole, runs, counts, fixed, v)
+
+
+@given(st.randoms(use_true_random=False), st.sampled_from((2, 3)))
+@settings(max_examples=40, deadline=None)
+def test_interleaved_level_fill_bounds_the_simulated_interleaved_schedule_of_every_split_within_the_caps(rng, v):
+    """(b13): the level in whole virtual stages with the upstream fill of the layers every stage must hold at it is
+    at most the simulated interleaved makespan of every split of whole virtual stages within the parts' caps (the
+    runs in the order given, the head on the last stage; one or two replicas of p or 2p micro-batches)."""
+    runs, counts, heads, delay = _fill_case(rng)
+    p = sum(count for count, _, _ in runs)
+    counts = [p * rng.randint(1, 2) for _ in counts]
+    num_layers = v * (p + rng.randint(0, 3))
+    parts = _fill_parts(runs, counts, heads)
+    caps = [rng.randint(count, count + num_layers // v) * v if q else num_layers for q, (_, count, _, _, _)
+            in enumerate(parts)]                                    # some split fits: the first part takes the rest
+    stage_part = [q for q, (_, count, _, _, _) in enumerate(parts) for _ in range(count)]
+    rows = [(count, a, e, cap / count) for (_, count, a, _, e), cap in zip(parts, caps)]
+    level = _whole_layer_level(num_layers // v, [(c, a * v, e, cap / v) for c, a, e, cap in rows],
+                               _water_level(num_layers, rows))
+    bound = _interleaved_level_fill_s(num_layers, v, v, level, [(count, a, phi, e, cap) for (_, count, a, phi, e), cap
+                                                                 in zip(parts, caps)])
+    stages = [(f, b) for count, f, b in runs for _ in range(count)]
+    least = math.inf
+    for split in _splits(num_layers, p, v):
+        if any(n % v for n in split) or any(sum(n for n, q in zip(split, stage_part) if q == k) > cap
+                                            for k, cap in enumerate(caps)):
+            continue
+        forward = [[n * x + (hf if i == p - 1 else 0.0) for x, (hf, _) in zip(f, heads)]
+                   for i, ((f, _), n) in enumerate(zip(stages, split))]
+        backward = [[n * y + (hb if i == p - 1 else 0.0) for y, (_, hb) in zip(b, heads)]
+                    for i, ((_, b), n) in enumerate(zip(stages, split))]
+        least = min(least, simulate([counts] * p, forward, backward, lambda *_: delay, Schedule.ONE_F_ONE_B,
+                                    v).makespan_s)
+    assert least < math.inf
+    assert bound <= least * (1 + 1e-9), (bound, least, level, runs, counts, caps, v)
+
+
+def test_interleaved_level_fill_of_like_stages_is_narayanans():
+    """p like stages of k virtual stages each, n micro-batches: level + (p - 1) phi k v / v where a v (one more virtual
+    stage on every stage) costs more than that fill, and above the level where it costs less."""
+    phi, p, v, k = 0.3, 4, 2, 3
+    for n, full in ((16, True), (4, False)):
+        a, num_layers = n * phi, p * k * v
+        level = a * k * v
+        got = _interleaved_level_fill_s(num_layers, v, v, level, [(p, a, phi, 0.0, math.inf)])
+        if full:
+            assert got == pytest.approx(level + (p - 1) * phi * k)
+        else:
+            assert level < got < level + (p - 1) * phi * k
+
+
+def test_interleaved_fill_of_like_stages_is_the_lp_with_phi_over_v():
+    """p like stages: (b12) is (b10)'s closed form with phi / v, a L / (n v) / (1 - (1 - 1/(n v))^p), between the
+    busiest stage's level a L / p and it plus Narayanan's interleaved bubble (p - 1) phi L / p / v."""
+    phi, n, p, v, num_layers = 0.3, 8, 6, 2, 48
+    z = _interleaved_fill_s(num_layers, v, [(0, p, n * phi, phi, 0.0)], 1, v)
+    assert z == pytest.approx(n * phi * num_layers / (n * v) / (1 - (1 - 1 / (n * v)) ** p))
+    level = n * phi * num_layers / p
+    assert level * 1.1 < z < level + (p - 1) * phi * num_layers / p / v
 
 
 def test_fill_of_like_stages_is_the_lp_optimum():

@@ -33,7 +33,7 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
        together, so fill >= sum_{i != c} beta_i + beta_min * max(0, L - M / a_min - (p - 1)),
        with sum_{i != c} beta_i >= sum_i beta_i - max_i beta_i (c is not known). M + that bound
        is non-decreasing in M (beta_min <= a_min), so T is bounded at M = M0. Interleaved
-       settings take no fill: the simulated interleaved schedule hides more than Narayanan's.
+       settings take no such fill: the simulated interleaved schedule hides more than Narayanan's.
   (b4) transfers: the least round trips any lane has across the boundaries every order has (exact
        inside each chain run, placement.p2p_floor_s between runs), once (interleaved too)
   (b5) tail >= stage 0's optimizer step and (ZeRO-1/2) weight all-gather, c per layer, for its
@@ -61,6 +61,18 @@ only add time, so with tau_g one layer's forward + backward for one micro-batch 
        forwards, k - 1 backwards meanwhile), so T >= W + P_c + max(0, 2 D - (k - 1) W / n); at the
        whole-layer level with every stage's ceiling (level - e_i) / a_i, least over the stage c
        (_busiest_fill_s, with its proof; on like stages it is Narayanan's (p - 1) t)
+  (b12) interleaved (v > 1), proven against the simulation: a stage holds whole virtual stages (the
+       search's splits hand out layers v at a time), so (b2)'s level counts units of v layers,
+       L_i <= v floor((M - e_i) / (a_i v)); and (b10)'s upstream fill holds with phi_i / v (a worker's
+       first pass is chunk 0's forward of its first micro-batch, its last chunk 0's backward of its
+       last, each chunk 1/v of the stage: _interleaved_fill_s, with its proof); about half of
+       Narayanan's (p - 1) t / v on like stages. Transfers are not proven there: a busiest stage 0
+       runs other chunks while a micro-batch crosses the boundaries
+  (b13) interleaved, order known: at a busiest work M every stage holds at most v floor((M - e_i) /
+       (a_i v)) layers, so each at least L less the most the others hold, and (b12)'s constraint of
+       every stage c with those least layers bounds T at M; least over the levels M >= (b2)'s
+       (_interleaved_level_fill_s, with its proof; Narayanan's (p - 1) t / v on like stages where one
+       more virtual stage on the busiest costs more than it)
 Ring collectives enter without their latency terms, over the most bandwidth any placement gives
 the stage's ring (placement.dp_link_ceiling), gradients at the fewest bytes the engine puts on the
 wire for the job's precisions (least_grad_wire_bytes); ZeRO-2/3's tau_g is the forward beside the
@@ -71,10 +83,13 @@ and ZeRO stage. FILL_SLACK is the margin for what is estimated, not bounded: a 1
 max((1 - FILL_SLACK) x the whole, the busiest stage's level + transfers, or the windows, + tail, the
 upstream fill (b10) + tail, the level + the fill around the busiest stage (b11) + tail): the margin
 never takes it below its proven terms (b1, b2, b4-b11), so it comes off Narayanan's fill (b3) alone
-where that fill is large enough to hold it; an interleaved bound (v > 1), whose busiest-stage level the
-simulated interleaved schedule beats on a few deep pipelines of few micro-batches, is lowered whole
-(x (1 - FILL_SLACK)). Interleaved plans (v > 1) also need every single-pool stage's even shares in
-whole groups of p.
+where that fill is large enough to hold it; an interleaved bound (v > 1) is max((1 - FILL_SLACK) x
+the whole, the level in whole virtual stages or the windows (b8) + tail, the upstream fill (b12) +
+tail, the level with the fill of the layers every stage must hold at it (b13) + tail): the margin comes
+off its transfers (b4), which the simulated interleaved schedule hides behind stage 0's other chunks
+on a few deep pipelines of few micro-batches, and never takes it below its proven terms (b1, b2, b5,
+b6, b8, b12, b13). Interleaved plans (v > 1) also need every single-pool stage's
+even shares in whole groups of p.
 """
 from __future__ import annotations
 
@@ -123,8 +138,8 @@ class StageFigures(NamedTuple):
 
 # Narayanan's fill (b3) is an estimate of the simulated 1F1B bubble, not a bound on it (the
 # simulation hides the stages after the busiest one behind its own backward passes), and the
-# interleaved busiest-stage level is beaten by the simulated interleaved schedule on a few deep
-# or interleaved pipelines of few micro-batches. Measured by `python benchmarks/fast_vs_evaluate.py
+# interleaved busiest-stage level + transfers is beaten by the simulated interleaved schedule on a
+# few deep pipelines of few micro-batches (stage 0 busiest: it hides the transfers). Measured by `python benchmarks/fast_vs_evaluate.py
 # --seeds 0:100 --job-kind K` (100 random small clusters, about 440,000 candidates over pretrain,
 # lora and qlora): without slack the pipeline bound is above planner.cost.evaluate on about 0.3% of
 # candidates, by at most 7.1% (pretrain) and 10.5% (LoRA, QLoRA). The pipeline bounds give up
@@ -233,9 +248,7 @@ class Bounds:
                                                   limit=limit, window_ratio=ratio, first_known=fixed >= 1,
                                                   fixed=fixed)
                     fits |= fit and v == 1
-                    for zero, bound in zip(asked, found):
-                        if v > 1:       # 1F1B bounds take their margin in _pipeline_s
-                            bound *= 1 - FILL_SLACK
+                    for zero, bound in zip(asked, found):     # margins taken in _pipeline_s
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
                             out[(mb, v, rc, zero)] = bound
             if not fits and only is None:
@@ -326,21 +339,23 @@ class Bounds:
                         if v == 1 else 0.0)
                 return max(busiest + fill + transfers, window if with_window else 0.0) + tail    # (b4)
 
-            # `limit` applies to the bound as returned, margin taken off (here or, v > 1, by the caller); a bound
-            # at or above it is dropped, so its terms come cheapest first: the fractional level is at most the
-            # whole-layer one, and M + fill does not fall with M (to rounding: a hair above the limit for that)
+            # `limit` applies to the bound as returned, margin taken off; a bound at or above it is dropped, so its
+            # terms come cheapest first: the fractional level is at most the whole-layer (or whole virtual stage)
+            # one, and M + fill does not fall with M (to rounding: a hair above the limit for that)
             level = (L + weighted) / inverse
             if (total(level, with_window=False) * (1 - FILL_SLACK) >= limit + abs(limit) * 1e-12
                     or v == 1 and max(max(level, floor) + transfers, window) + tail >= limit):
                 out.append(math.inf)
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
-            uncapped = _whole_layer_level(L, [(c, a, e, math.inf) for c, a, e, _ in rows], level)
-            proven = 0.0                        # 1F1B: what FILL_SLACK does not lower, (b10) among it
+            uncapped = _whole_layer_level(L // v, [(c, a * v, e, math.inf) for c, a, e, _ in rows], level)  # (b2), (b12)
+            # what FILL_SLACK does not lower: (b10) and the level + transfers (1F1B), (b12) and the level (v > 1)
             if v == 1:
                 proven = max(max(uncapped, floor) + transfers, window) + tail
                 if proven < limit:
                     proven = max(_fill_s(L, fewest, parts, known), max(uncapped, floor) + transfers, window) + tail
+            else:
+                proven = max(_interleaved_fill_s(L, fewest, parts, known, v), max(uncapped, floor), window) + tail
             if total(uncapped, with_window=False) * (1 - FILL_SLACK) >= limit or proven >= limit:   # no need to cap
                 out.append(math.inf)
                 fits = True                      # unknown: the caller must not stop at this micro-batch
@@ -351,7 +366,8 @@ class Bounds:
                 out.append(math.inf)
                 continue
             capped = [(c, a, e, caps[k][part]) for (c, a, e, part), (k, _, _, _, _) in zip(rows, stages)]
-            busiest = _whole_layer_level(L, capped, _water_level(L, capped))     # (b2), (b6)
+            busiest = _whole_layer_level(L // v, [(c, a * v, e, cap / v) for c, a, e, cap in capped],  # (b2), (b6)
+                                         _water_level(L, capped))
             if busiest == math.inf:
                 out.append(math.inf)
                 continue
@@ -365,6 +381,11 @@ class Bounds:
                     shape = [(c, a, phi, e, c * cap, lane) for (c, a, e, cap), (_, _, _, phi, _), lane
                              in zip(capped, parts, lanes_of)]
                     bound = max(bound, level + _busiest_fill_s(L, fewest, level, shape, m) + tail)
+            else:           # the margin comes off the transfers and the fill: never below (b1), (b2), (b8), (b12)
+                bound = max(bound * (1 - FILL_SLACK), max(level, window) + tail, proven)
+                if bound < limit and known == len(runs):   # (b13): the stages in order
+                    shape = [(c, a, phi, e, c * cap) for (c, a, e, cap), (_, _, _, phi, _) in zip(capped, parts)]
+                    bound = max(bound, _interleaved_level_fill_s(L, v, fewest, level, shape) + tail)
             out.append(bound)
         return out, fits
 
@@ -739,6 +760,71 @@ def _fill_s(L: int, fewest: int, parts, fixed: int) -> float:
         weight = grown
     total = others + weight if run is not None and run >= fixed else weight
     return (heads + L + extra) / total
+
+
+def _interleaved_fill_s(L: int, fewest: int, parts, fixed: int, v: int) -> float:
+    """(b12), the least upstream fill of interleaved 1F1B with v chunks any layer split allows: a lower
+    bound on the simulated interleaved makespan (planner.schedule._simulate_static, Megatron-LM's fixed
+    order per worker), tail not included; _fill_s's LP with each phi_i / v.
+
+    Every worker w of stage c runs its passes in a fixed order (schedule._worker_orders): its first is the
+    forward of chunk 0 of its first micro-batch j0, its last the backward of chunk 0 of its last one j1
+    (the backwards mirror the forwards, chunks reversed, and the last forward is chunk v - 1's). The
+    forward of chunk 0 of j0 on stage c waits for the same on stages c - 1, .., 0 (a chunk's input is the
+    same chunk's on the stage before; only stage 0's chunks after the first wait on the last stage), and
+    the backward of chunk 0 of j1 on stage i - 1 waits for it on stage i, down to stage 0. A chunk of
+    stage i takes 1/v of the stage's pass (the simulation divides each replica's forward and backward by
+    v), at least phi_i L_i / v forward and backward together for the stages before c, whichever replicas
+    own j0 and j1; w is busy W_w >= a_c L_c + e_c in between (b1). So the stage-0 replica that owns j1
+    ends no earlier than
+
+        sum_{i<c} phi_i L_i / v + a_c L_c + e_c,
+
+    (b10)'s constraint with phi_i / v (transfers only add), and its LP and Lagrangian bound carry over
+    word for word. Unlike 1F1B, nothing here holds the transfers: a busiest stage 0 takes none of them
+    (its chunk-forwards after the first wait on the wrap from the last stage, but the simulation lets it
+    run the other micro-batches' chunks meanwhile), so the proven interleaved terms take none either.
+    On p like stages this is about half of Narayanan's interleaved bubble (p - 1) t / v."""
+    return _fill_s(L, fewest, [(k, count, a, phi / v, e) for k, count, a, phi, e in parts], fixed)
+
+
+def _interleaved_level_fill_s(L: int, v: int, fewest: int, level: float, parts, most_steps: int = 64) -> float:
+    """(b13), interleaved, the stages in order: the busiest stage's level in whole virtual stages with (b12)'s
+    upstream fill of the layers every stage must hold at it, proven against the simulation (tail not included).
+    `parts`: (count, a, phi, e, cap) in pipeline order, cap the most layers the part's stages hold together;
+    `level`: (b2)'s level in whole virtual stages, at most any split's busiest work.
+
+    Take any split of whole virtual stages and M its busiest replica's work (M >= level). Every stage holds
+    L_i <= u_i(M) = v floor((M - e_i) / (a_i v)) layers, a part's stages together at most its cap, so each
+    stage holds at least l_i(M) = max(fewest, L - (the most the other stages hold)); by (b12)'s argument for
+    each stage c (_interleaved_fill_s), T >= a_c L_c + e_c + sum_{i<c} phi_i L_i / v >= G(M) = max_c (a_c l_c
+    + e_c + sum_{i<c} phi_i l_i / v), and T >= M. u_i only grows with M, so G is a step function that only
+    falls, constant between the levels s_0 = level < s_1 < .. at which some u_i grows: T >= min_k max(s_k,
+    G(s_k)) (an interval where some l_i > u_i holds no split and is skipped). The scan stops where s_k is at
+    least the least found (later intervals only rise) or after `most_steps` steps (then s_k itself is a
+    bound for the rest). On p like stages of k v layers each it is Narayanan's interleaved fill, level +
+    (p - 1) phi k, wherever one more virtual stage on the busiest, a v, costs at least that much."""
+    best = math.inf
+    for _ in range(most_steps):
+        ceilings, step = [], math.inf
+        for count, a, phi, e, cap in parts:
+            k = max(0, math.floor((level - e) / (a * v) + 1e-9))
+            ceilings.append((k * v, min(count * k * v, cap)))
+            step = min(step, a * v * (k + 1) + e)
+        total = sum(whole for _, whole in ceilings)
+        fill = upstream = 0.0
+        for (count, a, phi, e, cap), (one, whole) in zip(parts, ceilings):
+            least = max(fewest, L - (total - whole + min((count - 1) * one, cap)))   # the others at their most
+            if least > one + 1e-9:
+                fill = math.inf             # no split has its busiest work in this interval
+                break
+            fill = max(fill, a * least + e + upstream + phi * least / v * (count - 1))
+            upstream += phi * least / v * count
+        best = min(best, max(level, fill))
+        if step >= best:
+            return best
+        level = step
+    return min(best, level)
 
 
 def _busiest_fill_s(L: int, fewest: int, level: float, parts, m: int) -> float:

@@ -118,7 +118,8 @@ def idle_reasons(cluster: Cluster, objective: Objective, best, considered) -> di
             continue
         if pool.name in considered.precision_excluded:
             out[pool.name] = considered.precision_excluded[pool.name]
-        elif pool.name not in considered.fits_with_pool and considered.bound_with_pool.get(pool.name, math.inf) < best_key:
+        elif (pool.name not in considered.fits_with_pool and pool.name in considered.scored_with_pool
+              and considered.bound_with_pool.get(pool.name, math.inf) < best_key):
             out[pool.name] = (f"no plan using {pool.gpu.id} fits in memory ({pool.gpu.mem_bytes / GIB:.0f} GiB per GPU) "
                               f"with the model's layers as the search split them")
         elif pool.name in considered.best_with_pool:

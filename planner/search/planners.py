@@ -112,6 +112,7 @@ class Considered:
     best_with_pool: dict[str, float] = field(default_factory=dict)     # fast key of the best candidate using it
     bound_with_pool: dict[str, float] = field(default_factory=dict)    # best lower bound of layouts using it
     fits_with_pool: set[str] = field(default_factory=set)
+    scored_with_pool: set[str] = field(default_factory=set)    # a setting of a layout using it was scored
     precision_excluded: dict[str, str] = field(default_factory=dict)
     exact: bool = False                    # candidates were scored by the cost model directly
     stopped_by: str | None = None          # TIME_LIMIT or BUDGET when the search did not finish; None: complete
@@ -714,6 +715,7 @@ def _scan_layout(scorer: Scorer, layout: Layout, precision: Precision, keeper: _
                 if keyed.get((mb, v, recompute, zero), math.inf) >= keeper.threshold():
                     continue
                 unbound = True      # every variant fits with memory not limiting its split
+                keeper.c.scored_with_pool.update(layout.gpus_by_pool())    # explain.idle_reasons
                 for etp, hybrid in variants[zero]:
                     for hs in (0, hybrid) if hybrid else (0,):
                         keeper.c.fast_scores += 1
