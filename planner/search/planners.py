@@ -472,7 +472,8 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
         if detail is UNSCREENED:
             frontier.screen_next()
             continue
-        if detail is None and len(family.subset) > 1 and family.kind == "chain" and keeper.threshold() < math.inf:
+        if (detail is None and len(family.subset) > 1 and family.kind == "chain" and keeper.threshold() < math.inf
+                and not bounds.even):
             any_order, settings = _any_order_key(scorer, bounds, family, keeper)   # one bound for all its orders first
             if any_order < keeper.threshold():
                 frontier.push(max(key, any_order), AnyOrder(settings), family)
@@ -480,7 +481,8 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
         if detail is None or isinstance(detail, AnyOrder):
             dive = keeper.threshold() == math.inf
             only = detail.settings if isinstance(detail, AnyOrder) else None
-            best = _push_orders(scorer, bounds, family, key, keeper, frontier, clock, dive, only)
+            best = (_push_even_orders(scorer, family, key, keeper, frontier, clock, dive) if bounds.even else
+                    _push_orders(scorer, bounds, family, key, keeper, frontier, clock, dive, only))
             if best is not None:   # no incumbent yet: scan the family's most promising order now (anytime)
                 _requeue(frontier, family, best[0],
                          scan(scorer, family.layout(best[0]), precision_for(job, family.subset), keeper, best[1]))
@@ -573,6 +575,54 @@ def _push_orders(scorer: Scorer, bounds: Bounds, family: Family, capacity_key: f
         if entry is not first:
             frontier.push(*entry, family)
     return first[1] if first else None
+
+
+def _push_even_orders(scorer: Scorer, family: Family, capacity_key: float, keeper: _Keeper, frontier: _Frontier,
+                      clock: Clock, dive: bool = False):
+    """_push_orders for the baselines' even splits: each pool order back on the heap with its knob
+    settings that can still win (_even_queue) instead of its pipeline bounds, which optimise a layer
+    split that the even one does not have, at a cost per order that was most of these searches."""
+    price, job = layout_price(scorer, family), scorer.job
+    orders = family.orders()
+    # every order has the same stages, so the same knob settings (knob_settings reads them as a set)
+    settings = list(knob_settings(job.global_batch, family.layout(orders[0]), scorer.model.layers,
+                                  scorer.options.flash_attention, job.engine, job,
+                                  {n: p.gpus_per_node for n, p in scorer.pools.items()}))
+    entries = []
+    for order in orders:
+        if _out_of_time(clock, keeper.c):
+            for best, detail in entries:
+                frontier.push(best, detail, family)
+            frontier.push(capacity_key, None, family)
+            return None
+        queue = _even_queue(scorer, family.runs(order), settings, price, keeper)
+        if queue:
+            entries.append((queue.smallest(), (order, queue)))
+    first = min(entries, key=lambda e: e[0]) if dive and entries else None     # the first of the smallest
+    for entry in entries:
+        if entry is not first:
+            frontier.push(*entry, family)
+    return first[1] if first else None
+
+
+def _even_queue(scorer: Scorer, runs, settings: list[Knobs], price: float, keeper: _Keeper) -> "_Unscored":
+    """The knob settings of the layout of these runs whose even split fits (Scorer.even_fits: exactly
+    those that score(..., uniform=True) scores) and whose bound (Scorer.even_runs_s: the busiest replica
+    and the fill before it, a lower bound on that score and on evaluate's time) can beat the threshold,
+    smallest first (ties: knob_settings' order), each with that bound as its key and as the bound the
+    keeper remembers."""
+    job, threshold = scorer.job, keeper.threshold()
+    queue, busiest = [], {}       # busiest: per (micro-batch, interleave, recompute); ZeRO does not change it
+    for knobs in settings:
+        setting = (knobs.micro_batch, knobs.interleave, knobs.recompute)
+        key = busiest.get(setting)
+        if key is None:
+            key = busiest[setting] = fast_key(keeper.objective, job, scorer.even_runs_s(runs, knobs), price,
+                                              keeper.deadline_hours)
+        if key < threshold and scorer.even_fits(runs, knobs):
+            queue.append((knobs, (key, key)))
+    queue.sort(key=lambda e: e[1][0])
+    return _Unscored(queue)
 
 
 def _orders_worth_bounding(family: Family, only, keyed_bounds) -> Iterator[tuple[tuple[int, ...], frozenset | None]]:
