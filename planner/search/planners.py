@@ -584,10 +584,9 @@ def _push_even_orders(scorer: Scorer, family: Family, capacity_key: float, keepe
     split that the even one does not have, at a cost per order that was most of these searches."""
     price, job = layout_price(scorer, family), scorer.job
     orders = family.orders()
-    # every order has the same stages, so the same knob settings (knob_settings reads them as a set)
-    settings = list(knob_settings(job.global_batch, family.layout(orders[0]), scorer.model.layers,
-                                  scorer.options.flash_attention, job.engine, job,
-                                  {n: p.gpus_per_node for n, p in scorer.pools.items()}))
+    settings = _even_settings(scorer, family, family.runs(orders[0]))
+    if not settings:
+        return None
     entries = []
     for order in orders:
         if _out_of_time(clock, keeper.c):
@@ -605,9 +604,31 @@ def _push_even_orders(scorer: Scorer, family: Family, capacity_key: float, keepe
     return first[1] if first else None
 
 
+def _even_settings(scorer: Scorer, family: Family, runs) -> list[Knobs]:
+    """The knob settings of `family` that split evenly (Scorer.even_splits), the same in every pool order:
+    the orders have the same stages, which knob_settings and even_splits read as a set. Most families of
+    a large cluster have none (their lanes divide no micro-batch count): even_splits' shares, the least
+    it asks of any setting, are checked first, before listing them."""
+    job, mixed = scorer.job, scorer.engine.space.mixed_stages
+    replicas = {sum(g.count for g in groups) for groups, _ in runs}
+    if not any(all(m >= r and (mixed or m % r == 0) for r in replicas)
+               for m in (job.global_batch // mb for mb in micro_batch_sizes(job.global_batch))):
+        return []
+    splits, out = {}, []
+    for knobs in knob_settings(job.global_batch, family.layout(tuple(range(len(family.subset)))), scorer.model.layers,
+                               scorer.options.flash_attention, job.engine, job,
+                               {n: p.gpus_per_node for n, p in scorer.pools.items()}):
+        key = (knobs.micro_batch, knobs.interleave, knobs.expert_tensor_parallel)   # what even_splits reads
+        if key not in splits:
+            splits[key] = scorer.even_splits(runs, knobs)
+        if splits[key]:
+            out.append(knobs)
+    return out
+
+
 def _even_queue(scorer: Scorer, runs, settings: list[Knobs], price: float, keeper: _Keeper) -> "_Unscored":
-    """The knob settings of the layout of these runs whose even split fits (Scorer.even_fits: exactly
-    those that score(..., uniform=True) scores) and whose bound (Scorer.even_runs_s: the busiest replica
+    """The knob settings (those that split evenly) of the layout of these runs whose even split fits
+    (Scorer.even_holds: with even_splits, exactly those that score(..., uniform=True) scores) and whose bound (Scorer.even_runs_s: the busiest replica
     and the fill before it, a lower bound on that score and on evaluate's time) can beat the threshold,
     smallest first (ties: knob_settings' order), each with that bound as its key and as the bound the
     keeper remembers."""
@@ -619,7 +640,7 @@ def _even_queue(scorer: Scorer, runs, settings: list[Knobs], price: float, keepe
         if key is None:
             key = busiest[setting] = fast_key(keeper.objective, job, scorer.even_runs_s(runs, knobs), price,
                                               keeper.deadline_hours)
-        if key < threshold and scorer.even_fits(runs, knobs):
+        if key < threshold and scorer.even_holds(runs, knobs):
             queue.append((knobs, (key, key)))
     queue.sort(key=lambda e: e[1][0])
     return _Unscored(queue)

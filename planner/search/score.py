@@ -331,30 +331,41 @@ class Scorer:
 
     def even_fits(self, runs, knobs: Knobs) -> bool:
         """Exactly whether score(layout, knobs, uniform=True) yields a candidate for the layout of these
-        runs (the baselines' even split and shares), from its checks in turn, but the memory check on
-        each run's first stage and the last stage alone. Within a run (stages of the same groups and
-        shares) neither the layers nor the room favour a later stage: even_split gives the first
-        stages the extra chunk (L_i does not grow with i), and max_layers = floor(free / (states +
-        in-flight x activations)) does not fall with i, as in-flight does not grow with it (1F1B: the
-        window, the replicas of the stage and every later one, shrinks; interleaved: 2 (p - i - 1) +
-        (v - 1) p + 1 chunks) and free is the same but on the edge stages, where it is smaller: the
-        first stage holds the embedding (the first run's first stage, checked), the last the head
-        (checked). So where a run's first stage holds its layers, every stage of the run but the last
-        stage does. tests/test_baselines.py holds it equal to `score(...) is not None`."""
+        runs ((groups, how many consecutive stages), as Family.runs spells a pool order): the baselines'
+        even split and shares split (even_splits) and the layers fit in memory (even_holds).
+        tests/test_baselines.py holds it equal to `score(...) is not None`."""
+        return self.even_splits(runs, knobs) and self.even_holds(runs, knobs)
+
+    def even_splits(self, runs, knobs: Knobs) -> bool:
+        """score(..., uniform=True)'s checks but memory: expert-parallel groups, even shares (whole where
+        the engine runs one mesh), interleaved groups of p, even layers. None reads the pool order."""
         ep, etp = self.job.expert_parallel, knobs.expert_tensor_parallel
         if any(sum(g.count * (g.tp if etp else 1) for g in groups) % ep for groups, _ in runs):
             return False
         m, v, L = self.job.global_batch // knobs.micro_batch, knobs.interleave, self.model.layers
         p = sum(count for _, count in runs)
-        replicas = [sum(g.count for g in groups) for groups, _ in runs]
-        for r in replicas:                                              # _even_shares, interleave_groups_fit
-            base, extra = divmod(m, r)
+        for groups, _ in runs:                                          # _even_shares, interleave_groups_fit
+            base, extra = divmod(m, sum(g.count for g in groups))
             if base == 0 or (extra and not self.engine.space.mixed_stages):
                 return False
             if v > 1 and (base % p or (extra and (base + 1) % p)):
                 return False
-        if L % v or L // v < p:
-            return False                                                # split.even_split
+        return not (L % v or L // v < p)                                # split.even_split
+
+    def even_holds(self, runs, knobs: Knobs) -> bool:
+        """Whether every stage holds its layers of the even split (score's memory check, max_layers),
+        where even_splits holds, checking each run's first stage and the last stage alone. Within a
+        run (stages of the same groups and shares) neither the layers nor the room favour a later
+        stage: even_split gives the first stages the extra chunk (L_i does not grow with i), and
+        max_layers = floor(free / (states + in-flight x activations)) does not fall with i, as
+        in-flight does not grow with it (1F1B: the window, the replicas of the stage and every later
+        one, shrinks; interleaved: 2 (p - i - 1) + (v - 1) p + 1 chunks) and free is the same but on
+        the edge stages, where it is smaller: the first stage holds the embedding (the first run's
+        first stage, checked), the last the head (checked). So where a run's first stage holds its
+        layers, every stage of the run but the last stage does."""
+        m, v, L = self.job.global_batch // knobs.micro_batch, knobs.interleave, self.model.layers
+        p = sum(count for _, count in runs)
+        replicas = [sum(g.count for g in groups) for groups, _ in runs]
         base_chunks, extra_chunks = divmod(L // v, p)
         sp = any(g.tp > 1 for groups, _ in runs for g in groups)
         window, start = sum(r * count for r, (_, count) in zip(replicas, runs)), 0   # of each run's first stage
