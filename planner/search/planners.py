@@ -640,10 +640,10 @@ def _even_queue(scorer: Scorer, runs, settings: list[Knobs], price: float, keepe
         if key is None:
             key = busiest[setting] = fast_key(keeper.objective, job, scorer.even_runs_s(runs, knobs), price,
                                               keeper.deadline_hours)
-        if key < threshold and scorer.even_holds(runs, knobs):
+        if key < threshold:
             queue.append((knobs, (key, key)))
     queue.sort(key=lambda e: e[1][0])
-    return _Unscored(queue)
+    return _Unscored(queue, runs)
 
 
 def _orders_worth_bounding(family: Family, only, keyed_bounds) -> Iterator[tuple[tuple[int, ...], frozenset | None]]:
@@ -863,8 +863,9 @@ def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: 
     its layouts smallest bound first, and stops at the first bound that cannot beat the threshold.
     A setting's bound is the larger of its pipeline bound and its even split's busiest replica
     (Scorer.even_busiest_s); ties keep knob_settings' order."""
+    runs = None
     if isinstance(keyed, _Unscored):
-        queue = list(keyed.items())
+        queue, runs = list(keyed.items()), keyed.runs
     else:
         price, job = layout_price(scorer, layout), scorer.job
         queue, busiest = [], {}        # busiest: per (micro-batch, interleave, recompute); ZeRO does not change it
@@ -877,20 +878,31 @@ def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: 
                                                     price, keeper.deadline_hours)
                 queue.append((knobs, (max(keyed[setting], busiest[setting[:3]]), keyed[setting])))
         queue.sort(key=lambda e: e[1][0])
+    skipped = False
     for k, (knobs, (key, bound)) in enumerate(queue):
         if key >= keeper.threshold():
             return None
+        if runs is not None and not scorer.even_holds(runs, knobs):
+            skipped = True          # score would find it does not fit
+            continue
+        if skipped:                 # back on the heap under its own key: other layouts' may be smaller
+            return _Unscored(queue[k:], runs)
         keeper.c.fast_scores += 1
         cand = scorer.score(layout, knobs, precision, uniform=True, late=True)   # late: fewer re-scored (_best_of)
         if cand is not None:
             keeper.add(cand, bound)
-            return _Unscored(queue[k + 1:])
+            return _Unscored(queue[k + 1:], runs)
     return None
 
 
 class _Unscored(dict):
     """Knob settings of one layout still to score (_scan_uniform): Knobs -> (its bound as a fast
-    key, its pipeline bound), in scoring order."""
+    key, its pipeline bound), in scoring order; `runs`: the layout's runs where whether its even split
+    fits memory (Scorer.even_holds) is left to the scan (_even_queue), else None."""
+
+    def __init__(self, items=(), runs=None):
+        super().__init__(items)
+        self.runs = runs
 
     def smallest(self) -> float:
         return next(iter(self.values()))[0]
