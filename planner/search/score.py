@@ -303,31 +303,49 @@ class Scorer:
             return math.inf                                             # split.even_split
         base_chunks, extra_chunks = divmod(L // v, p)
         sp = any(g.tp > 1 for groups, _ in runs for g in groups)
-        busiest, start, prefix = 0.0, 0, 0.0     # prefix: P_c of the run's first stage
+        busiest, start, prefix, last = 0.0, 0, 0.0, p - 1     # prefix: P_c of the run's first stage
         for groups, count in runs:
-            base, extra = divmod(m, sum(g.count for g in groups))      # split.even_shares: the first `extra` one more
-            if base == 0 or (extra and not self.engine.space.mixed_stages):
+            found = self._even_lanes(groups, knobs.micro_batch, knobs.recompute, sp)
+            if found is None:
                 return math.inf                                         # as _even_shares
-            end, first, lanes = start + count, 0, []
-            for g in groups:
-                lanes.append((base + (first < extra),                  # the group's busiest replica
-                              self.pass_times(self.pools[g.pool], g.tp, knobs.micro_batch, knobs.recompute, sp)))
-                first += g.count
+            lanes, fastest_f, fastest_b = found
+            end = start + count
             # phi per layer, and the stages to look at: the run's first, the last of the extra chunk, the run's last
-            phi = (min(t[0] for _, t in lanes) + (min(t[1] for _, t in lanes) if v == 1 else 0.0)) / v
+            phi = (fastest_f + fastest_b if v == 1 else fastest_f) / v
             stages = ((start, min(end, extra_chunks) - 1, end - 1) if fill else
-                      (start, p - 1) if end == p and count > 1 else (start,))
+                      (start, last) if end == p and count > 1 else (start,))
             for c in stages:
                 if c < start:
                     continue
                 layers = (base_chunks + (c < extra_chunks)) * v
-                for n, (f, b, hf, hb) in lanes:
-                    busiest = max(busiest, n * (layers * (f + b) + (hf + hb if c == p - 1 else 0.0))
-                                  + (prefix + phi * _even_layers(start, c, base_chunks, extra_chunks, v) if fill
-                                     else 0.0))
-            prefix += phi * _even_layers(start, end, base_chunks, extra_chunks, v)
+                # P_c: the layers of stages start .. c - 1, base_chunks chunks each and one more before extra_chunks
+                upstream = (prefix + phi * (((c - start) * base_chunks + max(0, min(c, extra_chunks) - start)) * v)
+                            if fill else 0.0)
+                for n, f, b, hf, hb in lanes:
+                    work = n * (layers * (f + b) + (hf + hb if c == last else 0.0)) + upstream
+                    if work > busiest:
+                        busiest = work
+            prefix += phi * ((count * base_chunks + max(0, min(end, extra_chunks) - start)) * v)
             start = end
         return busiest
+
+    def _even_lanes(self, groups: tuple[Group, ...], mb: int, recompute: Recompute, sp: bool):
+        """even_runs_s's figures of a stage of these groups: per group its busiest replica's micro-batches
+        under even shares and its passes (n, f, b, hf, hb), and the fastest forward and backward; None where
+        the even shares do not split (as _even_shares). Cached: every pool order of a family repeats them."""
+        key = ("even lanes", groups, mb, recompute, sp)
+        if key in self._act:
+            return self._act[key]
+        base, extra = divmod(self.job.global_batch // mb, sum(g.count for g in groups))  # the first `extra` one more
+        found = None
+        if base > 0 and not (extra and not self.engine.space.mixed_stages):
+            lanes, first = [], 0
+            for g in groups:
+                lanes.append((base + (first < extra),) + self.pass_times(self.pools[g.pool], g.tp, mb, recompute, sp))
+                first += g.count
+            found = (tuple(lanes), min(lane[1] for lane in lanes), min(lane[2] for lane in lanes))
+        self._act[key] = found
+        return found
 
     def even_fits(self, runs, knobs: Knobs) -> bool:
         """Exactly whether score(layout, knobs, uniform=True) yields a candidate for the layout of these
@@ -787,12 +805,6 @@ def _group_max_shares(groups: tuple[Group, ...], shares: tuple[int, ...]) -> lis
         out.append(max(shares[k:k + g.count]))
         k += g.count
     return out
-
-
-def _even_layers(start: int, end: int, base_chunks: int, extra_chunks: int, v: int) -> int:
-    """The layers of stages start .. end - 1 under split.even_split: base_chunks chunks of v layers
-    each, and one more on the first extra_chunks stages."""
-    return ((end - start) * base_chunks + max(0, min(end, extra_chunks) - start)) * v
 
 
 def _runs(layout: Layout) -> tuple[tuple[tuple[Group, ...], int], ...]:
