@@ -360,7 +360,7 @@ def _best_first(shared: Bounds, families: Iterable[Family], keeper: _Keeper, opt
             listed.append((key, len(listed), family, price))
     if listing is not None and listing.hit and unlisted == math.inf:     # the listing ended itself at the limit
         unlisted, c.stopped_by = _whole_cluster_key(scorer, pools, objective, deadline), TIME_LIMIT
-    frontier = _Frontier(scorer, keeper, listed, max(64, SCREEN_CELLS // max(1, len(pools))))
+    frontier = _Frontier(scorer, keeper, listed, max(64, SCREEN_CELLS // max(1, len(pools))), screened=not even)
     try:
         _visit(scorer, bounds, frontier, keeper, options, scan, clock, unlisted)
     finally:
@@ -396,8 +396,11 @@ class _Frontier:
     sentinel entry, keyed by the smallest capacity bound not yet screened, stands for the rest, so
     families whose capacity bound cannot win are never screened."""
 
-    def __init__(self, scorer: Scorer, keeper: _Keeper, listed: list, chunk_size: int):
+    def __init__(self, scorer: Scorer, keeper: _Keeper, listed: list, chunk_size: int, screened: bool = True):
         self.scorer, self.keeper, self.chunk_size = scorer, keeper, chunk_size
+        # the baselines' even splits are not screened: their orders' keys (_push_even_orders) cost less than the
+        # screen saves them (uniform baseline, 128 / 4,096 GPUs: 0.09 -> 0.06, 0.31 -> 0.21 CPU s)
+        self.screened = screened
         self.listed = sorted(listed)                      # (capacity key, tie, family, price)
         self.bound = [entry[0] for entry in self.listed]  # each family's best key so far
         self.capacity = list(self.bound)                  # each family's capacity key, ascending
@@ -425,9 +428,10 @@ class _Frontier:
         start, chunk = self.next, self.listed[self.next:self.next + size]
         self.next += len(chunk)
         self.chunk = min(2 * self.chunk, self.chunk_size)   # small first chunks: a first plan comes early
-        values = screen_s(s, [family for _, _, family, _ in chunk]).tolist()
-        for j, ((capacity_key, _, family, price), value) in enumerate(zip(chunk, values)):
-            key = max(capacity_key, fast_key(keeper.objective, s.job, value, price, keeper.deadline_hours))
+        values = screen_s(s, [family for _, _, family, _ in chunk]).tolist() if self.screened else None
+        for j, (capacity_key, _, family, price) in enumerate(chunk):
+            key = capacity_key if values is None else max(capacity_key, fast_key(keeper.objective, s.job, values[j],
+                                                                                 price, keeper.deadline_hours))
             self.bound[start + j] = key
             if key < threshold:
                 self.push(key, None, family)
