@@ -12,10 +12,11 @@ the most promising with planner.cost.evaluate, which alone decides the order and
               split evenly, samples split evenly, best knobs.
   uniform     (b) every pool, one tp for all, layers split evenly and samples split evenly over
               all GPUs as if they were alike, best knobs.
-              Both baselines run the same best-first loop over their own spaces (the bounds cover
-              even splits and shares too), pruned at their own `rescore`-th fast score, with the even
-              split's busiest stage as a tighter bound per family and per knob setting
-              (Scorer.even_family_busiest_s, even_busiest_s); a baseline's plan is the best by
+              Both baselines run the same best-first loop over their own spaces, pruned at their own
+              `rescore`-th fast score, with the even split's busiest stage as a tighter bound per family
+              (Scorer.even_family_busiest_s) and, per pool order and knob setting, the even split's own
+              bound and memory check in place of the pipeline bounds (_push_even_orders: Scorer.even_runs_s,
+              even_fits); a baseline's plan is the best by
               planner.cost.evaluate of the `rescore` best fast scores of its space (their floors
               also bound every stage's end and tail, score._late_s, so that few are evaluated).
   exhaustive  (c) every layout and knob setting of the space, each scored by planner.cost.evaluate,
@@ -850,8 +851,8 @@ class UniformPlanner:
 def _uniform_search(cluster, job, objective, deadline_hours, options, excluded,
                     families: Iterable[Family], pools: tuple[Pool, ...], bounds: Bounds | None = None,
                     listing: ListingStop | None = None) -> Considered:
-    """The baselines' plans are pruned by the same bounds (an even split or even shares is one of
-    the splits and shares the bounds cover)."""
+    """The baselines' plans are pruned by the same capacity bound (even shares are shares it covers), and
+    per pool order and knob setting by the even split's own bound and memory check (_push_even_orders)."""
     considered = Considered(precision_excluded=excluded)
     keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
     keeper.incumbent = -math.inf    # no incumbent evaluated: prune at the `rescore`-th fast key alone
@@ -865,8 +866,10 @@ def _scan_uniform(scorer: Scorer, layout: Layout, precision: Precision, keeper: 
     """Score the layout's knob settings (evenly split) smallest bound first until one is kept, and
     return the rest (`_Unscored`) for the heap: the baselines' loop so scores candidates across all
     its layouts smallest bound first, and stops at the first bound that cannot beat the threshold.
-    A setting's bound is the larger of its pipeline bound and its even split's busiest replica
-    (Scorer.even_busiest_s); ties keep knob_settings' order."""
+    A setting's bound is Scorer.even_runs_s (_even_queue, whose settings' memory check is left to
+    this scan: one that does not fit is skipped, and the rest go back on the heap under their own
+    key), or from `keyed` (_first_plan: the pipeline bounds) the larger of its pipeline bound and
+    its even split's busiest replica (Scorer.even_busiest_s); ties keep knob_settings' order."""
     runs = None
     if isinstance(keyed, _Unscored):
         queue, runs = list(keyed.items()), keyed.runs
