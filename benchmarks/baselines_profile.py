@@ -1,6 +1,6 @@
 """Where the two baselines' time goes, for one job: what docs/performance.md's "The baselines, third step" cites.
 
-    python benchmarks/baselines_profile.py [--gpus 128|1024] [--repeat N]
+    python benchmarks/baselines_profile.py [--gpus 128|1024|4096] [--repeat N]
 
 In this process, one core, CPU time: `search(..., engines=REAL)` as `hetplan plan` runs it, with every call of
 planner.cost.evaluate recorded as the main search's or the baselines' (how many plans the two share); then each
@@ -42,6 +42,9 @@ ITEMS = [("bound.py", "pipeline_s"), ("bound.py", "_run_caps"), ("score.py", "sc
 def _job(gpus: int, catalog):
     if gpus == 128:
         return cluster_from_dict(yaml.safe_load(CLUSTER_128), catalog), Job(catalog.model("llama-2-70b"), 512, 4096)
+    if gpus == 4096:
+        return (load_cluster_file(ROOT / "examples" / "big-4types-4096.yaml", catalog),
+                Job(catalog.model("llama-3.1-405b"), 2048, 8192))
     return (load_cluster_file(ROOT / "examples" / "cloud-4types-1024.yaml", catalog),
             Job(catalog.model("gpt3-175b"), 1536, 2048))
 
@@ -81,7 +84,7 @@ def _shared_evaluations(cluster, job) -> tuple[int, int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpus", type=int, choices=(128, 1024), default=1024)
+    parser.add_argument("--gpus", type=int, choices=(128, 1024, 4096), default=1024)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     catalog = load_catalog()
