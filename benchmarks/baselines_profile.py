@@ -6,8 +6,8 @@ In this process, one core, CPU time: `search(..., engines=REAL)` as `hetplan pla
 planner.cost.evaluate recorded as the main search's or the baselines' (how many plans the two share); then each
 baseline's own search (PLANNERS[name].consider) for the winning engine's job on a copy of the winner's scorer
 and bounds (their caches, as the search hands them over): its CPU seconds (the least of --repeat runs, each on
-a fresh copy), the CPU seconds until its loop had a finite threshold (`rescore` candidates kept), and a CPU-clock profile of both searches, the largest items as
-shares of the whole.
+a fresh copy), the CPU seconds until its loop had a finite threshold (`rescore` candidates kept), and a
+CPU-clock profile of both searches, the largest items as shares of the whole.
 """
 from __future__ import annotations
 

@@ -632,11 +632,12 @@ def _even_settings(scorer: Scorer, family: Family, runs) -> list[Knobs]:
 
 
 def _even_queue(scorer: Scorer, runs, settings: list[Knobs], price: float, keeper: _Keeper) -> "_Unscored":
-    """The knob settings (those that split evenly) of the layout of these runs whose even split fits
-    (Scorer.even_holds: with even_splits, exactly those that score(..., uniform=True) scores) and whose bound (Scorer.even_runs_s: the busiest replica
-    and the fill before it, a lower bound on that score and on evaluate's time) can beat the threshold,
-    smallest first (ties: knob_settings' order), each with that bound as its key and as the bound the
-    keeper remembers."""
+    """The knob settings (those that split evenly) of the layout of these runs whose bound
+    (Scorer.even_runs_s: the busiest replica and the fill before it, a lower bound on the fast score and
+    on evaluate's time) can beat the threshold, smallest first (ties: knob_settings' order), each with
+    that bound as its key and as the bound the keeper remembers; whether its even split fits memory
+    (Scorer.even_holds: with even_splits, exactly where score(..., uniform=True) yields a candidate) is
+    left to _scan_uniform, which reaches few of them."""
     job, threshold = scorer.job, keeper.threshold()
     queue, busiest = [], {}       # busiest: per (micro-batch, interleave, recompute); ZeRO does not change it
     for knobs in settings:

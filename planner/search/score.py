@@ -275,7 +275,7 @@ class Scorer:
     def even_runs_s(self, runs, knobs: Knobs, fill: bool = True) -> float:
         """A lower bound on the fast score (score(layout, knobs, uniform=True).time_s) and on evaluate's
         iteration time of the layout of these runs ((groups, how many consecutive stages), as Family.runs
-        spells an pool order), the baselines' even split and shares: the most, over the stages c and
+        spells a pool order), the baselines' even split and shares: the most, over the stages c and
         their groups g, of
 
             W_c + P_c,  W_c = n_g (L_c tau_g + e_c),  P_c = sum_{i<c} phi_i L_i
