@@ -1,13 +1,13 @@
 """Where the two baselines' time goes, for one job: what docs/performance.md's "The baselines, third step" cites.
 
-    python benchmarks/baselines_profile.py [--gpus 128|1024]
+    python benchmarks/baselines_profile.py [--gpus 128|1024|4096] [--repeat N]
 
 In this process, one core, CPU time: `search(..., engines=REAL)` as `hetplan plan` runs it, with every call of
 planner.cost.evaluate recorded as the main search's or the baselines' (how many plans the two share); then each
 baseline's own search (PLANNERS[name].consider) for the winning engine's job on a copy of the winner's scorer
-and bounds (their caches, as the search hands them over): its CPU seconds, the CPU seconds until its loop had a
-finite threshold (`rescore` candidates kept), and a CPU-clock profile of both searches, the largest items as
-shares of the whole.
+and bounds (their caches, as the search hands them over): its CPU seconds (the least of --repeat runs, each on
+a fresh copy), the CPU seconds until its loop had a finite threshold (`rescore` candidates kept), and a
+CPU-clock profile of both searches, the largest items as shares of the whole.
 """
 from __future__ import annotations
 
@@ -35,12 +35,16 @@ from planner.types import Job, Objective  # noqa: E402
 
 search_module = sys.modules["planner.search.search"]
 ITEMS = [("bound.py", "pipeline_s"), ("bound.py", "_run_caps"), ("score.py", "score"),
-         ("score.py", "even_family_busiest_s"), ("space.py", "knob_settings"), ("screen.py", "screen_s")]
+         ("score.py", "even_family_busiest_s"), ("score.py", "even_runs_s"), ("score.py", "even_holds"),
+         ("space.py", "knob_settings"), ("screen.py", "screen_s")]
 
 
 def _job(gpus: int, catalog):
     if gpus == 128:
         return cluster_from_dict(yaml.safe_load(CLUSTER_128), catalog), Job(catalog.model("llama-2-70b"), 512, 4096)
+    if gpus == 4096:
+        return (load_cluster_file(ROOT / "examples" / "big-4types-4096.yaml", catalog),
+                Job(catalog.model("llama-3.1-405b"), 2048, 8192))
     return (load_cluster_file(ROOT / "examples" / "cloud-4types-1024.yaml", catalog),
             Job(catalog.model("gpt3-175b"), 1536, 2048))
 
@@ -80,7 +84,8 @@ def _shared_evaluations(cluster, job) -> tuple[int, int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpus", type=int, choices=(128, 1024), default=1024)
+    parser.add_argument("--gpus", type=int, choices=(128, 1024, 4096), default=1024)
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     catalog = load_catalog()
     cluster, job = _job(args.gpus, catalog)
@@ -104,12 +109,15 @@ def main() -> None:
     unlimited = SearchOptions(baseline_time_limit_s=None)     # profiled, past no limit (it runs several times slower)
     try:
         for name in ("megatron", "uniform"):
-            bounds, first[0] = copy.deepcopy(warm), math.inf
-            start = time.process_time()
-            seen = PLANNERS[name].consider(cluster, winner, Objective.THROUGHPUT, None, options, bounds)
-            end = time.process_time()
-            print(f"{name}: {end - start:.3f} CPU s, {seen.fast_scores} fast scores; a finite threshold after "
-                  f"{first[0] - start:.3f} s")
+            runs = []
+            for _ in range(args.repeat):
+                bounds, first[0] = copy.deepcopy(warm), math.inf
+                start = time.process_time()
+                seen = PLANNERS[name].consider(cluster, winner, Objective.THROUGHPUT, None, options, bounds)
+                end = time.process_time()
+                runs.append((end - start, first[0] - start))
+            cpu, until = min(runs)
+            print(f"{name}: {cpu:.3f} CPU s, {seen.fast_scores} fast scores; a finite threshold after {until:.3f} s")
             bounds = copy.deepcopy(warm)
             profile.enable()
             PLANNERS[name].consider(cluster, winner, Objective.THROUGHPUT, None, unlimited, bounds)

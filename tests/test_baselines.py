@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -19,7 +20,7 @@ from planner.search.search import _best_of, _busiest_compute_s
 from planner.search.score import Scorer
 from planner.search.space import INTERLEAVES, RECOMPUTES, knob_settings, layout_families
 from planner.search.split import even_split
-from planner.types import InfeasibleError, Job, Objective
+from planner.types import InfeasibleError, Job, JobKind, Objective, Offload, Training
 from tests.test_search_bounds import TIGHT_GPUS, TIGHT_MODELS, _random_case
 
 
@@ -201,3 +202,53 @@ def test_uniform_baseline_without_a_pool_for_the_precision_says_why(catalog):
     for method in ("uniform", "megatron"):
         with pytest.raises(InfeasibleError, match="no pool can train this job's precision"):
             search(cluster, job, method=method, offload="fixed")
+
+
+@pytest.mark.parametrize("seed,kind", [(seed, "random") for seed in range(12)] + [(seed, "tight") for seed in range(12)]
+                         + [(seed, kind) for kind in ("moe", "cp", "offload", "lora") for seed in range(3)])
+def test_even_keys_fit_exactly_and_bound_the_even_score_and_evaluate(catalog, seed, kind):
+    """The baselines' keys per pool order and knob setting (planners._even_queue): Scorer.even_fits is
+    exactly whether score(..., uniform=True) yields a candidate (its memory check on one stage a run),
+    and Scorer.even_runs_s (the busiest replica and the fill before it) is at most that candidate's fast
+    score and planner.cost.evaluate's iteration time of its plan, on random clusters and jobs under
+    every engine (chains and mixed stages, interleaved, ZeRO, hybrid-shard and expert-tp settings; tight
+    memory, expert and context parallelism, offloaded optimizer states, LoRA); and without its fill it is
+    even_busiest_s to the last bit."""
+    rng = random.Random(seed)
+    tight = kind == "tight"
+    cluster, job = (_random_case(rng, catalog, TIGHT_GPUS, TIGHT_MODELS, (1024, 2048, 4096)) if tight
+                    else _random_case(rng, catalog, ["h100-sxm", "h200-sxm", "a100-80gb-sxm", "b200"]) if kind == "moe"
+                    else _random_case(rng, catalog))
+    job = replace(job, engine=rng.choice(("megatron", "hetplan") if kind in ("moe", "cp") else ("deepspeed",)
+                                         if kind == "offload" else ("hetplan", "megatron", "torchtitan", "deepspeed")))
+    if kind == "moe":
+        job = replace(job, model=catalog.model("mixtral-8x7b"), expert_parallel=2)
+    elif kind == "cp":
+        job = replace(job, context_parallel=2)
+    elif kind == "offload":
+        job = replace(job, offload=Offload.OPTIMIZER)
+    elif kind == "lora":
+        job = replace(job, training=Training(JobKind.LORA))
+    scorer, checked, fits, evaluated = Scorer(cluster, job), 0, 0, 0
+    pools, _ = usable_pools(cluster, job)
+    nodes = {p.name: p.gpus_per_node for p in cluster.pools}
+    for family in layout_families(pools, job.model, job.global_batch, partial=False, engine=job.engine,
+                                  cp=job.context_parallel, ep=job.expert_parallel):
+        for order in family.orders():
+            layout, runs = family.layout(order), family.runs(order)
+            for knobs in knob_settings(job.global_batch, layout, job.model.layers, scorer.options.flash_attention,
+                                       job.engine, job, nodes):
+                cand = scorer.score(layout, knobs, precision_for(job, family.subset), uniform=True)
+                assert scorer.even_fits(runs, knobs) == (cand is not None), (layout, knobs)
+                checked += 1
+                bound = scorer.even_runs_s(runs, knobs)
+                assert scorer.even_runs_s(runs, knobs, fill=False) == scorer.even_busiest_s(layout, knobs) <= bound
+                if cand is None:
+                    continue
+                fits += 1
+                assert bound <= cand.time_s * (1 + 1e-12), (layout, knobs, bound, cand.time_s)
+                if fits % 3 == 1:
+                    est = evaluate(cluster, cand.to_plan(job), job.tokens_to_train, detail=False)
+                    assert bound <= est.iteration_time_s * (1 + 1e-12), (layout, knobs, bound, est.iteration_time_s)
+                    evaluated += 1
+    assert checked > 0 and (evaluated > 0 or tight)       # the tight cases' memory holds few even splits or none

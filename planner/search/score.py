@@ -270,26 +270,136 @@ class Scorer:
         shares: its busiest replica's forward and backward passes (iteration_s's first term), without
         ZeRO traffic, all-to-alls, transfers, fill, tail or the memory check; inf where the even
         shares or layers do not split. tests/test_baselines.py holds it below score."""
-        m = self.job.global_batch // knobs.micro_batch
-        layers = even_split(self.model.layers, layout.num_stages, knobs.interleave)
-        if layers is None:
-            return math.inf
-        sp = any(g.tp > 1 for stage in layout.stages for g in stage)
-        busiest, last, seen = 0.0, layout.num_stages - 1, set()
-        for i, (groups, num_layers) in enumerate(zip(layout.stages, layers)):
-            if (groups, num_layers, i == last) in seen:
-                continue                                                # a run's stages repeat their figures
-            seen.add((groups, num_layers, i == last))
-            base, extra = divmod(m, sum(g.count for g in groups))      # split.even_shares: the first `extra` one more
-            if base == 0 or (extra and not self.engine.space.mixed_stages):
+        return self.even_runs_s(_runs(layout), knobs, fill=False)
+
+    def even_runs_s(self, runs, knobs: Knobs, fill: bool = True) -> float:
+        """A lower bound on the fast score (score(layout, knobs, uniform=True).time_s) and on evaluate's
+        iteration time of the layout of these runs ((groups, how many consecutive stages), as Family.runs
+        spells a pool order), the baselines' even split and shares: the most, over the stages c and
+        their groups g, of
+
+            W_c + P_c,  W_c = n_g (L_c tau_g + e_c),  P_c = sum_{i<c} phi_i L_i
+
+        with n_g the group's busiest replica's micro-batches, L_i the stage's layers, tau_g one layer's
+        forward and backward and e_c the head on the last stage (without ZeRO traffic, all-to-alls,
+        transfers and tail, which only add); without `fill`, W_c alone (even_busiest_s). phi_i is, at
+        1F1B, its fastest group's forward plus its fastest group's backward per layer: the busiest
+        replica's first pass waits for the first micro-batch's forwards through the stages before it,
+        and after its last backward that micro-batch's backwards run back through them, which
+        bound.py's (b10) proves against evaluate's simulation; interleaved, the fastest forward / v
+        alone (score._late_s's claim: the first chunk's way). Below the fast score, too: a lane of the
+        even shares holds n micro-batches on every stage (chains: one group of even shares a stage;
+        mixed stages: the same groups on every stage), so its estimate n t_k + (sum_i t_i - t_k) / v,
+        k its busiest stage, is at least n t_c + sum_{i<c} t_i / v for every c (their difference is
+        n (t_k - t_c) - (t_k - t_c) / v + the other stages' t_i / v >= 0), and t_i (the lane's pass
+        through stage i, ZeRO exposure included) is at least phi_i L_i (v = 1) or L_i f_i / v.
+        One stage a run's segment suffices: even_split gives the first (L / v) mod p stages the extra
+        chunk, so within a run W_c takes two values and P_c grows with c: the most is at the last
+        stage of each value (and the head's on the pipeline's last stage). Inf where the even shares
+        or layers do not split."""
+        m, v, L = self.job.global_batch // knobs.micro_batch, knobs.interleave, self.model.layers
+        p = sum(count for _, count in runs)
+        if L % v or L // v < p:
+            return math.inf                                             # split.even_split
+        base_chunks, extra_chunks = divmod(L // v, p)
+        sp = any(g.tp > 1 for groups, _ in runs for g in groups)
+        busiest, start, prefix, last = 0.0, 0, 0.0, p - 1     # prefix: P_c of the run's first stage
+        for groups, count in runs:
+            found = self._even_lanes(groups, knobs.micro_batch, knobs.recompute, sp)
+            if found is None:
                 return math.inf                                         # as _even_shares
-            first = 0
-            for g in groups:
-                n = base + (first < extra)                              # the group's busiest replica
-                first += g.count
-                f, b, hf, hb = self.pass_times(self.pools[g.pool], g.tp, knobs.micro_batch, knobs.recompute, sp)
-                busiest = max(busiest, n * (num_layers * (f + b) + (hf + hb if i == last else 0.0)))
+            lanes, fastest_f, fastest_b = found
+            end = start + count
+            # phi per layer, and the stages to look at: the run's first, the last of the extra chunk, the run's last
+            phi = (fastest_f + fastest_b if v == 1 else fastest_f) / v
+            stages = ((start, min(end, extra_chunks) - 1, end - 1) if fill else
+                      (start, last) if end == p and count > 1 else (start,))
+            for c in stages:
+                if c < start:
+                    continue
+                layers = (base_chunks + (c < extra_chunks)) * v
+                # P_c: the layers of stages start .. c - 1, base_chunks chunks each and one more before extra_chunks
+                upstream = (prefix + phi * (((c - start) * base_chunks + max(0, min(c, extra_chunks) - start)) * v)
+                            if fill else 0.0)
+                for n, f, b, hf, hb in lanes:
+                    work = n * (layers * (f + b) + (hf + hb if c == last else 0.0)) + upstream
+                    if work > busiest:
+                        busiest = work
+            prefix += phi * ((count * base_chunks + max(0, min(end, extra_chunks) - start)) * v)
+            start = end
         return busiest
+
+    def _even_lanes(self, groups: tuple[Group, ...], mb: int, recompute: Recompute, sp: bool):
+        """even_runs_s's figures of a stage of these groups: per group its busiest replica's micro-batches
+        under even shares and its passes (n, f, b, hf, hb), and the fastest forward and backward; None where
+        the even shares do not split (as _even_shares). Cached: every pool order of a family repeats them."""
+        key = ("even lanes", groups, mb, recompute, sp)
+        if key in self._act:
+            return self._act[key]
+        base, extra = divmod(self.job.global_batch // mb, sum(g.count for g in groups))  # the first `extra` one more
+        found = None
+        if base > 0 and not (extra and not self.engine.space.mixed_stages):
+            lanes, first = [], 0
+            for g in groups:
+                lanes.append((base + (first < extra),) + self.pass_times(self.pools[g.pool], g.tp, mb, recompute, sp))
+                first += g.count
+            found = (tuple(lanes), min(lane[1] for lane in lanes), min(lane[2] for lane in lanes))
+        self._act[key] = found
+        return found
+
+    def even_fits(self, runs, knobs: Knobs) -> bool:
+        """Exactly whether score(layout, knobs, uniform=True) yields a candidate for the layout of these
+        runs ((groups, how many consecutive stages), as Family.runs spells a pool order): the baselines'
+        even split and shares split (even_splits) and the layers fit in memory (even_holds).
+        tests/test_baselines.py holds it equal to `score(...) is not None`."""
+        return self.even_splits(runs, knobs) and self.even_holds(runs, knobs)
+
+    def even_splits(self, runs, knobs: Knobs) -> bool:
+        """score(..., uniform=True)'s checks but memory: expert-parallel groups, even shares (whole where
+        the engine runs one mesh), interleaved groups of p, even layers. None reads the pool order."""
+        ep, etp = self.job.expert_parallel, knobs.expert_tensor_parallel
+        if any(sum(g.count * (g.tp if etp else 1) for g in groups) % ep for groups, _ in runs):
+            return False
+        m, v, L = self.job.global_batch // knobs.micro_batch, knobs.interleave, self.model.layers
+        p = sum(count for _, count in runs)
+        for groups, _ in runs:                                          # _even_shares, interleave_groups_fit
+            base, extra = divmod(m, sum(g.count for g in groups))
+            if base == 0 or (extra and not self.engine.space.mixed_stages):
+                return False
+            if v > 1 and (base % p or (extra and (base + 1) % p)):
+                return False
+        return not (L % v or L // v < p)                                # split.even_split
+
+    def even_holds(self, runs, knobs: Knobs) -> bool:
+        """Whether every stage holds its layers of the even split (score's memory check, max_layers),
+        where even_splits holds, checking each run's first stage and the last stage alone. Within a
+        run (stages of the same groups and shares) neither the layers nor the room favour a later
+        stage: even_split gives the first stages the extra chunk (L_i does not grow with i), and
+        max_layers = floor(free / (states + in-flight x activations)) does not fall with i, as
+        in-flight does not grow with it (1F1B: the window, the replicas of the stage and every later
+        one, shrinks; interleaved: 2 (p - i - 1) + (v - 1) p + 1 chunks) and free is the same but on
+        the edge stages, where it is smaller: the first stage holds the embedding (the first run's
+        first stage, checked), the last the head (checked). So where a run's first stage holds its
+        layers, every stage of the run but the last stage does."""
+        m, v, L = self.job.global_batch // knobs.micro_batch, knobs.interleave, self.model.layers
+        p = sum(count for _, count in runs)
+        replicas = [sum(g.count for g in groups) for groups, _ in runs]
+        base_chunks, extra_chunks = divmod(L // v, p)
+        sp = any(g.tp > 1 for groups, _ in runs for g in groups)
+        window, start = sum(r * count for r, (_, count) in zip(replicas, runs)), 0   # of each run's first stage
+        for (groups, count), r in zip(runs, replicas):
+            base, extra = divmod(m, r)
+            for i in ((start, p - 1) if start + count == p and count > 1 else (start,)):
+                first = 0
+                for g in groups:
+                    n = base + (first < extra)                          # the group's busiest replica
+                    first += g.count
+                    if self._max_layers(self.pools[g.pool], g.tp, knobs, sp, p, i, n, r,
+                                        window - r * (i - start)) < (base_chunks + (i < extra_chunks)) * v:
+                        return False
+            window -= r * count
+            start += count
+        return True
 
     def even_family_busiest_s(self, family: Family) -> float:
         """A lower bound on even_busiest_s over every pool order and knob setting of `family` (so on
@@ -695,6 +805,17 @@ def _group_max_shares(groups: tuple[Group, ...], shares: tuple[int, ...]) -> lis
         out.append(max(shares[k:k + g.count]))
         k += g.count
     return out
+
+
+def _runs(layout: Layout) -> tuple[tuple[tuple[Group, ...], int], ...]:
+    """The layout's stages as (groups, how many consecutive stages have them), as Family.runs."""
+    runs: list = []
+    for groups in layout.stages:
+        if runs and runs[-1][0] == groups:
+            runs[-1][1] += 1
+        else:
+            runs.append([groups, 1])
+    return tuple((groups, count) for groups, count in runs)
 
 
 def _windows(layout: Layout) -> list[int]:
