@@ -207,6 +207,37 @@ def test_an_extrapolated_lane_equals_its_full_simulation(data, p, interleave, sc
             assert a == pytest.approx(b, abs=scale), row
 
 
+class _NeverStops:
+    """A watch that never stops the event simulation: with it, _simulate_events runs its general loop."""
+
+    def seen(self, *args) -> bool:
+        return False
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), p=st.integers(1, 7), m=st.integers(1, 40),
+       schedule=st.sampled_from([Schedule.ONE_F_ONE_B, Schedule.ONE_F_ONE_B, Schedule.GPIPE]),
+       whole=st.booleans(), own_limits=st.booleans())
+def test_one_lane_events_equal_the_general_event_loop(data, p, m, schedule, whole, own_limits):
+    """schedule._lane_events (one replica per stage, no timeline) counts its ready passes and counts an input
+    that reaches a busy stage at once; its floats must be the general event loop's, ==. Whole-second and equal
+    times (`whole`) make passes end and inputs arrive at the same instants, where the order events were made
+    decides what a stage runs next."""
+    times = st.sampled_from([1.0, 2.0, 3.0]) if whole else st.floats(0.05, 3.0)
+    f = data.draw(st.lists(times, min_size=p, max_size=p))
+    b = data.draw(st.lists(times, min_size=p, max_size=p))
+    links = data.draw(st.lists(st.sampled_from([0.0, 1.0, 0.25]) if whole else st.floats(0.0, 0.5),
+                               min_size=2 * p, max_size=2 * p))
+    delay = lambda i, r, i2, r2: links[2 * min(i, i2) + (i2 < i)]  # noqa: E731
+    gpipe = schedule == Schedule.GPIPE          # GPipe holds every micro-batch: no limit of its own
+    limits = [[data.draw(st.integers(1, p + 1))] for _ in range(p)] if own_limits and not gpipe else None
+    counts, fwd, bwd = [[m]] * p, [[x] for x in f], [[x] for x in b]
+    fast = _simulate_events(counts, fwd, bwd, delay, schedule, False, limits)
+    general = _simulate_events(counts, fwd, bwd, delay, schedule, False, limits, _NeverStops())
+    assert (fast.makespan_s, fast.end_s, fast.busy_s, fast.last_backward_s) == (
+        general.makespan_s, general.end_s, general.busy_s, general.last_backward_s)
+
+
 @pytest.mark.parametrize("p,interleave", [(2, 1), (4, 1), (8, 1), (4, 2), (8, 4), (3, 3)])
 def test_balanced_lanes_are_extrapolated_not_fallen_back(p, interleave):
     """The recurrence is found (no fall-back to the full simulation) for the balanced stages a search
