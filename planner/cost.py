@@ -69,10 +69,49 @@ def price_per_hour_usd(pools: dict[str, Pool], gpus_by_pool: dict[str, int]) -> 
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
-             options: CostOptions = CostOptions(), timeline: bool = False, detail: bool = True) -> Estimate:
+             options: CostOptions = CostOptions(), timeline: bool = False, detail: bool = True,
+             kept: dict | None = None) -> Estimate:
     """`detail=False` skips the second simulation (without transfer times) that splits pipeline
     waiting into bubble and exposed transfers: the breakdown then counts both as bubble, and
-    every other figure is identical. The search ranks with it and reports full estimates."""
+    every other figure is identical. The search ranks with it and reports full estimates.
+
+    `kept`: a dict the caller holds (by plan) across calls. A `detail=False` call leaves there the
+    plan's passes and simulation; a later call for the same plan, cluster and options without a
+    timeline takes them and only adds what it needs (the second simulation): the same estimate as a
+    fresh call (tests/test_cost.py), for the search's plans that it ranks and then reports."""
+    found = kept.get(plan) if kept is not None and not timeline else None
+    if found is not None and found[0] == (cluster, options):
+        passes, sim = found[1], found[2]
+    else:
+        passes = _passes(cluster, plan, options)
+        sim = simulate(passes.counts, passes.forward_s, passes.backward_s, passes.links.p2p_delay, plan.schedule,
+                       plan.interleave, timeline)
+        if kept is not None and not detail and not timeline:
+            kept[plan] = ((cluster, options), passes, sim)
+    sim_local = (simulate(passes.counts, passes.forward_s, passes.backward_s, lambda *a: 0.0, plan.schedule,
+                          plan.interleave) if detail else sim)
+    return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
+                     sim_local=sim_local, replica_estimates=passes.replica_estimates,
+                     replica_kinds=passes.replica_kinds, counts=passes.counts, links=passes.links,
+                     dp_sync=passes.dp_sync, after_step=passes.after_step)
+
+
+@dataclass(frozen=True)
+class _Passes:
+    """What evaluate works out of a plan before it simulates the pipeline: per stage, per replica, the
+    micro-batches, the passes' times (their kinds) and the estimates; per stage its gradient
+    synchronisation and step after the iteration; the placement's links."""
+    links: Links
+    counts: list[list[int]]
+    forward_s: list[list[float]]
+    backward_s: list[list[float]]
+    replica_estimates: list
+    replica_kinds: list
+    dp_sync: list[float]
+    after_step: list[float]
+
+
+def _passes(cluster: Cluster, plan: Plan, options: CostOptions) -> _Passes:
     links = plan_links(cluster, plan)
     run = engine_profile(plan.engine).execution_for(plan)     # how the plan's engine executes it
     grad_bytes = run.grad_reduce_bytes(plan.precision)
@@ -122,11 +161,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         dp_sync.append(sum(grad_sync_s(plan.zero_stage, per_gpu * states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                            for per_gpu, ranks in shards))
         after_step.append(max(kind.after_step_s for kind in kinds.values()))
-    sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
-    sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
-    return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
-                     sim_local=sim_local, replica_estimates=replica_estimates, replica_kinds=replica_kinds,
-                     counts=counts, links=links, dp_sync=dp_sync, after_step=after_step)
+    return _Passes(links=links, counts=counts, forward_s=fwd, backward_s=bwd, replica_estimates=replica_estimates,
+                   replica_kinds=replica_kinds, dp_sync=dp_sync, after_step=after_step)
 
 
 @dataclass(frozen=True)

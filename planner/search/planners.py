@@ -37,6 +37,7 @@ import heapq
 import itertools
 import math
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
@@ -89,6 +90,12 @@ class SearchOptions:
                 raise InputError(name, f"must be a positive number of seconds (or None for no limit), got {limit!r}")
         if not (isinstance(self.workers, int) and not isinstance(self.workers, bool) and self.workers >= 1):
             raise InputError("workers", f"must be a whole number of at least 1, got {self.workers!r}")
+
+
+# The passes and simulations of the plans evaluated without detail within one `search` call (planner.cost.evaluate's
+# `kept`): the search reports some of them in detail afterwards (its top plans, the baselines' best), and those are
+# not worked out again. None outside a search.
+EVALUATED: ContextVar[dict | None] = ContextVar("hetplan_evaluated", default=None)
 
 
 TIME_LIMIT = "time limit"
@@ -688,7 +695,7 @@ def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, consi
         if clock is not None and clock.expired(share=SEARCH_SHARE):
             return math.inf
         plan = cand.to_plan(job)
-        est = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
+        est = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False, kept=EVALUATED.get())
         considered.evaluated[plan] = est
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:

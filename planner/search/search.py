@@ -15,8 +15,8 @@ from planner.search.objective import (check_objective, describe, estimate_key, e
 from planner.search.bound import Bounds
 from planner.search.greedy import greedy_candidate
 from planner.search.parallel import SharedBest, beat_now, run_each
-from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT, Clock, Considered, SearchOptions,
-                                      shared_bounds)
+from planner.search.planners import (BUDGET, EVALUATED, PLANNERS, SEARCH_SHARE, TIME_LIMIT, Clock, Considered,
+                                      SearchOptions, shared_bounds)
 from planner.search.space import micro_batch_sizes
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
@@ -170,6 +170,7 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
         return first[2]
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
     kept = _WINNER_BOUNDS.set(_WINNER_BOUNDS.get() if _WINNER_BOUNDS.get() is not None else {})
+    evaluated = EVALUATED.set(EVALUATED.get() if EVALUATED.get() is not None else {})
     try:
         if engines:
             return _search_engines(cluster=cluster, job=job, names=tuple(engines), objective=objective,
@@ -183,6 +184,7 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     finally:
         _WHOLE.reset(token)
         _WINNER_BOUNDS.reset(kept)
+        EVALUATED.reset(evaluated)
 
 
 def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objective, deadline_hours, top_k, method,
@@ -933,17 +935,18 @@ def _stop_notes(method: str, considered: Considered, options: SearchOptions, gap
 
 
 def _evaluate_plan(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions) -> Estimate:
-    return evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
+    return evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False, kept=EVALUATED.get())
 
 
 def _full(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions,
           memo: dict[Plan, Estimate] | None = None) -> Estimate:
     """Exactly what `planner.cost.evaluate(cluster, plan)` reports: the metrics a returned plan
-    carries. `memo` keeps those already computed, as the front repeats the top plans and baselines."""
+    carries. `memo` keeps those already computed, as the front repeats the top plans and baselines; a
+    plan this search evaluated without detail (planners.EVALUATED) is finished from what that evaluation kept."""
     if memo is None:
-        return evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
+        return evaluate(cluster, plan, job.tokens_to_train, options.cost_options, kept=EVALUATED.get())
     if plan not in memo:
-        memo[plan] = evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
+        memo[plan] = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, kept=EVALUATED.get())
     return memo[plan]
 
 
