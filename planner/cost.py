@@ -88,8 +88,9 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
                        plan.interleave, timeline)
         if kept is not None and not detail and not timeline:
             kept[plan] = ((cluster, options), passes, sim)
+    # one stage sends nothing to another: the simulation without transfer times is the same one
     sim_local = (simulate(passes.counts, passes.forward_s, passes.backward_s, lambda *a: 0.0, plan.schedule,
-                          plan.interleave) if detail else sim)
+                          plan.interleave) if detail and plan.num_stages > 1 else sim)
     return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
                      sim_local=sim_local, replica_estimates=passes.replica_estimates,
                      replica_kinds=passes.replica_kinds, counts=passes.counts, links=passes.links,

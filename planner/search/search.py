@@ -1048,9 +1048,10 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
     candidates that could still beat the best so far: not one whose lower bound (the search's,
     _Keeper.add) cannot, and no iteration is shorter than its busiest replica's compute (the cost
     model's own pass times, without communication), so a candidate whose compute alone cannot win is
-    not simulated. The best fast score is evaluated first, in full (into `full`: past the clock it is
-    the answer, as in `_rank`); the others smallest bound first, so that the best is met early and
-    the rest ruled out by their bounds."""
+    not simulated. The best fast score is evaluated first (past the clock it is the answer, as in
+    `_rank`); the others smallest bound first, so that the best is met early and the rest ruled out by
+    their bounds. The answer is then evaluated in full (into `full`), from what its first evaluation
+    kept (planners.EVALUATED): a first candidate that loses costs no detail."""
     margin = 1 - 1e-12          # floors sum in another order than evaluate: they may reach it to the last bits
     floors = [(estimate_key_of_fast(objective, job, bound * margin), order, cand)
               for order, (_, _, cand, bound) in enumerate(considered.kept)]
@@ -1071,12 +1072,13 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
         if loses(estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
                 cluster, plan, options) * margin, cand.price_per_hour_usd, deadline_hours)), order):
             continue
-        est = (_full(cluster, job, plan, options, full) if best is None and full is not None
-               else _evaluate_plan(cluster, job, plan, options))
+        est = _evaluate_plan(cluster, job, plan, options)
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < best_key or (key == best_key and order < best_order):
             best, best_key, best_order = (plan, est), key, order
+    if best is not None and full is not None:
+        _full(cluster, job, best[0], options, full)
     return best
 
 
