@@ -8,7 +8,7 @@ iteration time = pipeline makespan (schedule simulation of per-micro-batch pass 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from planner.comm import activation_message_bytes
 from planner.compute import PassTimes, StagePass, pass_execution, speed_notes, stage_pass_times
@@ -70,31 +70,42 @@ def price_per_hour_usd(pools: dict[str, Pool], gpus_by_pool: dict[str, int]) -> 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
              options: CostOptions = CostOptions(), timeline: bool = False, detail: bool = True,
-             kept: dict | None = None) -> Estimate:
+             kept: "Kept | None" = None) -> Estimate:
     """`detail=False` skips the second simulation (without transfer times) that splits pipeline
     waiting into bubble and exposed transfers: the breakdown then counts both as bubble, and
     every other figure is identical. The search ranks with it and reports full estimates.
 
-    `kept`: a dict the caller holds (by plan) across calls. A `detail=False` call leaves there the
-    plan's passes and simulation; a later call for the same plan, cluster and options without a
-    timeline takes them and only adds what it needs (the second simulation): the same estimate as a
-    fresh call (tests/test_cost.py), for the search's plans that it ranks and then reports."""
-    found = kept.get(plan) if kept is not None and not timeline else None
+    `kept` (a Kept the caller holds across calls): a `detail=False` call leaves there the plan's passes
+    and simulation; a later call for the same plan, cluster and options without a timeline takes them
+    and only adds what it needs (the second simulation); and a lane of the pipeline simulated before,
+    for this plan or another, is not simulated again. The same estimate as a fresh call
+    (tests/test_cost.py), for the search's plans that it ranks and then reports."""
+    found = kept.plans.get(plan) if kept is not None and not timeline else None
+    lanes = None if kept is None else kept.lanes
     if found is not None and found[0] == (cluster, options):
         passes, sim = found[1], found[2]
     else:
         passes = _passes(cluster, plan, options)
         sim = simulate(passes.counts, passes.forward_s, passes.backward_s, passes.links.p2p_delay, plan.schedule,
-                       plan.interleave, timeline)
+                       plan.interleave, timeline, lanes)
         if kept is not None and not detail and not timeline:
-            kept[plan] = ((cluster, options), passes, sim)
+            kept.plans[plan] = ((cluster, options), passes, sim)
     # one stage sends nothing to another: the simulation without transfer times is the same one
     sim_local = (simulate(passes.counts, passes.forward_s, passes.backward_s, lambda *a: 0.0, plan.schedule,
-                          plan.interleave) if detail and plan.num_stages > 1 else sim)
+                          plan.interleave, lanes=lanes) if detail and plan.num_stages > 1 else sim)
     return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
                      sim_local=sim_local, replica_estimates=passes.replica_estimates,
                      replica_kinds=passes.replica_kinds, counts=passes.counts, links=passes.links,
                      dp_sync=passes.dp_sync, after_step=passes.after_step)
+
+
+@dataclass
+class Kept:
+    """What `evaluate` keeps across the calls of one caller (a search) that passes it as `kept`: by plan,
+    its cluster and options, the passes and simulation of a call without detail; every lane simulated,
+    by what its simulation reads (planner.schedule.simulate's `lanes`)."""
+    plans: dict = field(default_factory=dict)
+    lanes: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

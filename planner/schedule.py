@@ -168,7 +168,7 @@ def interleave_groups_fit(micro_batches_per_replica, num_stages: int) -> bool:
 
 def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backward_s: list[list[float]],
              delay: LinkDelay, schedule: Schedule = Schedule.ONE_F_ONE_B, interleave: int = 1,
-             timeline: bool = False) -> SimResult:
+             timeline: bool = False, lanes: dict | None = None) -> SimResult:
     """Simulate one iteration. micro_batches[i][r]: how many micro-batches replica r of stage i
     handles (each stage's counts sum to the same total); forward_s/backward_s[i][r]: its time for
     one micro-batch through the whole stage (all chunks).
@@ -179,23 +179,47 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     1F1B follows Megatron-LM's fixed order per worker (stages then form independent lanes).
     Without a timeline, a lane (one replica per stage, or one kind of lane) of many micro-batches
     is extrapolated from its periodic steady state, exactly (_simulate_lane).
+
+    `lanes`: a dict the caller keeps across calls (planner.cost.evaluate's `kept`): each lane simulated
+    without a timeline, by everything its simulation reads (_lane_key), so that a lane met again (another
+    plan of the same stages, or the same plan's simulation asked again) is not simulated again.
     """
     totals = {sum(c) for c in micro_batches}
     assert len(totals) == 1, f"stages handle different numbers of micro-batches: {micro_batches}"
-    lanes = _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline)
-    if lanes is not None:
-        return lanes
+    lanes = None if timeline else lanes
+    found = _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline, lanes)
+    if found is not None:
+        return found
     if all(len(c) == 1 for c in micro_batches):
         m, p = micro_batches[0][0], len(micro_batches)
-        limits = [[m if schedule == Schedule.GPIPE else in_flight_limit([1] * p, i, m, m)] for i in range(p)]
-        return _simulate_lane(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline, limits)
+        limits = tuple(m if schedule == Schedule.GPIPE else in_flight_limit([1] * p, i, m, m) for i in range(p))
+        key = None if lanes is None else _lane_key(
+            schedule, interleave, m, tuple(row[0] for row in forward_s), tuple(row[0] for row in backward_s),
+            tuple([delay(i, 0, i + 1, 0) for i in range(p - 1)]), tuple([delay(i + 1, 0, i, 0) for i in range(p - 1)]),
+            limits, delay, 0)
+        if key is not None and key in lanes:
+            return lanes[key]
+        sim = _simulate_lane(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline,
+                             [[x] for x in limits])
+        if key is not None:
+            lanes[key] = sim
+        return sim
     if interleave > 1:
         return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline)
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline)
 
 
+def _lane_key(schedule, interleave, n, fwd, bwd, forward_delays, backward_delays, limits, delay, r) -> tuple:
+    """Everything the simulation of lane r (one replica per stage) reads: its schedule, micro-batches, pass
+    times, transfer delays (between neighbours, and from the last stage back to the first and on, where
+    interleaved chunks wrap around) and in-flight limits; `simulate`'s `lanes` keeps lanes by it."""
+    p = len(fwd)
+    wrap = (delay(p - 1, r, 0, r), delay(0, r, p - 1, r)) if interleave > 1 and p > 1 else ()
+    return schedule, interleave, n, fwd, bwd, forward_delays, backward_delays, limits, wrap
+
+
 def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave,
-                    timeline: bool = False) -> SimResult | None:
+                    timeline: bool = False, memo: dict | None = None) -> SimResult | None:
     """The same result from one simulation per kind of lane, when the replicas form lanes.
 
     When every stage has the same replica counts [n_0 .. n_{d-1}], micro-batch j has the same
@@ -205,8 +229,9 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     micro-batches keep their relative order), so each kind is simulated once as a one-replica
     pipeline and its figures are copied to its lanes; with `timeline`, so are its passes, each
     lane's j-th micro-batch being the j-th of the global micro-batches it owns. Each kind is one
-    lane, extrapolated past its threshold (_simulate_lane). None when the replicas do not form lanes,
-    or every lane differs and none is long enough to extrapolate (nothing to save)."""
+    lane, extrapolated past its threshold (_simulate_lane), or taken from `memo` (simulate's `lanes`).
+    None when the replicas do not form lanes, or every lane differs and none is long enough to
+    extrapolate (nothing to save)."""
     p, counts = len(micro_batches), micro_batches[0]
     d = len(counts)
     if d < 2 or any(c != counts for c in micro_batches):
@@ -231,13 +256,19 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     owned: list[list[int]] = [[] for _ in range(d)]
     for j, r in enumerate(assign_micro_batches(counts) if timeline else ()):
         owned[r].append(j)
-    for (n, _, _, _, _, limits), lane in kinds.items():
+    for (n, fwd_r, bwd_r, to_next, to_prev, limits), lane in kinds.items():
         r0 = lane[0]
-        one = [[n] for _ in range(p)]
-        fwd = [[forward_s[i][r0]] for i in range(p)]
-        bwd = [[backward_s[i][r0]] for i in range(p)]
-        link = (lambda i, _r, i2, _r2, r0=r0: delay(i, r0, i2, r0))
-        sim = _simulate_lane(one, fwd, bwd, link, schedule, interleave, timeline, [[x] for x in limits])
+        key = None if memo is None else _lane_key(schedule, interleave, n, fwd_r, bwd_r, to_next, to_prev, limits,
+                                                  delay, r0)
+        sim = memo.get(key) if memo is not None else None
+        if sim is None:
+            one = [[n] for _ in range(p)]
+            fwd = [[forward_s[i][r0]] for i in range(p)]
+            bwd = [[backward_s[i][r0]] for i in range(p)]
+            link = (lambda i, _r, i2, _r2, r0=r0: delay(i, r0, i2, r0))
+            sim = _simulate_lane(one, fwd, bwd, link, schedule, interleave, timeline, [[x] for x in limits])
+            if memo is not None:
+                memo[key] = sim
         for r in lane:
             for i in range(p):
                 end_s[i][r], busy_s[i][r], last_bwd[i][r] = sim.end_s[i][0], sim.busy_s[i][0], sim.last_backward_s[i][0]

@@ -145,11 +145,11 @@ def test_kept_passes_give_the_fresh_estimate(lab, catalog, monkeypatch):
     simulation, not two), is the estimate of a fresh call (==, every figure); another cluster or other
     options are worked out afresh."""
     from planner import cost
-    from planner.cost import CostOptions
+    from planner.cost import CostOptions, Kept
     cluster, plan = lab
-    kept = {}
+    kept = Kept()
     quick = evaluate(cluster, plan, 1e9, detail=False, kept=kept)
-    assert quick == evaluate(cluster, plan, 1e9, detail=False) and plan in kept
+    assert quick == evaluate(cluster, plan, 1e9, detail=False) and plan in kept.plans
     sims = []
     monkeypatch.setattr(cost, "simulate", lambda *a, **k: sims.append(a) or simulate(*a, **k))
     assert evaluate(cluster, plan, 2e9, kept=kept) == evaluate(cluster, plan, 2e9)

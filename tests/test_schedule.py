@@ -159,6 +159,45 @@ def test_lanes_simulated_once_per_kind_equal_the_full_simulation(data, p, d, sch
     assert mine.end.values == pytest.approx(theirs.end.values, rel=1e-12, abs=1e-12)
 
 
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), schedule=st.sampled_from([Schedule.ONE_F_ONE_B, Schedule.GPIPE]),
+       interleave=st.sampled_from([1, 2]))
+def test_lanes_kept_across_calls_give_each_call_its_own_simulation(data, schedule, interleave):
+    """simulate's `lanes` (kept across calls, as evaluate keeps them over a search): pipelines drawn from a
+    few pass times and delays, so that lanes repeat across calls and within one, each equal (==) to its own
+    simulation without them; lanes that differ only in the delay from the last stage back to the first
+    (interleaved chunks cross it) are told apart."""
+    if schedule == Schedule.GPIPE:
+        interleave = 1
+    kept: dict = {}
+    for call in range(4):
+        p = data.draw(st.integers(2 if interleave > 1 else 1, 4))
+        d = 1 if call == 0 else data.draw(st.integers(1, 3))          # one lane at least: kept
+        counts = [[data.draw(st.integers(1, 3)) * p] * d] * p
+        fwd = [[data.draw(st.sampled_from([1.0, 1.5])) for _ in range(d)] for _ in range(p)]
+        bwd = [[2 * f for f in row] for row in fwd]
+        near, wrap = data.draw(st.sampled_from([0.0, 0.25])), data.draw(st.sampled_from([0.0, 0.5, 1.0]))
+
+        def delay(i, r, i2, r2, near=near, wrap=wrap):
+            return wrap if abs(i - i2) > 1 else near + 0.125 * (r == 2)
+        mine = simulate(counts, fwd, bwd, delay, schedule, interleave, lanes=kept)
+        assert mine == simulate(counts, fwd, bwd, delay, schedule, interleave)
+        assert kept
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_kept_lanes_tell_apart_the_delay_where_interleaved_chunks_wrap(replicas):
+    """Interleaved chunks pass from the last stage back to the first: two pipelines alike but for that
+    delay are two lanes for simulate's `lanes`, each simulated as it is."""
+    kept: dict = {}
+    counts, fwd, bwd = [[6] * replicas] * 3, [[1.0] * replicas] * 3, [[2.0] * replicas] * 3
+    for wrap in (0.0, 1.0, 0.0):
+        delay = lambda i, r, i2, r2, wrap=wrap: wrap if abs(i - i2) > 1 else 0.25  # noqa: E731
+        mine = simulate(counts, fwd, bwd, delay, Schedule.ONE_F_ONE_B, 2, lanes=kept)
+        assert mine == simulate(counts, fwd, bwd, delay, Schedule.ONE_F_ONE_B, 2)
+    assert len(kept) == 2
+
+
 # ----------------------------------------------------------------------------- one lane, extrapolated
 
 def _lane_inputs(data, p, schedule, interleave, dyadic):

@@ -41,7 +41,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
-from planner.cost import CostOptions, evaluate
+from planner.cost import CostOptions, Kept, evaluate
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
@@ -92,10 +92,10 @@ class SearchOptions:
             raise InputError("workers", f"must be a whole number of at least 1, got {self.workers!r}")
 
 
-# The passes and simulations of the plans evaluated without detail within one `search` call (planner.cost.evaluate's
-# `kept`): the search reports some of them in detail afterwards (its top plans, the baselines' best), and those are
-# not worked out again. None outside a search.
-EVALUATED: ContextVar[dict | None] = ContextVar("hetplan_evaluated", default=None)
+# What planner.cost.evaluate keeps within one `search` call (its `kept`): the passes and simulation of each plan
+# evaluated without detail, which the search reports in detail afterwards for some (its top plans, the baselines'
+# best), and the pipeline lanes simulated, which other plans repeat. None outside a search.
+EVALUATED: ContextVar[Kept | None] = ContextVar("hetplan_evaluated", default=None)
 
 
 TIME_LIMIT = "time limit"

@@ -7,7 +7,7 @@ import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
-from planner.cost import evaluate, stage_passes
+from planner.cost import Kept, evaluate, stage_passes
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
 from planner.search.objective import (check_objective, describe, estimate_key, estimate_key_of_fast, fast_key,
@@ -170,7 +170,7 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
         return first[2]
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
     kept = _WINNER_BOUNDS.set(_WINNER_BOUNDS.get() if _WINNER_BOUNDS.get() is not None else {})
-    evaluated = EVALUATED.set(EVALUATED.get() if EVALUATED.get() is not None else {})
+    evaluated = EVALUATED.set(EVALUATED.get() if EVALUATED.get() is not None else Kept())
     try:
         if engines:
             return _search_engines(cluster=cluster, job=job, names=tuple(engines), objective=objective,
