@@ -193,10 +193,10 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     if all(len(c) == 1 for c in micro_batches):
         m, p = micro_batches[0][0], len(micro_batches)
         limits = tuple(m if schedule == Schedule.GPIPE else in_flight_limit([1] * p, i, m, m) for i in range(p))
-        key = None if lanes is None else _lane_key(
-            schedule, interleave, m, tuple(row[0] for row in forward_s), tuple(row[0] for row in backward_s),
+        key = None if lanes is None else _lane_key(schedule, interleave, (
+            m, tuple(row[0] for row in forward_s), tuple(row[0] for row in backward_s),
             tuple([delay(i, 0, i + 1, 0) for i in range(p - 1)]), tuple([delay(i + 1, 0, i, 0) for i in range(p - 1)]),
-            limits, delay, 0)
+            limits), delay, 0)
         if key is not None and key in lanes:
             return lanes[key]
         sim = _simulate_lane(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline,
@@ -209,13 +209,14 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline)
 
 
-def _lane_key(schedule, interleave, n, fwd, bwd, forward_delays, backward_delays, limits, delay, r) -> tuple:
-    """Everything the simulation of lane r (one replica per stage) reads: its schedule, micro-batches, pass
-    times, transfer delays (between neighbours, and from the last stage back to the first and on, where
-    interleaved chunks wrap around) and in-flight limits; `simulate`'s `lanes` keeps lanes by it."""
-    p = len(fwd)
+def _lane_key(schedule, interleave, kind: tuple, delay, r: int) -> tuple:
+    """Everything the simulation of lane r (one replica per stage) reads: its schedule, its `kind` as
+    _simulate_lanes groups lanes (micro-batches, pass times, delays between neighbours, in-flight limits)
+    and, where interleaved chunks wrap around, the delays from the last stage back to the first and on;
+    `simulate`'s `lanes` keeps lanes by it."""
+    p = len(kind[1])
     wrap = (delay(p - 1, r, 0, r), delay(0, r, p - 1, r)) if interleave > 1 and p > 1 else ()
-    return schedule, interleave, n, fwd, bwd, forward_delays, backward_delays, limits, wrap
+    return schedule, interleave, kind, wrap
 
 
 def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave,
@@ -256,10 +257,9 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     owned: list[list[int]] = [[] for _ in range(d)]
     for j, r in enumerate(assign_micro_batches(counts) if timeline else ()):
         owned[r].append(j)
-    for (n, fwd_r, bwd_r, to_next, to_prev, limits), lane in kinds.items():
-        r0 = lane[0]
-        key = None if memo is None else _lane_key(schedule, interleave, n, fwd_r, bwd_r, to_next, to_prev, limits,
-                                                  delay, r0)
+    for kind, lane in kinds.items():
+        n, limits, r0 = kind[0], kind[5], lane[0]
+        key = None if memo is None else _lane_key(schedule, interleave, kind, delay, r0)
         sim = memo.get(key) if memo is not None else None
         if sim is None:
             one = [[n] for _ in range(p)]
