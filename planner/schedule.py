@@ -245,9 +245,9 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     for r, (n, fwd_r, bwd_r) in enumerate(zip(counts, zip(*forward_s), zip(*backward_s))):
         if n not in limits:
             limits[n] = tuple(total if gpipe else in_flight_limit(replicas, i, n, total) for i in range(p))
-        key = (n, fwd_r, bwd_r, tuple([delay(i, r, i + 1, r) for i in range(p - 1)]),
-               tuple([delay(i + 1, r, i, r) for i in range(p - 1)]), limits[n])
-        kinds.setdefault(key, []).append(r)
+        kind = (n, fwd_r, bwd_r, tuple([delay(i, r, i + 1, r) for i in range(p - 1)]),
+                tuple([delay(i + 1, r, i, r) for i in range(p - 1)]), limits[n])
+        kinds.setdefault(_lane_key(schedule, interleave, kind, delay, r), []).append(r)
     if len(kinds) == d and max(counts) <= extrapolation_threshold(p):
         return None                     # every lane differs and none is long enough to extrapolate
     end_s = [[0.0] * d for _ in range(p)]
@@ -257,9 +257,8 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     owned: list[list[int]] = [[] for _ in range(d)]
     for j, r in enumerate(assign_micro_batches(counts) if timeline else ()):
         owned[r].append(j)
-    for kind, lane in kinds.items():
-        n, limits, r0 = kind[0], kind[5], lane[0]
-        key = None if memo is None else _lane_key(schedule, interleave, kind, delay, r0)
+    for key, lane in kinds.items():
+        n, limits, r0 = key[2][0], key[2][5], lane[0]
         sim = memo.get(key) if memo is not None else None
         if sim is None:
             one = [[n] for _ in range(p)]
