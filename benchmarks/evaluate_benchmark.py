@@ -1,7 +1,7 @@
 """Evaluate benchmark: CPU milliseconds per planner.cost.evaluate (the cost model) on the plans a search answers.
 
     python benchmarks/evaluate_benchmark.py [--sizes 128,1024,4096] [--repeat 3] [--rounds 1]
-                                            [--save FILE.json] [--before FILE.json]
+                                            [--save FILE.json] [--before FILE.json] [--by-caller]
 
 For each job it runs the search (best engine, as `hetplan plan` does, in this process), timing the search and the
 evaluate calls it makes (every planner module's `evaluate` wrapped while it runs), then times evaluate on its answers
@@ -51,15 +51,22 @@ def cpu_s(call, repeat: int) -> float:
 
 
 @contextmanager
-def evaluate_timed(spent: list[float]):
+def evaluate_timed(spent: list[float], callers: dict | None = None):
     """Every planner module's planner.cost.evaluate, timed while the block runs: each call's CPU seconds
-    appended to `spent`."""
+    appended to `spent`; with `callers`, also summed there by (engine, calling function, detail)."""
     def timed(*args, **kwargs):
         start = time.process_time()
         try:
             return evaluate(*args, **kwargs)
         finally:
             spent.append(time.process_time() - start)
+            if callers is not None:
+                caller = sys._getframe(1).f_code.co_name
+                if caller in ("_evaluate_plan", "_full"):          # the search's two wrappers: who asked them
+                    caller = f"{sys._getframe(2).f_code.co_name} ({caller})"
+                key = (args[1].engine, caller, kwargs.get("detail", True))
+                calls, cpu = callers.get(key, (0, 0.0))
+                callers[key] = (calls + 1, cpu + spent[-1])
     users = [module for name, module in sys.modules.items()
              if name.startswith("planner") and getattr(module, "evaluate", None) is evaluate]
     for module in users:
@@ -71,7 +78,7 @@ def evaluate_timed(spent: list[float]):
             module.evaluate = evaluate
 
 
-def measure(gpus: int, repeat: int) -> dict:
+def measure(gpus: int, repeat: int, by_caller: bool = False) -> dict:
     path, model, batch, seq = JOBS[gpus]
     catalog = load_catalog()
     if path is None:
@@ -80,10 +87,14 @@ def measure(gpus: int, repeat: int) -> dict:
         cluster = load_cluster_file(ROOT / path, catalog)
     job = Job(catalog.model(model), batch, seq)
     spent: list[float] = []
+    callers: dict | None = {} if by_caller else None
     start = time.process_time()
-    with evaluate_timed(spent):
+    with evaluate_timed(spent, callers):
         result = search(cluster, job, Objective.THROUGHPUT, engines=REAL)
     search_s = time.process_time() - start
+    for (engine, caller, detail), (calls, cpu) in sorted((callers or {}).items(), key=lambda kv: -kv[1][1]):
+        print(f"{gpus:,} GPUs: {engine} {caller}{'' if detail else ' detail=False'}: {calls} calls, "
+              f"{cpu:.3f} CPU s", file=sys.stderr)
     plans = [sp.plan for sp in result.plans] + [sp.plan for sp in result.baselines.values() if sp is not None]
     tokens = job.tokens_to_train
     detail = cpu_s(lambda: [evaluate(cluster, plan, tokens) for plan in plans], repeat) / len(plans)
@@ -131,8 +142,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="measure each job this many times, keep the least")
     parser.add_argument("--save", help="write the figures to this JSON file")
     parser.add_argument("--before", help="a JSON file of --save from an earlier version, shown beside these")
+    parser.add_argument("--by-caller", action="store_true",
+                        help="also list (on stderr) the search's evaluate calls and CPU by engine and caller")
     args = parser.parse_args()
-    rows = [least([measure(int(n), args.repeat) for _ in range(args.rounds)]) for n in args.sizes.split(",")]
+    rows = [least([measure(int(n), args.repeat, args.by_caller) for _ in range(args.rounds)])
+            for n in args.sizes.split(",")]
     before = {}
     if args.before:
         before = {row["gpus"]: row for row in json.loads(Path(args.before).read_text())}

@@ -8,7 +8,7 @@ iteration time = pipeline makespan (schedule simulation of per-micro-batch pass 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from planner.comm import activation_message_bytes
 from planner.compute import PassTimes, StagePass, pass_execution, speed_notes, stage_pass_times
@@ -69,10 +69,61 @@ def price_per_hour_usd(pools: dict[str, Pool], gpus_by_pool: dict[str, int]) -> 
 
 
 def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
-             options: CostOptions = CostOptions(), timeline: bool = False, detail: bool = True) -> Estimate:
+             options: CostOptions = CostOptions(), timeline: bool = False, detail: bool = True,
+             kept: "Kept | None" = None) -> Estimate:
     """`detail=False` skips the second simulation (without transfer times) that splits pipeline
     waiting into bubble and exposed transfers: the breakdown then counts both as bubble, and
-    every other figure is identical. The search ranks with it and reports full estimates."""
+    every other figure is identical. The search ranks with it and reports full estimates.
+
+    `kept` (a Kept the caller holds across calls): a `detail=False` call leaves there the plan's passes
+    and simulation; a later call for the same plan, cluster and options without a timeline takes them
+    and only adds what it needs (the second simulation); and a lane of the pipeline simulated before,
+    for this plan or another, is not simulated again. The same estimate as a fresh call
+    (tests/test_cost.py), for the search's plans that it ranks and then reports."""
+    found = kept.plans.get(plan) if kept is not None and not timeline else None
+    lanes = None if kept is None else kept.lanes
+    if found is not None and found[0] == (cluster, options):
+        passes, sim = found[1], found[2]
+    else:
+        passes = _passes(cluster, plan, options)
+        sim = simulate(passes.counts, passes.forward_s, passes.backward_s, passes.links.p2p_delay, plan.schedule,
+                       plan.interleave, timeline, lanes)
+        if kept is not None and not detail and not timeline:
+            kept.plans[plan] = ((cluster, options), passes, sim)
+    # one stage sends nothing to another: the simulation without transfer times is the same one
+    sim_local = (simulate(passes.counts, passes.forward_s, passes.backward_s, lambda *a: 0.0, plan.schedule,
+                          plan.interleave, lanes=lanes) if detail and plan.num_stages > 1 else sim)
+    return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
+                     sim_local=sim_local, replica_estimates=passes.replica_estimates,
+                     replica_kinds=passes.replica_kinds, counts=passes.counts, links=passes.links,
+                     dp_sync=passes.dp_sync, after_step=passes.after_step)
+
+
+@dataclass
+class Kept:
+    """What `evaluate` keeps across the calls of one caller (a search) that passes it as `kept`: by plan,
+    its cluster and options, the passes and simulation of a call without detail; every lane simulated,
+    by what its simulation reads (planner.schedule.simulate's `lanes`)."""
+    plans: dict = field(default_factory=dict)
+    lanes: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Passes:
+    """What evaluate works out of a plan before it simulates the pipeline: per stage, per replica, the
+    micro-batches, the passes' times (their kinds) and the estimates; per stage its gradient
+    synchronisation and step after the iteration; the placement's links."""
+    links: Links
+    counts: list[list[int]]
+    forward_s: list[list[float]]
+    backward_s: list[list[float]]
+    replica_estimates: list
+    replica_kinds: list
+    dp_sync: list[float]
+    after_step: list[float]
+
+
+def _passes(cluster: Cluster, plan: Plan, options: CostOptions) -> _Passes:
     links = plan_links(cluster, plan)
     run = engine_profile(plan.engine).execution_for(plan)     # how the plan's engine executes it
     grad_bytes = run.grad_reduce_bytes(plan.precision)
@@ -122,11 +173,8 @@ def evaluate(cluster: Cluster, plan: Plan, tokens_to_train: float | None = None,
         dp_sync.append(sum(grad_sync_s(plan.zero_stage, per_gpu * states.trainable, ranks, dp_bw, dp_lat, grad_bytes)
                            for per_gpu, ranks in shards))
         after_step.append(max(kind.after_step_s for kind in kinds.values()))
-    sim = simulate(counts, fwd, bwd, links.p2p_delay, plan.schedule, plan.interleave, timeline)
-    sim_local = simulate(counts, fwd, bwd, lambda *a: 0.0, plan.schedule, plan.interleave) if detail else sim
-    return _assemble(cluster=cluster, plan=plan, tokens_to_train=tokens_to_train, options=options, sim=sim,
-                     sim_local=sim_local, replica_estimates=replica_estimates, replica_kinds=replica_kinds,
-                     counts=counts, links=links, dp_sync=dp_sync, after_step=after_step)
+    return _Passes(links=links, counts=counts, forward_s=fwd, backward_s=bwd, replica_estimates=replica_estimates,
+                   replica_kinds=replica_kinds, dp_sync=dp_sync, after_step=after_step)
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ def interleave_groups_fit(micro_batches_per_replica, num_stages: int) -> bool:
 
 def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backward_s: list[list[float]],
              delay: LinkDelay, schedule: Schedule = Schedule.ONE_F_ONE_B, interleave: int = 1,
-             timeline: bool = False) -> SimResult:
+             timeline: bool = False, lanes: dict | None = None) -> SimResult:
     """Simulate one iteration. micro_batches[i][r]: how many micro-batches replica r of stage i
     handles (each stage's counts sum to the same total); forward_s/backward_s[i][r]: its time for
     one micro-batch through the whole stage (all chunks).
@@ -179,23 +179,48 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     1F1B follows Megatron-LM's fixed order per worker (stages then form independent lanes).
     Without a timeline, a lane (one replica per stage, or one kind of lane) of many micro-batches
     is extrapolated from its periodic steady state, exactly (_simulate_lane).
+
+    `lanes`: a dict the caller keeps across calls (planner.cost.evaluate's `kept`): each lane simulated
+    without a timeline, by everything its simulation reads (_lane_key), so that a lane met again (another
+    plan of the same stages, or the same plan's simulation asked again) is not simulated again.
     """
     totals = {sum(c) for c in micro_batches}
     assert len(totals) == 1, f"stages handle different numbers of micro-batches: {micro_batches}"
-    lanes = _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline)
-    if lanes is not None:
-        return lanes
+    lanes = None if timeline else lanes
+    found = _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline, lanes)
+    if found is not None:
+        return found
     if all(len(c) == 1 for c in micro_batches):
         m, p = micro_batches[0][0], len(micro_batches)
-        limits = [[m if schedule == Schedule.GPIPE else in_flight_limit([1] * p, i, m, m)] for i in range(p)]
-        return _simulate_lane(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline, limits)
+        limits = tuple(m if schedule == Schedule.GPIPE else in_flight_limit([1] * p, i, m, m) for i in range(p))
+        key = None if lanes is None else _lane_key(schedule, interleave, (
+            m, tuple(row[0] for row in forward_s), tuple(row[0] for row in backward_s),
+            tuple([delay(i, 0, i + 1, 0) for i in range(p - 1)]), tuple([delay(i + 1, 0, i, 0) for i in range(p - 1)]),
+            limits), delay, 0)
+        if key is not None and key in lanes:
+            return lanes[key]
+        sim = _simulate_lane(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline,
+                             [[x] for x in limits])
+        if key is not None:
+            lanes[key] = sim
+        return sim
     if interleave > 1:
         return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline)
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline)
 
 
+def _lane_key(schedule, interleave, kind: tuple, delay, r: int) -> tuple:
+    """Everything the simulation of lane r (one replica per stage) reads: its schedule, its `kind` as
+    _simulate_lanes groups lanes (micro-batches, pass times, delays between neighbours, in-flight limits)
+    and, where interleaved chunks wrap around, the delays from the last stage back to the first and on;
+    `simulate`'s `lanes` keeps lanes by it."""
+    p = len(kind[1])
+    wrap = (delay(p - 1, r, 0, r), delay(0, r, p - 1, r)) if interleave > 1 and p > 1 else ()
+    return schedule, interleave, kind, wrap
+
+
 def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave,
-                    timeline: bool = False) -> SimResult | None:
+                    timeline: bool = False, memo: dict | None = None) -> SimResult | None:
     """The same result from one simulation per kind of lane, when the replicas form lanes.
 
     When every stage has the same replica counts [n_0 .. n_{d-1}], micro-batch j has the same
@@ -205,8 +230,9 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     micro-batches keep their relative order), so each kind is simulated once as a one-replica
     pipeline and its figures are copied to its lanes; with `timeline`, so are its passes, each
     lane's j-th micro-batch being the j-th of the global micro-batches it owns. Each kind is one
-    lane, extrapolated past its threshold (_simulate_lane). None when the replicas do not form lanes,
-    or every lane differs and none is long enough to extrapolate (nothing to save)."""
+    lane, extrapolated past its threshold (_simulate_lane), or taken from `memo` (simulate's `lanes`).
+    None when the replicas do not form lanes, or every lane differs and none is long enough to
+    extrapolate (nothing to save)."""
     p, counts = len(micro_batches), micro_batches[0]
     d = len(counts)
     if d < 2 or any(c != counts for c in micro_batches):
@@ -219,9 +245,9 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     for r, (n, fwd_r, bwd_r) in enumerate(zip(counts, zip(*forward_s), zip(*backward_s))):
         if n not in limits:
             limits[n] = tuple(total if gpipe else in_flight_limit(replicas, i, n, total) for i in range(p))
-        key = (n, fwd_r, bwd_r, tuple([delay(i, r, i + 1, r) for i in range(p - 1)]),
-               tuple([delay(i + 1, r, i, r) for i in range(p - 1)]), limits[n])
-        kinds.setdefault(key, []).append(r)
+        kind = (n, fwd_r, bwd_r, tuple([delay(i, r, i + 1, r) for i in range(p - 1)]),
+                tuple([delay(i + 1, r, i, r) for i in range(p - 1)]), limits[n])
+        kinds.setdefault(_lane_key(schedule, interleave, kind, delay, r), []).append(r)
     if len(kinds) == d and max(counts) <= extrapolation_threshold(p):
         return None                     # every lane differs and none is long enough to extrapolate
     end_s = [[0.0] * d for _ in range(p)]
@@ -231,13 +257,17 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
     owned: list[list[int]] = [[] for _ in range(d)]
     for j, r in enumerate(assign_micro_batches(counts) if timeline else ()):
         owned[r].append(j)
-    for (n, _, _, _, _, limits), lane in kinds.items():
-        r0 = lane[0]
-        one = [[n] for _ in range(p)]
-        fwd = [[forward_s[i][r0]] for i in range(p)]
-        bwd = [[backward_s[i][r0]] for i in range(p)]
-        link = (lambda i, _r, i2, _r2, r0=r0: delay(i, r0, i2, r0))
-        sim = _simulate_lane(one, fwd, bwd, link, schedule, interleave, timeline, [[x] for x in limits])
+    for key, lane in kinds.items():
+        n, limits, r0 = key[2][0], key[2][5], lane[0]
+        sim = memo.get(key) if memo is not None else None
+        if sim is None:
+            one = [[n] for _ in range(p)]
+            fwd = [[forward_s[i][r0]] for i in range(p)]
+            bwd = [[backward_s[i][r0]] for i in range(p)]
+            link = (lambda i, _r, i2, _r2, r0=r0: delay(i, r0, i2, r0))
+            sim = _simulate_lane(one, fwd, bwd, link, schedule, interleave, timeline, [[x] for x in limits])
+            if memo is not None:
+                memo[key] = sim
         for r in lane:
             for i in range(p):
                 end_s[i][r], busy_s[i][r], last_bwd[i][r] = sim.end_s[i][0], sim.busy_s[i][0], sim.last_backward_s[i][0]
@@ -491,6 +521,8 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     if limit is None:
         limit = [[total if gpipe else in_flight_limit(replicas, i, n, total) for n in c]
                  for i, c in enumerate(micro_batches)]
+    if watch is None and not timeline and all(n == 1 for n in replicas):
+        return _lane_events(total, forward_s, backward_s, delay, gpipe, limit)
     first, stage, replica = _workers(micro_batches)
     workers = first[-1]
     owner = _owner_workers(micro_batches, first)
@@ -583,6 +615,86 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     last_bwd = [list(row) for row in backward_s]
     return SimResult(max(end_s), _by_stage(end_s, first), _by_stage(busy_s, first), last_bwd,
                      _frame(rows) if timeline else None)
+
+
+def _lane_events(m: int, forward_s, backward_s, delay, gpipe: bool, limit) -> SimResult:
+    """_simulate_events of one lane (one replica per stage), without a timeline or a watch: the same events
+    in the same order, so the same floats, with less bookkeeping. A stage receives its forwards, and its
+    backwards, in micro-batch order (the stage before it, or after it, runs them in that order: by induction
+    from stage 0, whose forwards are all ready at once, and the last stage, which turns each forward around),
+    so each ready queue is a count of passes arrived and one of passes started. An input that arrives while
+    its stage is busy past its arrival (strictly: a pass ending at the same time ends first, its event made
+    earlier) is counted at once instead of as an event: nothing reads that stage's queues before the pass
+    ends, and the other events keep their relative order (times, then the order they were made)."""
+    p = len(forward_s)
+    fwd = [row[0] for row in forward_s]
+    bwd = [row[0] for row in backward_s]
+    to_next = [delay(i, 0, i + 1, 0) for i in range(p - 1)]
+    to_prev = [0.0] + [delay(i, 0, i - 1, 0) for i in range(1, p)]
+    held_max = [row[0] for row in limit]
+    arrived_f, arrived_b = [m] + [0] * (p - 1), [0] * p
+    started_f, started_b = [0] * p, [0] * p
+    in_flight = [0] * p
+    busy_until: list[float | None] = [None] * p
+    end_s, busy_s = [0.0] * p, [0.0] * p
+    last = p - 1
+    f_arrives, b_arrives = _ARRIVES + FORWARD, _ARRIVES + BACKWARD
+    f_ends, b_ends = _ENDS + FORWARD, _ENDS + BACKWARD
+    events = [(0.0, 0, _START, 0)]
+    seq = 1
+    push, pop = heapq.heappush, heapq.heappop
+    while events:
+        t, _, code, w = pop(events)
+        if code == f_arrives:
+            arrived_f[w] += 1
+            if busy_until[w] is not None:
+                continue
+        elif code == b_arrives:
+            arrived_b[w] += 1
+            if busy_until[w] is not None:
+                continue
+        elif code == f_ends:
+            busy_until[w] = None
+            end_s[w] = t
+            if w == last:                  # the last stage turns its forward around
+                arrived_b[w] += 1
+            else:
+                at = t + to_next[w]
+                until = busy_until[w + 1]
+                if until is not None and until > at:
+                    arrived_f[w + 1] += 1
+                else:
+                    push(events, (at, seq, f_arrives, w + 1))
+                    seq += 1
+        elif code == b_ends:
+            busy_until[w] = None
+            end_s[w] = t
+            in_flight[w] -= 1
+            if w:
+                at = t + to_prev[w]
+                until = busy_until[w - 1]
+                if until is not None and until > at:
+                    arrived_b[w - 1] += 1
+                else:
+                    push(events, (at, seq, b_arrives, w - 1))
+                    seq += 1
+        # the stage is idle: it starts its next pass, if it can
+        if arrived_b[w] > started_b[w] and not (gpipe and started_f[w] < m):
+            started_b[w] += 1
+            duration, code = bwd[w], b_ends
+        elif arrived_f[w] > started_f[w] and in_flight[w] < held_max[w]:
+            started_f[w] += 1
+            in_flight[w] += 1
+            duration, code = fwd[w], f_ends
+        else:
+            continue
+        busy_until[w] = t + duration
+        busy_s[w] += duration
+        push(events, (t + duration, seq, code, w))
+        seq += 1
+    stuck = [(i, 0) for i in range(p) if started_f[i] < m or in_flight[i]]
+    assert not stuck, f"pipeline schedule deadlocked at workers {stuck[:5]}"
+    return SimResult(max(end_s), [[x] for x in end_s], [[x] for x in busy_s], [list(row) for row in backward_s])
 
 
 def _pass_index(kind, chunk, stage, micro_batch, v: int, p: int, total: int):

@@ -9,6 +9,7 @@ import pytest
 from catalog.formats import load_cluster_file, load_plan_file
 from planner.cost import evaluate
 from planner.memory import layer_activation_bytes, replica_memory
+from planner.schedule import simulate
 from planner.types import GIB, Plan, Recompute, Replica, Stage
 from tests.conftest import EXAMPLES
 
@@ -137,3 +138,25 @@ def test_timeline_matches_iteration(lab):
     assert set(df.kind) >= {"forward", "backward"}
     assert df.end.max() == pytest.approx(est.pipeline_time_s)
     assert len(df[df.kind == "forward"]) == plan.num_micro_batches * plan.num_stages
+
+
+def test_kept_passes_give_the_fresh_estimate(lab, catalog, monkeypatch):
+    """evaluate's `kept`: a plan evaluated without detail, then in detail from what that call kept (one
+    simulation, not two), is the estimate of a fresh call (==, every figure); another cluster or other
+    options are worked out afresh."""
+    from planner import cost
+    from planner.cost import CostOptions, Kept
+    cluster, plan = lab
+    kept = Kept()
+    quick = evaluate(cluster, plan, 1e9, detail=False, kept=kept)
+    assert quick == evaluate(cluster, plan, 1e9, detail=False) and plan in kept.plans
+    sims = []
+    monkeypatch.setattr(cost, "simulate", lambda *a, **k: sims.append(a) or simulate(*a, **k))
+    assert evaluate(cluster, plan, 2e9, kept=kept) == evaluate(cluster, plan, 2e9)
+    assert len(sims) == 1 + 2
+    other = CostOptions(flash_attention=False)
+    assert evaluate(cluster, plan, 1e9, other, kept=kept) == evaluate(cluster, plan, 1e9, other)
+    pricier = dataclasses.replace(cluster, pools=tuple(dataclasses.replace(p, price_per_gpu_hour_usd=9.0)
+                                                       for p in cluster.pools))
+    assert evaluate(pricier, plan, kept=kept) == evaluate(pricier, plan)
+    assert evaluate(pricier, plan, kept=kept) != evaluate(cluster, plan)

@@ -159,6 +159,55 @@ def test_lanes_simulated_once_per_kind_equal_the_full_simulation(data, p, d, sch
     assert mine.end.values == pytest.approx(theirs.end.values, rel=1e-12, abs=1e-12)
 
 
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), schedule=st.sampled_from([Schedule.ONE_F_ONE_B, Schedule.GPIPE]),
+       interleave=st.sampled_from([1, 2]))
+def test_lanes_kept_across_calls_give_each_call_its_own_simulation(data, schedule, interleave):
+    """simulate's `lanes` (kept across calls, as evaluate keeps them over a search): pipelines drawn from a
+    few pass times and delays, so that lanes repeat across calls and within one, each equal (==) to its own
+    simulation without them; lanes that differ only in the delay from the last stage back to the first
+    (interleaved chunks cross it) are told apart."""
+    if schedule == Schedule.GPIPE:
+        interleave = 1
+    kept: dict = {}
+    for call in range(4):
+        p = data.draw(st.integers(2 if interleave > 1 else 1, 4))
+        d = 1 if call == 0 else data.draw(st.integers(1, 3))          # one lane at least: kept
+        counts = [[data.draw(st.integers(1, 3)) * p] * d] * p
+        fwd = [[data.draw(st.sampled_from([1.0, 1.5])) for _ in range(d)] for _ in range(p)]
+        bwd = [[2 * f for f in row] for row in fwd]
+        near, wrap = data.draw(st.sampled_from([0.0, 0.25])), data.draw(st.sampled_from([0.0, 0.5, 1.0]))
+
+        def delay(i, r, i2, r2, near=near, wrap=wrap):
+            return wrap if abs(i - i2) > 1 else near + 0.125 * (r == 2)
+        mine = simulate(counts, fwd, bwd, delay, schedule, interleave, lanes=kept)
+        assert mine == simulate(counts, fwd, bwd, delay, schedule, interleave)
+        assert kept
+
+
+def test_lanes_that_differ_where_interleaved_chunks_wrap_are_two_kinds():
+    """Interleaved chunks pass from the last stage back to the first: lanes alike but for that delay are
+    simulated each as it is (they were once taken for one kind: 23.0 s for the full simulation's 25.5)."""
+    counts, fwd, bwd = [[6, 6]] * 3, [[1.0, 1.0]] * 3, [[2.0, 2.0]] * 3
+    delay = lambda i, r, i2, r2: (1.0 if r == 1 else 0.0) if abs(i - i2) > 1 else 0.25  # noqa: E731
+    lanes = simulate(counts, fwd, bwd, delay, Schedule.ONE_F_ONE_B, 2)
+    assert lanes == _simulate_static(counts, fwd, bwd, delay, Schedule.ONE_F_ONE_B, 2, False)
+    assert lanes.makespan_s == 25.5
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_kept_lanes_tell_apart_the_delay_where_interleaved_chunks_wrap(replicas):
+    """Interleaved chunks pass from the last stage back to the first: two pipelines alike but for that
+    delay are two lanes for simulate's `lanes`, each simulated as it is."""
+    kept: dict = {}
+    counts, fwd, bwd = [[6] * replicas] * 3, [[1.0] * replicas] * 3, [[2.0] * replicas] * 3
+    for wrap in (0.0, 1.0, 0.0):
+        delay = lambda i, r, i2, r2, wrap=wrap: wrap if abs(i - i2) > 1 else 0.25  # noqa: E731
+        mine = simulate(counts, fwd, bwd, delay, Schedule.ONE_F_ONE_B, 2, lanes=kept)
+        assert mine == simulate(counts, fwd, bwd, delay, Schedule.ONE_F_ONE_B, 2)
+    assert len(kept) == 2
+
+
 # ----------------------------------------------------------------------------- one lane, extrapolated
 
 def _lane_inputs(data, p, schedule, interleave, dyadic):
@@ -205,6 +254,37 @@ def test_an_extrapolated_lane_equals_its_full_simulation(data, p, interleave, sc
     for row in ("end_s", "busy_s", "last_backward_s"):
         for a, b in zip(getattr(mine, row), getattr(full, row)):
             assert a == pytest.approx(b, abs=scale), row
+
+
+class _NeverStops:
+    """A watch that never stops the event simulation: with it, _simulate_events runs its general loop."""
+
+    def seen(self, *args) -> bool:
+        return False
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), p=st.integers(1, 7), m=st.integers(1, 40),
+       schedule=st.sampled_from([Schedule.ONE_F_ONE_B, Schedule.ONE_F_ONE_B, Schedule.GPIPE]),
+       whole=st.booleans(), own_limits=st.booleans())
+def test_one_lane_events_equal_the_general_event_loop(data, p, m, schedule, whole, own_limits):
+    """schedule._lane_events (one replica per stage, no timeline) counts its ready passes and counts an input
+    that reaches a busy stage at once; its floats must be the general event loop's, ==. Whole-second and equal
+    times (`whole`) make passes end and inputs arrive at the same instants, where the order events were made
+    decides what a stage runs next."""
+    times = st.sampled_from([1.0, 2.0, 3.0]) if whole else st.floats(0.05, 3.0)
+    f = data.draw(st.lists(times, min_size=p, max_size=p))
+    b = data.draw(st.lists(times, min_size=p, max_size=p))
+    links = data.draw(st.lists(st.sampled_from([0.0, 1.0, 0.25]) if whole else st.floats(0.0, 0.5),
+                               min_size=2 * p, max_size=2 * p))
+    delay = lambda i, r, i2, r2: links[2 * min(i, i2) + (i2 < i)]  # noqa: E731
+    gpipe = schedule == Schedule.GPIPE          # GPipe holds every micro-batch: no limit of its own
+    limits = [[data.draw(st.integers(1, p + 1))] for _ in range(p)] if own_limits and not gpipe else None
+    counts, fwd, bwd = [[m]] * p, [[x] for x in f], [[x] for x in b]
+    fast = _simulate_events(counts, fwd, bwd, delay, schedule, False, limits)
+    general = _simulate_events(counts, fwd, bwd, delay, schedule, False, limits, _NeverStops())
+    assert (fast.makespan_s, fast.end_s, fast.busy_s, fast.last_backward_s) == (
+        general.makespan_s, general.end_s, general.busy_s, general.last_backward_s)
 
 
 @pytest.mark.parametrize("p,interleave", [(2, 1), (4, 1), (8, 1), (4, 2), (8, 4), (3, 3)])

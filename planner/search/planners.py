@@ -38,10 +38,11 @@ import heapq
 import itertools
 import math
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
-from planner.cost import CostOptions, evaluate
+from planner.cost import CostOptions, Kept, evaluate
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.numerics import supports
@@ -90,6 +91,12 @@ class SearchOptions:
                 raise InputError(name, f"must be a positive number of seconds (or None for no limit), got {limit!r}")
         if not (isinstance(self.workers, int) and not isinstance(self.workers, bool) and self.workers >= 1):
             raise InputError("workers", f"must be a whole number of at least 1, got {self.workers!r}")
+
+
+# What planner.cost.evaluate keeps within one `search` call (its `kept`): the passes and simulation of each plan
+# evaluated without detail, which the search reports in detail afterwards for some (its top plans, the baselines'
+# best), and the pipeline lanes simulated, which other plans repeat. None outside a search.
+EVALUATED: ContextVar[Kept | None] = ContextVar("hetplan_evaluated", default=None)
 
 
 TIME_LIMIT = "time limit"
@@ -766,7 +773,7 @@ def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, consi
         if clock is not None and clock.expired(share=SEARCH_SHARE):
             return math.inf
         plan = cand.to_plan(job)
-        est = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
+        est = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False, kept=EVALUATED.get())
         considered.evaluated[plan] = est
         key = estimate_key(objective, est, deadline_hours)
         if key < math.inf:

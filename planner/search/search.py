@@ -7,7 +7,7 @@ import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
-from planner.cost import evaluate, stage_passes
+from planner.cost import Kept, evaluate, stage_passes
 from planner.search.explain import (describe_plan, explain_ranking, idle_reasons, infeasible_message,
                                     deadline_message)
 from planner.search.objective import (check_objective, describe, estimate_key, estimate_key_of_fast, fast_key,
@@ -15,8 +15,8 @@ from planner.search.objective import (check_objective, describe, estimate_key, e
 from planner.search.bound import Bounds
 from planner.search.greedy import greedy_candidate
 from planner.search.parallel import SharedBest, beat_now, run_each
-from planner.search.planners import (BUDGET, PLANNERS, SEARCH_SHARE, TIME_LIMIT, Clock, Considered, SearchOptions,
-                                      shared_bounds)
+from planner.search.planners import (BUDGET, EVALUATED, PLANNERS, SEARCH_SHARE, TIME_LIMIT, Clock, Considered,
+                                      SearchOptions, shared_bounds)
 from planner.search.space import micro_batch_sizes
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
@@ -170,6 +170,7 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
         return first[2]
     token = _WHOLE.set(_WHOLE.get() or _whole_budget(options, baselines))
     kept = _WINNER_BOUNDS.set(_WINNER_BOUNDS.get() if _WINNER_BOUNDS.get() is not None else {})
+    evaluated = EVALUATED.set(EVALUATED.get() if EVALUATED.get() is not None else Kept())
     try:
         if engines:
             return _search_engines(cluster=cluster, job=job, names=tuple(engines), objective=objective,
@@ -183,6 +184,7 @@ def search(cluster: Cluster, job: Job, objective: Objective = Objective.THROUGHP
     finally:
         _WHOLE.reset(token)
         _WINNER_BOUNDS.reset(kept)
+        EVALUATED.reset(evaluated)
 
 
 def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objective, deadline_hours, top_k, method,
@@ -933,17 +935,18 @@ def _stop_notes(method: str, considered: Considered, options: SearchOptions, gap
 
 
 def _evaluate_plan(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions) -> Estimate:
-    return evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False)
+    return evaluate(cluster, plan, job.tokens_to_train, options.cost_options, detail=False, kept=EVALUATED.get())
 
 
 def _full(cluster: Cluster, job: Job, plan: Plan, options: SearchOptions,
           memo: dict[Plan, Estimate] | None = None) -> Estimate:
     """Exactly what `planner.cost.evaluate(cluster, plan)` reports: the metrics a returned plan
-    carries. `memo` keeps those already computed, as the front repeats the top plans and baselines."""
+    carries. `memo` keeps those already computed, as the front repeats the top plans and baselines; a
+    plan this search evaluated without detail (planners.EVALUATED) is finished from what that evaluation kept."""
     if memo is None:
-        return evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
+        return evaluate(cluster, plan, job.tokens_to_train, options.cost_options, kept=EVALUATED.get())
     if plan not in memo:
-        memo[plan] = evaluate(cluster, plan, job.tokens_to_train, options.cost_options)
+        memo[plan] = evaluate(cluster, plan, job.tokens_to_train, options.cost_options, kept=EVALUATED.get())
     return memo[plan]
 
 
@@ -1045,9 +1048,10 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
     candidates that could still beat the best so far: not one whose lower bound (the search's,
     _Keeper.add) cannot, and no iteration is shorter than its busiest replica's compute (the cost
     model's own pass times, without communication), so a candidate whose compute alone cannot win is
-    not simulated. The best fast score is evaluated first, in full (into `full`: past the clock it is
-    the answer, as in `_rank`); the others smallest bound first, so that the best is met early and
-    the rest ruled out by their bounds."""
+    not simulated. The best fast score is evaluated first (past the clock it is the answer, as in
+    `_rank`); the others smallest bound first, so that the best is met early and the rest ruled out by
+    their bounds. The answer is then evaluated in full (into `full`), from what its first evaluation
+    kept (planners.EVALUATED): a first candidate that loses costs no detail."""
     margin = 1 - 1e-12          # floors sum in another order than evaluate: they may reach it to the last bits
     floors = [(estimate_key_of_fast(objective, job, bound * margin), order, cand)
               for order, (_, _, cand, bound) in enumerate(considered.kept)]
@@ -1068,12 +1072,13 @@ def _best_of(cluster, job, objective, deadline_hours, considered: Considered, op
         if loses(estimate_key_of_fast(objective, job, fast_key(objective, job, _busiest_compute_s(
                 cluster, plan, options) * margin, cand.price_per_hour_usd, deadline_hours)), order):
             continue
-        est = (_full(cluster, job, plan, options, full) if best is None and full is not None
-               else _evaluate_plan(cluster, job, plan, options))
+        est = _evaluate_plan(cluster, job, plan, options)
         considered.rescored += 1
         key = estimate_key(objective, est, deadline_hours)
         if key < best_key or (key == best_key and order < best_order):
             best, best_key, best_order = (plan, est), key, order
+    if best is not None and full is not None:
+        _full(cluster, job, best[0], options, full)
     return best
 
 
