@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Callable
 
 from planner.search.planners import Clock, SearchOptions
-from planner.workers import stop_pool, worker_pool
+from planner.workers import stop_pool, worker_context, worker_pool
 
 
 class SharedBest:
@@ -70,11 +70,10 @@ def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: 
     processes (this one among them) that take the searches in order; `limit_s`: each process's
     clock. `task` is a module-level function (it is sent to the workers by name). An exception
     (a signal among them) ends the workers at once."""
-    import multiprocessing      # lazy: ~0.03 s of start-up that only --workers above 1 needs
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     tickets, slots = context.Value("i", 0), context.RawArray("d", [math.inf] * count)
     helpers = min(workers, count) - 1
-    pool = worker_pool(helpers, _inherit, (tickets, slots))
+    pool = worker_pool(helpers, _inherit, (tickets, slots), context)
     try:
         futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args) for _ in range(helpers)]
         done = _drain(task, count, workers, limit_s, args, tickets, slots)
