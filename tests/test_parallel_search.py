@@ -182,3 +182,24 @@ def test_a_forked_worker_holds_none_of_the_callers_context_nor_its_signal_handle
         _PROBE.reset(token)
     assert pid != os.getpid()
     assert (probe, term, hup) == (None, signal.SIG_DFL, signal.SIG_DFL)
+
+
+def test_an_engine_that_assumed_a_search_complete_that_was_not_is_searched_again_in_turn(lab_job, monkeypatch):
+    """In a worker, DeepSpeed, FlagScale and Megatron-DeepSpeed skip the parts of their spaces that
+    Megatron-LM's holds (planner.engines.cover), as if its search ends complete; under a limit that
+    cuts it short they are searched again after it, in turn, and none says it skipped a part."""
+    calls = []
+    in_turn = search_module._engine_in_turn
+
+    def spy(cluster, job, name, *args):
+        calls.append(name)
+        return in_turn(cluster, job, name, *args)
+
+    monkeypatch.setattr(search_module, "_engine_in_turn", spy)
+    cluster, job = lab_job
+    found = search(cluster, job, options=SearchOptions(time_limit_s=0.05, workers=2), engines=REAL, baselines=False)
+    megatron = found.by_engine[REAL[0]]
+    assert not isinstance(megatron, str) and not megatron.complete, "the case is one where the limit cuts it short"
+    assert calls == ["deepspeed", "flagscale", "megatron-deepspeed"]
+    assert not any("its search was complete" in (r if isinstance(r, str) else " ".join(r.notes))
+                   for r in found.by_engine.values())
