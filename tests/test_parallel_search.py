@@ -203,3 +203,18 @@ def test_an_engine_that_assumed_a_search_complete_that_was_not_is_searched_again
     assert calls == ["deepspeed", "flagscale", "megatron-deepspeed"]
     assert not any("its search was complete" in (r if isinstance(r, str) else " ".join(r.notes))
                    for r in found.by_engine.values())
+
+
+def test_a_process_takes_the_first_ticket_of_its_order_not_yet_taken():
+    """run_each's order: the first process takes 0, 1, 2, ...; a worker the tickets after its `own` ones,
+    then those of the first process's it has not started (here ticket 1, the baselines' in a search)."""
+    taken, mine, workers = multiprocessing.Array("b", 4), range(4), [2, 3, 1]
+    assert parallel._take(taken, mine) == (0, 4)          # (the ticket, how many were left with it)
+    assert parallel._take(taken, workers) == (2, 3)
+    assert parallel._take(taken, mine) == (1, 2)          # its own, after ticket 0
+    assert parallel._take(taken, workers) == (3, 1)
+    assert parallel._take(taken, mine) is None and parallel._take(taken, workers) is None
+    stolen = multiprocessing.Array("b", 4)
+    for ticket in (0, 2, 3):
+        stolen[ticket] = 1
+    assert parallel._take(stolen, workers) == (1, 1)      # every other ticket taken: a worker starts it

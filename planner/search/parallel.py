@@ -65,18 +65,21 @@ def beat_now(options: SearchOptions) -> SearchOptions:
 Task = Callable[..., object]
 
 
-def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple) -> list:
+def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, own: int = 0) -> list:
     """The outcomes of task(k, ...) for k = 0 .. count - 1, in order, run by up to `workers`
     processes (this one among them) that take the searches in order; `limit_s`: each process's
     clock. `task` is a module-level function (it is sent to the workers by name). An exception
-    (a signal among them) ends the workers at once."""
+    (a signal among them) ends the workers at once. Tickets 1 .. `own` are this process's, after
+    ticket 0 (so that they find its caches: the baselines after the first engine's search), unless
+    a worker, every other ticket taken, finds one not yet started."""
     context = worker_context()
-    tickets, slots = context.Value("i", 0), context.RawArray("d", [math.inf] * count)
+    taken, slots = context.Array("b", count), context.RawArray("d", [math.inf] * count)
     helpers = min(workers, count) - 1
-    pool = worker_pool(helpers, _inherit, (tickets, slots), context)
+    pool = worker_pool(helpers, _inherit, (taken, slots), context)
     try:
-        futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args) for _ in range(helpers)]
-        done = _drain(task, count, workers, limit_s, args, tickets, slots)
+        order = [*range(own + 1, count), *range(own, 0, -1)]
+        futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args, order) for _ in range(helpers)]
+        done = _drain(task, count, workers, limit_s, args, taken, slots, range(count))
         for future in futures:
             done += future.result()
     except BaseException:
@@ -86,29 +89,32 @@ def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: 
     return [outcome for _, outcome in sorted(done, key=lambda e: e[0])]
 
 
-def _drain(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, tickets, slots) -> list:
-    """Take the next search and run it, until none is left: [(k, outcome)]."""
+def _drain(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, taken, slots, order) -> list:
+    """Take the first search of `order` not yet taken and run it, until none is left: [(k, outcome)]."""
     clock, done = Clock(limit_s), []
-    while (k := _take(tickets)) < count:
-        still = math.ceil((count - k) / workers)
-        done.append((k, task(k, SharedBest(slots, k), clock, still, bool(done), *args)))
+    while (took := _take(taken, order)) is not None:
+        k, left = took
+        done.append((k, task(k, SharedBest(slots, k), clock, math.ceil(left / workers), bool(done), *args)))
     return done
 
 
-def _take(tickets) -> int:
-    with tickets.get_lock():
-        k = tickets.value
-        tickets.value = k + 1
-    return k
+def _take(taken, order) -> tuple[int, int] | None:
+    """The first ticket of `order` not yet taken, now taken, and how many were left (it among them)."""
+    with taken.get_lock():
+        k = next((k for k in order if not taken[k]), None)
+        if k is None:
+            return None
+        taken[k] = 1
+        return k, len(taken) - sum(taken[:]) + 1
 
 
-_inherited: dict = {}      # in a worker process: the call's tickets and slots, inherited at its start
+_inherited: dict = {}      # in a worker process: the call's taken tickets and slots, inherited at its start
 
 
-def _inherit(tickets, slots) -> None:
+def _inherit(taken, slots) -> None:
     """A worker's initializer: shared memory reaches a spawned process only by inheritance."""
-    _inherited.update(tickets=tickets, slots=slots)
+    _inherited.update(taken=taken, slots=slots)
 
 
-def _drain_inherited(task: Task, count: int, workers: int, limit_s: float | None, args: tuple) -> list:
-    return _drain(task, count, workers, limit_s, args, _inherited["tickets"], _inherited["slots"])
+def _drain_inherited(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, order: list) -> list:
+    return _drain(task, count, workers, limit_s, args, _inherited["taken"], _inherited["slots"], order)

@@ -351,7 +351,7 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
     tickets = (names[0], None, *names[1:]) if baselines else names
     outcomes = run_each(_engine_ticket, len(tickets), options.workers, options.time_limit_s,
                         (cluster, job, tickets, objective, deadline_hours, top_k, method, replace(options, workers=1),
-                         settings))
+                         settings), own=int(baselines))
     known = outcomes.pop(1) if baselines else None
     results, why, covered = {}, {}, {}
     beat = math.inf if options.beat is None else options.beat
