@@ -27,9 +27,21 @@ from catalog import load_catalog  # noqa: E402
 from planner.cost import evaluate  # noqa: E402
 from planner.search import SearchOptions  # noqa: E402
 from planner.search.planners import PLANNERS  # noqa: E402
+import planner.search.bound as bound_module  # noqa: E402
 from planner.search.bound import FILL_SLACK  # noqa: E402
 from planner.types import JobKind, Objective, Training  # noqa: E402
 from tests.test_one_cost_model import _candidates, _random_case  # noqa: E402
+
+
+def _pipeline_bounds_without_slack(cluster, job) -> list[float]:
+    """Each candidate's pipeline bound (in _candidates' order) as bound.py computes it with FILL_SLACK 0: the
+    estimated terms at face value, the proven ones as they are (dividing the bound by 1 - FILL_SLACK would inflate
+    the proven terms too)."""
+    bound_module.FILL_SLACK = 0.0
+    try:
+        return [pipeline for _, _, _, pipeline in _candidates(cluster, job)]
+    finally:
+        bound_module.FILL_SLACK = FILL_SLACK
 
 
 def one_case(catalog, seed: int, kept: list, every: list, above: list, raw_fill: list,
@@ -39,10 +51,11 @@ def one_case(catalog, seed: int, kept: list, every: list, above: list, raw_fill:
     considered = PLANNERS["hetplan"].consider(cluster, job, Objective.THROUGHPUT, None, SearchOptions(time_limit_s=None))
     for _, _, cand, _ in considered.kept:
         kept.append(cand.time_s / evaluate(cluster, cand.to_plan(job), detail=False).iteration_time_s)
-    for cand, screen, capacity, pipeline in _candidates(cluster, job):
+    unslacked = _pipeline_bounds_without_slack(cluster, job)
+    for (cand, screen, capacity, pipeline), raw in zip(_candidates(cluster, job), unslacked, strict=True):
         est = evaluate(cluster, cand.to_plan(job), detail=False).iteration_time_s
         every.append(cand.time_s / est)
-        raw_fill.append(pipeline / (1 - FILL_SLACK) / est)
+        raw_fill.append(raw / est)
         for name, value in (("screen", screen), ("capacity", capacity), ("pipeline", pipeline),
                             ("candidate floor", cand.floor_s)):
             if value > est * (1 + 1e-9):
