@@ -191,9 +191,9 @@ def test_an_engine_that_assumed_a_search_complete_that_was_not_is_searched_again
     calls = []
     in_turn = search_module._engine_in_turn
 
-    def spy(cluster, job, name, *args):
+    def spy(cluster, job, name, *args, **kwargs):
         calls.append(name)
-        return in_turn(cluster, job, name, *args)
+        return in_turn(cluster, job, name, *args, **kwargs)
 
     monkeypatch.setattr(search_module, "_engine_in_turn", spy)
     cluster, job = lab_job

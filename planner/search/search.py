@@ -199,7 +199,7 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     parallel, known = options.workers > 1 and len(names) > 1, None
     if parallel:
         results, why, covered, known = _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k,
-                                                           method, options, settings, baselines)
+                                                           method, options, settings, baselines=baselines)
     for k, name in enumerate(() if parallel else names):     # each engine after the first prunes at the best so far
         if results and _spent():
             why[name] = InputError("time_limit", "not searched: the time limit was spent on the engines before it")
@@ -359,7 +359,7 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
         covers = _covers_by(name, job, [other for other in ENGINES[name].covered_by if other in names[:k]])
         if any(not getattr(results.get(c.covering) or why.get(c.covering), "complete", False) for c in covers):
             outcome, covers = _engine_in_turn(cluster, job, name, objective, deadline_hours, top_k, method, options,
-                                              settings, results, why)
+                                              settings=settings, results=results, why=why)
         if isinstance(outcome, SearchResult):
             key = estimate_key(objective, outcome.plans[0].estimate, deadline_hours)
             if key < beat:
