@@ -2,6 +2,7 @@
 the answers agree (the best plan, its tokens/s, `complete` and `gap` of `--json`).
 
     python benchmarks/workers_benchmark.py [--repeat 2] [--workers 1,2,4] [--cases 64,1024]
+    python benchmarks/workers_benchmark.py --start      # what starting one worker costs, forked or spawned
 
 Each command runs as a subprocess; its CPU seconds are user + system of it and of the worker processes
 it waited for (os.wait4's rusage), and of its first process alone (start-up, the engines it takes and
@@ -80,12 +81,39 @@ def run(case: str, workers: int) -> dict:
                                                      sort_keys=True)}
 
 
+# a worker's start by each method (planner.workers.worker_pool), the search's modules loaded as in `hetplan plan`
+START = ("import multiprocessing, os, resource, sys, time\n"
+         "import planner.search.search\n"
+         "from planner.workers import worker_pool\n"
+         "if __name__ == '__main__':\n"
+         "    start = time.perf_counter()\n"
+         "    pool = worker_pool(1, context=multiprocessing.get_context(sys.argv[1]))\n"
+         "    pool.submit(exec, 'import planner.search.search').result()    # as a search's first task needs\n"
+         "    wall = time.perf_counter() - start\n"
+         "    pool.shutdown()\n"
+         "    r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+         "    print(f'{sys.argv[1]}: a first task back after {wall:.3f} s wall; the worker (and any resource "
+         "tracker) {r.ru_utime + r.ru_stime:.3f} CPU s')\n")
+
+
+def start_costs(repeat: int) -> None:
+    for _ in range(repeat):
+        for method in ("fork", "spawn"):
+            load = os.getloadavg()[0]
+            said = subprocess.run([sys.executable, "-c", START, method], cwd=ROOT, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+            print(f"{said} (load {load:.1f})")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--cases", default="64,1024")
+    parser.add_argument("--start", action="store_true", help="only what starting one worker costs, by each method")
     args = parser.parse_args()
+    if args.start:
+        return start_costs(args.repeat)
     rows = []
     for case in args.cases.split(","):
         for _ in range(args.repeat):             # interleaved, so that each N sees the same minutes' load
