@@ -3,7 +3,8 @@
 `search` for the best of several engines searches each engine's space in turn, each search pruning
 at the best plan of the engines before it (planner.search.search._search_engines). With `workers`
 N > 1 the searches are tickets 0, 1, ... that N processes take in order as each gets free: this one
-and N - 1 spawned workers (planner.workers: they end with this process, on every signal). Search k
+and N - 1 workers (planner.workers: forked where that is safe, so that they start in milliseconds with
+this process's modules; they end with this process, on every signal). Search k
 prunes at the best key that searches 0 .. k-1 have evaluated *so far* (`SharedBest`: one slot per
 search in memory the processes share, written only by the process that runs that search, at each
 new incumbent and at its answer), read as it searches. So it prunes at what it would prune at in
@@ -17,6 +18,10 @@ limit for the searches it takes, shared among them as the sequential loop shares
 `task` gets the clock and how many searches the process may still take), so a worker process's
 search has the CPU seconds it would have had in turn: the whole call may spend up to N times the
 limit in CPU seconds, in about the wall time of one.
+
+A ticket may be other work than a search (the baselines under the first engine, planner.search.search):
+`own` tickets after the first are this process's, after ticket 0, so that they find its caches, unless
+a worker with nothing else left starts one first.
 
 `hetplan plan --engine all --workers N` runs each engine's own search through `run_each` too, with
 no threshold shared (each engine's best is an answer of its own there).
