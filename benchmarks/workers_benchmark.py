@@ -12,9 +12,11 @@ stretches wall time (not the answer: the searches' limits are CPU time of their 
 
 On a shared, loaded machine wall seconds say little, so each row also has the critical path in CPU
 seconds, what the wall time would be on N free cores if nothing waited: the longer of the first
-process and (its CPU seconds when it forked its first worker + the workers' CPU seconds / (N - 1),
-as if they shared them evenly), and its ratio to the mean of the 1-process rows of the case (whose
-critical path is its CPU seconds). Prints a markdown table for docs/performance.md.
+process and (its CPU seconds when it started its first worker, or the resource tracker that spawned
+workers need, + the workers' CPU seconds / (N - 1), as if they shared them evenly: their start-up
+included), and its ratio to the mean of the 1-process rows of the case (whose critical path is its
+CPU seconds). The first process's CPU seconds are counted until its exit call, so its interpreter's
+teardown is counted with the workers'. Prints a markdown table for docs/performance.md.
 """
 from __future__ import annotations
 
@@ -38,17 +40,21 @@ CASES = {
 
 # `python -m planner` that also prints its own process's CPU seconds (without its workers'): on N free
 # cores the command cannot take less wall time than that
-# and its CPU seconds when it first forked (a worker, planner.workers.worker_context; -1: it did not)
-OWN_CPU = ("import os, resource, sys\n"
+# and its CPU seconds when it first forked or spawned a process (a worker, planner.workers.worker_context, or
+# multiprocessing's resource tracker; -1: it did not)
+OWN_CPU = ("import multiprocessing.util, os, resource, sys\n"
            "from planner.cli import main\n"
            "def cpu_s():\n"
            "    r = resource.getrusage(resource.RUSAGE_SELF)\n"
            "    return r.ru_utime + r.ru_stime\n"
-           "forked_at, fork = [], os.fork\n"
+           "forked_at, fork, spawn = [], os.fork, multiprocessing.util.spawnv_passfds\n"
            "def first_fork():\n"
            "    forked_at.append(cpu_s())\n"
            "    return fork()\n"
-           "os.fork = first_fork\n"
+           "def first_spawn(*args):\n"
+           "    forked_at.append(cpu_s())\n"
+           "    return spawn(*args)\n"
+           "os.fork, multiprocessing.util.spawnv_passfds = first_fork, first_spawn\n"
            "if __name__ == '__main__':\n"
            "    rc = main(sys.argv[1:])\n"
            "    print(f'forked_at_s={(forked_at or [-1])[0]} own_cpu_s={cpu_s()}', file=sys.stderr)\n"
