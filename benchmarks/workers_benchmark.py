@@ -81,7 +81,7 @@ def run(case: str, workers: int) -> dict:
     cpu_s = usage.ru_utime + usage.ru_stime
     critical_s = own_cpu_s if forked_at_s < 0 else max(own_cpu_s, forked_at_s + (cpu_s - own_cpu_s) / (workers - 1))
     return {"case": case, "workers": workers, "wall_s": wall, "cpu_s": cpu_s, "own_cpu_s": own_cpu_s,
-            "critical_s": critical_s,
+            "critical_s": critical_s, "forked_at_s": forked_at_s,
             "load": load, "tokens_per_s": best["metrics"]["tokens_per_s"], "complete": answer["complete"],
             "gap": answer["gap"], "plan": json.dumps({k: v for k, v in best.items() if k != "explanation"},
                                                      sort_keys=True)}
@@ -127,7 +127,9 @@ def main() -> None:
                 rows.append(run(case, workers))
                 r = rows[-1]
                 print(f"{case} GPUs, --workers {workers}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
-                      f"({r['own_cpu_s']:.2f} s in the first process, critical path {r['critical_s']:.2f} s), "
+                      f"({r['own_cpu_s']:.2f} s in the first process"
+                      + (f", {r['forked_at_s']:.2f} s of it before the first worker" if r["forked_at_s"] >= 0 else "")
+                      + f", critical path {r['critical_s']:.2f} s), "
                       f"load {r['load']:.1f}", file=sys.stderr, flush=True)
     print(f"{os.cpu_count()} CPUs\n")
     print("| GPUs | --workers | wall s | CPU s, all processes | CPU s, the first process | critical path, CPU s | "
