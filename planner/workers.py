@@ -9,7 +9,8 @@ blocks end the workers at once (`stop_pool`) and it exits with 128 + the signal.
 
 Workers start by fork where that is safe (`worker_context`: Linux, one Python thread), so that a worker
 begins with this process's modules and caches in a few milliseconds instead of a spawned
-interpreter's imports (about a CPU second each with the search's modules); elsewhere they are spawned.
+interpreter's imports (0.3-0.6 CPU s and a second of wall time each with the search's modules, then
+cold caches: `python benchmarks/workers_benchmark.py --start`); elsewhere they are spawned.
 """
 from __future__ import annotations
 
