@@ -218,3 +218,19 @@ def test_a_process_takes_the_first_ticket_of_its_order_not_yet_taken():
     for ticket in (0, 2, 3):
         stolen[ticket] = 1
     assert parallel._take(stolen, workers) == (1, 1)      # every other ticket taken: a worker starts it
+
+
+def test_plan_json_with_two_workers_is_that_of_one_but_how_it_was_searched(capsys):
+    """`hetplan plan --workers 2 --json` where the first engine wins (its baselines searched beside the other
+    engines): the plans, front, baselines and gains, complete and gap of `--workers 1`; only the search time,
+    the count of candidates evaluated and the notes that say how it was searched differ."""
+    def answer(workers: int) -> dict:
+        assert main(["plan", "--cluster", str(EXAMPLES / "h100-a100-v100-64.yaml"), "--model", "llama-2-70b",
+                     "--global-batch", "256", "--seq-len", "4096", "--workers", str(workers), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        for key in ("search_time_s", "candidates_evaluated", "notes"):
+            out.pop(key)
+        return out
+    one = answer(1)
+    assert one["plans"][0]["engine"] == REAL[0] and one["baselines"]
+    assert answer(2) == one
