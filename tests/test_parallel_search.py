@@ -2,9 +2,13 @@
 that share one threshold give the answer of the searches in turn (planner/search/parallel.py)."""
 from __future__ import annotations
 
+import contextvars
 import importlib
 import json
 import math
+import multiprocessing
+import os
+import signal
 from dataclasses import replace
 
 import pytest
@@ -14,7 +18,9 @@ from planner.cli import main
 from planner.engines import REAL, RUNTIME
 from planner.search import SearchOptions, search
 from planner.search.objective import estimate_key
+from planner.search import parallel
 from planner.search.parallel import SharedBest, beat_now
+from planner.workers import ended_by_signals, worker_pool
 from planner.types import InputError, Job, Objective
 from tests.conftest import EXAMPLES
 
@@ -114,3 +120,117 @@ def test_engine_all_with_two_workers_prints_what_one_does(capsys):
             answer.pop("search_time_s", None)
         return out
     assert engines(2) == engines(1)
+
+
+def _answer(result, ranked: int | None = None) -> tuple:
+    """What a search answers, but the notes that say how it was searched: the plans ranked (the first
+    `ranked`) with their gains, the baselines and how far each got, complete and gap, and which engines
+    are beaten."""
+    return ([(sp.plan, sp.estimate.tokens_per_s, sp.gain_over) for sp in result.plans[:ranked]],
+            {n: b and (b.plan, b.estimate.tokens_per_s) for n, b in result.baselines.items()},
+            result.baseline_status, result.complete, result.gap,
+            {n: isinstance(r, str) for n, r in result.by_engine.items()})
+
+
+@pytest.fixture(scope="module")
+def job_64(catalog):
+    """h100-a100-v100-64, llama-2-70b: Megatron-LM, the first engine searched, wins (about 1 s CPU in turn)."""
+    cluster = load_cluster_file(EXAMPLES / "h100-a100-v100-64.yaml", catalog)
+    return cluster, Job(model=catalog.model("llama-2-70b"), global_batch=256, seq_len=4096, engine=RUNTIME)
+
+
+@pytest.mark.parametrize("case", ["job_64", "lab_job"])
+def test_baselines_searched_beside_the_engines_are_those_searched_after_them(case, request):
+    """With workers the first engine's baselines are searched as a ticket of their own, beside the
+    engines (used where that engine wins: job_64); where another engine wins (lab_job: FlagScale) they
+    are searched again for it, after the engines, as in turn. The same answer, baselines included (the
+    plans after the first can differ where a later engine wins: docs/performance.md, Worker processes)."""
+    cluster, job = request.getfixturevalue(case)
+    answers = [search(cluster, job, options=SearchOptions(time_limit_s=None, workers=workers), engines=REAL)
+               for workers in (1, 2)]
+    assert (answers[0].plans[0].plan.engine == REAL[0]) == (case == "job_64")
+    ranked = None if case == "job_64" else 1
+    assert _answer(answers[1], ranked) == _answer(answers[0], ranked)
+    assert all(answers[0].baselines.values())
+
+
+def test_spawned_workers_give_the_answer_of_forked_ones(lab_job, in_turn, monkeypatch):
+    """Where forking is not safe (threads: a server) the workers are spawned: the same answer."""
+    monkeypatch.setattr(parallel, "worker_context", lambda: multiprocessing.get_context("spawn"))
+    assert _answer(_best_of_engines(lab_job, 2), 1) == _answer(in_turn, 1)
+
+
+_PROBE: contextvars.ContextVar = contextvars.ContextVar("probe", default=None)
+
+
+def _probe() -> tuple:
+    return os.getpid(), _PROBE.get(), signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+
+
+def test_a_forked_worker_holds_none_of_the_callers_context_nor_its_signal_handlers():
+    """A forked worker starts as a spawned one would: no context variable of the caller's (a search's
+    budget, its winner's caches), SIGTERM and SIGHUP at their defaults (the caller's raise Ended)."""
+    token = _PROBE.set("the caller's")
+    try:
+        with ended_by_signals():
+            pool = worker_pool(1)
+            try:
+                pid, probe, term, hup = pool.submit(_probe).result(timeout=60)
+            finally:
+                pool.shutdown()
+    finally:
+        _PROBE.reset(token)
+    assert pid != os.getpid()
+    assert (probe, term, hup) == (None, signal.SIG_DFL, signal.SIG_DFL)
+
+
+def test_an_engine_that_assumed_a_search_complete_that_was_not_is_searched_again_in_turn(lab_job, monkeypatch):
+    """In a worker, DeepSpeed, FlagScale and Megatron-DeepSpeed skip the parts of their spaces that
+    Megatron-LM's holds (planner.engines.cover), as if its search ends complete; under a limit that
+    cuts it short they are searched again after it, in turn, and none says it skipped a part."""
+    calls = []
+    in_turn = search_module._engine_in_turn
+
+    def spy(cluster, job, name, *args, **kwargs):
+        calls.append(name)
+        return in_turn(cluster, job, name, *args, **kwargs)
+
+    monkeypatch.setattr(search_module, "_engine_in_turn", spy)
+    cluster, job = lab_job
+    found = search(cluster, job, options=SearchOptions(time_limit_s=0.05, workers=2), engines=REAL, baselines=False)
+    megatron = found.by_engine[REAL[0]]
+    assert not isinstance(megatron, str) and not megatron.complete, "the case is one where the limit cuts it short"
+    assert calls == ["deepspeed", "flagscale", "megatron-deepspeed"]
+    assert not any("its search was complete" in (r if isinstance(r, str) else " ".join(r.notes))
+                   for r in found.by_engine.values())
+
+
+def test_a_process_takes_the_first_ticket_of_its_order_not_yet_taken():
+    """run_each's order: the first process takes 0, 1, 2, ...; a worker the tickets after its `own` ones,
+    then those of the first process's it has not started (here ticket 1, the baselines' in a search)."""
+    taken, mine, workers = multiprocessing.Array("b", 4), range(4), [2, 3, 1]
+    assert parallel._take(taken, mine) == (0, 4)          # (the ticket, how many were left with it)
+    assert parallel._take(taken, workers) == (2, 3)
+    assert parallel._take(taken, mine) == (1, 2)          # its own, after ticket 0
+    assert parallel._take(taken, workers) == (3, 1)
+    assert parallel._take(taken, mine) is None and parallel._take(taken, workers) is None
+    stolen = multiprocessing.Array("b", 4)
+    for ticket in (0, 2, 3):
+        stolen[ticket] = 1
+    assert parallel._take(stolen, workers) == (1, 1)      # every other ticket taken: a worker starts it
+
+
+def test_plan_json_with_two_workers_is_that_of_one_but_how_it_was_searched(capsys):
+    """`hetplan plan --workers 2 --json` where the first engine wins (its baselines searched beside the other
+    engines): the plans, front, baselines and gains, complete and gap of `--workers 1`; only the search time,
+    the count of candidates evaluated and the notes that say how it was searched differ."""
+    def answer(workers: int) -> dict:
+        assert main(["plan", "--cluster", str(EXAMPLES / "h100-a100-v100-64.yaml"), "--model", "llama-2-70b",
+                     "--global-batch", "256", "--seq-len", "4096", "--workers", str(workers), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        for key in ("search_time_s", "candidates_evaluated", "notes"):
+            out.pop(key)
+        return out
+    one = answer(1)
+    assert one["plans"][0]["engine"] == REAL[0] and one["baselines"]
+    assert answer(2) == one

@@ -97,9 +97,10 @@ def register(sub) -> None:
     p.add_argument("--workers", type=whole_number(1, MAX_WORKERS), default=SearchOptions().workers, metavar="N",
                    help="processes for the engines' searches of --engine auto and all (default 1: one engine "
                         "after another in this process): the engines are searched in up to N processes (this one "
-                        "and N - 1 started for the call, which end with it); with auto each prunes at the best plan "
-                        "the engines before it have evaluated so far; the same answer as 1 for searches that end "
-                        "before --time-limit, in less wall time on N free cores. With auto each process has the "
+                        "and N - 1 started for the call, forked on Linux, which end with it); with auto each prunes "
+                        "at the best plan the engines before it have evaluated so far, and the baselines under the "
+                        "first engine (the usual winner) are searched beside them; the same answer as 1 for searches "
+                        "that end before --time-limit, in less wall time on N free cores. With auto each process has the "
                         "--time-limit (its own CPU seconds) for the engines it takes, so the call may spend up to N "
                         "times it in CPU seconds; with all each engine has its own, as without --workers")
     p.add_argument("--json", action="store_true",

@@ -3,7 +3,8 @@
 `search` for the best of several engines searches each engine's space in turn, each search pruning
 at the best plan of the engines before it (planner.search.search._search_engines). With `workers`
 N > 1 the searches are tickets 0, 1, ... that N processes take in order as each gets free: this one
-and N - 1 spawned workers (planner.workers: they end with this process, on every signal). Search k
+and N - 1 workers (planner.workers: forked where that is safe, so that they start in milliseconds with
+this process's modules; they end with this process, on every signal). Search k
 prunes at the best key that searches 0 .. k-1 have evaluated *so far* (`SharedBest`: one slot per
 search in memory the processes share, written only by the process that runs that search, at each
 new incumbent and at its answer), read as it searches. So it prunes at what it would prune at in
@@ -18,6 +19,10 @@ limit for the searches it takes, shared among them as the sequential loop shares
 search has the CPU seconds it would have had in turn: the whole call may spend up to N times the
 limit in CPU seconds, in about the wall time of one.
 
+A ticket may be other work than a search (the baselines under the first engine, planner.search.search):
+`own` tickets after the first are this process's, after ticket 0, so that they find its caches, unless
+a worker with nothing else left starts one first.
+
 `hetplan plan --engine all --workers N` runs each engine's own search through `run_each` too, with
 no threshold shared (each engine's best is an answer of its own there).
 """
@@ -28,7 +33,7 @@ from dataclasses import replace
 from typing import Callable
 
 from planner.search.planners import Clock, SearchOptions
-from planner.workers import stop_pool, worker_pool
+from planner.workers import stop_pool, worker_context, worker_pool
 
 
 class SharedBest:
@@ -65,19 +70,21 @@ def beat_now(options: SearchOptions) -> SearchOptions:
 Task = Callable[..., object]
 
 
-def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple) -> list:
+def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, own: int = 0) -> list:
     """The outcomes of task(k, ...) for k = 0 .. count - 1, in order, run by up to `workers`
     processes (this one among them) that take the searches in order; `limit_s`: each process's
     clock. `task` is a module-level function (it is sent to the workers by name). An exception
-    (a signal among them) ends the workers at once."""
-    import multiprocessing      # lazy: ~0.03 s of start-up that only --workers above 1 needs
-    context = multiprocessing.get_context("spawn")
-    tickets, slots = context.Value("i", 0), context.RawArray("d", [math.inf] * count)
+    (a signal among them) ends the workers at once. Tickets 1 .. `own` are this process's, after
+    ticket 0 (so that they find its caches: the baselines after the first engine's search), unless
+    a worker, every other ticket taken, finds one not yet started."""
+    context = worker_context()
+    taken, slots = context.Array("b", count), context.RawArray("d", [math.inf] * count)
     helpers = min(workers, count) - 1
-    pool = worker_pool(helpers, _inherit, (tickets, slots))
+    pool = worker_pool(helpers, _inherit, (taken, slots), context)
     try:
-        futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args) for _ in range(helpers)]
-        done = _drain(task, count, workers, limit_s, args, tickets, slots)
+        order = [*range(own + 1, count), *range(own, 0, -1)]
+        futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args, order) for _ in range(helpers)]
+        done = _drain(task, count, workers, limit_s, args, taken, slots, range(count))
         for future in futures:
             done += future.result()
     except BaseException:
@@ -87,29 +94,32 @@ def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: 
     return [outcome for _, outcome in sorted(done, key=lambda e: e[0])]
 
 
-def _drain(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, tickets, slots) -> list:
-    """Take the next search and run it, until none is left: [(k, outcome)]."""
+def _drain(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, taken, slots, order) -> list:
+    """Take the first search of `order` not yet taken and run it, until none is left: [(k, outcome)]."""
     clock, done = Clock(limit_s), []
-    while (k := _take(tickets)) < count:
-        still = math.ceil((count - k) / workers)
-        done.append((k, task(k, SharedBest(slots, k), clock, still, bool(done), *args)))
+    while (took := _take(taken, order)) is not None:
+        k, left = took
+        done.append((k, task(k, SharedBest(slots, k), clock, math.ceil(left / workers), bool(done), *args)))
     return done
 
 
-def _take(tickets) -> int:
-    with tickets.get_lock():
-        k = tickets.value
-        tickets.value = k + 1
-    return k
+def _take(taken, order) -> tuple[int, int] | None:
+    """The first ticket of `order` not yet taken, now taken, and how many were left (it among them)."""
+    with taken.get_lock():
+        k = next((k for k in order if not taken[k]), None)
+        if k is None:
+            return None
+        taken[k] = 1
+        return k, len(taken) - sum(taken[:]) + 1
 
 
-_inherited: dict = {}      # in a worker process: the call's tickets and slots, inherited at its start
+_inherited: dict = {}      # in a worker process: the call's taken tickets and slots, inherited at its start
 
 
-def _inherit(tickets, slots) -> None:
+def _inherit(taken, slots) -> None:
     """A worker's initializer: shared memory reaches a spawned process only by inheritance."""
-    _inherited.update(tickets=tickets, slots=slots)
+    _inherited.update(taken=taken, slots=slots)
 
 
-def _drain_inherited(task: Task, count: int, workers: int, limit_s: float | None, args: tuple) -> list:
-    return _drain(task, count, workers, limit_s, args, _inherited["tickets"], _inherited["slots"])
+def _drain_inherited(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, order: list) -> list:
+    return _drain(task, count, workers, limit_s, args, _inherited["taken"], _inherited["slots"], order)

@@ -198,10 +198,10 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
     why: dict[str, InputError] = {}
     covered: dict[str, tuple[str, ...]] = {}    # what of a beaten engine's space another engine's search vouched for
     clock = Clock(options.time_limit_s)
-    parallel = options.workers > 1 and len(names) > 1
+    parallel, known = options.workers > 1 and len(names) > 1, None
     if parallel:
-        results, why = _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, method, options,
-                                           settings)
+        results, why, covered, known = _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k,
+                                                           method, options, settings, baselines=baselines)
     for k, name in enumerate(() if parallel else names):     # each engine after the first prunes at the best so far
         if results and _spent():
             why[name] = InputError("time_limit", "not searched: the time limit was spent on the engines before it")
@@ -254,7 +254,8 @@ def _search_engines(cluster: Cluster, job: Job, names: tuple[str, ...], objectiv
                     by_engine=by_engine)
     if any(e.field == "time_limit" for e in why.values()):
         found = replace(found, complete=False)
-    return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, found) if baselines else found
+    return (_attach_baselines(cluster, job, objective, deadline_hours, top_k, options, found, known) if baselines
+            else found)
 
 
 # The first engine's answer of a best-engine search, in hand (search_after_first): (cluster, job under that
@@ -285,12 +286,14 @@ def _covers(name: str, job: Job, results: dict, why: dict) -> tuple[Cover, ...]:
     """The parts of engine `name`'s search space that engines searched before it vouch for: each engine it names
     in covered_by whose search in this run was complete (its answer, or Beaten) holds them at no greater cost
     (planner.engines.cover), so none of them beats the best found before `name` either."""
-    out = []
-    for other in ENGINES[name].covered_by:
-        if getattr(results.get(other) or why.get(other), "complete", False):
-            found = cover(ENGINES[name], ENGINES[other], replace(job, engine=name))
-            out += [found] if found else []
-    return tuple(out)
+    return _covers_by(name, job, [other for other in ENGINES[name].covered_by
+                                  if getattr(results.get(other) or why.get(other), "complete", False)])
+
+
+def _covers_by(name: str, job: Job, others) -> tuple[Cover, ...]:
+    """The parts of engine `name`'s search space that the engines `others` hold at no greater cost."""
+    found = (cover(ENGINES[name], ENGINES[other], replace(job, engine=name)) for other in others)
+    return tuple(c for c in found if c)
 
 
 def _cover_notes(covers: tuple[Cover, ...]) -> tuple[str, ...]:
@@ -335,25 +338,57 @@ ENGINE_RESERVE = 0.05    # of the time limit kept for each engine still to searc
 
 
 def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, method, options: SearchOptions,
-                        settings: dict) -> tuple[dict, dict]:
+                        settings: dict, baselines: bool) -> tuple[dict, dict, dict, tuple | None]:
     """_search_engines' results and errors by engine, the engines searched in options.workers processes
     (planner.search.parallel), each pruning at what the engines before it have evaluated so far; then
     held to the sequential rule, in order: an engine whose answer does not beat those before it (and
-    options.beat) is beaten, complete when its own search proves it (no plan of its space beats them)."""
-    outcomes = run_each(_engine_ticket, len(names), options.workers, options.time_limit_s,
-                        (cluster, job, names, objective, deadline_hours, top_k, method, replace(options, workers=1),
-                         settings))
-    results, why = {}, {}
+    options.beat) is beaten, complete when its own search proves it (no plan of its space beats them).
+    Each skips the parts of its space that engines before it hold (_covers_by), as in turn, assuming
+    their searches end complete; where one did not (a limit), it is searched again here, after them, as
+    in turn (_engine_in_turn). Also the cover notes of the engines without an answer, by engine.
+    With `baselines`, the baselines under the first engine (the winner's, most often: its space is the
+    largest) are searched too, as the second ticket (None in the tickets' names), beside the engines'
+    searches rather than after them: (that job, _winner_baselines' answer) or None, for _attach_baselines,
+    which searches them again, in turn, where another engine or setting wins."""
+    tickets = (names[0], None, *names[1:]) if baselines else names
+    outcomes = run_each(_engine_ticket, len(tickets), options.workers, options.time_limit_s,
+                        (cluster, job, tickets, objective, deadline_hours, top_k, method, replace(options, workers=1),
+                         settings), own=int(baselines))
+    known = outcomes.pop(1) if baselines else None
+    results, why, covered = {}, {}, {}
     beat = math.inf if options.beat is None else options.beat
-    for name, outcome in zip(names, outcomes):
+    for k, (name, outcome) in enumerate(zip(names, outcomes)):
+        covers = _covers_by(name, job, [other for other in ENGINES[name].covered_by if other in names[:k]])
+        if any(not getattr(results.get(c.covering) or why.get(c.covering), "complete", False) for c in covers):
+            outcome, covers = _engine_in_turn(cluster, job, name, objective, deadline_hours, top_k, method, options,
+                                              settings=settings, results=results, why=why)
         if isinstance(outcome, SearchResult):
             key = estimate_key(objective, outcome.plans[0].estimate, deadline_hours)
             if key < beat:
                 results[name], beat = outcome, key
                 continue
             outcome = _beaten_answer(outcome, key, beat)
-        why[name] = outcome
-    return results, why
+        why[name], covered[name] = outcome, _cover_notes(covers)
+    return results, why, covered, known if isinstance(known, tuple) else None
+
+
+def _engine_in_turn(cluster, job, name, objective, deadline_hours, top_k, method, options: SearchOptions,
+                    settings: dict, results: dict, why: dict) -> tuple[SearchResult | InputError, tuple[Cover, ...]]:
+    """Engine `name`'s search in this process, after the engines before it, as _search_engines runs it
+    in turn: pruned at the best of `results` (and options.beat), skipping the parts of its space their
+    complete searches hold, within what is left of the call's budget. Its answer (or why it has none)
+    and the covers it used."""
+    covers = _covers(name, job, results, why)
+    if _spent():
+        return InputError("time_limit", "not searched: the time limit was spent on the engines before it"), covers
+    left = _left_s(reserved=True)
+    share = replace(options, workers=1, time_limit_s=None if left is None else max(1e-3, left), covered=covers)
+    try:
+        found = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method,
+                       _beating(share, objective, deadline_hours, list(results.values())), False, **settings)
+    except InputError as err:
+        return err, covers
+    return (replace(found, notes=found.notes + _cover_notes(covers)) if covers else found), covers
 
 
 def _beaten_answer(result: SearchResult, key: float, beat: float) -> Beaten:
@@ -371,12 +406,21 @@ def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searche
     answer, or the InputError that says why it has none (Beaten among them); with the time limit
     left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take. A worker
     process has the first process's whole budget (_WHOLE: the limit and the baselines' reserve) on its
-    own clock, so that it starts an engine, and cuts a search short, where the first process would."""
+    own clock, so that it starts an engine, and cuts a search short, where the first process would. It skips
+    the parts of its space the engines before it hold, as if their searches end complete (as in turn;
+    _engines_in_workers checks). names[k] None: the first engine's baselines instead (_engines_in_workers)."""
     token = _WHOLE.set(_WHOLE.get() or _process_budget(clock, options))
     try:
         if searched_before and _spent():
             return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
-        share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared)
+        if names[k] is None:       # the baselines have limits of their own: the engines' clock stops meanwhile
+            first, before = replace(job, engine=names[0]), clock.elapsed()
+            try:
+                return first, _winner_baselines(cluster, first, objective, deadline_hours, options)
+            finally:
+                clock.start += clock.elapsed() - before
+        covers = _covers_by(names[k], job, [other for other in ENGINES[names[k]].covered_by if other in names[:k]])
+        share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared, covered=covers)
         found = search(cluster, replace(job, engine=names[k]), objective, deadline_hours, top_k, method, share, False,
                        **settings)
     except InputError as err:
@@ -384,7 +428,7 @@ def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searche
     finally:
         _WHOLE.reset(token)
     shared.offer(estimate_key(objective, found.plans[0].estimate, deadline_hours))
-    return found
+    return replace(found, notes=found.notes + _cover_notes(covers)) if covers else found
 
 
 def _process_budget(clock: Clock, options: SearchOptions) -> tuple[Clock, float] | None:
@@ -610,20 +654,18 @@ def attach_baselines(cluster: Cluster, job: Job, result: SearchResult, objective
         _WHOLE.reset(token)
 
 
-def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, result: SearchResult) -> SearchResult:
+def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, result: SearchResult,
+                      known: tuple | None = None) -> SearchResult:
     """The baselines of the winner of several searches (each run without them), searched under the
     winner's engine and settings, so that a gain compares like with like; as in _search_setting, a
     baseline plan better than the answer (a limit cut the search short) joins the ranking, and the
-    baselines' plans join the Pareto front."""
+    baselines' plans join the Pareto front. `known`: (a job, its _winner_baselines), searched already
+    (_engines_in_workers), used when that job is the winner's."""
     plan = result.plans[0].plan
     job = replace(job, engine=plan.engine, offload=plan.offload, context_parallel=plan.context_parallel,
                   expert_parallel=plan.expert_parallel)
-    powered = _powered(cluster) if objective == Objective.ENERGY else cluster    # as _search_energy searches
-    base, base_notes, base_status = _baselines(powered, job, objective, deadline_hours, options,
-                                               _winner_bounds(powered, job, options))
-    if powered != cluster:
-        base = {name: sp and replace(sp, estimate=evaluate(cluster, sp.plan, job.tokens_to_train, options.cost_options))
-                for name, sp in base.items()}
+    base, base_notes, base_status = (known[1] if known is not None and known[0] == job
+                                     else _winner_baselines(cluster, job, objective, deadline_hours, options))
     ranked, adopted = _adopt_baselines(objective, deadline_hours, [(sp.plan, sp.estimate) for sp in result.plans], base)
     texts = [sp.explanation for sp in result.plans]
     gap = result.gap
@@ -639,6 +681,19 @@ def _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, r
     pareto = tuple(ScoredPlan(p, e, {}, describe_plan(p)) for p, e in _front(points))
     return replace(result, plans=plans, pareto=pareto, baselines=base, baseline_status=base_status,
                    notes=result.notes + base_notes, gap=gap)
+
+
+def _winner_baselines(cluster, job, objective, deadline_hours, options):
+    """_baselines under `job` (the winner's engine and settings) and its scorer's caches where this
+    call has them; for the energy objective on the cluster priced by power, as _search_energy searches,
+    their plans then evaluated on the cluster as it is."""
+    powered = _powered(cluster) if objective == Objective.ENERGY else cluster
+    base, notes, status = _baselines(powered, job, objective, deadline_hours, options,
+                                     _winner_bounds(powered, job, options))
+    if powered != cluster:
+        base = {name: sp and replace(sp, estimate=evaluate(cluster, sp.plan, job.tokens_to_train, options.cost_options))
+                for name, sp in base.items()}
+    return base, notes, status
 
 
 def _check_job_kind(job: Job) -> None:
