@@ -52,6 +52,7 @@ from planner.search.space import knob_settings, layout_families  # noqa: E402
 from planner.types import InfeasibleError, Job, Objective  # noqa: E402
 from benchmarks.search_benchmark import CLUSTER_128  # noqa: E402
 from tests.test_one_cost_model import _random_case  # noqa: E402
+from benchmarks.job_args import add_job_arguments, job_of  # noqa: E402
 
 
 def _cluster(name: str, catalog):
@@ -71,7 +72,7 @@ def _quantiles(values: list[float]) -> str:
 
 def beaten(args, catalog) -> None:
     cluster = _cluster(args.cluster, catalog)
-    job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
+    job = job_of(args, catalog)
     options = SearchOptions(time_limit_s=None)
     start = time.process_time()
     first = search(cluster, replace(job, engine=args.behind), baselines=False, options=options)
@@ -147,7 +148,7 @@ def engines(args, catalog) -> None:
     import importlib
     impl = importlib.import_module("planner.search.search")
     cluster = _cluster(args.cluster, catalog)
-    job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
+    job = job_of(args, catalog)
     covers, settings = impl._covers, impl._search_settings
     times: dict = {}
 
@@ -212,10 +213,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="part", required=True)
     b = sub.add_parser("beaten")
-    for name in ("cluster", "model"):
-        b.add_argument(name)
-    b.add_argument("global_batch", type=int)
-    b.add_argument("seq_len", type=int)
+    add_job_arguments(b)
     b.add_argument("--engine", default="flagscale")
     b.add_argument("--behind", default="megatron")
     s = sub.add_parser("split")
@@ -223,10 +221,7 @@ def main() -> None:
     s.add_argument("--engine", default="flagscale")
     s.add_argument("--covering", default="megatron")
     e = sub.add_parser("engines")
-    for name in ("cluster", "model"):
-        e.add_argument(name)
-    e.add_argument("global_batch", type=int)
-    e.add_argument("seq_len", type=int)
+    add_job_arguments(e)
     e.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     catalog = load_catalog()

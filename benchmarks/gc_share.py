@@ -22,20 +22,17 @@ from catalog import load_catalog, load_cluster_file  # noqa: E402
 from planner.cli import GC_THRESHOLDS  # noqa: E402
 from planner.engines import REAL  # noqa: E402
 from planner.search import search  # noqa: E402
-from planner.types import Job  # noqa: E402
+from benchmarks.job_args import add_job_arguments, job_of  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cluster")
-    parser.add_argument("model")
-    parser.add_argument("global_batch", type=int)
-    parser.add_argument("seq_len", type=int)
+    add_job_arguments(parser)
     parser.add_argument("--thresholds", choices=("default", "cli"), default="cli")
     args = parser.parse_args()
     catalog = load_catalog()
     cluster = load_cluster_file(args.cluster, catalog)
-    job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
+    job = job_of(args, catalog)
     spent = {"cpu_s": 0.0, "since": 0.0, "collections": [0, 0, 0]}
 
     def timed(phase, info):

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from catalog import load_catalog, load_cluster_file  # noqa: E402
 from planner.engines import REAL  # noqa: E402
 from planner.search import SearchOptions, search  # noqa: E402
-from planner.types import Job  # noqa: E402
+from benchmarks.job_args import add_job_arguments, job_of  # noqa: E402
 
 
 def _scored(sp) -> tuple | None:
@@ -35,15 +35,12 @@ def _answer(r) -> list:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cluster")
-    parser.add_argument("model")
-    parser.add_argument("global_batch", type=int)
-    parser.add_argument("seq_len", type=int)
+    add_job_arguments(parser)
     parser.add_argument("--out")
     args = parser.parse_args()
     catalog = load_catalog()
     cluster = load_cluster_file(args.cluster, catalog)
-    job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
+    job = job_of(args, catalog)
     options = SearchOptions(time_limit_s=None, baseline_time_limit_s=None)
     r = search(cluster, job, options=options, engines=REAL)
     lines = [repr(_answer(r)), repr(sorted((k, _scored(v)) for k, v in r.baselines.items())),
