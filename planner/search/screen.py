@@ -141,6 +141,13 @@ class _Table:
         self.rows = np.broadcast_to(np.arange(P)[:, None], (P, F))
         self.tp_list = sorted({t for p in pools for t in tp_degrees(p, s.model, s.cp)} | {1})
         self.tpi = np.searchsorted(np.array(self.tp_list), self.tps)
+        # the [sp, pool, tp] cells of the groups, the only ones _per_pool fills (a pass time the scorer computes
+        # here for no family is most of what a first screen costs at small sizes)
+        spi = np.broadcast_to(self.sp, (P, F)).astype(np.int64)
+        used = np.unique(np.stack([spi[self.present], self.rows[self.present], self.tpi[self.present]]), axis=1)
+        allowed = [set(tp_degrees(p, s.model, s.cp)) for p in pools]
+        self.cells = [(i, k, j) for i, k, j in used.T.tolist()
+                      if self.tp_list[j] in allowed[k] and (self.tp_list[j] == 1 or i == 1)]
         self.mem = np.array([p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES for p in pools], float)[:, None]
         # the most bandwidth per rank a stage's data-parallel ring can get (placement.dp_link_ceiling)
         self.t_arr = self.tps.astype(float)
@@ -178,7 +185,7 @@ class _PerLayer:
     """One layer's pass times, activations and free memory of every (pool, column) cell."""
 
     def __init__(self, s: Scorer, table: _Table, sub, block: list):
-        tables = [_per_pool(s, table.pools, table.tp_list, mb, rc) for mb, rc, _ in block]
+        tables = [_per_pool(s, table, mb, rc) for mb, rc, _ in block]
         f_t, b_t, act, workspace = (np.stack(t) for t in zip(*tables))      # [setting, sp, pool, tp]
         setting = np.repeat(np.arange(len(block)), [sub.lanes.size for _, _, sub in block])
         cell = (setting, sub.sp.astype(np.int64), sub.rows, sub.tpi)
@@ -383,19 +390,17 @@ def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m)
         return np.where(feasible, level, np.inf)
 
 
-def _per_pool(s: Scorer, pools, tp_list, mb, rc):
+def _per_pool(s: Scorer, table: _Table, mb, rc):
     """(forward, backward, activation bytes per layer, recompute workspace bytes) tables
-    [sp][pool, tp] for one micro-batch (the scorer's, which caches them). Without sequence parallelism
-    every group has tp 1 (a family uses it where some group has tp > 1): the other cells stay inf, unread."""
-    f, b, act, workspace = (np.full((2, len(pools), len(tp_list)), np.inf) for _ in range(4))
-    for spi, sp in enumerate((False, True)):
-        for k, pool in enumerate(pools):
-            allowed = set(tp_degrees(pool, s.model, s.cp))
-            for j, t in enumerate(tp_list):
-                if t not in allowed or (t > 1 and not sp):
-                    continue
-                fw, bw, _, _ = s.pass_times(pool, t, mb, rc, sp)
-                f[spi, k, j], b[spi, k, j] = fw, bw
-                act[spi, k, j] = s.activation_bytes(mb, t, sp, rc)
-                workspace[spi, k, j] = s.workspace_bytes(mb, t, sp, rc)
+    [sp][pool, tp] for one micro-batch (the scorer's, which caches them), in the table's cells: those
+    of its groups (sequence parallelism where some group of the family has tp > 1, else every group
+    has tp 1) at a tp their pool allows. The other cells stay inf: a (pool, family) cell without a
+    group reads one, masked (present), and one of a tp the pool does not allow screens its family out."""
+    f, b, act, workspace = (np.full((2, len(table.pools), len(table.tp_list)), np.inf) for _ in range(4))
+    for spi, k, j in table.cells:
+        pool, t, sp = table.pools[k], table.tp_list[j], spi == 1
+        fw, bw, _, _ = s.pass_times(pool, t, mb, rc, sp)
+        f[spi, k, j], b[spi, k, j] = fw, bw
+        act[spi, k, j] = s.activation_bytes(mb, t, sp, rc)
+        workspace[spi, k, j] = s.workspace_bytes(mb, t, sp, rc)
     return f, b, act, workspace
