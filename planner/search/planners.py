@@ -596,10 +596,12 @@ def _push_even_orders(scorer: Scorer, family: Family, capacity_key: float, keepe
     settings that can still win (_even_queue) instead of its pipeline bounds, which optimise a layer
     split that the even one does not have, at a cost per order that was most of these searches."""
     price, job = layout_price(scorer, family), scorer.job
-    orders = family.orders()
-    settings = _even_settings(scorer, family, family.runs(orders[0]))
+    first_order = tuple(range(len(family.subset)))
+    settings = _even_settings(scorer, family, family.runs(first_order))
     if not settings:
         return None
+    # family.orders()'s, lazily: a chain of n pools has n! (listing 64! took all memory, tests/test_search.py)
+    orders = itertools.permutations(first_order) if family.kind == "chain" else (first_order,)
     entries = []
     for order in orders:
         if _out_of_time(clock, keeper.c):
