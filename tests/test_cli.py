@@ -118,7 +118,8 @@ def test_every_command_has_help(command):
 
 def test_a_command_imports_only_its_own_module():
     """`main` builds the parser of the command it runs only (start-up time: `plan` imports neither the
-    exporters nor the fleet's solver), and COMMAND_MODULES names the module of every command."""
+    exporters nor the fleet's solver, nor the RL planner but for an RL job kind, plan_cmd.JOB_KIND_MODULES),
+    and COMMAND_MODULES names the module of every command."""
     from planner.cli import COMMAND_MODULES, build_parser, command_in
 
     def commands(parser):
@@ -133,7 +134,8 @@ def test_a_command_imports_only_its_own_module():
                          text=True, cwd=ROOT, timeout=120)
     imported = {line.rpartition("|")[2].strip() for line in out.stderr.splitlines()}   # (not what importlib loads)
     assert out.returncode == 0 and "planner.search" in imported, out.stderr[-500:]
-    assert not imported & {"planner.fleet", "planner.export", "planner.cli.fleet_cmd", "planner.cli.export_cmd", "pulp"}
+    assert not imported & {"planner.fleet", "planner.export", "planner.cli.fleet_cmd", "planner.cli.export_cmd", "pulp",
+                           "planner.rl.step", "planner.rl.search", "planner.rl.report"}     # RL: an RL job kind only
 
 
 def test_the_script_entry_point_runs_the_program():
