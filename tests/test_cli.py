@@ -168,18 +168,23 @@ def test_the_program_loads_numpy_with_one_blas_thread_and_restores_the_environme
 
 
 def test_the_program_freezes_what_the_command_leaves(monkeypatch):
-    """program() returns main's exit code and freezes the objects left (gc.freeze), exit code or exception:
+    """program() returns main's exit code, main runs under GC_THRESHOLDS already (its return to the thresholds
+    it found then starts no collection), and the objects left are frozen (gc.freeze), exit code or exception:
     the collections as the interpreter ends would only traverse them."""
     import gc
     import planner.__main__ as entry
-    frozen = []
+    from planner.cli import GC_THRESHOLDS
+    thresholds, frozen, seen = gc.get_threshold(), [], []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
-    monkeypatch.setattr(entry, "main", lambda: 3)
-    assert entry.program() == 3 and frozen == [True]
+    monkeypatch.setattr(entry, "main", lambda: seen.append(gc.get_threshold()) or 3)
+    try:
+        assert entry.program() == 3 and frozen == [True] and seen == [GC_THRESHOLDS]
 
-    def fails():
-        raise SystemExit(0)
-    monkeypatch.setattr(entry, "main", fails)
-    with pytest.raises(SystemExit):
-        entry.program()
-    assert frozen == [True, True]
+        def fails():
+            raise SystemExit(0)
+        monkeypatch.setattr(entry, "main", fails)
+        with pytest.raises(SystemExit):
+            entry.program()
+        assert frozen == [True, True]
+    finally:
+        gc.set_threshold(*thresholds)
