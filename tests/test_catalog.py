@@ -385,3 +385,52 @@ def test_moe_layer_counts_and_latent_attention():
     assert catalog.model("deepseek-v3").is_mla and not catalog.model("mixtral-8x22b").is_mla
     # dense models are unchanged by the MoE fields: Llama 2 7B's 6.74B (Touvron et al. 2023)
     assert model_params(catalog.model("llama-2-7b")) == pytest.approx(6.738e9, rel=1e-3)
+
+
+def test_the_parsed_builtin_catalog_is_current():
+    """catalog/builtin_parsed.json holds each built-in file's text and read_mapping's parse of it; the loader reads
+    an entry only while the file's text is that text, so a stale copy costs start-up time, not correctness."""
+    import json
+
+    from catalog import loader
+    from catalog.files import read_mapping
+    stored = json.loads(loader.PARSED_FILE.read_text(encoding="utf-8"))
+    assert stored["format"] == loader.PARSED_FORMAT and set(stored["files"]) == set(loader.BUILTIN_FILES)
+    rewrite = 'rewrite it: python -c "import catalog.loader; catalog.loader.write_parsed()"'
+    for name in loader.BUILTIN_FILES:
+        path = loader.DATA_DIR / name
+        assert stored["files"][name]["text"] == path.read_bytes().decode("utf-8-sig"), f"{name} changed; {rewrite}"
+        assert stored["files"][name]["data"] == read_mapping(path)[0], f"{name}'s parse changed; {rewrite}"
+
+
+def test_the_parsed_copy_is_read_only_for_the_text_it_was_parsed_from(tmp_path, monkeypatch):
+    """An entry whose text is the file's is read instead of the file; one whose text is not (the file edited
+    since), or a missing or foreign copy, leaves the file to be parsed."""
+    import json
+
+    from catalog import loader
+    from catalog.files import read_mapping
+    path = loader.DATA_DIR / "networks.yaml"
+    parsed = read_mapping(path)[0]
+    marked = {"networks": {}}
+    assert marked != parsed
+    current = {"networks.yaml": {"text": path.read_bytes().decode("utf-8-sig"), "data": marked}}
+    stale = {"networks.yaml": {"text": "networks: {}\n", "data": marked}}
+    assert loader._builtin_mapping("networks.yaml", current) == (marked, str(path))
+    assert loader._builtin_mapping("networks.yaml", stale)[0] == parsed
+    assert loader._builtin_mapping("networks.yaml", {})[0] == parsed
+    copy = tmp_path / "parsed.json"
+    monkeypatch.setattr(loader, "PARSED_FILE", copy)
+    assert loader._parsed_builtin() == {}                      # missing
+    copy.write_text(json.dumps({"format": "something/else", "files": current}))
+    assert loader._parsed_builtin() == {}
+    copy.write_text(json.dumps({"format": loader.PARSED_FORMAT, "files": current}))
+    assert loader._parsed_builtin() == current
+
+
+def test_the_builtin_catalog_is_the_same_read_from_the_parsed_copy_or_the_files(monkeypatch):
+    from catalog import loader
+    from_copy = loader.builtin_catalog.__wrapped__()
+    monkeypatch.setattr(loader, "PARSED_FILE", loader.DATA_DIR / "no-such-file.json")
+    assert loader._parsed_builtin() == {}
+    assert loader.builtin_catalog.__wrapped__() == from_copy
