@@ -3,25 +3,18 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from catalog.errors import located, relocated, short_repr
-from catalog.files import parse_json, read_mapping
+from catalog.files import read_mapping
 from catalog.plain import validated
 from planner.types import (GB, GIB, Gpu, InputError, MlpKind, Model, Network, NormKind,
                            PositionKind)
 
 DATA_DIR = Path(__file__).resolve().parent
 TFLOPS = 1e12
-BUILTIN_FILES = ("gpus.yaml", "models.yaml", "networks.yaml")
-# The built-in files as read_mapping parses them, each with the text it was parsed from: parsing the YAML was
-# 0.01-0.02 CPU s of every start, reading this 0.001-0.002 s. Used for a file only while its text is that text (an
-# edited file is parsed as before); `write_parsed` rewrites it and tests/test_catalog.py holds it current.
-PARSED_FILE = DATA_DIR / "builtin_parsed.json"
-PARSED_FORMAT = "hetplan.parsed-catalog/1"
 
 
 class FrozenDict(dict):
@@ -99,47 +92,8 @@ def _build(section: str, entries: Mapping[str, Any], make, source: str) -> dict:
 
 def _validated(schema: str, path: Path | str) -> tuple[Any, str]:
     """The file at `path` as catalog.schema's model `schema` (by name) holds it (catalog.plain)."""
-    return _checked(schema, *read_mapping(path))
-
-
-def _checked(schema: str, data: dict, source: str) -> tuple[Any, str]:
+    data, source = read_mapping(path)
     return validated(schema, data, source), source
-
-
-def _file_text(path: Path) -> str:
-    return path.read_bytes().decode("utf-8-sig")
-
-
-def _builtin_mapping(name: str, parsed: Mapping[str, Any]) -> tuple[dict, str]:
-    """The built-in file `name` as read_mapping reads it: its entry of PARSED_FILE (`parsed`) where that was
-    parsed from the file's text as it is now, else the file parsed."""
-    path = DATA_DIR / name
-    entry = parsed.get(name)
-    if isinstance(entry, dict) and entry.get("text") == _file_text(path) and isinstance(entry.get("data"), dict):
-        return entry["data"], str(path)
-    return read_mapping(path)
-
-
-def _parsed_builtin() -> dict:
-    """PARSED_FILE's entries by file name; none where it is missing or not of PARSED_FORMAT."""
-    try:
-        stored = parse_json(PARSED_FILE.read_text(encoding="utf-8"), str(PARSED_FILE))
-    except (OSError, InputError):
-        return {}
-    return stored["files"] if stored.get("format") == PARSED_FORMAT and isinstance(stored.get("files"), dict) else {}
-
-
-def write_parsed() -> None:
-    """Write PARSED_FILE from the built-in files (after editing one: `python -c "import catalog.loader;
-    catalog.loader.write_parsed()"`)."""
-    files = {}
-    for name in BUILTIN_FILES:
-        data, source = read_mapping(DATA_DIR / name)
-        if json.loads(json.dumps(data, allow_nan=False)) != data:
-            raise ValueError(f"{source}: its parse does not survive JSON (a key that is not text?)")
-        files[name] = {"text": _file_text(DATA_DIR / name), "data": data}
-    PARSED_FILE.write_text(json.dumps({"format": PARSED_FORMAT, "files": files}, indent=1, allow_nan=False) + "\n",
-                           encoding="utf-8")
 
 
 # ----------------------------------------------------------------------------- public
@@ -147,10 +101,9 @@ def write_parsed() -> None:
 @functools.lru_cache(maxsize=1)
 def builtin_catalog() -> Catalog:
     """The packaged GPUs, models and networks (loaded once per process)."""
-    parsed = _parsed_builtin()
-    gpus, gsrc = _checked("GpusFile", *_builtin_mapping("gpus.yaml", parsed))
-    models, msrc = _checked("ModelsFile", *_builtin_mapping("models.yaml", parsed))
-    networks, nsrc = _checked("NetworksFile", *_builtin_mapping("networks.yaml", parsed))
+    gpus, gsrc = _validated("GpusFile", DATA_DIR / "gpus.yaml")
+    models, msrc = _validated("ModelsFile", DATA_DIR / "models.yaml")
+    networks, nsrc = _validated("NetworksFile", DATA_DIR / "networks.yaml")
     return Catalog(gpus=FrozenDict(_build("gpus", gpus.gpus, gpu_from_entry, gsrc)),
                    models=FrozenDict(_build("models", models.models, model_from_entry, msrc)),
                    networks=FrozenDict(_build("networks", networks.networks, network_from_entry, nsrc)))
