@@ -233,9 +233,13 @@ class Bounds:
                 break
             transfers = self.transfers.floor_s(runs, mb, fixed)
             fits = False
+            m = B // mb
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
+                if p * v > L or v > 1 and any(len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p)
+                                              for groups, _ in runs):
+                    continue     # more stages than layers, or uneven interleaved groups: no setting of any rates
                 ratio = None
                 for rc in recomputes:
                     asked = zeros if only is None else tuple(zero for zero in zeros if (mb, v, rc, zero) in only)
@@ -243,10 +247,8 @@ class Bounds:
                         continue
                     if ratio is None:
                         ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
-                    found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=asked, last=last,
-                                                  windows=windows, transfers=transfers, no_head=any_order,
-                                                  limit=limit, window_ratio=ratio, first_known=fixed >= 1,
-                                                  fixed=fixed)
+                    found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, asked, last, windows, transfers,  # (by place:
+                                                  any_order, limit, ratio, fixed >= 1, fixed)   # thousands of calls)
                     fits |= fit and v == 1
                     for zero, bound in zip(asked, found):     # margins taken in _pipeline_s
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
@@ -264,18 +266,14 @@ class Bounds:
         caller drops it as it would its bound). `window_ratio`: n / k of (b7);
         `fixed`: the runs whose positions are known (pipeline_s), for (b10)."""
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
-        never = [math.inf] * len(zeros)
-        if p * v > L:
-            return never, False
+        # (pipeline_s leaves out more stages than layers and uneven interleaved groups)
         # stages of run k: (k, how many, their rates, the head's time, which part of the run: "all" of a
         # run before the last; the last run's "others" and "last")
         stages = []
-        if v > 1 and any(len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p) for groups, _ in runs):
-            return never, False                  # uneven interleaved groups: no rates needed to say so
         for k, (groups, count) in enumerate(runs):
             rates = self._stage_rates(groups, mb, rc, sp)
             if rates is None:
-                return never, False
+                return [math.inf] * len(zeros), False
             per_zero, head, shares = rates
             head = 0.0 if no_head else head
             if k < len(runs) - 1:
@@ -363,8 +361,7 @@ class Bounds:
                 out.append(math.inf)
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
-            caps = self._caps_by_part(runs=runs, mb=mb, v=v, rc=rc, sp=sp, p=p, last=last, windows=windows, m=m,
-                                      zero=zero, fewest=fewest)
+            caps = self._caps_by_part(runs, mb, v, rc, sp, p, last, windows, m, zero, fewest)
             if caps is None:                     # some stage cannot hold the layers it must
                 out.append(math.inf)
                 continue
@@ -401,8 +398,7 @@ class Bounds:
         None where some stage cannot hold `fewest` layers."""
         caps = []
         for k, (groups, count) in enumerate(runs):
-            cap_last, before, least = self._run_caps(groups=groups, mb=mb, v=v, rc=rc, sp=sp, p=p, last_stage=last[k],
-                                                      window=windows[k], count=count, m=m, zero=zero)
+            cap_last, before, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
             if least < fewest:
                 return None
             caps.append({"last": cap_last, "all": (cap_last + before) / count,
