@@ -247,8 +247,10 @@ class Bounds:
                         continue
                     if ratio is None:
                         ratio = self._window_ratio(runs, mb, fixed, v) if p > 1 and v == 1 else 0.0
-                    found, fit = self._pipeline_s(runs, p, mb, v, rc, sp, asked, last, windows, transfers,  # (by place:
-                                                  any_order, limit, ratio, fixed >= 1, fixed)   # thousands of calls)
+                    found, fit = self._pipeline_s(runs=runs, p=p, mb=mb, v=v, rc=rc, sp=sp, zeros=asked, last=last,
+                                                  windows=windows, transfers=transfers, no_head=any_order,
+                                                  limit=limit, window_ratio=ratio, first_known=fixed >= 1,
+                                                  fixed=fixed)
                     fits |= fit and v == 1
                     for zero, bound in zip(asked, found):     # margins taken in _pipeline_s
                         if bound < limit and (only is None or (mb, v, rc, zero) in only):
@@ -361,7 +363,8 @@ class Bounds:
                 out.append(math.inf)
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
-            caps = self._caps_by_part(runs, mb, v, rc, sp, p, last, windows, m, zero, fewest)
+            caps = self._caps_by_part(runs=runs, mb=mb, v=v, rc=rc, sp=sp, p=p, last=last, windows=windows, m=m,
+                                      zero=zero, fewest=fewest)
             if caps is None:                     # some stage cannot hold the layers it must
                 out.append(math.inf)
                 continue
@@ -398,7 +401,8 @@ class Bounds:
         None where some stage cannot hold `fewest` layers."""
         caps = []
         for k, (groups, count) in enumerate(runs):
-            cap_last, before, least = self._run_caps(groups, mb, v, rc, sp, p, last[k], windows[k], count, m, zero)
+            cap_last, before, least = self._run_caps(groups=groups, mb=mb, v=v, rc=rc, sp=sp, p=p, last_stage=last[k],
+                                                      window=windows[k], count=count, m=m, zero=zero)
             if least < fewest:
                 return None
             caps.append({"last": cap_last, "all": (cap_last + before) / count,
