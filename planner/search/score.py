@@ -122,11 +122,10 @@ class Scorer:
         self.expert_tp_searched = (job.expert_parallel > 1 and job.model.is_moe and job.context_parallel == 1
                                    and self.engine.space.expert_tensor_parallel)
         # the pass times of every scorer that reads the same inputs (those of pass_times), one dict
-        self._pass = _shared_pass_times(cluster=cluster, model=job.model, seq_len=job.seq_len, precision=job.precision,
-                                        training=job.training, cp=self.cp, expert_parallel=job.expert_parallel,
-                                        flash_attention=options.flash_attention,
-                                        expert_tp_searched=self.expert_tp_searched, run=_pass_key(self.run, job, False),
-                                        run_sp=_pass_key(self.run, job, self.engine.space.tp_comm_overlap))
+        self._pass = _shared_pass_times((cluster, job.model, job.seq_len, job.precision, job.training, self.cp,
+                                         job.expert_parallel, options.flash_attention, self.expert_tp_searched,
+                                         _pass_key(self.run, job, False),
+                                         _pass_key(self.run, job, self.engine.space.tp_comm_overlap)))
 
     # ------------------------------------------------------------------ per-GPU coefficients
 
@@ -677,14 +676,13 @@ class Scorer:
 
 
 @functools.lru_cache(maxsize=4)
-def _shared_pass_times(*, cluster, model, seq_len, precision, training, cp, expert_parallel, flash_attention,
-                       expert_tp_searched, run, run_sp) -> dict:
-    """One dict of Scorer.pass_times for every scorer whose pass times read the same inputs: the cluster
+def _shared_pass_times(inputs: tuple) -> dict:
+    """One dict of Scorer.pass_times for every scorer whose pass times read the same `inputs`: the cluster
     (its GPUs and pools), the job's model, sequence length, precision, training, context and expert
     parallelism, FlashAttention, whether expert tp is searched, and the engine's PassExecution without and
-    with sequence parallelism (_pass_key: `run`, `run_sp`). The search makes one scorer per engine, and engines
-    that run a pass alike (most of them) then compute each pass time once (128 GPUs, 6 engines: 4,860 -> 2,100
-    calls of stage_pass_times)."""
+    with sequence parallelism (_pass_key). The search makes one scorer per engine, and engines that run a
+    pass alike (most of them) then compute each pass time once (128 GPUs, 6 engines: 4,860 -> 2,100 calls
+    of stage_pass_times)."""
     return {}
 
 
