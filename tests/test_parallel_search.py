@@ -206,18 +206,74 @@ def test_an_engine_that_assumed_a_search_complete_that_was_not_is_searched_again
 
 
 def test_a_process_takes_the_first_ticket_of_its_order_not_yet_taken():
-    """run_each's order: the first process takes 0, 1, 2, ...; a worker the tickets after its `own` ones,
-    then those of the first process's it has not started (here ticket 1, the baselines' in a search)."""
-    taken, mine, workers = multiprocessing.Array("b", 4), range(4), [2, 3, 1]
-    assert parallel._take(taken, mine) == (0, 4)          # (the ticket, how many were left with it)
-    assert parallel._take(taken, workers) == (2, 3)
-    assert parallel._take(taken, mine) == (1, 2)          # its own, after ticket 0
-    assert parallel._take(taken, workers) == (3, 1)
-    assert parallel._take(taken, mine) is None and parallel._take(taken, workers) is None
-    stolen = multiprocessing.Array("b", 4)
-    for ticket in (0, 2, 3):
-        stolen[ticket] = 1
-    assert parallel._take(stolen, workers) == (1, 1)      # every other ticket taken: a worker starts it
+    """run_each's order, every process's: 0, 2, 3, then the `last` ticket 1 (the baselines' in a search), once no
+    other is left."""
+    taken, order = multiprocessing.Array("b", 4), [0, 2, 3, 1]
+    assert parallel._take(taken, order) == (0, 4)          # (the ticket, how many were left with it)
+    assert parallel._take(taken, order) == (2, 3)
+    assert parallel._take(taken, order) == (3, 2)
+    assert parallel._take(taken, order) == (1, 1)
+    assert parallel._take(taken, order) is None
+
+
+def test_the_baselines_ticket_is_skipped_only_once_the_first_engine_has_ended_beaten():
+    """SharedBest.beaten (the baselines' ticket, after the first engine's 2 parts): true only when both parts have
+    ended and a ticket after it has evaluated a plan better than each of theirs."""
+    slots, done = [2.0, 3.0, math.inf, 1.5, 4.0], [1, 0, 0, 1, 0]
+    assert not SharedBest(slots, 2, done).beaten(2)          # part 1 still searching
+    done[1] = 1
+    assert SharedBest(slots, 2, done).beaten(2)
+    slots[3] = 2.0                                            # a tie goes to the first engine
+    assert not SharedBest(slots, 2, done).beaten(2)
+    assert not SharedBest(slots, 2).beaten(2)                 # no record of which tickets ended: never skipped
+
+
+def test_parts_of_a_search_hold_its_answer(job_64):
+    """SearchOptions.part: the parts' spaces (every n-th layout family) together are the space: the best of the
+    parts' answers, searched alone, is the whole search's answer, each part complete."""
+    cluster, job = job_64
+    job = replace(job, engine=REAL[0])
+    whole = search(cluster, job, options=SearchOptions(time_limit_s=None), baselines=False)
+    parts = [search(cluster, job, options=SearchOptions(time_limit_s=None, part=(k, 3)), baselines=False)
+             for k in range(3)]
+    key = lambda r: estimate_key(Objective.THROUGHPUT, r.plans[0].estimate, None)
+    assert all(p.complete for p in parts)
+    assert min(parts, key=key).plans[0].plan == whole.plans[0].plan
+    assert len({p.plans[0].plan for p in parts}) > 1, "the parts search different families"
+    with pytest.raises(InputError, match="part"):
+        SearchOptions(part=(2, 2))
+
+
+@pytest.mark.parametrize("case", ["job_64", "lab_job"])
+def test_the_first_engine_split_in_parts_gives_the_answer_of_one_process(case, request):
+    """With 3 and 4 workers Megatron-LM's search is split into 2 and 3 parts (every n-th layout family each,
+    _first_parts): the best plan, its tokens/s, complete and gap, the baselines, their status and the gains over
+    them, and which engines are beaten, as with 1 process (the plans after the first may differ)."""
+    cluster, job = request.getfixturevalue(case)
+    one = search(cluster, job, options=SearchOptions(time_limit_s=None), engines=REAL)
+    for workers in (3, 4):
+        spread = search(cluster, job, options=SearchOptions(time_limit_s=None, workers=workers), engines=REAL)
+        assert _answer(spread, 1) == _answer(one, 1), workers
+        first = spread.by_engine[REAL[0]]
+        notes = first.notes if not isinstance(first, str) else spread.notes
+        assert isinstance(first, str) or any(f"searched in {workers - 1} parts" in n for n in notes), notes
+
+
+def test_a_part_cut_short_leaves_the_answer_incomplete(job_64):
+    """_parts_answer: a part not searched (the time limit spent) or Beaten without proof makes the first engine's
+    answer incomplete, as a setting not searched does in one process."""
+    cluster, job = job_64
+    job = replace(job, engine=REAL[0])
+    settings = dict(offload="fixed", context_parallel="fixed", expert_parallel="fixed")
+    found = search(cluster, job, options=SearchOptions(time_limit_s=None, part=(0, 2)), baselines=False)
+    parts = search_module._parts_answer
+    args = (cluster, job, REAL[0], Objective.THROUGHPUT, None, 5, "hetplan", SearchOptions(time_limit_s=None),
+            settings)
+    assert parts(*args, [found, search_module.Beaten("beaten", True, 0.0)]).complete
+    cut = parts(*args, [found, InputError("time_limit", "not searched")])
+    assert not cut.complete and cut.gap is None
+    unproven = parts(*args, [found, search_module.Beaten("beaten", False, 0.02)])
+    assert not unproven.complete and unproven.gap == pytest.approx(0.02)
 
 
 def test_plan_json_with_two_workers_is_that_of_one_but_how_it_was_searched(capsys):

@@ -19,9 +19,10 @@ limit for the searches it takes, shared among them as the sequential loop shares
 search has the CPU seconds it would have had in turn: the whole call may spend up to N times the
 limit in CPU seconds, in about the wall time of one.
 
-A ticket may be other work than a search (the baselines under the first engine, planner.search.search):
-`own` tickets after the first are this process's, after ticket 0, so that they find its caches, unless
-a worker with nothing else left starts one first.
+A ticket may be other work than a search (the baselines under the first engine, planner.search.search),
+or a part of one engine's search (every n-th layout family, SearchOptions.part). Every process takes
+the tickets in order but the `last` one, which it takes once no other is left (the baselines: by then
+it is known more often whether the first engine can still win, SharedBest.done).
 
 `hetplan plan --engine all --workers N` runs each engine's own search through `run_each` too, with
 no threshold shared (each engine's best is an answer of its own there).
@@ -41,12 +42,19 @@ class SharedBest:
     none yet); search `index` reads the best of those before it and writes its own slot. One writer
     a slot, so no lock: a slot is an aligned double, read and written whole."""
 
-    def __init__(self, slots, index: int):
-        self.slots, self.index = slots, index
+    def __init__(self, slots, index: int, done=None):
+        self.slots, self.index, self.done = slots, index, done     # done: 1 for each ticket that has ended
 
     def ceiling(self) -> float:
         """The best key the searches before this one have evaluated so far (inf: none)."""
         return min(self.slots[:self.index], default=math.inf)
+
+    def beaten(self, first: int) -> bool:
+        """Whether tickets 0 .. first - 1 (the parts of the first search) have all ended and a ticket
+        after this one has evaluated a plan better than each of theirs: that search cannot win."""
+        if self.done is None or not all(self.done[:first]):
+            return False
+        return min(self.slots[self.index + 1:], default=math.inf) < min(self.slots[:first], default=math.inf)
 
     def offer(self, key: float) -> None:
         """A plan of this search, evaluated: its key, kept when it is this search's best so far."""
@@ -70,21 +78,21 @@ def beat_now(options: SearchOptions) -> SearchOptions:
 Task = Callable[..., object]
 
 
-def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, own: int = 0) -> list:
+def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple,
+             last: int | None = None) -> list:
     """The outcomes of task(k, ...) for k = 0 .. count - 1, in order, run by up to `workers`
-    processes (this one among them) that take the searches in order; `limit_s`: each process's
-    clock. `task` is a module-level function (it is sent to the workers by name). An exception
-    (a signal among them) ends the workers at once. Tickets 1 .. `own` are this process's, after
-    ticket 0 (so that they find its caches: the baselines after the first engine's search), unless
-    a worker, every other ticket taken, finds one not yet started."""
+    processes (this one among them) that take the searches in order, ticket `last` after all the
+    others; `limit_s`: each process's clock. `task` is a module-level function (it is sent to the
+    workers by name). An exception (a signal among them) ends the workers at once."""
     context = worker_context()
     taken, slots = context.Array("b", count), context.RawArray("d", [math.inf] * count)
+    ended = context.RawArray("b", count)
     helpers = min(workers, count) - 1
-    pool = worker_pool(helpers, _inherit, (taken, slots), context)
+    pool = worker_pool(helpers, _inherit, (taken, slots, ended), context)
     try:
-        order = [*range(own + 1, count), *range(own, 0, -1)]
+        order = [*(k for k in range(count) if k != last), *([] if last is None else [last])]
         futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args, order) for _ in range(helpers)]
-        done = _drain(task, count, workers, limit_s, args, taken, slots, range(count))
+        done = _drain(task, count, workers, limit_s, args, taken, slots, ended, order)
         for future in futures:
             done += future.result()
     except BaseException:
@@ -94,12 +102,14 @@ def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: 
     return [outcome for _, outcome in sorted(done, key=lambda e: e[0])]
 
 
-def _drain(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, taken, slots, order) -> list:
+def _drain(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, taken, slots, ended,
+           order) -> list:
     """Take the first search of `order` not yet taken and run it, until none is left: [(k, outcome)]."""
     clock, done = Clock(limit_s), []
     while (took := _take(taken, order)) is not None:
         k, left = took
-        done.append((k, task(k, SharedBest(slots, k), clock, math.ceil(left / workers), bool(done), *args)))
+        done.append((k, task(k, SharedBest(slots, k, ended), clock, math.ceil(left / workers), bool(done), *args)))
+        ended[k] = 1
     return done
 
 
@@ -116,10 +126,11 @@ def _take(taken, order) -> tuple[int, int] | None:
 _inherited: dict = {}      # in a worker process: the call's taken tickets and slots, inherited at its start
 
 
-def _inherit(taken, slots) -> None:
+def _inherit(taken, slots, ended) -> None:
     """A worker's initializer: shared memory reaches a spawned process only by inheritance."""
-    _inherited.update(taken=taken, slots=slots)
+    _inherited.update(taken=taken, slots=slots, ended=ended)
 
 
 def _drain_inherited(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, order: list) -> list:
-    return _drain(task, count, workers, limit_s, args, _inherited["taken"], _inherited["slots"], order)
+    return _drain(task, count, workers, limit_s, args, _inherited["taken"], _inherited["slots"], _inherited["ended"],
+                  order)

@@ -346,15 +346,23 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
     Each skips the parts of its space that engines before it hold (_covers_by), as in turn, assuming
     their searches end complete; where one did not (a limit), it is searched again here, after them, as
     in turn (_engine_in_turn). Also the cover notes of the engines without an answer, by engine.
+    The first engine's search (the largest) is split into parts where that pays (_first_parts), each a
+    ticket over every n-th layout family, combined as its search in one process answers (_parts_answer).
     With `baselines`, the baselines under the first engine (the winner's, most often: its space is the
-    largest) are searched too, as the second ticket (None in the tickets' names), beside the engines'
-    searches rather than after them: (that job, _winner_baselines' answer) or None, for _attach_baselines,
-    which searches them again, in turn, where another engine or setting wins."""
-    tickets = (names[0], None, *names[1:]) if baselines else names
+    largest) are searched too, as the last ticket taken (None in the tickets' names), beside the engines'
+    searches rather than after them, unless by then that engine cannot win (SharedBest.beaten): (that job,
+    _winner_baselines' answer) or None, for _attach_baselines, which searches them again, in turn, where
+    another engine or setting wins."""
+    parts = _first_parts(cluster, job, names[0], objective, method, options, settings)
+    tickets = (*((names[0], (k, parts)) for k in range(parts)), *(((None, parts),) if baselines else ()),
+               *((name, (0, 1)) for name in names[1:]))
     outcomes = run_each(_engine_ticket, len(tickets), options.workers, options.time_limit_s,
                         (cluster, job, tickets, objective, deadline_hours, top_k, method, replace(options, workers=1),
-                         settings), own=int(baselines))
-    known = outcomes.pop(1) if baselines else None
+                         settings), last=parts if baselines else None)
+    known = outcomes.pop(parts) if baselines else None
+    if parts > 1:
+        outcomes[:parts] = [_parts_answer(cluster, job, names[0], objective, deadline_hours, top_k, method, options,
+                                          settings, outcomes[:parts])]
     results, why, covered = {}, {}, {}
     beat = math.inf if options.beat is None else options.beat
     for k, (name, outcome) in enumerate(zip(names, outcomes)):
@@ -400,35 +408,103 @@ def _beaten_answer(result: SearchResult, key: float, beat: float) -> Beaten:
                   0.0 if complete else (beat / floor - 1 if floor else None))
 
 
-def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searched_before: bool, cluster, job, names,
-                   objective, deadline_hours, top_k, method, options: SearchOptions, settings: dict):
-    """Engine k's search in a worker process or this one (planner.search.parallel.run_each): its
+def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searched_before: bool, cluster, job,
+                   tickets, objective, deadline_hours, top_k, method, options: SearchOptions, settings: dict):
+    """Ticket k's search in a worker process or this one (planner.search.parallel.run_each): its
     answer, or the InputError that says why it has none (Beaten among them); with the time limit
     left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take. A worker
     process has the first process's whole budget (_WHOLE: the limit and the baselines' reserve) on its
     own clock, so that it starts an engine, and cuts a search short, where the first process would. It skips
     the parts of its space the engines before it hold, as if their searches end complete (as in turn;
-    _engines_in_workers checks). names[k] None: the first engine's baselines instead (_engines_in_workers)."""
+    _engines_in_workers checks). tickets[k]: (engine, (part, parts)), a part of that engine's search
+    (SearchOptions.part: its offload setting alone, _parts_answer adds the others); (None, parts): the first
+    engine's baselines instead, unless its `parts` tickets have ended beaten (_engines_in_workers)."""
+    name, part = tickets[k]
     token = _WHOLE.set(_WHOLE.get() or _process_budget(clock, options))
     try:
         if searched_before and _spent():
             return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
-        if names[k] is None:       # the baselines have limits of their own: the engines' clock stops meanwhile
-            first, before = replace(job, engine=names[0]), clock.elapsed()
+        if name is None:       # the baselines have limits of their own: the engines' clock stops meanwhile
+            if shared.beaten(part):
+                return None
+            first, before = replace(job, engine=tickets[0][0]), clock.elapsed()
             try:
                 return first, _winner_baselines(cluster, first, objective, deadline_hours, options)
             finally:
                 clock.start += clock.elapsed() - before
-        covers = _covers_by(names[k], job, [other for other in ENGINES[names[k]].covered_by if other in names[:k]])
-        share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared, covered=covers)
-        found = search(cluster, replace(job, engine=names[k]), objective, deadline_hours, top_k, method, share, False,
-                       **settings)
+        before = [other for other, _ in tickets[:k] if other is not None]
+        covers = _covers_by(name, job, [other for other in ENGINES[name].covered_by if other in before])
+        share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared, covered=covers,
+                        part=part)
+        found = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method, share, False,
+                       **(settings if part[1] == 1 else dict(settings, offload="fixed")))
     except InputError as err:
         return err
     finally:
         _WHOLE.reset(token)
     shared.offer(estimate_key(objective, found.plans[0].estimate, deadline_hours))
     return replace(found, notes=found.notes + _cover_notes(covers)) if covers else found
+
+
+def _first_parts(cluster: Cluster, job: Job, name: str, objective, method: str, options: SearchOptions,
+                 settings: dict) -> int:
+    """How many parts the first engine's search is split into with options.workers processes: one per
+    process but one (the other engines' searches and the baselines fill about one) from FIRST_PARTS_FROM
+    workers up; below, none (at 2 workers the other engines keep the second process as busy, and a split
+    only adds each part's own listing, caches and re-scoring: benchmarks/workers_benchmark.py, 1,024 GPUs,
+    0.67-0.69 of one process's critical path split against 0.55-0.64 not). For hetplan's
+    search of one context- and expert-parallel setting (each setting's offload decision reads its own
+    answer: the parts search the job's offload, _parts_answer the others), not for the energy objective
+    (searched on a cluster priced by power) nor a search pruned at seeds (best_only)."""
+    first = replace(job, engine=name)
+    one = ((settings["context_parallel"] != "auto" or len(context_settings(cluster, first)) == 1)
+           and (settings["expert_parallel"] != "auto" or len(expert_settings(cluster, first)) == 1))
+    if (options.workers < FIRST_PARTS_FROM or not one or method != "hetplan" or options.best_only
+            or Objective(objective) == Objective.ENERGY):
+        return 1
+    return options.workers - 1
+
+
+FIRST_PARTS_FROM = 3      # workers from which the first engine's search is split (_first_parts)
+
+
+def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hours, top_k, method,
+                  options: SearchOptions, settings: dict, outcomes: list) -> SearchResult | InputError:
+    """Engine `name`'s answer from its parts' (SearchOptions.part, each pruned at the parts before it),
+    as its search in one process answers: each part held to the sequential rule in part order (one whose
+    answer does not beat the parts before it is Beaten, complete when its own search proves it), the
+    best answer of them (_combine: ties to the first part, complete when every part is, the worst gap),
+    then its offload settings searched in turn after it where that answer calls for them (_offloads_after,
+    as in one process: the trigger reads the best plan alone). Or why it has no plan."""
+    results, errors, beat = [], [], math.inf if options.beat is None else options.beat
+    for outcome in outcomes:
+        if isinstance(outcome, SearchResult):
+            key = estimate_key(objective, outcome.plans[0].estimate, deadline_hours)
+            if key < beat:
+                results, beat = results + [outcome], key
+                continue
+            outcome = _beaten_answer(outcome, key, beat)
+        errors.append(outcome)
+    first, error = None, None
+    try:
+        first = _combine(objective, deadline_hours, results, errors)
+    except InputError as err:
+        error = err
+    if first is not None:
+        first = replace(first, candidates_evaluated=sum(r.candidates_evaluated for r in results),
+                        notes=first.notes + (f"{ENGINES[name].title}'s space searched in {len(outcomes)} parts (every "
+                                             f"{len(outcomes)}-th layout family each), each pruned at the best plan "
+                                             f"of the parts before it, in worker processes; the best answer is "
+                                             f"shown, ties to the first part",))
+        if any(isinstance(e, InputError) and e.field == "time_limit" for e in errors):
+            first = replace(first, complete=False, gap=None)
+    left = _left_s(reserved=True)
+    share = replace(options, workers=1, time_limit_s=None if left is None else max(1e-3, left))
+    try:
+        return _offloads_after(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method, share,
+                               first, error, settings["offload"])
+    except InputError as err:
+        return err
 
 
 def _process_budget(clock: Clock, options: SearchOptions) -> tuple[Clock, float] | None:
@@ -535,6 +611,13 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     setting after the first prunes at the best answer so far (SearchOptions.beat); the baselines are
     searched once, for the winner."""
     first, error = _search_first(cluster, job, objective, deadline_hours, top_k, method, options)
+    best = _offloads_after(cluster, job, objective, deadline_hours, top_k, method, options, first, error, offload)
+    return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
+
+
+def _offloads_after(cluster: Cluster, job: Job, objective, deadline_hours, top_k, method, options,
+                    first: SearchResult | None, error: InputError | None, offload: str) -> SearchResult:
+    """_search_offloads after its first setting's answer `first` (or `error`): the other offload settings."""
     tries = _offload_settings(job, first) if offload == "auto" else []
     results, errors = [] if first is None else [first], [error]
     skipped = [o.value for o in tries if results and _spent()]
@@ -551,7 +634,7 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
                     + _skipped_note(skipped))
     if skipped:
         best = replace(best, complete=False, gap=None)
-    return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
+    return best
 
 
 def _search_first(cluster: Cluster, job: Job, objective, deadline_hours, top_k, method,
