@@ -267,12 +267,11 @@ def test_a_part_cut_short_leaves_the_answer_incomplete(job_64):
     settings = dict(offload="fixed", context_parallel="fixed", expert_parallel="fixed")
     found = search(cluster, job, options=SearchOptions(time_limit_s=None, part=(0, 2)), baselines=False)
     parts = search_module._parts_answer
-    args = (cluster, job, REAL[0], Objective.THROUGHPUT, None, 5, "hetplan", SearchOptions(time_limit_s=None),
-            settings)
-    assert parts(*args, [found, search_module.Beaten("beaten", True, 0.0)]).complete
-    cut = parts(*args, [found, InputError("time_limit", "not searched")])
+    args = (cluster, job, REAL[0], Objective.THROUGHPUT, None, 5, "hetplan", SearchOptions(time_limit_s=None))
+    assert parts(*args, settings=settings, outcomes=[found, search_module.Beaten("beaten", True, 0.0)]).complete
+    cut = parts(*args, settings=settings, outcomes=[found, InputError("time_limit", "not searched")])
     assert not cut.complete and cut.gap is None
-    unproven = parts(*args, [found, search_module.Beaten("beaten", False, 0.02)])
+    unproven = parts(*args, settings=settings, outcomes=[found, search_module.Beaten("beaten", False, 0.02)])
     assert not unproven.complete and unproven.gap == pytest.approx(0.02)
 
 

@@ -362,7 +362,7 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
     known = outcomes.pop(parts) if baselines else None
     if parts > 1:
         outcomes[:parts] = [_parts_answer(cluster, job, names[0], objective, deadline_hours, top_k, method, options,
-                                          settings, outcomes[:parts])]
+                                          settings=settings, outcomes=outcomes[:parts])]
     results, why, covered = {}, {}, {}
     beat = math.inf if options.beat is None else options.beat
     for k, (name, outcome) in enumerate(zip(names, outcomes)):
@@ -491,7 +491,9 @@ def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hou
     except InputError as err:
         error = err
     if first is not None:
-        first = replace(first, candidates_evaluated=sum(r.candidates_evaluated for r in results),
+        answers = [o for o in outcomes if isinstance(o, SearchResult)]
+        first = replace(_merged_ranking(objective, deadline_hours, top_k, first, answers),
+                        candidates_evaluated=sum(r.candidates_evaluated for r in answers),
                         notes=first.notes + (f"{ENGINES[name].title}'s space searched in {len(outcomes)} parts (every "
                                              f"{len(outcomes)}-th layout family each), each pruned at the best plan "
                                              f"of the parts before it, in worker processes; the best answer is "
@@ -502,9 +504,26 @@ def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hou
     share = replace(options, workers=1, time_limit_s=None if left is None else max(1e-3, left))
     try:
         return _offloads_after(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method, share,
-                               first, error, settings["offload"])
+                               first=first, error=error, offload=settings["offload"])
     except InputError as err:
         return err
+
+
+def _merged_ranking(objective, deadline_hours, top_k: int, best: SearchResult, answers: list) -> SearchResult:
+    """`best`, the best of the parts' answers, with the plans and front of all of them: their plans ranked
+    together by key (ties: part order, then each part's own; a plan in two parts' answers once), each
+    explained against the plan after it there, and the front over all their fronts' points."""
+    ranked, seen = [], set()
+    for _, _, _, sp in sorted((estimate_key(objective, sp.estimate, deadline_hours), k, j, sp)
+                              for k, answer in enumerate(answers) for j, sp in enumerate(answer.plans)
+                              if sp.plan not in seen and not seen.add(sp.plan)):
+        ranked.append((sp.plan, sp.estimate))
+    assert ranked[0][0] == best.plans[0].plan, "the best part's first plan leads the merged ranking"
+    top = ranked[:top_k]
+    texts = explain_ranking(objective, top, ranked)
+    front = _front([(sp.plan, sp.estimate) for answer in answers for sp in answer.pareto])
+    return replace(best, plans=tuple(ScoredPlan(p, e, {}, text) for (p, e), text in zip(top, texts)),
+                   pareto=tuple(ScoredPlan(p, e, {}, describe_plan(p)) for p, e in front))
 
 
 def _process_budget(clock: Clock, options: SearchOptions) -> tuple[Clock, float] | None:
@@ -611,7 +630,8 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     setting after the first prunes at the best answer so far (SearchOptions.beat); the baselines are
     searched once, for the winner."""
     first, error = _search_first(cluster, job, objective, deadline_hours, top_k, method, options)
-    best = _offloads_after(cluster, job, objective, deadline_hours, top_k, method, options, first, error, offload)
+    best = _offloads_after(cluster, job, objective, deadline_hours, top_k, method, options, first=first, error=error,
+                           offload=offload)
     return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
 
 
