@@ -206,14 +206,18 @@ def test_an_engine_that_assumed_a_search_complete_that_was_not_is_searched_again
 
 
 def test_a_process_takes_the_first_ticket_of_its_order_not_yet_taken():
-    """run_each's order, every process's: 0, 2, 3, then the `last` ticket 1 (the baselines' in a search), once no
-    other is left."""
-    taken, order = multiprocessing.Array("b", 4), [0, 2, 3, 1]
-    assert parallel._take(taken, order) == (0, 4)          # (the ticket, how many were left with it)
-    assert parallel._take(taken, order) == (2, 3)
-    assert parallel._take(taken, order) == (3, 2)
-    assert parallel._take(taken, order) == (1, 1)
-    assert parallel._take(taken, order) is None
+    """run_each's order: the first process takes 0, its `own` ticket, then the others; a worker the others, then the
+    `own` one it has not started (here ticket 1, the baselines' in a search)."""
+    taken, mine, workers = multiprocessing.Array("b", 4), [0, 1, 2, 3], [2, 3, 1]
+    assert parallel._take(taken, mine) == (0, 4)          # (the ticket, how many were left with it)
+    assert parallel._take(taken, workers) == (2, 3)
+    assert parallel._take(taken, mine) == (1, 2)          # its own, after ticket 0
+    assert parallel._take(taken, workers) == (3, 1)
+    assert parallel._take(taken, mine) is None and parallel._take(taken, workers) is None
+    stolen = multiprocessing.Array("b", 4)
+    for ticket in (0, 2, 3):
+        stolen[ticket] = 1
+    assert parallel._take(stolen, workers) == (1, 1)      # every other ticket taken: a worker starts it
 
 
 def test_the_baselines_ticket_is_skipped_only_once_the_first_engine_has_ended_beaten():

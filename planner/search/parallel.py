@@ -20,9 +20,13 @@ search has the CPU seconds it would have had in turn: the whole call may spend u
 limit in CPU seconds, in about the wall time of one.
 
 A ticket may be other work than a search (the baselines under the first engine, planner.search.search),
-or a part of one engine's search (every n-th layout family, SearchOptions.part). Every process takes
-the tickets in order but the `last` one, which it takes once no other is left (the baselines: by then
-it is known more often whether the first engine can still win, SharedBest.done).
+or a part of one engine's search (every n-th layout family, SearchOptions.part). The `own` ticket is
+this process's, after ticket 0, so that it finds its caches (the baselines after the first engine's
+search or its first part), unless a worker, every other ticket taken, starts it first.
+
+One engine's search may be split into parts (the first engine's, from 3 workers: planner.search.search
+._first_parts), tickets over every n-th layout family each, which prune at the parts before them as the
+engines do; their answers are combined as one search's (search._parts_answer: ties to the first part).
 
 `hetplan plan --engine all --workers N` runs each engine's own search through `run_each` too, with
 no threshold shared (each engine's best is an answer of its own there).
@@ -79,20 +83,23 @@ Task = Callable[..., object]
 
 
 def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple,
-             last: int | None = None) -> list:
+             own: int | None = None) -> list:
     """The outcomes of task(k, ...) for k = 0 .. count - 1, in order, run by up to `workers`
-    processes (this one among them) that take the searches in order, ticket `last` after all the
-    others; `limit_s`: each process's clock. `task` is a module-level function (it is sent to the
-    workers by name). An exception (a signal among them) ends the workers at once."""
+    processes (this one among them) that take the searches in order; `limit_s`: each process's
+    clock. `task` is a module-level function (it is sent to the workers by name). An exception
+    (a signal among them) ends the workers at once. Ticket 0 is this process's, and ticket `own`
+    too, right after it, unless a worker, every other ticket taken, finds it not yet started."""
     context = worker_context()
     taken, slots = context.Array("b", count), context.RawArray("d", [math.inf] * count)
     ended = context.RawArray("b", count)
     helpers = min(workers, count) - 1
     pool = worker_pool(helpers, _inherit, (taken, slots, ended), context)
     try:
-        order = [*(k for k in range(count) if k != last), *([] if last is None else [last])]
+        others = [k for k in range(1, count) if k != own]
+        mine = [0, *([] if own is None else [own]), *others]
+        order = [*others, *([] if own is None else [own])]
         futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args, order) for _ in range(helpers)]
-        done = _drain(task, count, workers, limit_s, args, taken, slots, ended, order)
+        done = _drain(task, count, workers, limit_s, args, taken, slots, ended, mine)
         for future in futures:
             done += future.result()
     except BaseException:

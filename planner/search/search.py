@@ -349,8 +349,9 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
     The first engine's search (the largest) is split into parts where that pays (_first_parts), each a
     ticket over every n-th layout family, combined as its search in one process answers (_parts_answer).
     With `baselines`, the baselines under the first engine (the winner's, most often: its space is the
-    largest) are searched too, as the last ticket taken (None in the tickets' names), beside the engines'
-    searches rather than after them, unless by then that engine cannot win (SharedBest.beaten): (that job,
+    largest) are searched too, as a ticket of their own (None in the tickets' names; this process's after the
+    first engine's search or first part, where its caches are), beside the engines' searches rather than
+    after them, unless that engine has ended beaten by then (SharedBest.beaten): (that job,
     _winner_baselines' answer) or None, for _attach_baselines, which searches them again, in turn, where
     another engine or setting wins."""
     parts = _first_parts(cluster, job, names[0], objective, method, options, settings)
@@ -358,7 +359,7 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
                *((name, (0, 1)) for name in names[1:]))
     outcomes = run_each(_engine_ticket, len(tickets), options.workers, options.time_limit_s,
                         (cluster, job, tickets, objective, deadline_hours, top_k, method, replace(options, workers=1),
-                         settings), last=parts if baselines else None)
+                         settings), own=parts if baselines else None)
     known = outcomes.pop(parts) if baselines else None
     if parts > 1:
         outcomes[:parts] = [_parts_answer(cluster, job, names[0], objective, deadline_hours, top_k, method, options,
