@@ -87,6 +87,18 @@ def test_shared_best_reads_the_searches_before_it_only():
     assert beat_now(SearchOptions(shared_beat=SharedBest(slots, 0))).beat is None
 
 
+def test_a_part_prunes_at_the_parts_after_it_a_hair_above_their_keys():
+    """The parts of one search (SharedBest.peers) read each other's keys, those after it a hair above (ties go to
+    the first part); the engines after them read every part's key as it is."""
+    slots = [3.0, 2.0, math.inf, 1.0]          # tickets 0-2: one search's 3 parts; 3: the next engine
+    part0 = SharedBest(slots, 0, peers=range(0, 3))
+    assert part0.ceiling() == pytest.approx(2.0) and part0.ceiling() > 2.0
+    assert SharedBest(slots, 1, peers=range(0, 3)).ceiling() == 3.0
+    assert SharedBest(slots, 3).ceiling() == 2.0
+    slots[1] = 0.0                             # a key of 0 (free GPUs) would prune its ties too: not read after
+    assert part0.ceiling() == math.inf
+
+
 def test_an_answer_that_does_not_beat_those_before_it_is_beaten_truly(in_turn):
     """A worker's own answer, held to the sequential rule: complete only when its space's floor
     (its key, or its key / (1 + gap)) is no better than what it had to beat."""
@@ -250,7 +262,7 @@ def test_parts_of_a_search_hold_its_answer(job_64):
 
 @pytest.mark.parametrize("case", ["job_64", "lab_job"])
 def test_the_first_engine_split_in_parts_gives_the_answer_of_one_process(case, request):
-    """With 3 and 4 workers Megatron-LM's search is split into 2 and 3 parts (every n-th layout family each,
+    """With 3 and 4 workers Megatron-LM's search is split into 3 and 4 parts (every n-th layout family each,
     _first_parts): the best plan, its tokens/s, complete and gap, the baselines, their status and the gains over
     them, and which engines are beaten, as with 1 process (the plans after the first may differ)."""
     cluster, job = request.getfixturevalue(case)
@@ -260,7 +272,7 @@ def test_the_first_engine_split_in_parts_gives_the_answer_of_one_process(case, r
         assert _answer(spread, 1) == _answer(one, 1), workers
         first = spread.by_engine[REAL[0]]
         notes = first.notes if not isinstance(first, str) else spread.notes
-        assert isinstance(first, str) or any(f"searched in {workers - 1} parts" in n for n in notes), notes
+        assert isinstance(first, str) or any(f"searched in {workers} parts" in n for n in notes), notes
 
 
 def test_a_part_cut_short_leaves_the_answer_incomplete(job_64):

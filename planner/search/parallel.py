@@ -46,12 +46,16 @@ class SharedBest:
     none yet); search `index` reads the best of those before it and writes its own slot. One writer
     a slot, so no lock: a slot is an aligned double, read and written whole."""
 
-    def __init__(self, slots, index: int, done=None):
+    def __init__(self, slots, index: int, done=None, peers: range = range(0)):
         self.slots, self.index, self.done = slots, index, done     # done: 1 for each ticket that has ended
+        self.peers = peers      # the tickets of the same search's parts (this one among them)
 
     def ceiling(self) -> float:
-        """The best key the searches before this one have evaluated so far (inf: none)."""
-        return min(self.slots[:self.index], default=math.inf)
+        """The best key the searches before this one have evaluated so far (inf: none), and the parts
+        of its search after it, each a hair above its key (PEER_TIE_MARGIN; a key of 0 not at all),
+        so that a plan of this part that ties one of theirs is kept: ties go to the first part."""
+        after = [key * (1 + PEER_TIE_MARGIN) for key in self.slots[self.index + 1:self.peers.stop] if key > 0]
+        return min([*self.slots[:self.index], *after], default=math.inf)
 
     def beaten(self, first: int) -> bool:
         """Whether tickets 0 .. first - 1 (the parts of the first search) have all ended and a ticket
@@ -64,6 +68,9 @@ class SharedBest:
         """A plan of this search, evaluated: its key, kept when it is this search's best so far."""
         if key < self.slots[self.index]:
             self.slots[self.index] = key
+
+
+PEER_TIE_MARGIN = 1e-9     # above a later part's key, where a part prunes (SharedBest.ceiling); as search's tolerances
 
 
 def beat_now(options: SearchOptions) -> SearchOptions:

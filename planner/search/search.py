@@ -435,6 +435,9 @@ def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searche
                 clock.start += clock.elapsed() - before
         before = [other for other, _ in tickets[:k] if other is not None]
         covers = _covers_by(name, job, [other for other in ENGINES[name].covered_by if other in before])
+        if part[1] > 1:        # a part also prunes at the parts after it (ties to the first: SharedBest.ceiling)
+            first = k - part[0]
+            shared = SharedBest(shared.slots, shared.index, shared.done, peers=range(first, first + part[1]))
         share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared, covered=covers,
                         part=part)
         found = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method, share, False,
@@ -450,10 +453,10 @@ def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searche
 def _first_parts(cluster: Cluster, job: Job, name: str, objective, method: str, options: SearchOptions,
                  settings: dict) -> int:
     """How many parts the first engine's search is split into with options.workers processes: one per
-    process but one (the other engines' searches and the baselines fill about one) from FIRST_PARTS_FROM
-    workers up; below, none (at 2 workers the other engines keep the second process as busy, and a split
-    only adds each part's own listing, caches and re-scoring: benchmarks/workers_benchmark.py, 1,024 GPUs,
-    0.67-0.69 of one process's critical path split against 0.55-0.64 not). For hetplan's
+    process from FIRST_PARTS_FROM workers up, so that every process starts on it and the other engines
+    start once it is (nearly) done, pruned at its answer; at 2 workers none: there the split gained nothing
+    measurable (benchmarks/workers_benchmark.py at 1,024 GPUs, load 4: 0.63-0.72 of one process's critical
+    path split, 0.61-0.72 not) and one search keeps the whole ranking of one process. For hetplan's
     search of one context- and expert-parallel setting (each setting's offload decision reads its own
     answer: the parts search the job's offload, _parts_answer the others), not for the energy objective
     (searched on a cluster priced by power) nor a search pruned at seeds (best_only)."""
@@ -463,7 +466,7 @@ def _first_parts(cluster: Cluster, job: Job, name: str, objective, method: str, 
     if (options.workers < FIRST_PARTS_FROM or not one or method != "hetplan" or options.best_only
             or Objective(objective) == Objective.ENERGY):
         return 1
-    return options.workers - 1
+    return options.workers
 
 
 FIRST_PARTS_FROM = 3      # workers from which the first engine's search is split (_first_parts)
