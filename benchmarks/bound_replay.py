@@ -84,9 +84,10 @@ def _recorded_search(cluster, job, record: bool, answers: list | None = None) ->
 def _replay(cluster, calls, profile: cProfile.Profile | None = None, which: str = "") -> dict[str, float]:
     """CPU s in each kind of call, replayed against fresh scorers and bounds; `profile` on for the `which` calls."""
     gc.collect()                             # what the previous replay left is not collected during this one
-    linker = getattr(score, "_linker", None)
-    if linker is not None:
-        linker.cache_clear()                 # the cluster's linker too: the replay starts as the search did
+    for cached in ("_linker", "_shared_pass_times"):    # what scorers share: the replay starts as the search did
+        found = getattr(score, cached, None)
+        if found is not None:
+            found.cache_clear()
     scorers, bounds, spent = {}, {}, {"pipeline": 0.0, "score": 0.0}
     for kind, key, even, args, kwargs in calls:
         if key not in scorers:

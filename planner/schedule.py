@@ -791,6 +791,8 @@ def _static_run(passes, done: list, waiter: list[int], state, stage, replica, ro
     resumes when that input's pass has run. `state`: each worker's passes run, end of its last and busy
     time, updated. Without a timeline any order that respects the inputs gives the same ends; with one
     (`rows`), each pass and transfer is a row in the order they are worked out."""
+    if rows is None:
+        return _static_ends(passes, done, waiter, state)
     at, free_at, busy = state
     ready = deque(range(len(passes)))
     while ready:
@@ -823,6 +825,39 @@ def _static_run(passes, done: list, waiter: list[int], state, stage, replica, ro
             if waiter[slot] >= 0:
                 ready.append(waiter[slot])
             k += 1
+        at[w], free_at[w], busy[w] = k, free, spent
+
+
+def _static_ends(passes, done: list, waiter: list[int], state) -> None:
+    """_static_run without a timeline: the same ends by the same sums (a pass starts at the later of its
+    worker's last end and its input's end plus the transfer, and ends its duration later), in a tighter
+    loop (the search simulates interleaved plans of 10^4 - 10^5 passes: about a quarter less time)."""
+    at, free_at, busy = state
+    ready = deque(range(len(passes)))
+    popleft, append = ready.popleft, ready.append
+    while ready:
+        w = popleft()
+        base, deps, links, durations, _ = passes[w]
+        k, n, free, spent = at[w], len(deps), free_at[w], busy[w]
+        for k in range(k, n):
+            dep = deps[k]
+            if dep >= 0:
+                arrived = done[dep]
+                if arrived is None:
+                    waiter[dep] = w
+                    break
+                arrived += links[k]
+                if arrived > free:
+                    free = arrived
+            duration = durations[k]
+            free += duration
+            slot = base + k
+            done[slot] = free
+            spent += duration
+            if waiter[slot] >= 0:
+                append(waiter[slot])
+        else:
+            k = n
         at[w], free_at[w], busy[w] = k, free, spent
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -117,7 +118,8 @@ def test_every_command_has_help(command):
 
 def test_a_command_imports_only_its_own_module():
     """`main` builds the parser of the command it runs only (start-up time: `plan` imports neither the
-    exporters nor the fleet's solver), and COMMAND_MODULES names the module of every command."""
+    exporters nor the fleet's solver, nor the RL planner but for an RL job kind, plan_cmd.JOB_KIND_MODULES),
+    and COMMAND_MODULES names the module of every command."""
     from planner.cli import COMMAND_MODULES, build_parser, command_in
 
     def commands(parser):
@@ -132,4 +134,57 @@ def test_a_command_imports_only_its_own_module():
                          text=True, cwd=ROOT, timeout=120)
     imported = {line.rpartition("|")[2].strip() for line in out.stderr.splitlines()}   # (not what importlib loads)
     assert out.returncode == 0 and "planner.search" in imported, out.stderr[-500:]
-    assert not imported & {"planner.fleet", "planner.export", "planner.cli.fleet_cmd", "planner.cli.export_cmd", "pulp"}
+    assert not imported & {"planner.fleet", "planner.export", "planner.cli.fleet_cmd", "planner.cli.export_cmd", "pulp",
+                           "planner.rl.step", "planner.rl.search", "planner.rl.report"}     # RL: an RL job kind only
+
+
+def test_the_script_entry_point_runs_the_program():
+    """pyproject's `hetplan` script names planner.__main__:program, the function `python -m planner` runs: the
+    same output, whichever way a user starts it."""
+    try:
+        import tomllib
+    except ImportError:                      # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["hetplan"]
+    module, _, function = target.partition(":")
+    as_script = subprocess.run([sys.executable, "-c", f"import sys; from {module} import {function}; "
+                                f"sys.exit({function}())", "catalog", "models", "--json"],
+                               capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert as_script.returncode == 0 and as_script.stdout == hetplan("catalog", "models", "--json").stdout
+
+
+def test_the_program_loads_numpy_with_one_blas_thread_and_restores_the_environment():
+    """planner.__main__ sets OPENBLAS_NUM_THREADS=1 while numpy loads (no BLAS thread per core, each spinning
+    CPU time away at start-up), then gives the environment back as it was, for the processes a command starts;
+    a value the user set stays."""
+    probe = ("import os, planner.__main__, numpy; print(os.environ.get('OPENBLAS_NUM_THREADS'), "
+             "len(os.listdir('/proc/self/task')) if os.path.isdir('/proc/self/task') else 1)")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["None", "1"], (out.stdout, out.stderr[-500:])
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert out.returncode == 0 and out.stdout.split()[0] == "2", (out.stdout, out.stderr[-500:])
+
+
+def test_the_program_freezes_what_the_command_leaves(monkeypatch):
+    """program() returns main's exit code, main runs under GC_THRESHOLDS already (its return to the thresholds
+    it found then starts no collection), and the objects left are frozen (gc.freeze), exit code or exception:
+    the collections as the interpreter ends would only traverse them."""
+    import gc
+    import planner.__main__ as entry
+    from planner.cli import GC_THRESHOLDS
+    thresholds, frozen, seen = gc.get_threshold(), [], []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    monkeypatch.setattr(entry, "main", lambda: seen.append(gc.get_threshold()) or 3)
+    try:
+        assert entry.program() == 3 and frozen == [True] and seen == [GC_THRESHOLDS]
+
+        def fails():
+            raise SystemExit(0)
+        monkeypatch.setattr(entry, "main", fails)
+        with pytest.raises(SystemExit):
+            entry.program()
+        assert frozen == [True, True]
+    finally:
+        gc.set_threshold(*thresholds)

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 
 from catalog.formats import load_cluster_file, plan_to_dict
 from planner.cli.common import catalog_from_args, check_tokens, finite_number, print_json, whole_number
 from planner.cli.files import check_output_file, refuse_an_input, write_file
-from planner.cli.rl_cmd import add_rl_arguments, check_flags as check_rl_flags, run_plan as run_rl_plan
+from planner.cli.rl_flags import add_rl_arguments, check_flags as check_rl_flags
 from planner.rl.workload import RL_KINDS
 from planner.engines import AUTO, ENGINES, REAL, RUNTIME
 from planner.report import estimate_to_dict, format_duration, spot_text
@@ -27,6 +28,10 @@ MAX_TOP = 1000
 MAX_TIME_LIMIT_S = 24 * 3600              # a search that long is a typo, not a plan
 MAX_DEADLINE_HOURS = 1e6                  # over a century
 MAX_WORKERS = 64
+# The module that plans a job kind other than hetplan's own search, with its `run_plan(args, cluster, model,
+# catalog)`: `run` imports it for that kind only, as planner.cli.main imports the module of the command it runs
+# (the RL planner's modules are no part of another plan's start-up)
+JOB_KIND_MODULES = dict.fromkeys(RL_KINDS, "planner.cli.rl_cmd")
 
 
 def register(sub) -> None:
@@ -123,8 +128,8 @@ def run(args) -> int:
     cluster = load_cluster_file(args.cluster, catalog)
     model = catalog.model(args.model, "--model")
     check_rl_flags(args)
-    if args.job_kind in RL_KINDS:
-        return run_rl_plan(args, cluster, model, catalog)
+    if args.job_kind in JOB_KIND_MODULES:
+        return importlib.import_module(JOB_KIND_MODULES[args.job_kind]).run_plan(args, cluster, model, catalog)
     if args.engine == "all":
         return _run_all(args, cluster, model, catalog)
     with ended_by_signals():        # --workers: SIGTERM and SIGHUP end the workers on the way out

