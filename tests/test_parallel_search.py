@@ -275,6 +275,22 @@ def test_the_first_engine_split_in_parts_gives_the_answer_of_one_process(case, r
         assert isinstance(first, str) or any(f"searched in {workers} parts" in n for n in notes), notes
 
 
+def test_the_first_engine_is_split_from_three_workers_one_part_each(job_64, catalog):
+    """_first_parts: one part per process from 3 workers; none at 2, for the energy and deadline objectives, for
+    another planner, for a search pruned at seeds, or where the engine has several expert-parallel settings."""
+    cluster, job = job_64
+    auto = dict(offload="auto", context_parallel="auto", expert_parallel="auto")
+
+    def parts(workers, objective=Objective.THROUGHPUT, method="hetplan", model=job.model, **options):
+        return search_module._first_parts(cluster, replace(job, model=model), REAL[0], objective, method,
+                                          SearchOptions(workers=workers, **options), auto)
+    assert [parts(w) for w in (1, 2, 3, 4)] == [1, 1, 3, 4]
+    assert parts(4, Objective.COST) == 4
+    assert parts(4, Objective.ENERGY) == parts(4, Objective.DEADLINE) == parts(4, method="megatron") == 1
+    assert parts(4, best_only=True) == 1
+    assert parts(4, model=catalog.model("mixtral-8x7b")) == 1      # expert-parallel degrees 1, 2, 4, 8
+
+
 def test_a_part_cut_short_leaves_the_answer_incomplete(job_64):
     """_parts_answer: a part not searched (the time limit spent) or Beaten without proof makes the first engine's
     answer incomplete, as a setting not searched does in one process."""

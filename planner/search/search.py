@@ -459,12 +459,13 @@ def _first_parts(cluster: Cluster, job: Job, name: str, objective, method: str, 
     path split, 0.61-0.72 not) and one search keeps the whole ranking of one process. For hetplan's
     search of one context- and expert-parallel setting (each setting's offload decision reads its own
     answer: the parts search the job's offload, _parts_answer the others), not for the energy objective
-    (searched on a cluster priced by power) nor a search pruned at seeds (best_only)."""
+    (searched on a cluster priced by power) nor the deadline's (a deadline no plan meets is explained by the
+    fastest plan of the whole space), nor a search pruned at seeds (best_only)."""
     first = replace(job, engine=name)
     one = ((settings["context_parallel"] != "auto" or len(context_settings(cluster, first)) == 1)
            and (settings["expert_parallel"] != "auto" or len(expert_settings(cluster, first)) == 1))
     if (options.workers < FIRST_PARTS_FROM or not one or method != "hetplan" or options.best_only
-            or Objective(objective) == Objective.ENERGY):
+            or Objective(objective) in (Objective.ENERGY, Objective.DEADLINE)):
         return 1
     return options.workers
 
