@@ -498,20 +498,20 @@ def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hou
     if first is not None:
         answers = [o for o in outcomes if isinstance(o, SearchResult)]
         first = replace(_merged_ranking(objective, deadline_hours, top_k, first, answers),
-                        candidates_evaluated=sum(r.candidates_evaluated for r in answers),
-                        notes=first.notes + (f"{ENGINES[name].title}'s space searched in {len(outcomes)} parts (every "
-                                             f"{len(outcomes)}-th layout family each), each pruned at the best plan "
-                                             f"of the parts before it, in worker processes; the best answer is "
-                                             f"shown, ties to the first part",))
+                        candidates_evaluated=sum(r.candidates_evaluated for r in answers))
         if any(isinstance(e, InputError) and e.field == "time_limit" for e in errors):
             first = replace(first, complete=False, gap=None)
     left = _left_s(reserved=True)
     share = replace(options, workers=1, time_limit_s=None if left is None else max(1e-3, left))
     try:
-        return _offloads_after(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method, share,
-                               first=first, error=error, offload=settings["offload"])
+        found = _offloads_after(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method, share,
+                                first=first, error=error, offload=settings["offload"])
     except InputError as err:
         return err
+    return replace(found, notes=found.notes + (
+        f"{ENGINES[name].title}'s space with the job's offload setting searched in {len(outcomes)} parts (every "
+        f"{len(outcomes)}-th layout family each) in worker processes, each pruned at the best plan of the others "
+        f"(ties to the first part); the best of their answers",))
 
 
 def _merged_ranking(objective, deadline_hours, top_k: int, best: SearchResult, answers: list) -> SearchResult:
