@@ -21,8 +21,8 @@ if not _blas_threads_given:
 def program() -> int:
     """planner.cli.main in a process that ends with it: main's collector thresholds (GC_THRESHOLDS) for the
     whole process, so that main's return to them starts no collection of what the search left (a full one:
-    0.08-0.10 CPU s at 128 GPUs), and those objects frozen (gc.freeze) as it returns, so that the interpreter's
-    collections as it ends do not traverse them either (another 0.06-0.17 s) to free what the exit frees anyway."""
+    0.06-0.10 CPU s at 128 GPUs), and those objects frozen (gc.freeze) as it returns, so that the interpreter's
+    collections as it ends do not traverse them either (another 0.04-0.17 s) to free what the exit frees anyway."""
     gc.set_threshold(*GC_THRESHOLDS)
     try:
         return main()

@@ -62,3 +62,10 @@ def test_the_seed_margin_is_stated_as_the_code_applies_it():
     assert f"evaluated under it, {SEED_MARGIN:.1%} above that key (`SEED_MARGIN`)" in performance
     source = (ROOT / "planner" / "search" / "search.py").read_text()
     assert "return replace(options, beat=key * (1 + SEED_MARGIN))" in source
+
+
+def test_the_command_lines_collector_thresholds_are_the_code_s():
+    """docs/performance.md, "Start-up and exit of the command line", states planner.cli.GC_THRESHOLDS."""
+    from planner.cli import GC_THRESHOLDS
+    first, second, third = GC_THRESHOLDS
+    assert f"`GC_THRESHOLDS` is now ({first:,}, {second}, {third})" in _text("docs/performance.md")

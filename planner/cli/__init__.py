@@ -73,8 +73,12 @@ def command_in(argv: list[str]) -> str | None:
 
 # A search allocates objects by the million and keeps caches of many: at Python's default thresholds (700, 10, 10)
 # the cyclic collector rescans them hundreds of times (0.4-0.5 CPU s of a 3.7 s search at 1,024 GPUs). A command
-# collects less often while it runs (docs/performance.md, "Evaluate in the best-engine command").
-GC_THRESHOLDS = (50_000, 20, 20)
+# collects less often while it runs (docs/performance.md, "Evaluate in the best-engine command"): a collection
+# traverses the young objects, nearly all of them the search's live caches, so the work is their number whatever
+# the threshold, unless none runs; below a million young objects (a 4,096-GPU search keeps about half that) none
+# does, and the cyclic garbage a command may hold is at most that many objects (docs/performance.md, "Start-up
+# and exit of the command line").
+GC_THRESHOLDS = (1_000_000, 20, 20)
 
 
 def main(argv: list[str] | None = None) -> int:

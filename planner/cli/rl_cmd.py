@@ -17,6 +17,7 @@ from planner.rl.step import evaluate_rl
 from planner.rl.workload import Algorithm, Mode, RlJob
 from planner.types import InputError
 
+
 def job_from_args(args, model, catalog) -> RlJob:
     reward = catalog.model(args.reward_model, "--reward-model") if args.reward_model else None
     try:
