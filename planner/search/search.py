@@ -509,9 +509,9 @@ def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hou
     except InputError as err:
         return err
     return replace(found, notes=found.notes + (
-        f"{ENGINES[name].title}'s space with the job's offload setting searched in {len(outcomes)} parts (every "
-        f"{len(outcomes)}-th layout family each) in worker processes, each pruned at the best plan of the others "
-        f"(ties to the first part); the best of their answers",))
+        f"{ENGINES[name].title}'s space with the job's offload setting searched in {len(outcomes)} parts (part k: "
+        f"the layout families k, k + {len(outcomes)}, k + {2 * len(outcomes)}, ...) in worker processes, each "
+        f"pruned at the best plan of the others (ties to the first part); the best of their answers",))
 
 
 def _merged_ranking(objective, deadline_hours, top_k: int, best: SearchResult, answers: list) -> SearchResult:
