@@ -455,8 +455,9 @@ def _first_parts(cluster: Cluster, job: Job, name: str, objective, method: str, 
     """How many parts the first engine's search is split into with options.workers processes: one per
     process from FIRST_PARTS_FROM workers up, so that every process starts on it and the other engines
     start once it is (nearly) done, pruned at its answer; at 2 workers none: there the split gained nothing
-    measurable (benchmarks/workers_benchmark.py at 1,024 GPUs, load 4: 0.63-0.72 of one process's critical
-    path split, 0.61-0.72 not) and one search keeps the whole ranking of one process. For hetplan's
+    measurable (benchmarks/workers_benchmark.py at 1,024 GPUs, load 4-5, five runs each: 0.55-0.76 of one
+    process's critical path split, 0.57-0.72 not) and one search keeps the whole ranking of one process
+    (docs/performance.md, Worker processes). For hetplan's
     search of one context- and expert-parallel setting (each setting's offload decision reads its own
     answer: the parts search the job's offload, _parts_answer the others), not for the energy objective
     (searched on a cluster priced by power) nor the deadline's (a deadline no plan meets is explained by the
@@ -475,8 +476,8 @@ FIRST_PARTS_FROM = 3      # workers from which the first engine's search is spli
 
 def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hours, top_k, method,
                   options: SearchOptions, settings: dict, outcomes: list) -> SearchResult | InputError:
-    """Engine `name`'s answer from its parts' (SearchOptions.part, each pruned at the parts before it),
-    as its search in one process answers: each part held to the sequential rule in part order (one whose
+    """Engine `name`'s answer from its parts' (SearchOptions.part, each pruned at the others' best plans so
+    far, SharedBest.peers), as its search in one process answers: each part held to the sequential rule in part order (one whose
     answer does not beat the parts before it is Beaten, complete when its own search proves it), the
     best answer of them (_combine: ties to the first part, complete when every part is, the worst gap),
     then its offload settings searched in turn after it where that answer calls for them (_offloads_after,
