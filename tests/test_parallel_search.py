@@ -291,6 +291,42 @@ def test_the_first_engine_is_split_from_three_workers_one_part_each(job_64, cata
     assert parts(4, model=catalog.model("mixtral-8x7b")) == 1      # expert-parallel degrees 1, 2, 4, 8
 
 
+def test_the_first_engines_offload_settings_are_searched_beside_the_other_engines(catalog, monkeypatch):
+    """single-node-8, llama-2-7b: Megatron-LM's answer fills its GPUs' memory, so its offload settings are searched
+    after its first setting. With 3 workers that is a ticket of its own once the parts have ended (_offloads_ticket,
+    beside the other engines, which prune at its plans), used by the parts' answer as one process searches them:
+    the same answer as 1 process."""
+    cluster = load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
+    job = Job(model=catalog.model("llama-2-7b"), global_batch=32, seq_len=2048, engine=RUNTIME)
+    one = search(cluster, job, options=SearchOptions(time_limit_s=None), engines=REAL)
+    searched = []
+    real = search_module._offloads_ticket
+
+    def spy(*args, **kwargs):
+        searched.append(real(*args, **kwargs))
+        return searched[-1]
+    monkeypatch.setattr(search_module, "_offloads_ticket", spy)
+    spread = search(cluster, job, options=SearchOptions(time_limit_s=None, workers=3), engines=REAL)
+    assert _answer(spread, 1) == _answer(one, 1)
+    assert searched and searched[0], "the ticket searched the offload settings (in this process: forked workers " \
+                                     "see the spy too, but report nothing back)"
+    assert any(n.startswith("offload searched") for n in one.notes)
+    assert any(n.startswith("offload searched") for n in spread.notes)
+    assert any("searched in 3 parts" in n for n in spread.notes)
+
+
+def test_a_ticket_waits_for_those_it_comes_after_without_a_process_waiting():
+    """run_each's `after`: a process skips a ticket whose tickets before it have not ended (it takes another, or
+    ends); the one that ends the last of them takes it."""
+    taken, ended = multiprocessing.Array("b", 3), [0, 0, 0]
+    ready = lambda k: k != 2 or all(ended[:2])      # noqa: E731   ticket 2 after tickets 0 and 1
+    assert parallel._take(taken, [0, 2, 1], ready) == (0, 3)
+    assert parallel._take(taken, [0, 2, 1], ready) == (1, 2)       # 2 is not ready: 1 instead
+    assert parallel._take(taken, [0, 2, 1], ready) is None         # nothing ready: this process ends
+    ended[:2] = [1, 1]
+    assert parallel._take(taken, [2], ready) == (2, 1)
+
+
 def test_a_part_cut_short_leaves_the_answer_incomplete(job_64):
     """_parts_answer: a part not searched (the time limit spent) or Beaten without proof makes the first engine's
     answer incomplete, as a setting not searched does in one process."""

@@ -20,9 +20,9 @@ search has the CPU seconds it would have had in turn: the whole call may spend u
 limit in CPU seconds, in about the wall time of one.
 
 A ticket may be other work than a search (the baselines under the first engine, planner.search.search),
-or a part of one engine's search (every n-th layout family, SearchOptions.part). The `own` ticket is
-this process's, after ticket 0, so that it finds its caches (the baselines after the first engine's
-search or its first part), unless a worker, every other ticket taken, starts it first.
+or a part of one engine's search (every n-th layout family, SearchOptions.part). The `own` tickets
+are this process's, after ticket 0, so that they find its caches (the baselines after the first engine's
+search or its first part), unless a worker, every other ticket taken, starts one first.
 
 One engine's search may be split into parts (the first engine's, from 3 workers: planner.search.search
 ._first_parts), tickets over every n-th layout family each, which prune at the parts before them as the
@@ -64,6 +64,11 @@ class SharedBest:
             return False
         return min(self.slots[self.index + 1:], default=math.inf) < min(self.slots[:first], default=math.inf)
 
+    def mark(self, flag: int) -> None:
+        """Say, as this ticket ends, something more than that it ended (`done`: 1 ended, here `flag` > 1)."""
+        if self.done is not None:
+            self.done[self.index] = flag
+
     def offer(self, key: float) -> None:
         """A plan of this search, evaluated: its key, kept when it is this search's best so far."""
         if key < self.slots[self.index]:
@@ -90,23 +95,25 @@ Task = Callable[..., object]
 
 
 def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple,
-             own: int | None = None) -> list:
+             own: tuple[int, ...] = (), after: dict[int, range] | None = None) -> list:
     """The outcomes of task(k, ...) for k = 0 .. count - 1, in order, run by up to `workers`
     processes (this one among them) that take the searches in order; `limit_s`: each process's
     clock. `task` is a module-level function (it is sent to the workers by name). An exception
-    (a signal among them) ends the workers at once. Ticket 0 is this process's, and ticket `own`
-    too, right after it, unless a worker, every other ticket taken, finds it not yet started."""
+    (a signal among them) ends the workers at once. Ticket 0 is this process's, and the tickets `own`
+    too, right after it, unless a worker, every other ticket taken, finds one not yet started. A ticket of
+    `after` is taken only once the tickets it names have ended (none waits for it: a process with no other
+    ticket left ends, and the one that ends the last of them takes it)."""
     context = worker_context()
     taken, slots = context.Array("b", count), context.RawArray("d", [math.inf] * count)
     ended = context.RawArray("b", count)
     helpers = min(workers, count) - 1
     pool = worker_pool(helpers, _inherit, (taken, slots, ended), context)
     try:
-        others = [k for k in range(1, count) if k != own]
-        mine = [0, *([] if own is None else [own]), *others]
-        order = [*others, *([] if own is None else [own])]
-        futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args, order) for _ in range(helpers)]
-        done = _drain(task, count, workers, limit_s, args, taken, slots, ended, mine)
+        others = [k for k in range(1, count) if k not in own]
+        mine, order = [0, *own, *others], [*others, *reversed(own)]
+        futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args, order, after)
+                   for _ in range(helpers)]
+        done = _drain(task, count, workers, limit_s, args, taken, slots, ended, mine, after=after)
         for future in futures:
             done += future.result()
     except BaseException:
@@ -117,20 +124,24 @@ def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: 
 
 
 def _drain(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, taken, slots, ended,
-           order) -> list:
-    """Take the first search of `order` not yet taken and run it, until none is left: [(k, outcome)]."""
+           order, after: dict | None = None) -> list:
+    """Take the first search of `order` not yet taken (and ready: run_each's `after`) and run it, until none
+    is left: [(k, outcome)]."""
     clock, done = Clock(limit_s), []
-    while (took := _take(taken, order)) is not None:
+    while (took := _take(taken, order, lambda k: all(ended[j] for j in (after or {}).get(k, ())))) is not None:
         k, left = took
-        done.append((k, task(k, SharedBest(slots, k, ended), clock, math.ceil(left / workers), bool(done), *args)))
-        ended[k] = 1
+        try:
+            done.append((k, task(k, SharedBest(slots, k, ended), clock, math.ceil(left / workers), bool(done),
+                                 *args)))
+        finally:
+            ended[k] = ended[k] or 1
     return done
 
 
-def _take(taken, order) -> tuple[int, int] | None:
-    """The first ticket of `order` not yet taken, now taken, and how many were left (it among them)."""
+def _take(taken, order, ready=lambda k: True) -> tuple[int, int] | None:
+    """The first ticket of `order` not yet taken and `ready`, now taken, and how many were left (it among them)."""
     with taken.get_lock():
-        k = next((k for k in order if not taken[k]), None)
+        k = next((k for k in order if not taken[k] and ready(k)), None)
         if k is None:
             return None
         taken[k] = 1
@@ -145,6 +156,7 @@ def _inherit(taken, slots, ended) -> None:
     _inherited.update(taken=taken, slots=slots, ended=ended)
 
 
-def _drain_inherited(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, order: list) -> list:
+def _drain_inherited(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, order: list,
+                     after: dict | None = None) -> list:
     return _drain(task, count, workers, limit_s, args, _inherited["taken"], _inherited["slots"], _inherited["ended"],
-                  order)
+                  order, after=after)

@@ -355,15 +355,17 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
     _winner_baselines' answer) or None, for _attach_baselines, which searches them again, in turn, where
     another engine or setting wins."""
     parts = _first_parts(cluster, job, names[0], objective, method, options, settings)
-    tickets = (*((names[0], (k, parts)) for k in range(parts)), *(((None, parts),) if baselines else ()),
-               *((name, (0, 1)) for name in names[1:]))
+    first = parts + (parts > 1)      # the first engine's tickets: its parts and its other offload settings
+    tickets = (*((names[0], (k, parts)) for k in range(parts)), *(((names[0], None),) if parts > 1 else ()),
+               *(((None, first),) if baselines else ()), *((name, (0, 1)) for name in names[1:]))
     outcomes = run_each(_engine_ticket, len(tickets), options.workers, options.time_limit_s,
                         (cluster, job, tickets, objective, deadline_hours, top_k, method, replace(options, workers=1),
-                         settings), own=parts if baselines else None)
-    known = outcomes.pop(parts) if baselines else None
+                         settings), own=tuple(range(parts, first + baselines)),
+                        after={parts: range(parts)} if parts > 1 else None)
+    known = outcomes.pop(first) if baselines else None
     if parts > 1:
-        outcomes[:parts] = [_parts_answer(cluster, job, names[0], objective, deadline_hours, top_k, method, options,
-                                          settings=settings, outcomes=outcomes[:parts])]
+        outcomes[:first] = [_parts_answer(cluster, job, names[0], objective, deadline_hours, top_k, method, options,
+                                          settings=settings, outcomes=outcomes[:parts], offloads=outcomes[parts])]
     results, why, covered = {}, {}, {}
     beat = math.inf if options.beat is None else options.beat
     for k, (name, outcome) in enumerate(zip(names, outcomes)):
@@ -418,13 +420,17 @@ def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searche
     own clock, so that it starts an engine, and cuts a search short, where the first process would. It skips
     the parts of its space the engines before it hold, as if their searches end complete (as in turn;
     _engines_in_workers checks). tickets[k]: (engine, (part, parts)), a part of that engine's search
-    (SearchOptions.part: its offload setting alone, _parts_answer adds the others); (None, parts): the first
-    engine's baselines instead, unless its `parts` tickets have ended beaten (_engines_in_workers)."""
+    (SearchOptions.part: its offload setting alone); (engine, None): its other offload settings, once its parts
+    have ended (_offloads_ticket); (None, n): the first engine's baselines instead, unless its n tickets have
+    ended beaten (_engines_in_workers)."""
     name, part = tickets[k]
     token = _WHOLE.set(_WHOLE.get() or _process_budget(clock, options))
     try:
         if searched_before and _spent():
             return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
+        if part is None:
+            return _offloads_ticket(shared, cluster, replace(job, engine=name), objective, deadline_hours, top_k,
+                                    method, replace(options, time_limit_s=_engine_share(clock, 0, still)), settings)
         if name is None:       # the baselines have limits of their own: the engines' clock stops meanwhile
             if shared.beaten(part):
                 return None
@@ -447,6 +453,8 @@ def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searche
     finally:
         _WHOLE.reset(token)
     shared.offer(estimate_key(objective, found.plans[0].estimate, deadline_hours))
+    if part[1] > 1 and settings["offload"] == "auto" and _offload_settings(replace(job, engine=name), found):
+        shared.mark(OFFLOADS_ASKED)
     return replace(found, notes=found.notes + _cover_notes(covers)) if covers else found
 
 
@@ -474,14 +482,44 @@ def _first_parts(cluster: Cluster, job: Job, name: str, objective, method: str, 
 FIRST_PARTS_FROM = 3      # workers from which the first engine's search is split (_first_parts)
 
 
+OFFLOADS_ASKED = 2       # a part's ticket ends with its answer asking for the engine's offload settings (SharedBest.mark)
+
+
+def _offloads_ticket(shared: SharedBest, cluster: Cluster, job: Job, objective, deadline_hours, top_k, method,
+                     options: SearchOptions, settings: dict) -> dict | None:
+    """The first engine's offload settings after its parts (the tickets before this one, all ended: run_each's
+    `after`), as one process searches them after its first setting's answer (_offloads_after), here while the
+    other engines search, so that they prune at these plans too: where the best part's answer (the least key,
+    ties to the first part: the parts' answer, _parts_answer) asks for them (OFFLOADS_ASKED) or no part has a
+    plan, each setting pruned at that answer and the settings before it. Offload -> (its answer or None, why
+    none or None); None where none is asked for."""
+    said, keys = list(shared.done[:shared.index]), list(shared.slots[:shared.index])
+    best = min(range(len(keys)), key=lambda k: (keys[k], k))
+    if keys[best] < math.inf and said[best] != OFFLOADS_ASKED:
+        return None
+    tries = _offload_settings(job, None) if settings["offload"] == "auto" else []
+    done, beat = {}, [keys[best]] + ([] if options.beat is None else [options.beat])
+    for setting in tries:
+        share = replace(options, beat=None if min(beat) == math.inf else min(beat), shared_beat=shared)
+        found, err = _search_or_error(cluster, replace(job, offload=setting), objective, deadline_hours, top_k,
+                                      method, share, False)
+        if found is not None:
+            beat.append(estimate_key(objective, found.plans[0].estimate, deadline_hours))
+            shared.offer(beat[-1])
+        done[setting] = (found, err)
+    return done
+
+
 def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hours, top_k, method,
-                  options: SearchOptions, settings: dict, outcomes: list) -> SearchResult | InputError:
+                  options: SearchOptions, settings: dict, outcomes: list,
+                  offloads: dict | None = None) -> SearchResult | InputError:
     """Engine `name`'s answer from its parts' (SearchOptions.part, each pruned at the others' best plans so
     far, SharedBest.peers), as its search in one process answers: each part held to the sequential rule in part order (one whose
     answer does not beat the parts before it is Beaten, complete when its own search proves it), the
     best answer of them (_combine: ties to the first part, complete when every part is, the worst gap),
-    then its offload settings searched in turn after it where that answer calls for them (_offloads_after,
-    as in one process: the trigger reads the best plan alone). Or why it has no plan."""
+    then its offload settings after it where that answer calls for them (_offloads_after, as in one process:
+    the trigger reads the best plan alone), as `offloads` (_offloads_ticket) searched them. Or why it has no
+    plan."""
     results, errors, beat = [], [], math.inf if options.beat is None else options.beat
     for outcome in outcomes:
         if isinstance(outcome, SearchResult):
@@ -506,7 +544,8 @@ def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hou
     share = replace(options, workers=1, time_limit_s=None if left is None else max(1e-3, left))
     try:
         found = _offloads_after(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method, share,
-                                first=first, error=error, offload=settings["offload"])
+                                first=first, error=error, offload=settings["offload"],
+                                done=offloads if isinstance(offloads, dict) else None)
     except InputError as err:
         return err
     return replace(found, notes=found.notes + (
@@ -642,14 +681,18 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
 
 
 def _offloads_after(cluster: Cluster, job: Job, objective, deadline_hours, top_k, method, options,
-                    first: SearchResult | None, error: InputError | None, offload: str) -> SearchResult:
-    """_search_offloads after its first setting's answer `first` (or `error`): the other offload settings."""
+                    first: SearchResult | None, error: InputError | None, offload: str,
+                    done: dict | None = None) -> SearchResult:
+    """_search_offloads after its first setting's answer `first` (or `error`): the other offload settings,
+    those of `done` (Offload -> (answer, error): _offloads_ticket) as searched there."""
     tries = _offload_settings(job, first) if offload == "auto" else []
+    done = done if done is not None and list(done) == tries else {}     # searched as this answer asks, or not used
     results, errors = [] if first is None else [first], [error]
-    skipped = [o.value for o in tries if results and _spent()]
+    skipped = [o.value for o in tries if results and _spent() and o not in done]
     for setting in [o for o in tries if o.value not in skipped]:
-        found, err = _search_or_error(cluster, replace(job, offload=setting), objective, deadline_hours, top_k,
-                                      method, _beating(options, objective, deadline_hours, results), False)
+        found, err = done.get(setting) or _search_or_error(
+            cluster, replace(job, offload=setting), objective, deadline_hours, top_k, method,
+            _beating(options, objective, deadline_hours, results), False)
         results, errors = results + [found] * (found is not None), errors + [err]
     best = _combine(objective, deadline_hours, results, errors)
     if tries:
