@@ -291,28 +291,32 @@ def test_the_first_engine_is_split_from_three_workers_one_part_each(job_64, cata
     assert parts(4, model=catalog.model("mixtral-8x7b")) == 1      # expert-parallel degrees 1, 2, 4, 8
 
 
-def test_the_first_engines_offload_settings_are_searched_beside_the_other_engines(catalog, monkeypatch):
+def test_the_first_engines_offload_settings_are_searched_beside_the_other_engines(catalog):
     """single-node-8, llama-2-7b: Megatron-LM's answer fills its GPUs' memory, so its offload settings are searched
     after its first setting. With 3 workers that is a ticket of its own once the parts have ended (_offloads_ticket,
     beside the other engines, which prune at its plans), used by the parts' answer as one process searches them:
-    the same answer as 1 process."""
+    the same answer as 1 process. The ticket searches them only where the best part (the least key, ties to the
+    first) asked for them."""
     cluster = load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
     job = Job(model=catalog.model("llama-2-7b"), global_batch=32, seq_len=2048, engine=RUNTIME)
     one = search(cluster, job, options=SearchOptions(time_limit_s=None), engines=REAL)
-    searched = []
-    real = search_module._offloads_ticket
-
-    def spy(*args, **kwargs):
-        searched.append(real(*args, **kwargs))
-        return searched[-1]
-    monkeypatch.setattr(search_module, "_offloads_ticket", spy)
     spread = search(cluster, job, options=SearchOptions(time_limit_s=None, workers=3), engines=REAL)
     assert _answer(spread, 1) == _answer(one, 1)
-    assert searched and searched[0], "the ticket searched the offload settings (in this process: forked workers " \
-                                     "see the spy too, but report nothing back)"
     assert any(n.startswith("offload searched") for n in one.notes)
     assert any(n.startswith("offload searched") for n in spread.notes)
     assert any("searched in 3 parts" in n for n in spread.notes)
+    first = replace(job, engine=REAL[0])
+    key = estimate_key(Objective.THROUGHPUT, one.plans[0].estimate, None)
+    auto = dict(offload="auto", context_parallel="auto", expert_parallel="auto")
+
+    def ticket(done):          # two parts that ended with these flags, the best (ties: the first) at `key`
+        shared = SharedBest([key, key, math.inf], 2, done)
+        return search_module._offloads_ticket(shared, cluster, first, Objective.THROUGHPUT, None, 5, "hetplan",
+                                              SearchOptions(time_limit_s=None), auto)
+    asked = search_module.OFFLOADS_ASKED
+    assert ticket([1, asked, 0]) is None                                   # the first part did not ask
+    searched = ticket([asked, 1, 0])
+    assert list(searched) == search_module._offload_settings(first, None)
 
 
 def test_a_ticket_waits_for_those_it_comes_after_without_a_process_waiting():
