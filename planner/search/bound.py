@@ -233,9 +233,13 @@ class Bounds:
                 break
             transfers = self.transfers.floor_s(runs, mb, fixed)
             fits = False
+            m = B // mb
             for v in INTERLEAVES:
                 if v > 1 and (p == 1 or L % v):
                     continue
+                if p * v > L or v > 1 and any(len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p)
+                                              for groups, _ in runs):
+                    continue     # more stages than layers, or uneven interleaved groups: no setting of any rates
                 ratio = None
                 for rc in recomputes:
                     asked = zeros if only is None else tuple(zero for zero in zeros if (mb, v, rc, zero) in only)
@@ -264,18 +268,14 @@ class Bounds:
         caller drops it as it would its bound). `window_ratio`: n / k of (b7);
         `fixed`: the runs whose positions are known (pipeline_s), for (b10)."""
         L, m = self.scorer.model.layers, self.scorer.job.global_batch // mb
-        never = [math.inf] * len(zeros)
-        if p * v > L:
-            return never, False
+        # (pipeline_s leaves out more stages than layers and uneven interleaved groups)
         # stages of run k: (k, how many, their rates, the head's time, which part of the run: "all" of a
         # run before the last; the last run's "others" and "last")
         stages = []
-        if v > 1 and any(len(groups) == 1 and (m % groups[0].count or (m // groups[0].count) % p) for groups, _ in runs):
-            return never, False                  # uneven interleaved groups: no rates needed to say so
         for k, (groups, count) in enumerate(runs):
             rates = self._stage_rates(groups, mb, rc, sp)
             if rates is None:
-                return never, False
+                return [math.inf] * len(zeros), False
             per_zero, head, shares = rates
             head = 0.0 if no_head else head
             if k < len(runs) - 1:

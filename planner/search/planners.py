@@ -83,6 +83,9 @@ class SearchOptions:
     #                                        in its explanation, no Pareto front (hetplan plan --engine all's text)
     seeds: tuple = ()                      # with best_only: plans found elsewhere (other engines' answers); the best
     #                                        of those this engine runs prunes its first setting (search._seeded)
+    part: tuple[int, int] = (0, 1)         # (k, n): hetplan's search over every n-th layout family from the k-th
+    #                                        only (its proof pass too), one part of a space split over worker processes
+    #                                        (planner.search.search._first_parts); (0, 1): the whole space
 
     def __post_init__(self):
         for name in ("time_limit_s", "baseline_time_limit_s"):
@@ -91,6 +94,8 @@ class SearchOptions:
                 raise InputError(name, f"must be a positive number of seconds (or None for no limit), got {limit!r}")
         if not (isinstance(self.workers, int) and not isinstance(self.workers, bool) and self.workers >= 1):
             raise InputError("workers", f"must be a whole number of at least 1, got {self.workers!r}")
+        if not (len(self.part) == 2 and 0 <= self.part[0] < self.part[1]):
+            raise InputError("part", f"must be (k, n) with 0 <= k < n, got {self.part!r}")
 
 
 # What planner.cost.evaluate keeps within one `search` call (its `kept`): the passes and simulation of each plan
@@ -743,6 +748,8 @@ class HetplanPlanner:
         stop = ListingStop(limit)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
                                    engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
+        if options.part[1] > 1:     # every n-th family, in listing order: each part a mix of subsets and sizes
+            families = itertools.islice(families, options.part[0], None, options.part[1])
         keeper.covered = tuple(c for c in options.covered if c.job == job)    # not another setting's search
         _best_first(bounds, _uncovered(families, job, keeper.covered) if keeper.covered else families, keeper,
                     options, _scan_layout, pools, limit, listing=stop)
