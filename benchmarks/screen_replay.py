@@ -11,7 +11,9 @@ Python function calls of one cold replay under cProfile (a count the machine's l
 two versions of the code, run this file in each checkout (copy it into one that predates it): the search must
 be the same for the replays to compare the same work, so the script prints the answer's tokens/s and the
 number of calls and families. `--answers-out FILE` in one checkout and `--answers-in FILE` in the other
-compare what every call answered (each float exactly) and print how many calls differ.
+compare what every call answered (each float exactly) and print how many calls differ. `--compare-with DIR`
+also loads DIR's planner/search/screen.py (another checkout's, same interface) and alternates warm replays of
+the two in this process, so that both see the same minutes of a busy machine.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import argparse
 import cProfile
 import gc
 import importlib
+import importlib.util
 import pstats
 import statistics
 import sys
@@ -80,6 +83,23 @@ def _replay(cluster, calls, cold: bool, profile: cProfile.Profile | None = None)
     return spent, answers
 
 
+def _compare(calls, directory: str, repeat: int) -> None:
+    """Warm replays of this checkout's screen and of `directory`'s, alternating; prints each one's best and median."""
+    spec = importlib.util.spec_from_file_location("other_screen", Path(directory) / "planner/search/screen.py")
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    times: dict[str, list[float]] = {directory: [], "this checkout": []}
+    for _ in range(repeat):
+        for name, screen_s in ((directory, other.screen_s), ("this checkout", screen.screen_s)):
+            gc.collect()
+            start = time.process_time()
+            for scorer, families in calls:
+                screen_s(scorer, families)
+            times[name].append(time.process_time() - start)
+    for name, spent in times.items():
+        print(f"warm, alternating: {name}: best {min(spent):.3f}, median {statistics.median(spent):.3f} CPU s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cluster", default=None, help="cluster file; default: the 128-GPU cluster of the command table")
@@ -89,6 +109,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--answers-out", help="write every screen_s answer of the search (floats exactly), one a line")
     parser.add_argument("--answers-in", help="compare this checkout's screen_s answers with such a file")
+    parser.add_argument("--compare-with", help="another checkout: alternate warm replays of its screen and this one's")
     args = parser.parse_args()
     catalog = load_catalog()
     cluster = (cluster_from_dict(yaml.safe_load(CLUSTER_128), catalog) if args.cluster is None
@@ -115,6 +136,8 @@ def main() -> None:
         print(f"replay {kind}: best {min(spent):.3f}, median {statistics.median(spent):.3f} CPU s "
               f"(of {args.repeat})" + (f", {pstats.Stats(profile).total_calls / 1e6:.2f} M Python calls"
                                        if kind == "cold" else ""))
+    if args.compare_with:
+        _compare(calls, args.compare_with, args.repeat)
 
 
 if __name__ == "__main__":
