@@ -596,8 +596,9 @@ def _push_even_orders(scorer: Scorer, family: Family, capacity_key: float, keepe
     settings that can still win (_even_queue) instead of its pipeline bounds, which optimise a layer
     split that the even one does not have, at a cost per order that was most of these searches."""
     price, job = layout_price(scorer, family), scorer.job
-    orders = family.orders()
-    settings = _even_settings(scorer, family, family.runs(orders[0]))
+    first_order = tuple(range(len(family.subset)))     # family.orders()' first, in its order but lazily: a chain
+    orders = itertools.permutations(first_order) if family.kind == "chain" else family.orders()   # has n! of them
+    settings = _even_settings(scorer, family, family.runs(first_order))
     if not settings:
         return None
     entries = []
