@@ -87,6 +87,18 @@ def test_shared_best_reads_the_searches_before_it_only():
     assert beat_now(SearchOptions(shared_beat=SharedBest(slots, 0))).beat is None
 
 
+def test_a_part_prunes_at_the_parts_after_it_a_hair_above_their_keys():
+    """The parts of one search (SharedBest.peers) read each other's keys, those after it a hair above (ties go to
+    the first part); the engines after them read every part's key as it is."""
+    slots = [3.0, 2.0, math.inf, 1.0]          # tickets 0-2: one search's 3 parts; 3: the next engine
+    part0 = SharedBest(slots, 0, peers=range(0, 3))
+    assert part0.ceiling() == pytest.approx(2.0) and part0.ceiling() > 2.0
+    assert SharedBest(slots, 1, peers=range(0, 3)).ceiling() == 3.0
+    assert SharedBest(slots, 3).ceiling() == 2.0
+    slots[1] = 0.0                             # a key of 0 (free GPUs) would prune its ties too: not read after
+    assert part0.ceiling() == math.inf
+
+
 def test_an_answer_that_does_not_beat_those_before_it_is_beaten_truly(in_turn):
     """A worker's own answer, held to the sequential rule: complete only when its space's floor
     (its key, or its key / (1 + gap)) is no better than what it had to beat."""
@@ -157,7 +169,8 @@ def test_baselines_searched_beside_the_engines_are_those_searched_after_them(cas
 def test_spawned_workers_give_the_answer_of_forked_ones(lab_job, in_turn, monkeypatch):
     """Where forking is not safe (threads: a server) the workers are spawned: the same answer."""
     monkeypatch.setattr(parallel, "worker_context", lambda: multiprocessing.get_context("spawn"))
-    assert _answer(_best_of_engines(lab_job, 2), 1) == _answer(in_turn, 1)
+    for workers in (2, 3):                   # 3: Megatron-LM's search in parts, its offload ticket after them
+        assert _answer(_best_of_engines(lab_job, workers), 1) == _answer(in_turn, 1), workers
 
 
 _PROBE: contextvars.ContextVar = contextvars.ContextVar("probe", default=None)
@@ -206,9 +219,9 @@ def test_an_engine_that_assumed_a_search_complete_that_was_not_is_searched_again
 
 
 def test_a_process_takes_the_first_ticket_of_its_order_not_yet_taken():
-    """run_each's order: the first process takes 0, 1, 2, ...; a worker the tickets after its `own` ones,
-    then those of the first process's it has not started (here ticket 1, the baselines' in a search)."""
-    taken, mine, workers = multiprocessing.Array("b", 4), range(4), [2, 3, 1]
+    """run_each's order: the first process takes 0, its `own` ticket, then the others; a worker the others, then the
+    `own` one it has not started (here ticket 1, the baselines' in a search)."""
+    taken, mine, workers = multiprocessing.Array("b", 4), [0, 1, 2, 3], [2, 3, 1]
     assert parallel._take(taken, mine) == (0, 4)          # (the ticket, how many were left with it)
     assert parallel._take(taken, workers) == (2, 3)
     assert parallel._take(taken, mine) == (1, 2)          # its own, after ticket 0
@@ -218,6 +231,121 @@ def test_a_process_takes_the_first_ticket_of_its_order_not_yet_taken():
     for ticket in (0, 2, 3):
         stolen[ticket] = 1
     assert parallel._take(stolen, workers) == (1, 1)      # every other ticket taken: a worker starts it
+
+
+def test_the_baselines_ticket_is_skipped_only_once_the_first_engine_has_ended_beaten():
+    """SharedBest.beaten (the baselines' ticket, after the first engine's 2 parts): true only when both parts have
+    ended and a ticket after it has evaluated a plan better than each of theirs."""
+    slots, done = [2.0, 3.0, math.inf, 1.5, 4.0], [1, 0, 0, 1, 0]
+    assert not SharedBest(slots, 2, done).beaten(2)          # part 1 still searching
+    done[1] = 1
+    assert SharedBest(slots, 2, done).beaten(2)
+    slots[3] = 2.0                                            # a tie goes to the first engine
+    assert not SharedBest(slots, 2, done).beaten(2)
+    assert not SharedBest(slots, 2).beaten(2)                 # no record of which tickets ended: never skipped
+
+
+def test_parts_of_a_search_hold_its_answer(job_64):
+    """SearchOptions.part: the parts' spaces (every n-th layout family) together are the space: the best of the
+    parts' answers, searched alone, is the whole search's answer, each part complete."""
+    cluster, job = job_64
+    job = replace(job, engine=REAL[0])
+    whole = search(cluster, job, options=SearchOptions(time_limit_s=None), baselines=False)
+    parts = [search(cluster, job, options=SearchOptions(time_limit_s=None, part=(k, 3)), baselines=False)
+             for k in range(3)]
+    key = lambda r: estimate_key(Objective.THROUGHPUT, r.plans[0].estimate, None)
+    assert all(p.complete for p in parts)
+    assert min(parts, key=key).plans[0].plan == whole.plans[0].plan
+    assert len({p.plans[0].plan for p in parts}) > 1, "the parts search different families"
+    with pytest.raises(InputError, match="part"):
+        SearchOptions(part=(2, 2))
+
+
+@pytest.mark.parametrize("case", ["job_64", "lab_job"])
+def test_the_first_engine_split_in_parts_gives_the_answer_of_one_process(case, request):
+    """With 3 and 4 workers Megatron-LM's search is split into 3 and 4 parts (every n-th layout family each,
+    _first_parts): the best plan, its tokens/s, complete and gap, the baselines, their status and the gains over
+    them, and which engines are beaten, as with 1 process (the plans after the first may differ)."""
+    cluster, job = request.getfixturevalue(case)
+    one = search(cluster, job, options=SearchOptions(time_limit_s=None), engines=REAL)
+    for workers in (3, 4):
+        spread = search(cluster, job, options=SearchOptions(time_limit_s=None, workers=workers), engines=REAL)
+        assert _answer(spread, 1) == _answer(one, 1), workers
+        first = spread.by_engine[REAL[0]]
+        notes = first.notes if not isinstance(first, str) else spread.notes
+        assert isinstance(first, str) or any(f"searched in {workers} parts" in n for n in notes), notes
+
+
+def test_the_first_engine_is_split_from_three_workers_one_part_each(job_64, catalog):
+    """_first_parts: one part per process from 3 workers; none at 2, for the energy and deadline objectives, for
+    another planner, for a search pruned at seeds, or where the engine has several expert-parallel settings."""
+    cluster, job = job_64
+    auto = dict(offload="auto", context_parallel="auto", expert_parallel="auto")
+
+    def parts(workers, objective=Objective.THROUGHPUT, method="hetplan", model=job.model, **options):
+        return search_module._first_parts(cluster, replace(job, model=model), REAL[0], objective, method,
+                                          SearchOptions(workers=workers, **options), auto)
+    assert [parts(w) for w in (1, 2, 3, 4)] == [1, 1, 3, 4]
+    assert parts(4, Objective.COST) == 4
+    assert parts(4, Objective.ENERGY) == parts(4, Objective.DEADLINE) == parts(4, method="megatron") == 1
+    assert parts(4, best_only=True) == 1
+    assert parts(4, model=catalog.model("mixtral-8x7b")) == 1      # expert-parallel degrees 1, 2, 4, 8
+
+
+def test_the_first_engines_offload_settings_are_searched_beside_the_other_engines(catalog):
+    """single-node-8, llama-2-7b: Megatron-LM's answer fills its GPUs' memory, so its offload settings are searched
+    after its first setting. With 3 workers that is a ticket of its own once the parts have ended (_offloads_ticket,
+    beside the other engines, which prune at its plans), used by the parts' answer as one process searches them:
+    the same answer as 1 process. The ticket searches them only where the best part (the least key, ties to the
+    first) asked for them."""
+    cluster = load_cluster_file(EXAMPLES / "single-node-8.yaml", catalog)
+    job = Job(model=catalog.model("llama-2-7b"), global_batch=32, seq_len=2048, engine=RUNTIME)
+    one = search(cluster, job, options=SearchOptions(time_limit_s=None), engines=REAL)
+    spread = search(cluster, job, options=SearchOptions(time_limit_s=None, workers=3), engines=REAL)
+    assert _answer(spread, 1) == _answer(one, 1)
+    assert any(n.startswith("offload searched") for n in one.notes)
+    assert any(n.startswith("offload searched") for n in spread.notes)
+    assert any("searched in 3 parts" in n for n in spread.notes)
+    first = replace(job, engine=REAL[0])
+    key = estimate_key(Objective.THROUGHPUT, one.plans[0].estimate, None)
+    auto = dict(offload="auto", context_parallel="auto", expert_parallel="auto")
+
+    def ticket(done):          # two parts that ended with these flags, the best (ties: the first) at `key`
+        shared = SharedBest([key, key, math.inf], 2, done)
+        return search_module._offloads_ticket(shared, cluster, first, Objective.THROUGHPUT, None, 5, "hetplan",
+                                              SearchOptions(time_limit_s=None), auto)
+    asked = search_module.OFFLOADS_ASKED
+    assert ticket([1, asked, 0]) is None                                   # the first part did not ask
+    searched = ticket([asked, 1, 0])
+    assert list(searched) == search_module._offload_settings(first, None)
+
+
+def test_a_ticket_waits_for_those_it_comes_after_without_a_process_waiting():
+    """run_each's `after`: a process skips a ticket whose tickets before it have not ended (it takes another, or
+    ends); the one that ends the last of them takes it."""
+    taken, ended = multiprocessing.Array("b", 3), [0, 0, 0]
+    ready = lambda k: k != 2 or all(ended[:2])      # noqa: E731   ticket 2 after tickets 0 and 1
+    assert parallel._take(taken, [0, 2, 1], ready) == (0, 3)
+    assert parallel._take(taken, [0, 2, 1], ready) == (1, 2)       # 2 is not ready: 1 instead
+    assert parallel._take(taken, [0, 2, 1], ready) is None         # nothing ready: this process ends
+    ended[:2] = [1, 1]
+    assert parallel._take(taken, [2], ready) == (2, 1)
+
+
+def test_a_part_cut_short_leaves_the_answer_incomplete(job_64):
+    """_parts_answer: a part not searched (the time limit spent) or Beaten without proof makes the first engine's
+    answer incomplete, as a setting not searched does in one process."""
+    cluster, job = job_64
+    job = replace(job, engine=REAL[0])
+    settings = dict(offload="fixed", context_parallel="fixed", expert_parallel="fixed")
+    found = search(cluster, job, options=SearchOptions(time_limit_s=None, part=(0, 2)), baselines=False)
+    parts = search_module._parts_answer
+    args = (cluster, job, REAL[0], Objective.THROUGHPUT, None, 5, "hetplan", SearchOptions(time_limit_s=None))
+    assert parts(*args, settings=settings, outcomes=[found, search_module.Beaten("beaten", True, 0.0)]).complete
+    cut = parts(*args, settings=settings, outcomes=[found, InputError("time_limit", "not searched")])
+    assert not cut.complete and cut.gap is None
+    unproven = parts(*args, settings=settings, outcomes=[found, search_module.Beaten("beaten", False, 0.02)])
+    assert not unproven.complete and unproven.gap == pytest.approx(0.02)
 
 
 def test_plan_json_with_two_workers_is_that_of_one_but_how_it_was_searched(capsys):

@@ -104,8 +104,10 @@ def register(sub) -> None:
                         "after another in this process): the engines are searched in up to N processes (this one "
                         "and N - 1 started for the call, forked on Linux, which end with it); with auto each prunes "
                         "at the best plan the engines before it have evaluated so far, and the baselines under the "
-                        "first engine (the usual winner) are searched beside them; the same answer as 1 for searches "
-                        "that end before --time-limit, in less wall time on N free cores. With auto each process has the "
+                        "first engine (the usual winner) are searched beside them, and from 3 workers that engine's "
+                        "own search is split into N parts; the same answer as 1 for searches that end before "
+                        "--time-limit (its best plan, complete and gap; with a split, the plans after the first and "
+                        "the Pareto front may differ), in less wall time on N free cores. With auto each process has the "
                         "--time-limit (its own CPU seconds) for the engines it takes, so the call may spend up to N "
                         "times it in CPU seconds; with all each engine has its own, as without --workers")
     p.add_argument("--json", action="store_true",

@@ -83,6 +83,9 @@ class SearchOptions:
     #                                        in its explanation, no Pareto front (hetplan plan --engine all's text)
     seeds: tuple = ()                      # with best_only: plans found elsewhere (other engines' answers); the best
     #                                        of those this engine runs prunes its first setting (search._seeded)
+    part: tuple[int, int] = (0, 1)         # (k, n): hetplan's search over every n-th layout family from the k-th
+    #                                        only (its proof pass too), one part of a space split over worker processes
+    #                                        (planner.search.search._first_parts); (0, 1): the whole space
 
     def __post_init__(self):
         for name in ("time_limit_s", "baseline_time_limit_s"):
@@ -91,6 +94,8 @@ class SearchOptions:
                 raise InputError(name, f"must be a positive number of seconds (or None for no limit), got {limit!r}")
         if not (isinstance(self.workers, int) and not isinstance(self.workers, bool) and self.workers >= 1):
             raise InputError("workers", f"must be a whole number of at least 1, got {self.workers!r}")
+        if not (len(self.part) == 2 and 0 <= self.part[0] < self.part[1]):
+            raise InputError("part", f"must be (k, n) with 0 <= k < n, got {self.part!r}")
 
 
 # What planner.cost.evaluate keeps within one `search` call (its `kept`): the passes and simulation of each plan
@@ -596,11 +601,12 @@ def _push_even_orders(scorer: Scorer, family: Family, capacity_key: float, keepe
     settings that can still win (_even_queue) instead of its pipeline bounds, which optimise a layer
     split that the even one does not have, at a cost per order that was most of these searches."""
     price, job = layout_price(scorer, family), scorer.job
-    first_order = tuple(range(len(family.subset)))     # family.orders()' first, in its order but lazily: a chain
-    orders = itertools.permutations(first_order) if family.kind == "chain" else family.orders()   # has n! of them
+    first_order = tuple(range(len(family.subset)))
     settings = _even_settings(scorer, family, family.runs(first_order))
     if not settings:
         return None
+    # family.orders()'s, lazily: a chain of n pools has n! (listing 64! took all memory, tests/test_search.py)
+    orders = itertools.permutations(first_order) if family.kind == "chain" else (first_order,)
     entries = []
     for order in orders:
         if _out_of_time(clock, keeper.c):
@@ -742,6 +748,8 @@ class HetplanPlanner:
         stop = ListingStop(limit)
         families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
                                    engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
+        if options.part[1] > 1:     # every n-th family, in listing order: each part a mix of subsets and sizes
+            families = itertools.islice(families, options.part[0], None, options.part[1])
         keeper.covered = tuple(c for c in options.covered if c.job == job)    # not another setting's search
         _best_first(bounds, _uncovered(families, job, keeper.covered) if keeper.covered else families, keeper,
                     options, _scan_layout, pools, limit, listing=stop)

@@ -143,10 +143,12 @@ class _Table:
         self.tpi = np.searchsorted(np.array(self.tp_list), self.tps)
         # the [sp, pool, tp] cells of the groups, the only ones _per_pool fills (a pass time the scorer computes
         # here for no family is most of what a first screen costs at small sizes)
-        spi = np.broadcast_to(self.sp, (P, F)).astype(np.int64)
-        used = np.unique(np.stack([spi[self.present], self.rows[self.present], self.tpi[self.present]]), axis=1)
+        T = len(self.tp_list)
+        used = np.zeros((2, P, T), bool)
+        used[np.broadcast_to(self.sp, (P, F))[self.present].astype(np.int64), self.rows[self.present],
+             self.tpi[self.present]] = True
         allowed = [set(tp_degrees(p, s.model, s.cp)) for p in pools]
-        self.cells = [(i, k, j) for i, k, j in used.T.tolist()
+        self.cells = [(i, k, j) for i, k, j in np.argwhere(used).tolist()
                       if self.tp_list[j] in allowed[k] and (self.tp_list[j] == 1 or i == 1)]
         self.mem = np.array([p.gpu.mem_bytes - FRAMEWORK_OVERHEAD_BYTES for p in pools], float)[:, None]
         # the most bandwidth per rank a stage's data-parallel ring can get (placement.dp_link_ceiling)

@@ -346,15 +346,26 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
     Each skips the parts of its space that engines before it hold (_covers_by), as in turn, assuming
     their searches end complete; where one did not (a limit), it is searched again here, after them, as
     in turn (_engine_in_turn). Also the cover notes of the engines without an answer, by engine.
+    The first engine's search (the largest) is split into parts where that pays (_first_parts), each a
+    ticket over every n-th layout family, combined as its search in one process answers (_parts_answer).
     With `baselines`, the baselines under the first engine (the winner's, most often: its space is the
-    largest) are searched too, as the second ticket (None in the tickets' names), beside the engines'
-    searches rather than after them: (that job, _winner_baselines' answer) or None, for _attach_baselines,
-    which searches them again, in turn, where another engine or setting wins."""
-    tickets = (names[0], None, *names[1:]) if baselines else names
+    largest) are searched too, as a ticket of their own (None in the tickets' names; this process's after the
+    first engine's search or first part, where its caches are), beside the engines' searches rather than
+    after them, unless that engine has ended beaten by then (SharedBest.beaten): (that job,
+    _winner_baselines' answer) or None, for _attach_baselines, which searches them again, in turn, where
+    another engine or setting wins."""
+    parts = _first_parts(cluster, job, names[0], objective, method, options, settings)
+    first = parts + (parts > 1)      # the first engine's tickets: its parts and its other offload settings
+    tickets = (*((names[0], (k, parts)) for k in range(parts)), *(((names[0], None),) if parts > 1 else ()),
+               *(((None, first),) if baselines else ()), *((name, (0, 1)) for name in names[1:]))
     outcomes = run_each(_engine_ticket, len(tickets), options.workers, options.time_limit_s,
                         (cluster, job, tickets, objective, deadline_hours, top_k, method, replace(options, workers=1),
-                         settings), own=int(baselines))
-    known = outcomes.pop(1) if baselines else None
+                         settings), own=tuple(range(parts, first + baselines)),
+                        after={parts: range(parts)} if parts > 1 else None)
+    known = outcomes.pop(first) if baselines else None
+    if parts > 1:
+        outcomes[:first] = [_parts_answer(cluster, job, names[0], objective, deadline_hours, top_k, method, options,
+                                          settings=settings, outcomes=outcomes[:parts], offloads=outcomes[parts])]
     results, why, covered = {}, {}, {}
     beat = math.inf if options.beat is None else options.beat
     for k, (name, outcome) in enumerate(zip(names, outcomes)):
@@ -400,35 +411,164 @@ def _beaten_answer(result: SearchResult, key: float, beat: float) -> Beaten:
                   0.0 if complete else (beat / floor - 1 if floor else None))
 
 
-def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searched_before: bool, cluster, job, names,
-                   objective, deadline_hours, top_k, method, options: SearchOptions, settings: dict):
-    """Engine k's search in a worker process or this one (planner.search.parallel.run_each): its
+def _engine_ticket(k: int, shared: SharedBest, clock: Clock, still: int, searched_before: bool, cluster, job,
+                   tickets, objective, deadline_hours, top_k, method, options: SearchOptions, settings: dict):
+    """Ticket k's search in a worker process or this one (planner.search.parallel.run_each): its
     answer, or the InputError that says why it has none (Beaten among them); with the time limit
     left on this process's `clock` less ENGINE_RESERVE of it for each engine it may still take. A worker
     process has the first process's whole budget (_WHOLE: the limit and the baselines' reserve) on its
     own clock, so that it starts an engine, and cuts a search short, where the first process would. It skips
     the parts of its space the engines before it hold, as if their searches end complete (as in turn;
-    _engines_in_workers checks). names[k] None: the first engine's baselines instead (_engines_in_workers)."""
+    _engines_in_workers checks). tickets[k]: (engine, (part, parts)), a part of that engine's search
+    (SearchOptions.part: its offload setting alone); (engine, None): its other offload settings, once its parts
+    have ended (_offloads_ticket); (None, n): the first engine's baselines instead, unless its n tickets have
+    ended beaten (_engines_in_workers)."""
+    name, part = tickets[k]
     token = _WHOLE.set(_WHOLE.get() or _process_budget(clock, options))
     try:
         if searched_before and _spent():
             return InputError("time_limit", "not searched: the time limit was spent on the engines before it")
-        if names[k] is None:       # the baselines have limits of their own: the engines' clock stops meanwhile
-            first, before = replace(job, engine=names[0]), clock.elapsed()
+        if part is None:
+            return _offloads_ticket(shared, cluster, replace(job, engine=name), objective, deadline_hours, top_k,
+                                    method, replace(options, time_limit_s=_engine_share(clock, 0, still)), settings)
+        if name is None:       # the baselines have limits of their own: the engines' clock stops meanwhile
+            if shared.beaten(part):
+                return None
+            first, before = replace(job, engine=tickets[0][0]), clock.elapsed()
             try:
                 return first, _winner_baselines(cluster, first, objective, deadline_hours, options)
             finally:
                 clock.start += clock.elapsed() - before
-        covers = _covers_by(names[k], job, [other for other in ENGINES[names[k]].covered_by if other in names[:k]])
-        share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared, covered=covers)
-        found = search(cluster, replace(job, engine=names[k]), objective, deadline_hours, top_k, method, share, False,
-                       **settings)
+        before = [other for other, _ in tickets[:k] if other is not None]
+        covers = _covers_by(name, job, [other for other in ENGINES[name].covered_by if other in before])
+        if part[1] > 1:        # a part also prunes at the parts after it (ties to the first: SharedBest.ceiling)
+            first = k - part[0]
+            shared = SharedBest(shared.slots, shared.index, shared.done, peers=range(first, first + part[1]))
+        share = replace(options, time_limit_s=_engine_share(clock, 0, still), shared_beat=shared, covered=covers,
+                        part=part)
+        found = search(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method, share, False,
+                       **(settings if part[1] == 1 else dict(settings, offload="fixed")))
     except InputError as err:
         return err
     finally:
         _WHOLE.reset(token)
     shared.offer(estimate_key(objective, found.plans[0].estimate, deadline_hours))
+    if part[1] > 1 and settings["offload"] == "auto" and _offload_settings(replace(job, engine=name), found):
+        shared.mark(OFFLOADS_ASKED)
     return replace(found, notes=found.notes + _cover_notes(covers)) if covers else found
+
+
+def _first_parts(cluster: Cluster, job: Job, name: str, objective, method: str, options: SearchOptions,
+                 settings: dict) -> int:
+    """How many parts the first engine's search is split into with options.workers processes: one per
+    process from FIRST_PARTS_FROM workers up, so that every process starts on it and the other engines
+    start once it is (nearly) done, pruned at its answer; at 2 workers none: there the split gained nothing
+    measurable (benchmarks/workers_benchmark.py at 1,024 GPUs, load 4-5, five runs each: 0.55-0.76 of one
+    process's critical path split, 0.57-0.72 not) and one search keeps the whole ranking of one process
+    (docs/performance.md, Worker processes). For hetplan's
+    search of one context- and expert-parallel setting (each setting's offload decision reads its own
+    answer: the parts search the job's offload, _parts_answer the others), not for the energy objective
+    (searched on a cluster priced by power) nor the deadline's (a deadline no plan meets is explained by the
+    fastest plan of the whole space), nor a search pruned at seeds (best_only)."""
+    first = replace(job, engine=name)
+    one = ((settings["context_parallel"] != "auto" or len(context_settings(cluster, first)) == 1)
+           and (settings["expert_parallel"] != "auto" or len(expert_settings(cluster, first)) == 1))
+    if (options.workers < FIRST_PARTS_FROM or not one or method != "hetplan" or options.best_only
+            or Objective(objective) in (Objective.ENERGY, Objective.DEADLINE)):
+        return 1
+    return options.workers
+
+
+FIRST_PARTS_FROM = 3      # workers from which the first engine's search is split (_first_parts)
+
+
+OFFLOADS_ASKED = 2       # a part's ticket ends with its answer asking for the engine's offload settings (SharedBest.mark)
+
+
+def _offloads_ticket(shared: SharedBest, cluster: Cluster, job: Job, objective, deadline_hours, top_k, method,
+                     options: SearchOptions, settings: dict) -> dict | None:
+    """The first engine's offload settings after its parts (the tickets before this one, all ended: run_each's
+    `after`), as one process searches them after its first setting's answer (_offloads_after), here while the
+    other engines search, so that they prune at these plans too: where the best part's answer (the least key,
+    ties to the first part: the parts' answer, _parts_answer) asks for them (OFFLOADS_ASKED) or no part has a
+    plan, each setting pruned at that answer and the settings before it. Offload -> (its answer or None, why
+    none or None); None where none is asked for."""
+    said, keys = list(shared.done[:shared.index]), list(shared.slots[:shared.index])
+    best = min(range(len(keys)), key=lambda k: (keys[k], k))
+    if keys[best] < math.inf and said[best] != OFFLOADS_ASKED:
+        return None
+    tries = _offload_settings(job, None) if settings["offload"] == "auto" else []
+    done, beat = {}, [keys[best]] + ([] if options.beat is None else [options.beat])
+    for setting in tries:
+        share = replace(options, beat=None if min(beat) == math.inf else min(beat), shared_beat=shared)
+        found, err = _search_or_error(cluster, replace(job, offload=setting), objective, deadline_hours, top_k,
+                                      method, share, False)
+        if found is not None:
+            beat.append(estimate_key(objective, found.plans[0].estimate, deadline_hours))
+            shared.offer(beat[-1])
+        done[setting] = (found, err)
+    return done
+
+
+def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hours, top_k, method,
+                  options: SearchOptions, settings: dict, outcomes: list,
+                  offloads: dict | None = None) -> SearchResult | InputError:
+    """Engine `name`'s answer from its parts' (SearchOptions.part, each pruned at the others' best plans so
+    far, SharedBest.peers), as its search in one process answers: each part held to the sequential rule in part order (one whose
+    answer does not beat the parts before it is Beaten, complete when its own search proves it), the
+    best answer of them (_combine: ties to the first part, complete when every part is, the worst gap),
+    then its offload settings after it where that answer calls for them (_offloads_after, as in one process:
+    the trigger reads the best plan alone), as `offloads` (_offloads_ticket) searched them. Or why it has no
+    plan."""
+    results, errors, beat = [], [], math.inf if options.beat is None else options.beat
+    for outcome in outcomes:
+        if isinstance(outcome, SearchResult):
+            key = estimate_key(objective, outcome.plans[0].estimate, deadline_hours)
+            if key < beat:
+                results, beat = results + [outcome], key
+                continue
+            outcome = _beaten_answer(outcome, key, beat)
+        errors.append(outcome)
+    first, error = None, None
+    try:
+        first = _combine(objective, deadline_hours, results, errors)
+    except InputError as err:
+        error = err
+    if first is not None:
+        answers = [o for o in outcomes if isinstance(o, SearchResult)]
+        first = replace(_merged_ranking(objective, deadline_hours, top_k, first, answers),
+                        candidates_evaluated=sum(r.candidates_evaluated for r in answers))
+        if any(isinstance(e, InputError) and e.field == "time_limit" for e in errors):
+            first = replace(first, complete=False, gap=None)
+    left = _left_s(reserved=True)
+    share = replace(options, workers=1, time_limit_s=None if left is None else max(1e-3, left))
+    try:
+        found = _offloads_after(cluster, replace(job, engine=name), objective, deadline_hours, top_k, method, share,
+                                first=first, error=error, offload=settings["offload"],
+                                done=offloads if isinstance(offloads, dict) else None)
+    except InputError as err:
+        return err
+    return replace(found, notes=found.notes + (
+        f"{ENGINES[name].title}'s space with the job's offload setting searched in {len(outcomes)} parts (part k: "
+        f"the layout families k, k + {len(outcomes)}, k + {2 * len(outcomes)}, ...) in worker processes, each "
+        f"pruned at the best plan of the others (ties to the first part); the best of their answers",))
+
+
+def _merged_ranking(objective, deadline_hours, top_k: int, best: SearchResult, answers: list) -> SearchResult:
+    """`best`, the best of the parts' answers, with the plans and front of all of them: their plans ranked
+    together by key (ties: part order, then each part's own; a plan in two parts' answers once), each
+    explained against the plan after it there, and the front over all their fronts' points."""
+    ranked, seen = [], set()
+    for _, _, _, sp in sorted((estimate_key(objective, sp.estimate, deadline_hours), k, j, sp)
+                              for k, answer in enumerate(answers) for j, sp in enumerate(answer.plans)
+                              if sp.plan not in seen and not seen.add(sp.plan)):
+        ranked.append((sp.plan, sp.estimate))
+    assert ranked[0][0] == best.plans[0].plan, "the best part's first plan leads the merged ranking"
+    top = ranked[:top_k]
+    texts = explain_ranking(objective, top, ranked)
+    front = _front([(sp.plan, sp.estimate) for answer in answers for sp in answer.pareto])
+    return replace(best, plans=tuple(ScoredPlan(p, e, {}, text) for (p, e), text in zip(top, texts)),
+                   pareto=tuple(ScoredPlan(p, e, {}, describe_plan(p)) for p, e in front))
 
 
 def _process_budget(clock: Clock, options: SearchOptions) -> tuple[Clock, float] | None:
@@ -535,12 +675,24 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
     setting after the first prunes at the best answer so far (SearchOptions.beat); the baselines are
     searched once, for the winner."""
     first, error = _search_first(cluster, job, objective, deadline_hours, top_k, method, options)
+    best = _offloads_after(cluster, job, objective, deadline_hours, top_k, method, options, first=first, error=error,
+                           offload=offload)
+    return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
+
+
+def _offloads_after(cluster: Cluster, job: Job, objective, deadline_hours, top_k, method, options,
+                    first: SearchResult | None, error: InputError | None, offload: str,
+                    done: dict | None = None) -> SearchResult:
+    """_search_offloads after its first setting's answer `first` (or `error`): the other offload settings,
+    those of `done` (Offload -> (answer, error): _offloads_ticket) as searched there."""
     tries = _offload_settings(job, first) if offload == "auto" else []
+    done = done if done is not None and list(done) == tries else {}     # searched as this answer asks, or not used
     results, errors = [] if first is None else [first], [error]
-    skipped = [o.value for o in tries if results and _spent()]
+    skipped = [o.value for o in tries if results and _spent() and o not in done]
     for setting in [o for o in tries if o.value not in skipped]:
-        found, err = _search_or_error(cluster, replace(job, offload=setting), objective, deadline_hours, top_k,
-                                      method, _beating(options, objective, deadline_hours, results), False)
+        found, err = done.get(setting) or _search_or_error(
+            cluster, replace(job, offload=setting), objective, deadline_hours, top_k, method,
+            _beating(options, objective, deadline_hours, results), False)
         results, errors = results + [found] * (found is not None), errors + [err]
     best = _combine(objective, deadline_hours, results, errors)
     if tries:
@@ -551,7 +703,7 @@ def _search_offloads(cluster: Cluster, job: Job, objective, deadline_hours, top_
                     + _skipped_note(skipped))
     if skipped:
         best = replace(best, complete=False, gap=None)
-    return _attach_baselines(cluster, job, objective, deadline_hours, top_k, options, best) if baselines else best
+    return best
 
 
 def _search_first(cluster: Cluster, job: Job, objective, deadline_hours, top_k, method,

@@ -1,0 +1,121 @@
+"""Screen benchmark: the CPU seconds a search spends in `planner.search.screen.screen_s`.
+
+    python benchmarks/screen_replay.py [--cluster FILE] [--model M] [--global-batch B] [--seq-len S] [--repeat 5]
+
+Runs the search (best engine, as `hetplan plan` does, in this process; default: the 128-GPU job of
+benchmarks/search_benchmark.py's command table), records every `screen_s` call it makes (its scorer and
+families), then replays them, in their order, `--repeat` times: cold (fresh scorers, so the pass times the
+screen asks the scorer for are computed again, as the search first computed them) and warm (the search's own
+scorers, their caches full: the screen's own arithmetic). Prints the best and the median of each, and the
+Python function calls of one cold replay under cProfile (a count the machine's load does not move). To compare
+two versions of the code, run this file in each checkout (copy it into one that predates it): the search must
+be the same for the replays to compare the same work, so the script prints the answer's tokens/s and the
+number of calls and families. `--answers-out FILE` in one checkout and `--answers-in FILE` in the other
+compare what every call answered (each float exactly) and print how many calls differ.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import importlib
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from benchmarks.search_benchmark import CLUSTER_128  # noqa: E402
+from catalog import cluster_from_dict, load_catalog, load_cluster_file  # noqa: E402
+from planner.engines import REAL  # noqa: E402
+from planner.search import planners, score, screen  # noqa: E402
+from planner.types import Job, Objective  # noqa: E402
+
+search_module = importlib.import_module("planner.search.search")     # the module (the package exports its function)
+
+
+def _recorded_search(cluster, job) -> tuple[list, float, float]:
+    """The search's screen_s calls (scorer, families), its CPU s, its answer's tokens/s."""
+    calls, screen_s = [], planners.screen_s
+
+    def record(scorer, families):
+        calls.append((scorer, list(families)))
+        return screen_s(scorer, families)
+
+    planners.screen_s = record
+    try:
+        start = time.process_time()
+        result = search_module.search(cluster, job, Objective.THROUGHPUT, engines=REAL)
+        spent = time.process_time() - start
+    finally:
+        planners.screen_s = screen_s
+    return calls, spent, result.plans[0].estimate.tokens_per_s
+
+
+def _replay(cluster, calls, cold: bool, profile: cProfile.Profile | None = None) -> tuple[float, list]:
+    """CPU s of the calls replayed (cold: against fresh scorers, one per scorer of the search), and their answers."""
+    gc.collect()                             # what the previous replay left is not collected during this one
+    if cold:
+        for cached in ("_linker", "_shared_pass_times"):    # what scorers share: the replay starts as the search did
+            found = getattr(score, cached, None)
+            if found is not None:
+                found.cache_clear()
+    fresh, answers, spent = {}, [], 0.0
+    for scorer, families in calls:
+        if cold and id(scorer) not in fresh:
+            fresh[id(scorer)] = score.Scorer(cluster, scorer.job, scorer.options)
+        target = fresh[id(scorer)] if cold else scorer
+        if profile is not None:
+            profile.enable()
+        start = time.process_time()
+        answers.append(screen.screen_s(target, families))
+        spent += time.process_time() - start
+        if profile is not None:
+            profile.disable()
+    return spent, answers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cluster", default=None, help="cluster file; default: the 128-GPU cluster of the command table")
+    parser.add_argument("--model", default="llama-2-70b")
+    parser.add_argument("--global-batch", type=int, default=512)
+    parser.add_argument("--seq-len", type=int, default=4096)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--answers-out", help="write every screen_s answer of the search (floats exactly), one a line")
+    parser.add_argument("--answers-in", help="compare this checkout's screen_s answers with such a file")
+    args = parser.parse_args()
+    catalog = load_catalog()
+    cluster = (cluster_from_dict(yaml.safe_load(CLUSTER_128), catalog) if args.cluster is None
+               else load_cluster_file(args.cluster, catalog))
+    job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
+    calls, spent, tokens = _recorded_search(cluster, job)
+    print(f"answer {tokens:,.0f} tokens/s; {len(calls)} screen_s calls, {sum(len(f) for _, f in calls):,} families; "
+          f"search {spent:.2f} CPU s (recording)")
+    times: dict[str, list[float]] = {"cold": [], "warm": []}
+    for _ in range(args.repeat):
+        for kind in times:
+            cpu, answers = _replay(cluster, calls, kind == "cold")
+            times[kind].append(cpu)
+    lines = [" ".join(value.hex() for value in answer.tolist()) for answer in answers]
+    if args.answers_out:
+        Path(args.answers_out).write_text("\n".join(lines) + "\n")
+    if args.answers_in:
+        before = Path(args.answers_in).read_text().splitlines()
+        differ = sum(a != b for a, b in zip(before, lines)) + abs(len(before) - len(lines))
+        print(f"screen_s answers against {args.answers_in}: {len(lines)} calls, {differ} differ")
+    profile = cProfile.Profile()
+    _replay(cluster, calls, True, profile)
+    for kind, spent in times.items():
+        print(f"replay {kind}: best {min(spent):.3f}, median {statistics.median(spent):.3f} CPU s "
+              f"(of {args.repeat})" + (f", {pstats.Stats(profile).total_calls / 1e6:.2f} M Python calls"
+                                       if kind == "cold" else ""))
+
+
+if __name__ == "__main__":
+    main()
