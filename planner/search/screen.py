@@ -59,9 +59,10 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     """A lower bound on the fast iteration time (seconds) of every layout of each family;
     inf where no knob setting can fit. Arrays are (pool, column): reductions over the few pools
     run along the first axis, elementwise over columns. A column is a family at one micro-batch
-    size and recompute setting: the settings' columns are stacked side by side, in blocks of at
-    least SCREEN_COLUMNS (or all of them), so that numpy's cost per call, which is most of what a
-    few hundred families cost, is paid once per block and ZeRO class rather than per setting."""
+    size and recompute setting: the settings' columns are stacked side by side, in blocks of
+    SCREEN_COLUMNS or more (the last one what is left), so that numpy's cost per call, which is
+    most of what a few hundred families cost, is paid once per block and ZeRO class rather than
+    per setting."""
     if not families:
         return np.zeros(0)
     table = _Table(scorer, families)
@@ -69,7 +70,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     block: list = []
     for setting in _settings(scorer, table):
         block.append(setting)
-        if sum(sub.lanes.size for _, _, sub in block) >= SCREEN_COLUMNS:
+        if sum(columns.lanes.size for _, _, columns in block) >= SCREEN_COLUMNS:
             _screen_block(scorer, table, block, best)
             block = []
     if block:
@@ -77,7 +78,7 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     return best
 
 
-SCREEN_COLUMNS = 2048    # a block's columns: beyond some thousands, numpy's per-call cost is small beside the work
+SCREEN_COLUMNS = 2048    # a block's columns: past that, numpy's per-call cost is small and larger arrays outgrow caches
 
 
 def _settings(s: Scorer, table: _Table):
@@ -102,7 +103,7 @@ def _settings(s: Scorer, table: _Table):
 
 def _screen_block(s: Scorer, table: _Table, block: list, best: np.ndarray) -> None:
     """Lower `best` (per family) to the screen of a block of settings' columns."""
-    sub = _Sub.joined([sub for _, _, sub in block])
+    sub = _Sub.joined([columns for _, _, columns in block])
     per_layer = _PerLayer(s, table, sub, block)
     for zero in ZERO_CLASSES:
         np.minimum.at(best, sub.family, _class_bound_s(s, sub, per_layer, zero))
@@ -189,7 +190,7 @@ class _PerLayer:
     def __init__(self, s: Scorer, table: _Table, sub, block: list):
         tables = [_per_pool(s, table, mb, rc) for mb, rc, _ in block]
         f_t, b_t, act, workspace = (np.stack(t) for t in zip(*tables))      # [setting, sp, pool, tp]
-        setting = np.repeat(np.arange(len(block)), [sub.lanes.size for _, _, sub in block])
+        setting = np.repeat(np.arange(len(block)), [columns.lanes.size for _, _, columns in block])
         cell = (setting, sub.sp.astype(np.int64), sub.rows, sub.tpi)
         self.act = act[cell]
         self.fw = f_t[cell]
