@@ -27,13 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import yaml  # noqa: E402
 
+from benchmarks.job_args import add_replay_arguments, replay_job  # noqa: E402
 from benchmarks.search_benchmark import CLUSTER_128  # noqa: E402
-from catalog import cluster_from_dict, load_catalog, load_cluster_file  # noqa: E402
+from catalog import load_catalog  # noqa: E402
 from planner.engines import REAL  # noqa: E402
 from planner.search import bound, score  # noqa: E402
-from planner.types import Job, Objective  # noqa: E402
+from planner.types import Objective  # noqa: E402
 
 search_module = importlib.import_module("planner.search.search")     # the module (the package exports its function)
 
@@ -106,18 +106,12 @@ def _replay(cluster, calls, profile: cProfile.Profile | None = None, which: str 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cluster", default=None, help="cluster file; default: the 128-GPU cluster of the command table")
-    parser.add_argument("--model", default="llama-2-70b")
-    parser.add_argument("--global-batch", type=int, default=512)
-    parser.add_argument("--seq-len", type=int, default=4096)
-    parser.add_argument("--repeat", type=int, default=3)
+    add_replay_arguments(parser, repeat=3)
     parser.add_argument("--answers-out", help="write the repr of every pipeline_s answer of the search, one a line")
     parser.add_argument("--answers-in", help="compare this checkout's pipeline_s answers with such a file")
     args = parser.parse_args()
     catalog = load_catalog()
-    cluster = (cluster_from_dict(yaml.safe_load(CLUSTER_128), catalog) if args.cluster is None
-               else load_cluster_file(args.cluster, catalog))
-    job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
+    cluster, job = replay_job(args, catalog, CLUSTER_128)
     _, phases, tokens = _recorded_search(cluster, job, record=False)    # timed without the recording's cost
     answers: list[str] = []
     calls, _, _ = _recorded_search(cluster, job, record=True, answers=answers)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+import yaml
+
+from catalog import cluster_from_dict, load_cluster_file
 from planner.types import Job
 
 
@@ -18,3 +21,21 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 def job_of(args: argparse.Namespace, catalog) -> Job:
     """The pretraining job those arguments name."""
     return Job(catalog.model(args.model), args.global_batch, args.seq_len)
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser, repeat: int) -> None:
+    """The job options of a replay benchmark (bound_replay, screen_replay): a cluster file (default: the
+    128-GPU cluster of search_benchmark's command table), a model, the batch and sequence length, and
+    how many replays."""
+    parser.add_argument("--cluster", default=None, help="cluster file; default: the 128-GPU cluster of the command table")
+    parser.add_argument("--model", default="llama-2-70b")
+    parser.add_argument("--global-batch", type=int, default=512)
+    parser.add_argument("--seq-len", type=int, default=4096)
+    parser.add_argument("--repeat", type=int, default=repeat)
+
+
+def replay_job(args: argparse.Namespace, catalog, default_cluster_yaml: str):
+    """(cluster, job) of add_replay_arguments' options; `default_cluster_yaml` where no --cluster is given."""
+    cluster = (cluster_from_dict(yaml.safe_load(default_cluster_yaml), catalog) if args.cluster is None
+               else load_cluster_file(args.cluster, catalog))
+    return cluster, Job(catalog.model(args.model), args.global_batch, args.seq_len)

@@ -31,13 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import yaml  # noqa: E402
 
+from benchmarks.job_args import add_replay_arguments, replay_job  # noqa: E402
 from benchmarks.search_benchmark import CLUSTER_128  # noqa: E402
-from catalog import cluster_from_dict, load_catalog, load_cluster_file  # noqa: E402
+from catalog import load_catalog  # noqa: E402
 from planner.engines import REAL  # noqa: E402
 from planner.search import planners, score, screen  # noqa: E402
-from planner.types import Job, Objective  # noqa: E402
+from planner.types import Objective  # noqa: E402
 
 search_module = importlib.import_module("planner.search.search")     # the module (the package exports its function)
 
@@ -102,19 +102,13 @@ def _compare(calls, directory: str, repeat: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cluster", default=None, help="cluster file; default: the 128-GPU cluster of the command table")
-    parser.add_argument("--model", default="llama-2-70b")
-    parser.add_argument("--global-batch", type=int, default=512)
-    parser.add_argument("--seq-len", type=int, default=4096)
-    parser.add_argument("--repeat", type=int, default=5)
+    add_replay_arguments(parser, repeat=5)
     parser.add_argument("--answers-out", help="write every screen_s answer of the search (floats exactly), one a line")
     parser.add_argument("--answers-in", help="compare this checkout's screen_s answers with such a file")
     parser.add_argument("--compare-with", help="another checkout: alternate warm replays of its screen and this one's")
     args = parser.parse_args()
     catalog = load_catalog()
-    cluster = (cluster_from_dict(yaml.safe_load(CLUSTER_128), catalog) if args.cluster is None
-               else load_cluster_file(args.cluster, catalog))
-    job = Job(catalog.model(args.model), args.global_batch, args.seq_len)
+    cluster, job = replay_job(args, catalog, CLUSTER_128)
     calls, spent, tokens = _recorded_search(cluster, job)
     print(f"answer {tokens:,.0f} tokens/s; {len(calls)} screen_s calls, {sum(len(f) for _, f in calls):,} families; "
           f"search {spent:.2f} CPU s (recording)")

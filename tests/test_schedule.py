@@ -338,3 +338,23 @@ def test_replicated_stages_of_long_lanes_equal_the_full_simulation(schedule, int
     assert mine.makespan_s == pytest.approx(full.makespan_s, rel=1e-10)
     for row in ("end_s", "busy_s", "last_backward_s"):
         assert getattr(mine, row) == [[pytest.approx(x, rel=1e-10) for x in r] for r in getattr(full, row)], row
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), p=st.integers(2, 5), d=st.integers(1, 3), v=st.sampled_from([1, 2, 3]))
+def test_the_static_run_without_a_timeline_ends_as_with_one(data, p, d, v):
+    """schedule._static_ends (no timeline, the search's loop) and _static_run's timeline loop work out the
+    same longest path: every worker's end and busy time equal to the last bit, on uneven pass times and links."""
+    per = data.draw(st.integers(1, 3)) * p
+    fwd = [[data.draw(st.floats(0.5, 3.0)) for _ in range(d)] for _ in range(p)]
+    bwd = [[f * data.draw(st.floats(1.5, 2.5)) for f in row] for row in fwd]
+    links = {(i, r): data.draw(st.floats(0.0, 0.5)) for i in range(p) for r in range(d)}
+
+    def delay(i, r, i2, r2):
+        return links[(i, r)]
+
+    stages = [[per] * d for _ in range(p)]
+    plain = _simulate_static(stages, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False)
+    timed = _simulate_static(stages, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, True)
+    assert plain.makespan_s == timed.makespan_s
+    assert plain.end_s == timed.end_s and plain.busy_s == timed.busy_s
