@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-from benchmarks.job_args import add_replay_arguments, replay_job  # noqa: E402
+from benchmarks.job_args import add_replay_arguments, keep_or_compare_answers, replay_job  # noqa: E402
 from benchmarks.search_benchmark import CLUSTER_128  # noqa: E402
 from catalog import load_catalog  # noqa: E402
 from planner.engines import REAL  # noqa: E402
@@ -115,12 +115,7 @@ def main() -> None:
     _, phases, tokens = _recorded_search(cluster, job, record=False)    # timed without the recording's cost
     answers: list[str] = []
     calls, _, _ = _recorded_search(cluster, job, record=True, answers=answers)
-    if args.answers_out:
-        Path(args.answers_out).write_text("\n".join(answers) + "\n")
-    if args.answers_in:
-        before = Path(args.answers_in).read_text().splitlines()
-        differ = sum(a != b for a, b in zip(before, answers)) + abs(len(before) - len(answers))
-        print(f"pipeline_s answers against {args.answers_in}: {len(answers)} calls, {differ} differ")
+    keep_or_compare_answers(args, answers, "pipeline_s")
     print(f"answer {tokens:,.0f} tokens/s; {sum(c[0] == 'pipeline' for c in calls)} pipeline_s and "
           f"{sum(c[0] == 'score' for c in calls)} score calls")
     print("search CPU s: " + ", ".join(f"{name} {s:.2f}" for name, s in phases.items()))

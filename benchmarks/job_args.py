@@ -3,6 +3,7 @@ takes them (a cluster file, a catalog model, sequences per iteration, tokens per
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import yaml
 
@@ -39,3 +40,14 @@ def replay_job(args: argparse.Namespace, catalog, default_cluster_yaml: str):
     cluster = (cluster_from_dict(yaml.safe_load(default_cluster_yaml), catalog) if args.cluster is None
                else load_cluster_file(args.cluster, catalog))
     return cluster, Job(catalog.model(args.model), args.global_batch, args.seq_len)
+
+
+def keep_or_compare_answers(args: argparse.Namespace, lines: list[str], what: str) -> None:
+    """A replay's answers (one line each): written to --answers-out, and compared line by line with
+    --answers-in (another checkout's), where given; prints how many of the `what` calls differ."""
+    if args.answers_out:
+        Path(args.answers_out).write_text("\n".join(lines) + "\n")
+    if args.answers_in:
+        before = Path(args.answers_in).read_text().splitlines()
+        differ = sum(a != b for a, b in zip(before, lines)) + abs(len(before) - len(lines))
+        print(f"{what} answers against {args.answers_in}: {len(lines)} calls, {differ} differ")

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-from benchmarks.job_args import add_replay_arguments, replay_job  # noqa: E402
+from benchmarks.job_args import add_replay_arguments, keep_or_compare_answers, replay_job  # noqa: E402
 from benchmarks.search_benchmark import CLUSTER_128  # noqa: E402
 from catalog import load_catalog  # noqa: E402
 from planner.engines import REAL  # noqa: E402
@@ -118,12 +118,7 @@ def main() -> None:
             cpu, answers = _replay(cluster, calls, kind == "cold")
             times[kind].append(cpu)
     lines = [" ".join(value.hex() for value in answer.tolist()) for answer in answers]
-    if args.answers_out:
-        Path(args.answers_out).write_text("\n".join(lines) + "\n")
-    if args.answers_in:
-        before = Path(args.answers_in).read_text().splitlines()
-        differ = sum(a != b for a, b in zip(before, lines)) + abs(len(before) - len(lines))
-        print(f"screen_s answers against {args.answers_in}: {len(lines)} calls, {differ} differ")
+    keep_or_compare_answers(args, lines, "screen_s")
     profile = cProfile.Profile()
     _replay(cluster, calls, True, profile)
     for kind, spent in times.items():
