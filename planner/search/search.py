@@ -373,12 +373,10 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
         if any(not getattr(results.get(c.covering) or why.get(c.covering), "complete", False) for c in covers):
             outcome, covers = _engine_in_turn(cluster, job, name, objective, deadline_hours, top_k, method, options,
                                               settings=settings, results=results, why=why)
+        outcome, beat = _held_to_turn(outcome, beat, objective, deadline_hours)
         if isinstance(outcome, SearchResult):
-            key = estimate_key(objective, outcome.plans[0].estimate, deadline_hours)
-            if key < beat:
-                results[name], beat = outcome, key
-                continue
-            outcome = _beaten_answer(outcome, key, beat)
+            results[name] = outcome
+            continue
         why[name], covered[name] = outcome, _cover_notes(covers)
     return results, why, covered, known if isinstance(known, tuple) else None
 
@@ -400,6 +398,16 @@ def _engine_in_turn(cluster, job, name, objective, deadline_hours, top_k, method
     except InputError as err:
         return err, covers
     return (replace(found, notes=found.notes + _cover_notes(covers)) if covers else found), covers
+
+
+def _held_to_turn(outcome, beat: float, objective, deadline_hours) -> tuple[object, float]:
+    """A search's outcome held to the sequential rule against `beat` (the best key of the searches before
+    it): an answer that beats it stays, its key the new `beat`; one that does not is Beaten
+    (_beaten_answer); why a search has no plan stays as it is. (outcome, beat)."""
+    if not isinstance(outcome, SearchResult):
+        return outcome, beat
+    key = estimate_key(objective, outcome.plans[0].estimate, deadline_hours)
+    return (outcome, key) if key < beat else (_beaten_answer(outcome, key, beat), beat)
 
 
 def _beaten_answer(result: SearchResult, key: float, beat: float) -> Beaten:
@@ -522,13 +530,8 @@ def _parts_answer(cluster: Cluster, job: Job, name: str, objective, deadline_hou
     plan."""
     results, errors, beat = [], [], math.inf if options.beat is None else options.beat
     for outcome in outcomes:
-        if isinstance(outcome, SearchResult):
-            key = estimate_key(objective, outcome.plans[0].estimate, deadline_hours)
-            if key < beat:
-                results, beat = results + [outcome], key
-                continue
-            outcome = _beaten_answer(outcome, key, beat)
-        errors.append(outcome)
+        outcome, beat = _held_to_turn(outcome, beat, objective, deadline_hours)
+        (results if isinstance(outcome, SearchResult) else errors).append(outcome)
     first, error = None, None
     try:
         first = _combine(objective, deadline_hours, results, errors)
