@@ -80,10 +80,12 @@ def test_workers_and_the_resource_tracker_end_with_the_command(sig):
 
 
 def _plan_with_workers() -> tuple[subprocess.Popen, list[int]]:
-    """`hetplan plan --workers 2` on the 1,024-GPU example (engine searches of seconds each), started
-    until its worker searches."""
-    return _started_with_workers(["plan", "--cluster", str(EXAMPLES / "cloud-4types-1024.yaml"), "--model", "gpt3-175b",
-                                  "--global-batch", "1536", "--seq-len", "2048", "--workers", "2"], 1, 1.0, "plan")
+    """`hetplan plan --workers 2` on the 4,096-GPU example (engine searches of seconds each: 7-8 CPU s in one
+    process; the 1,024-GPU example's searches became short enough, 1.3 CPU s a worker, that on CI a worker
+    could end before it was seen past 1 s), started until its worker searches."""
+    return _started_with_workers(["plan", "--cluster", str(EXAMPLES / "big-4types-4096.yaml"), "--model",
+                                  "llama-3.1-405b", "--global-batch", "2048", "--seq-len", "8192", "--workers", "2"],
+                                 1, 1.0, "plan")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
