@@ -38,6 +38,38 @@ KIND_NAMES = ("forward", "backward")
 # delay(from_stage, from_replica, to_stage, to_replica) -> seconds
 LinkDelay = Callable[[int, int, int, int], float]
 
+# simulate() takes every pass and transfer time up to a grid, a power of two chosen for its inputs
+# (_grid): 2^-53 of EXACT_MARGIN times the iteration run serially, so that every sum of times on it that
+# the simulation makes is exact in floating point. Two paths that end at the same instant then tie
+# exactly, wherever their sums started (the order events were made decides, as the event loop says),
+# and a lane's state, its times taken from a cut, recurs exactly (_simulate_lane). Without it a tie that
+# rounding broke one way in one period and the other way in the next made an extrapolated lane differ
+# from its full simulation by up to 0.6% (tests/test_schedule.py). Upward: no time is shortened; by at
+# most 2^-49 of the serial iteration.
+EXACT_MARGIN = 16
+
+
+def _grid(micro_batches, forward_s, backward_s, delay, v: int) -> float:
+    """The grid of one simulate() call: EXACT_MARGIN times every micro-batch through every stage's
+    slowest replica (each chunk crossing each link between replica 0 of neighbouring stages, and the
+    wrap, each way) at 2^53 grid steps."""
+    p, total = len(micro_batches), sum(micro_batches[0])
+    passes = sum(max(f + b for f, b in zip(fr, br)) for fr, br in zip(forward_s, backward_s))
+    links = sum(delay(i, 0, i + 1, 0) + delay(i + 1, 0, i, 0) for i in range(p - 1))
+    if v > 1 and p > 1:
+        links += delay(p - 1, 0, 0, 0) + delay(0, 0, p - 1, 0)
+    serial = total * (passes + v * links)
+    return math.ldexp(1.0, math.frexp(EXACT_MARGIN * serial)[1] - 53) if serial > 0 else 1.0
+
+
+def on_grid(seconds: float, grid: float) -> float:
+    """`seconds` taken up to a multiple of `grid` (a power of two); a time on it is kept as it is."""
+    return math.ceil(seconds / grid) * grid
+
+
+def _gridded(delay: LinkDelay, grid: float) -> LinkDelay:
+    return lambda i, r, i2, r2: on_grid(delay(i, r, i2, r2), grid)
+
 
 @dataclass(frozen=True)
 class SimResult:
@@ -186,8 +218,12 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     """
     totals = {sum(c) for c in micro_batches}
     assert len(totals) == 1, f"stages handle different numbers of micro-batches: {micro_batches}"
+    grid = _grid(micro_batches, forward_s, backward_s, delay, interleave)
+    forward_s = [[on_grid(x, grid) for x in row] for row in forward_s]
+    backward_s = [[on_grid(x, grid) for x in row] for row in backward_s]
+    delay = _gridded(delay, grid)
     lanes = None if timeline else lanes
-    found = _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline, lanes)
+    found = _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline, lanes, grid)
     if found is not None:
         return found
     if all(len(c) == 1 for c in micro_batches):
@@ -196,31 +232,32 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
         key = None if lanes is None else _lane_key(schedule, interleave, (
             m, tuple(row[0] for row in forward_s), tuple(row[0] for row in backward_s),
             tuple([delay(i, 0, i + 1, 0) for i in range(p - 1)]), tuple([delay(i + 1, 0, i, 0) for i in range(p - 1)]),
-            limits), delay, 0)
+            limits), delay, 0, grid)
         if key is not None and key in lanes:
             return lanes[key]
         sim = _simulate_lane(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline,
-                             [[x] for x in limits])
+                             [[x] for x in limits], grid)
         if key is not None:
             lanes[key] = sim
         return sim
     if interleave > 1:
-        return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline)
+        return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline,
+                                grid=grid)
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline)
 
 
-def _lane_key(schedule, interleave, kind: tuple, delay, r: int) -> tuple:
+def _lane_key(schedule, interleave, kind: tuple, delay, r: int, grid: float | None = None) -> tuple:
     """Everything the simulation of lane r (one replica per stage) reads: its schedule, its `kind` as
     _simulate_lanes groups lanes (micro-batches, pass times, delays between neighbours, in-flight limits)
     and, where interleaved chunks wrap around, the delays from the last stage back to the first and on;
-    `simulate`'s `lanes` keeps lanes by it."""
+    `simulate`'s `lanes` keeps lanes by it, with the `grid` its times are on (_grid)."""
     p = len(kind[1])
     wrap = (delay(p - 1, r, 0, r), delay(0, r, p - 1, r)) if interleave > 1 and p > 1 else ()
-    return schedule, interleave, kind, wrap
+    return schedule, interleave, kind, wrap, grid
 
 
 def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, interleave,
-                    timeline: bool = False, memo: dict | None = None) -> SimResult | None:
+                    timeline: bool = False, memo: dict | None = None, grid: float | None = None) -> SimResult | None:
     """The same result from one simulation per kind of lane, when the replicas form lanes.
 
     When every stage has the same replica counts [n_0 .. n_{d-1}], micro-batch j has the same
@@ -247,7 +284,7 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
             limits[n] = tuple(total if gpipe else in_flight_limit(replicas, i, n, total) for i in range(p))
         kind = (n, fwd_r, bwd_r, tuple([delay(i, r, i + 1, r) for i in range(p - 1)]),
                 tuple([delay(i + 1, r, i, r) for i in range(p - 1)]), limits[n])
-        kinds.setdefault(_lane_key(schedule, interleave, kind, delay, r), []).append(r)
+        kinds.setdefault(_lane_key(schedule, interleave, kind, delay, r, grid), []).append(r)
     if len(kinds) == d and max(counts) <= extrapolation_threshold(p):
         return None                     # every lane differs and none is long enough to extrapolate
     end_s = [[0.0] * d for _ in range(p)]
@@ -265,7 +302,7 @@ def _simulate_lanes(micro_batches, forward_s, backward_s, delay, schedule, inter
             fwd = [[forward_s[i][r0]] for i in range(p)]
             bwd = [[backward_s[i][r0]] for i in range(p)]
             link = (lambda i, _r, i2, _r2, r0=r0: delay(i, r0, i2, r0))
-            sim = _simulate_lane(one, fwd, bwd, link, schedule, interleave, timeline, [[x] for x in limits])
+            sim = _simulate_lane(one, fwd, bwd, link, schedule, interleave, timeline, [[x] for x in limits], grid)
             if memo is not None:
                 memo[key] = sim
         for r in lane:
@@ -321,19 +358,20 @@ def _lanes_frame(passes, owned: list[list[int]]):
 #   sum_{s<=i} (t_f,s + d_s-1) + j max_{s<=i} t_f,s; the backwards start when the last stage's last
 #   forward ends, X, and end at X + sum_{s>=i} (t_b,s + d'_s) + j max_{s>=i} t_b,s (closed form).
 #
-# Times are floats: a state recurs when its times agree within RECURRENCE_TOLERANCE of one
-# micro-batch's pass through the lane (rounding of the absolute times is far below it);
-# tests/test_schedule.py holds the extrapolation equal to the full simulation.
-
-RECURRENCE_TOLERANCE = 1e-9
+# Times are on the call's grid (_grid; simulate takes them there, and _static_passes an interleaved
+# chunk's share), so the sums are exact and a state recurs when its times are equal; a lane whose
+# times could pass 2^53 grid steps is simulated in full (_sums_exact). tests/test_schedule.py holds
+# the extrapolation equal to the full simulation, ==.
 
 
 def extrapolation_threshold(num_stages: int) -> int:
     """A lane of more micro-batches than twice this is extrapolated: its recurrence is searched for
     among this many, then twice as many, and so on up to half of them (a slowly settling lane), and
     a lane whose state does not recur by then is simulated in full: at most about twice the work of
-    the full simulation, for any m."""
-    return max(64, 32 * num_stages)
+    the full simulation, for any m. On exact times (the grid) the lanes of the 128-GPU benchmark's
+    plans recur within 4 p micro-batches, interleaved ones within 4-8 p (it was 32 p while rounding
+    could keep a state from recurring); `python benchmarks/lane_replay.py` replays them."""
+    return max(32, 4 * num_stages)
 
 
 def _detection_bounds(num_stages: int, m: int):
@@ -343,27 +381,37 @@ def _detection_bounds(num_stages: int, m: int):
         bound *= 2
 
 
-def _simulate_lane(micro_batches, forward_s, backward_s, delay, schedule, v, timeline, limit) -> SimResult:
+def _simulate_lane(micro_batches, forward_s, backward_s, delay, schedule, v, timeline, limit,
+                   grid: float | None = None) -> SimResult:
     """One lane (one replica per stage), extrapolated past extrapolation_threshold micro-batches
-    when no timeline is asked for (a timeline lists every pass)."""
+    when no timeline is asked for (a timeline lists every pass) and its times, on `grid`, sum exactly
+    (_sums_exact; without a grid, times as given)."""
     m, p = micro_batches[0][0], len(micro_batches)
-    if not timeline and m > extrapolation_threshold(p):
-        f, b = [row[0] for row in forward_s], [row[0] for row in backward_s]
+    f, b = [row[0] for row in forward_s], [row[0] for row in backward_s]
+    # (interleaved: in whole groups of p micro-batches, as _interleaved_frontier counts them)
+    if (not timeline and m > extrapolation_threshold(p) and not (v > 1 and m % p)
+            and _sums_exact(m, f, b, delay, v, grid)):
         if schedule == Schedule.GPIPE:
             return _gpipe_lane(m, f, b, delay)
         for bound in _detection_bounds(p, m):
-            found = (_interleaved_lane if v > 1 else _one_f_one_b_lane)(m, f, b, delay, v, limit, bound)
+            found = (_interleaved_lane(m, f, b, delay, v, limit, bound, grid) if v > 1
+                     else _one_f_one_b_lane(m, f, b, delay, v, limit, bound))
             if found is not None:
                 return found
     if v > 1:
-        return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline)
+        return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline, grid=grid)
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline, limit)
 
 
-def _lane_scale(f, b, delay) -> float:
+def _sums_exact(m: int, f: list[float], b: list[float], delay, v: int, grid: float | None) -> bool:
+    """Whether every time of the lane's simulation is below 2^53 steps of `grid` (so every sum is
+    exact): at most every pass and transfer one after another (each micro-batch's chunks cross every
+    link, the wrap included, each way). True without a grid (times as given)."""
+    if grid is None:
+        return True
     p = len(f)
-    links = sum(delay(i, 0, i + 1, 0) + delay(i + 1, 0, i, 0) for i in range(p - 1))
-    return sum(f) + sum(b) + links
+    links = sum(delay(i, 0, (i + 1) % p, 0) + delay((i + 1) % p, 0, i, 0) for i in range(p if v > 1 else p - 1))
+    return m * (sum(f) + sum(b) + v * links + 2 * p * v * grid) < math.ldexp(grid, 53)
 
 
 def _gpipe_lane(m, f, b, delay) -> SimResult:
@@ -385,8 +433,7 @@ def _gpipe_lane(m, f, b, delay) -> SimResult:
 class _Recurrence:
     """The states seen at cuts; `seen` says when one recurs (then `found` = (k0, k1, dt, dbusy))."""
 
-    def __init__(self, tolerance_s: float):
-        self.tolerance_s = tolerance_s
+    def __init__(self):
         self.states: dict[tuple, list[tuple[int, float, np.ndarray, list[float]]]] = {}
         self.found = None
 
@@ -394,7 +441,7 @@ class _Recurrence:
         shape, times = state
         times = np.asarray(times)
         for k0, t0, times0, busy0 in self.states.get(shape, ()):
-            if np.all(np.abs(times - times0) <= self.tolerance_s):
+            if np.array_equal(times, times0):
                 self.found = (k0, k, t - t0, [x - x0 for x, x0 in zip(busy_now, busy0)])
                 return True
         self.states.setdefault(shape, []).append((k, t, times, busy_now))
@@ -424,7 +471,7 @@ def _one_f_one_b_lane(m, f, b, delay, v, limit, bound) -> SimResult | None:
     None when none does."""
     p = len(f)
     fwd, bwd = [[x] for x in f], [[x] for x in b]
-    watch = _Recurrence(RECURRENCE_TOLERANCE * _lane_scale(f, b, delay))
+    watch = _Recurrence()
     _simulate_events([[bound]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, False, limit, watch)
     if watch.found is None:
         return None
@@ -454,29 +501,29 @@ def _interleaved_frontier(end: list, groups: int, p: int, v: int, total: int) ->
     return out
 
 
-def _interleaved_lane(m, f, b, delay, v, limit, bound) -> SimResult | None:
+def _interleaved_lane(m, f, b, delay, v, limit, bound, grid: float | None = None) -> SimResult | None:
     """m micro-batches through an interleaved lane, extrapolated from ends that recur within `bound`
     micro-batches; None when they do not."""
     p = len(f)
     fwd, bwd = [[x] for x in f], [[x] for x in b]
     groups = bound // p
     end: list = []
-    _simulate_static([[groups * p]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, end)
-    tolerance = RECURRENCE_TOLERANCE * _lane_scale(f, b, delay)
+    _simulate_static([[groups * p]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, end, grid)
     seen: list[tuple[int, float, np.ndarray]] = []
     for g in range(1, groups + 1):
         front = _interleaved_frontier(end, g, p, v, groups * p)
         if front is None:
             continue
         rel = np.asarray(front) - front[0]
-        match = next((x for x in seen if np.all(np.abs(rel - x[2]) <= tolerance)), None)
+        match = next((x for x in seen if np.array_equal(rel, x[2])), None)
         if match is not None:
             g0, t0, _ = match
             c, dt = g - g0, front[0] - t0
             rest = g0 + (m // p - g0) % c
-            base = _simulate_static([[rest * p]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False)
+            base = _simulate_static([[rest * p]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, grid=grid)
             periods = (m // p - rest) // c
-            return _shifted(base, periods, dt, [c * p * (f[i] + b[i]) for i in range(p)])
+            chunks = [_chunk_s(f[i], v, grid) + _chunk_s(b[i], v, grid) for i in range(p)]   # as _static_passes
+            return _shifted(base, periods, dt, [c * p * v * x for x in chunks])
         seen.append((g, front[0], rel))
     return None
 
@@ -702,7 +749,13 @@ def _pass_index(kind, chunk, stage, micro_batch, v: int, p: int, total: int):
     return ((kind * v + chunk) * p + stage) * total + micro_batch
 
 
-def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay, timeline: bool):
+def _chunk_s(seconds: float, v: int, grid: float | None) -> float:
+    """One chunk's share of a pass of `seconds` through the whole stage: on `grid` where there is one."""
+    return seconds / v if grid is None else on_grid(seconds / v, grid)
+
+
+def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay, timeline: bool,
+                   grid: float | None = None):
     """Each worker's passes in order (_workers' numbering), numbered worker after worker: (each worker's
     passes as (the number of its first, the number of the pass whose output each waits for (-1: none; the
     same micro-batch's pass on the previous stage, forward, or the next, backward, or across the chunk
@@ -753,7 +806,8 @@ def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay
                              i2, replica[ws[row]])
         link = np.zeros(kind.shape)
         link[crossing] = table[pair]
-        times = np.array([[forward_s[stage[w]][replica[w]], backward_s[stage[w]][replica[w]]] for w in ws]) / v
+        times = np.array([[_chunk_s(forward_s[stage[w]][replica[w]], v, grid),
+                           _chunk_s(backward_s[stage[w]][replica[w]], v, grid)] for w in ws])
         duration = np.where(forward, times[:, :1], times[:, 1:])
         rows = zip(base[ws].tolist(), dep.tolist(), link.tolist(), duration.tolist(),
                    zip(j.tolist(), chunk.tolist(), kind.tolist()) if timeline else [None] * len(ws))
@@ -764,14 +818,14 @@ def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay
 
 
 def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline,
-                     end: list | None = None) -> SimResult:
+                     end: list | None = None, grid: float | None = None) -> SimResult:
     """Every worker runs its passes in their fixed order (_worker_order), each when the worker is free
     and its input has arrived: a longest path, worked out worker by worker, a worker that waits for an
     input resuming when the pass it waits for has run. `end`, when given, receives each pass's end, at
     its _pass_index (None for slots of no pass)."""
     first, stage, replica = _workers(micro_batches)
     workers = first[-1]
-    passes, number = _static_passes(schedule, v, micro_batches, forward_s, backward_s, delay, timeline)
+    passes, number = _static_passes(schedule, v, micro_batches, forward_s, backward_s, delay, timeline, grid)
     done: list[float | None] = [None] * (sum(len(x[1]) for x in passes) + 1)   # each pass's end, one past: never
     waiter = [-1] * len(done)            # the worker waiting for a pass (each pass feeds one other pass)
     at, free_at, busy = [0] * workers, [0.0] * workers, [0.0] * workers
