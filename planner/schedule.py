@@ -49,26 +49,26 @@ LinkDelay = Callable[[int, int, int, int], float]
 EXACT_MARGIN = 16
 
 
-def _grid(micro_batches, forward_s, backward_s, delay, v: int) -> float:
+def _grid(micro_batches, forward_s, backward_s, delay, v: int) -> float | None:
     """The grid of one simulate() call: EXACT_MARGIN times every micro-batch through every stage's
     slowest replica (each chunk crossing each link between replica 0 of neighbouring stages, and the
-    wrap, each way) at 2^53 grid steps."""
+    wrap, each way) at 2^53 grid steps; None (times as given) when that is 0 or not finite."""
     p, total = len(micro_batches), sum(micro_batches[0])
     passes = sum(max(f + b for f, b in zip(fr, br)) for fr, br in zip(forward_s, backward_s))
     links = sum(delay(i, 0, i + 1, 0) + delay(i + 1, 0, i, 0) for i in range(p - 1))
     if v > 1 and p > 1:
         links += delay(p - 1, 0, 0, 0) + delay(0, 0, p - 1, 0)
     serial = total * (passes + v * links)
-    return math.ldexp(1.0, math.frexp(EXACT_MARGIN * serial)[1] - 53) if serial > 0 else 1.0
+    return math.ldexp(1.0, math.frexp(EXACT_MARGIN * serial)[1] - 53) if 0 < serial < math.inf else None
 
 
-def on_grid(seconds: float, grid: float) -> float:
-    """`seconds` taken up to a multiple of `grid` (a power of two); a time on it is kept as it is."""
-    return math.ceil(seconds / grid) * grid
+def on_grid(seconds: float, grid: float | None) -> float:
+    """`seconds` taken up to a multiple of `grid` (a power of two; None: as given); a time on it is kept."""
+    return seconds if grid is None else math.ceil(seconds / grid) * grid
 
 
-def _gridded(delay: LinkDelay, grid: float) -> LinkDelay:
-    return lambda i, r, i2, r2: on_grid(delay(i, r, i2, r2), grid)
+def _gridded(delay: LinkDelay, grid: float | None) -> LinkDelay:
+    return delay if grid is None else (lambda i, r, i2, r2: on_grid(delay(i, r, i2, r2), grid))
 
 
 @dataclass(frozen=True)
@@ -751,7 +751,7 @@ def _pass_index(kind, chunk, stage, micro_batch, v: int, p: int, total: int):
 
 def _chunk_s(seconds: float, v: int, grid: float | None) -> float:
     """One chunk's share of a pass of `seconds` through the whole stage: on `grid` where there is one."""
-    return seconds / v if grid is None else on_grid(seconds / v, grid)
+    return on_grid(seconds / v, grid)
 
 
 def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay, timeline: bool,
