@@ -460,6 +460,20 @@ def _event_state(t, k, events, busy_until, ready_f, ready_b, in_flight):
     return shape, times
 
 
+def _lane_state(t, k, events, busy_until, arrived_f, arrived_b, started_f, started_b, in_flight):
+    """_event_state of _lane_events: its pending events in the order they will be taken, which stages are
+    busy and until when, and its counts of passes arrived and started (micro-batches from k; stage 0's
+    forwards are all there), each from the cut at t."""
+    pending = sorted(events)
+    shape = (tuple((code, w) for _, _, code, w in pending),
+             tuple(b is None for b in busy_until),
+             tuple(x - k for x in arrived_f[1:]), tuple(x - k for x in arrived_b),
+             tuple(x - k for x in started_f), tuple(x - k for x in started_b),
+             tuple(in_flight))
+    times = [e[0] - t for e in pending] + [b - t for b in busy_until if b is not None]
+    return shape, times
+
+
 def _shifted(sim: SimResult, periods: int, dt: float, dbusy: list[float]) -> SimResult:
     end = [[x + periods * dt for x in row] for row in sim.end_s]
     busy = [[x + periods * d for x in row] for row, d in zip(sim.busy_s, dbusy)]
@@ -472,7 +486,7 @@ def _one_f_one_b_lane(m, f, b, delay, v, limit, bound) -> SimResult | None:
     p = len(f)
     fwd, bwd = [[x] for x in f], [[x] for x in b]
     watch = _Recurrence()
-    _simulate_events([[bound]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, False, limit, watch)
+    _lane_events(bound, fwd, bwd, delay, False, limit, watch)
     if watch.found is None:
         return None
     k0, k1, dt, dbusy = watch.found
@@ -664,15 +678,17 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
                      _frame(rows) if timeline else None)
 
 
-def _lane_events(m: int, forward_s, backward_s, delay, gpipe: bool, limit) -> SimResult:
-    """_simulate_events of one lane (one replica per stage), without a timeline or a watch: the same events
+def _lane_events(m: int, forward_s, backward_s, delay, gpipe: bool, limit,
+                 watch: "_Recurrence | None" = None) -> SimResult | None:
+    """_simulate_events of one lane (one replica per stage), without a timeline: the same events
     in the same order, so the same floats, with less bookkeeping. A stage receives its forwards, and its
     backwards, in micro-batch order (the stage before it, or after it, runs them in that order: by induction
     from stage 0, whose forwards are all ready at once, and the last stage, which turns each forward around),
     so each ready queue is a count of passes arrived and one of passes started. An input that arrives while
     its stage is busy past its arrival (strictly: a pass ending at the same time ends first, its event made
     earlier) is counted at once instead of as an event: nothing reads that stage's queues before the pass
-    ends, and the other events keep their relative order (times, then the order they were made)."""
+    ends, and the other events keep their relative order (times, then the order they were made).
+    `watch`: as _simulate_events', shown this loop's own state (_lane_state) as stage 0 starts each forward."""
     p = len(forward_s)
     fwd = [row[0] for row in forward_s]
     bwd = [row[0] for row in backward_s]
@@ -733,6 +749,11 @@ def _lane_events(m: int, forward_s, backward_s, delay, gpipe: bool, limit) -> Si
             started_f[w] += 1
             in_flight[w] += 1
             duration, code = fwd[w], f_ends
+            if watch is not None and w == 0:
+                k = started_f[0] - 1
+                if watch.seen(t, k, _lane_state(t, k, events, busy_until, arrived_f, arrived_b, started_f, started_b,
+                                                in_flight), busy_s[:]):
+                    return None
         else:
             continue
         busy_until[w] = t + duration
