@@ -45,7 +45,7 @@ LinkDelay = Callable[[int, int, int, int], float]
 # and a lane's state, its times taken from a cut, recurs exactly (_simulate_lane). Without it a tie that
 # rounding broke one way in one period and the other way in the next made an extrapolated lane differ
 # from its full simulation by up to 0.6% (tests/test_schedule.py). Upward: no time is shortened; by at
-# most 2^-49 of the serial iteration.
+# most a grid step, under 2^-48 of the serial iteration (each time).
 EXACT_MARGIN = 16
 
 
