@@ -24,7 +24,7 @@ from planner.search.bound import Bounds
 from planner.search.links import LinkFigures
 from planner.search.planners import precision_for
 from planner.search.score import Scorer
-from planner.search.screen import screen_s
+from planner.search.screen import screen_by_setting_s
 from planner.search.space import Group, Knobs, Layout, knob_settings, layout_families
 from planner.types import InfeasibleError, Job, Objective, Recompute
 
@@ -89,7 +89,8 @@ def _candidates(cluster, job):
     scorer = Scorer(cluster, job)
     bounds = Bounds(scorer)
     families = list(layout_families(cluster.pools, job.model, job.global_batch, partial=False))
-    for family, screen in zip(families, screen_s(scorer, families)):
+    _, by_setting, settings = screen_by_setting_s(scorer, families)     # each family's screen per (mb, recompute)
+    for family, row in zip(families, by_setting):
         capacity = bounds.capacity_s(family)
         for order in family.orders():
             layout = family.layout(order)
@@ -98,6 +99,7 @@ def _candidates(cluster, job):
                 cand = scorer.score(layout, knobs, precision_for(job, family.subset))
                 if cand is not None:
                     key = (knobs.micro_batch, knobs.interleave, knobs.recompute, knobs.zero_stage)
+                    screen = row[settings.index((knobs.micro_batch, knobs.recompute))]
                     yield cand, screen, capacity, pipeline.get(key, math.inf)
 
 

@@ -15,7 +15,7 @@ from planner.search.bound import (Bounds, _busiest_fill_s, _fill_s, _interleaved
                                   _water_level, _whole_layer_level)
 from planner.search.planners import precision_for
 from planner.search.score import Scorer
-from planner.search.screen import screen_s
+from planner.search.screen import screen_by_setting_s, screen_s
 from planner.search.space import knob_settings, layout_families, searched_recomputes
 from planner.schedule import simulate
 from planner.types import Job, Recompute, Schedule
@@ -52,7 +52,10 @@ def test_bounds_hold_for_every_candidate(catalog, seed, tight):
     checked = 0
     families = list(layout_families(cluster.pools, job.model, job.global_batch, partial=False))
     screened = screen_s(scorer, families)
-    for family, screen in zip(families, screened):
+    best, by_setting, settings = screen_by_setting_s(scorer, families)
+    assert best.tolist() == screened.tolist()
+    assert (by_setting.min(axis=1) == best).all()      # the family's screen: its least setting's
+    for family, screen, row in zip(families, screened, by_setting):
         capacity = bounds.capacity_s(family)
         any_order = bounds.pipeline_s(family.runs(family.orders()[0]), family.max_replicas_per_stage, any_order=True)
         for order in family.orders():
@@ -72,6 +75,10 @@ def test_bounds_hold_for_every_candidate(catalog, seed, tight):
                     assert cand.time_s >= pipeline[key] * (1 - 1e-9), (layout, knobs, uniform)
                     assert cand.time_s >= capacity * (1 - 1e-9)
                     assert cand.time_s >= screen * (1 - 1e-9), (layout, knobs, uniform, screen)
+                    # the screen at the candidate's own (micro-batch, recompute) setting, which the search's
+                    # any-order bounds leave settings out by (planners._Frontier.live_settings)
+                    setting = row[settings.index((knobs.micro_batch, knobs.recompute))]
+                    assert cand.time_s >= setting * (1 - 1e-9), (layout, knobs, uniform, setting)
                     assert key in any_order and cand.time_s >= any_order[key] * (1 - 1e-9), (layout, knobs)
                     assert key in first_fixed and cand.time_s >= first_fixed[key] * (1 - 1e-9), (layout, knobs)
                     if uniform:       # the baselines' even splits have a tighter bound of their own

@@ -63,19 +63,39 @@ def screen_s(scorer: Scorer, families: list[Family]) -> np.ndarray:
     SCREEN_COLUMNS or more (the last one what is left), so that numpy's cost per call, which is
     most of what a few hundred families cost, is paid once per block and ZeRO class rather than
     per setting."""
+    return screen_by_setting_s(scorer, families, by_setting=False)[0]
+
+
+def screen_by_setting_s(scorer: Scorer, families: list[Family],
+                        by_setting: bool = True) -> tuple[np.ndarray, np.ndarray | None, list]:
+    """screen_s, and (`by_setting`) each family's bound at each (micro-batch size, recompute) setting the
+    screen has columns of: (the bounds of screen_s, a [family, setting] array of bounds, inf where the family
+    has no column of that setting (no micro-batch per replica, or a recompute setting not searched for it),
+    the settings in that array's order). Each bounds every layout of the family at that setting, whatever
+    its interleave and ZeRO stage (the columns' bound is the least of the ZeRO classes'), so the search can
+    leave out of a family's pipeline bounds (planners._any_order_key) the settings whose screen cannot win."""
     if not families:
-        return np.zeros(0)
+        return np.zeros(0), (np.zeros((0, 0)) if by_setting else None), []
     table = _Table(scorer, families)
     best = np.full(len(families), np.inf)
+    settings: list = []
+    columns_seen: list | None = [] if by_setting else None     # (family, setting index, bound) per block
     block: list = []
     for setting in _settings(scorer, table):
         block.append(setting)
         if sum(columns.lanes.size for _, _, columns in block) >= SCREEN_COLUMNS:
-            _screen_block(scorer, table, block, best)
+            _screen_block(scorer, table, block, best, len(settings), columns_seen)
+            settings += [(mb, rc) for mb, rc, _ in block]
             block = []
     if block:
-        _screen_block(scorer, table, block, best)
-    return best
+        _screen_block(scorer, table, block, best, len(settings), columns_seen)
+        settings += [(mb, rc) for mb, rc, _ in block]
+    if columns_seen is None:
+        return best, None, settings
+    per_setting = np.full((len(families), len(settings)), np.inf)
+    for family, index, bound in columns_seen:
+        np.minimum.at(per_setting, (family, index), bound)
+    return best, per_setting, settings
 
 
 SCREEN_COLUMNS = 2048    # a block's columns: past that, numpy's per-call cost is small and larger arrays outgrow caches
@@ -101,12 +121,20 @@ def _settings(s: Scorer, table: _Table):
                 yield mb, rc, sub_all.take(~sub_all.chain)
 
 
-def _screen_block(s: Scorer, table: _Table, block: list, best: np.ndarray) -> None:
-    """Lower `best` (per family) to the screen of a block of settings' columns."""
+def _screen_block(s: Scorer, table: _Table, block: list, best: np.ndarray, first_setting: int = 0,
+                  columns_seen: list | None = None) -> None:
+    """Lower `best` (per family) to the screen of a block of settings' columns; with `columns_seen`, append
+    (each column's family, its setting's index, counted from `first_setting`, its bound) to it."""
     sub = _Sub.joined([columns for _, _, columns in block])
     per_layer = _PerLayer(s, table, sub, block)
+    bound = None
     for zero in ZERO_CLASSES:
-        np.minimum.at(best, sub.family, _class_bound_s(s, sub, per_layer, zero))
+        x = _class_bound_s(s, sub, per_layer, zero)
+        bound = x if bound is None else np.minimum(bound, x)
+    np.minimum.at(best, sub.family, bound)
+    if columns_seen is not None:
+        index = first_setting + np.repeat(np.arange(len(block)), [columns.lanes.size for _, _, columns in block])
+        columns_seen.append((sub.family, index, bound))
 
 
 class _Table:
