@@ -50,9 +50,9 @@ from planner.search.bound import Bounds
 from planner.search.objective import estimate_key, fast_key, fast_key_of_estimate
 from planner.search.score import Candidate, Scorer
 from planner.search.screen import screen_by_setting_s
-from planner.search.space import (INTERLEAVES, zero_stages, searched_recomputes, Family, Knobs, Layout, allows, expert_tp_settings,
-                                  hybrid_shard_of, knob_settings, layout_families, layouts, micro_batch_sizes,
-                                  tp_degrees)
+from planner.search.space import (INTERLEAVES, zero_stages, searched_recomputes, Family, Knobs, Layout, allows,
+                                  expert_tp_settings, hybrid_shard_of, knob_settings, layout_families, layouts,
+                                  micro_batch_sizes, tp_degrees)
 from planner.spot import wall_time_and_price
 from planner.types import Cluster, InputError, Job, Objective, Pool, Precision
 
@@ -452,7 +452,7 @@ class _Frontier:
             self.bound[start + j] = key
             if key < threshold:
                 self.push(key, None, family)
-                if by_setting is not None:
+                if by_setting is not None and family.kind == "chain" and len(family.subset) > 1:   # as _visit asks
                     self.by_setting[id(family)] = (by_setting[j], settings)
         if self.next < len(self.listed):
             self.push(self.listed[self.next][0], UNSCREENED, None)
