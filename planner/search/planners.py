@@ -452,7 +452,7 @@ class _Frontier:
             self.bound[start + j] = key
             if key < threshold:
                 self.push(key, None, family)
-                if by_setting is not None and family.kind == "chain" and len(family.subset) > 1:   # as _visit asks
+                if by_setting is not None and _bounded_in_any_order(family):     # the families _visit asks
                     self.by_setting[id(family)] = (by_setting[j], settings)
         if self.next < len(self.listed):
             self.push(self.listed[self.next][0], UNSCREENED, None)
@@ -510,8 +510,7 @@ def _visit(scorer: Scorer, bounds: Bounds, frontier: _Frontier, keeper: _Keeper,
         if detail is UNSCREENED:
             frontier.screen_next()
             continue
-        if (detail is None and len(family.subset) > 1 and family.kind == "chain" and keeper.threshold() < math.inf
-                and not bounds.even):
+        if detail is None and _bounded_in_any_order(family) and keeper.threshold() < math.inf and not bounds.even:
             live = frontier.live_settings(family, layout_price(scorer, family))
             any_order, settings = _any_order_key(scorer, bounds, family, keeper, live)   # one bound for all its orders first
             if any_order < keeper.threshold():
@@ -555,6 +554,12 @@ def _out_of_time(clock: Clock, c: Considered) -> bool:
     """The loop's share of the time limit is spent; until it has a plan, it may also use the
     re-scoring share (there is nothing to re-score yet), so that a short limit still answers."""
     return clock.expired(share=1.0 if c.kept else 1 / SEARCH_SHARE)
+
+
+def _bounded_in_any_order(family: Family) -> bool:
+    """Whether `family` gets one pipeline bound for all its pool orders (_any_order_key) before them:
+    a chain of two or more pools."""
+    return family.kind == "chain" and len(family.subset) > 1
 
 
 class AnyOrder(NamedTuple):
