@@ -28,7 +28,7 @@ from benchmarks.search_benchmark import CLUSTER_128  # noqa: E402
 from catalog import load_catalog  # noqa: E402
 from planner import schedule  # noqa: E402
 from planner.engines import REAL  # noqa: E402
-from planner.types import Objective  # noqa: E402
+from planner.types import Objective, Schedule  # noqa: E402
 
 search_module = importlib.import_module("planner.search.search")     # the module (the package exports its function)
 
@@ -53,8 +53,9 @@ def _recorded_lanes(cluster, job) -> tuple[list, float]:
 
 def _full(lane) -> schedule.SimResult:
     micro_batches, forward_s, backward_s, delay, kind, v, limit, grid = lane
-    if v > 1:
-        return schedule._simulate_static(micro_batches, forward_s, backward_s, delay, kind, v, False, grid=grid)
+    if v > 1 or kind == Schedule.ONE_F_ONE_B:
+        return schedule._simulate_static(micro_batches, forward_s, backward_s, delay, kind, v, False, grid=grid,
+                                         limit=limit)
     return schedule._simulate_events(micro_batches, forward_s, backward_s, delay, kind, False, limit)
 
 

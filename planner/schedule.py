@@ -106,13 +106,14 @@ def _stride_order(counts: list[int]) -> list[int]:
     return owners
 
 
-def _worker_orders(schedule: Schedule, v: int, p: int, stages: np.ndarray, n: int):
+def _worker_orders(schedule: Schedule, v: int, p: int, stages: np.ndarray, n: int, warmup=None):
     """The passes workers of these stages run, in order, each for n micro-batches of its own: arrays
     (kind, chunk, index of the micro-batch among the worker's own, in the order it received them), one
     row per worker.
       GPipe: every forward, then every backward.
-      1F1B: min(p - i - 1, n) warm-up forwards, then one forward and one backward, then the cool-down's
-        backwards.
+      1F1B: min(p - i - 1, n) warm-up forwards (`warmup`, when given: each worker's own, its in-flight
+        limit less one, at most n), then one forward and one backward, then the cool-down's backwards
+        (Megatron-LM's forward_backward_pipelining_without_interleaving).
       interleaved: forwards in groups of p micro-batches (the last group may be shorter), each group
         through chunk 0, 1, .., v - 1, backwards through the chunks in reverse; a warm-up of
         min(v n, 2 (p - i - 1) + (v - 1) p) chunk-forwards, then one chunk-forward and one
@@ -120,7 +121,8 @@ def _worker_orders(schedule: Schedule, v: int, p: int, stages: np.ndarray, n: in
     index = np.arange(n)
     if schedule == Schedule.GPIPE or v == 1:
         chunk = np.zeros(n, dtype=np.int64)
-        warmup = np.full(len(stages), n) if schedule == Schedule.GPIPE else np.minimum(p - stages - 1, n)
+        warmup = (np.full(len(stages), n) if schedule == Schedule.GPIPE
+                  else np.minimum(p - stages - 1 if warmup is None else warmup, n))
     else:
         whole, left = divmod(n, p)
         chunk = np.concatenate([np.tile(np.repeat(np.arange(v), p), whole), np.repeat(np.arange(v), left)])
@@ -205,10 +207,10 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     handles (each stage's counts sum to the same total); forward_s/backward_s[i][r]: its time for
     one micro-batch through the whole stage (all chunks).
 
-    1F1B and GPipe run as an event simulation: an idle worker starts the ready backward with the
-    lowest micro-batch index, else (1F1B: while it holds fewer than its in-flight limit) the
-    ready forward with the lowest index; GPipe runs every forward before any backward. Interleaved
-    1F1B follows Megatron-LM's fixed order per worker (stages then form independent lanes).
+    1F1B, interleaved or not, runs Megatron-LM's fixed order per worker (_worker_orders: a warm-up of
+    forwards, then one forward and one backward in turn, then the cool-down's backwards; a 1F1B
+    worker's warm-up is its in-flight limit less one), each pass when its worker is free and its input
+    has arrived. GPipe runs as an event simulation, every forward before any backward.
     Without a timeline, a lane (one replica per stage, or one kind of lane) of many micro-batches
     is extrapolated from its periodic steady state, exactly (_simulate_lane).
 
@@ -240,10 +242,16 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
         if key is not None:
             lanes[key] = sim
         return sim
-    if interleave > 1:
+    if interleave > 1 or schedule == Schedule.ONE_F_ONE_B:
         return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline,
-                                grid=grid)
+                                grid=grid, limit=in_flight_limits(micro_batches))
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline)
+
+
+def in_flight_limits(micro_batches) -> list[list[int]]:
+    """Each 1F1B worker's in-flight limit (in_flight_limit), [stage][replica]."""
+    replicas, total = [len(c) for c in micro_batches], sum(micro_batches[0])
+    return [[in_flight_limit(replicas, i, n, total) for n in c] for i, c in enumerate(micro_batches)]
 
 
 def _lane_key(schedule, interleave, kind: tuple, delay, r: int, grid: float | None = None) -> tuple:
@@ -337,22 +345,18 @@ def _lanes_frame(passes, owned: list[list[int]]):
 # A one-replica-per-stage pipeline (a lane) with fixed pass and transfer times settles into a
 # periodic steady state, so one of m micro-batches costs what a few times p of them cost:
 #
-#   1F1B (event simulation). Let a cut be the moment stage 0 starts forward k. A run of m
-#   micro-batches is, up to cut m, the run of an endless stream (stage 0 is the only one that knows
-#   how many there are, and it starts forward m nowhere else), and after it a tail that depends on
-#   the state at the cut alone: pending events, queues, in-flight counts and busy workers, times
-#   taken from the cut and micro-batches from k. Once that state at cut k0 + c equals the one at
-#   k0 (shifted by dt), the stream repeats every c micro-batches for ever, so m ends as
-#   m' = k0 + c + (m - k0 - c) mod c does, q = (m - m') / c periods of dt later, each worker q
-#   periods of busy time busier (m' a period past k0, so that a worker idle at the cut last ended
-#   within the periodic part). A state that does not recur within the bound: the full simulation.
-#   Interleaved 1F1B (Megatron's fixed order). Worker i's ops for m micro-batches are those of an
-#   endless stream up to its pair (F_k, B_{k - w_i}) with k = v m - 1, then a cool-down; the pairs
-#   with k < v m - i on every worker i are closed under their inputs (the chunk wrap from the last
-#   stage back to stage 0 reaches p - 2 pairs ahead, the 2-pair skew between neighbours absorbs
-#   it), so they run as in the stream, and everything after them depends only on the end times of
-#   each worker's last such pair. When those 2p ends (relative to one of them) recur after c groups
-#   of p micro-batches, m extrapolates as above.
+#   1F1B and interleaved 1F1B (Megatron's fixed order). Worker i's ops for m micro-batches are those
+#   of an endless stream up to its pair (F_k, B_{k - w_i}) with k = v m - 1, then a cool-down (w_i:
+#   its warm-up). Interleaved, the pairs with k < v m - i on every worker i are closed under their
+#   inputs (the chunk wrap from the last stage back to stage 0 reaches p - 2 pairs ahead, the 2-pair
+#   skew between neighbours absorbs it); in 1F1B those with k < m, as the warm-ups do not grow down
+#   the pipeline (B_{k - w_i} on stage i waits for stage i + 1's pair k - w_i + w_{i+1} <= k). So they
+#   run as in the stream, and everything after them depends only on the end times of each worker's
+#   last such pair. When those 2p ends (relative to one of them) recur after c groups (of p
+#   micro-batches interleaved, of one in 1F1B), the stream repeats every c groups for ever, so m
+#   ends as m' = g0 + (m - g0) mod c does (g0: where the ends first took that shape), q = (m - m') / c
+#   periods of dt later, each worker q periods of busy time busier. Ends that do not recur within
+#   the bound: the full simulation.
 #   GPipe: both phases are flow shops of identical jobs, whose longest path spends every extra
 #   micro-batch on the slowest stage so far: forward j ends on stage i at
 #   sum_{s<=i} (t_f,s + d_s-1) + j max_{s<=i} t_f,s; the backwards start when the last stage's last
@@ -388,18 +392,18 @@ def _simulate_lane(micro_batches, forward_s, backward_s, delay, schedule, v, tim
     (_sums_exact; without a grid, times as given)."""
     m, p = micro_batches[0][0], len(micro_batches)
     f, b = [row[0] for row in forward_s], [row[0] for row in backward_s]
-    # (interleaved: in whole groups of p micro-batches, as _interleaved_frontier counts them)
+    # (interleaved: in whole groups of p micro-batches, as _static_frontier counts them)
     if (not timeline and m > extrapolation_threshold(p) and not (v > 1 and m % p)
             and _sums_exact(m, f, b, delay, v, grid)):
         if schedule == Schedule.GPIPE:
             return _gpipe_lane(m, f, b, delay)
         for bound in _detection_bounds(p, m):
-            found = (_interleaved_lane(m, f, b, delay, v, limit, bound, grid) if v > 1
-                     else _one_f_one_b_lane(m, f, b, delay, v, limit, bound))
+            found = _static_lane(m, f, b, delay, v, limit, bound, grid)
             if found is not None:
                 return found
-    if v > 1:
-        return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline, grid=grid)
+    if v > 1 or schedule == Schedule.ONE_F_ONE_B:
+        return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline, grid=grid,
+                                limit=limit)
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline, limit)
 
 
@@ -430,102 +434,44 @@ def _gpipe_lane(m, f, b, delay) -> SimResult:
                      [[x] for x in b])
 
 
-class _Recurrence:
-    """The states seen at cuts; `seen` says when one recurs (then `found` = (k0, k1, dt, dbusy))."""
-
-    def __init__(self):
-        self.states: dict[tuple, list[tuple[int, float, np.ndarray, list[float]]]] = {}
-        self.found = None
-
-    def seen(self, t: float, k: int, state: tuple, busy_now: list[float]) -> bool:
-        shape, times = state
-        times = np.asarray(times)
-        for k0, t0, times0, busy0 in self.states.get(shape, ()):
-            if np.array_equal(times, times0):
-                self.found = (k0, k, t - t0, [x - x0 for x, x0 in zip(busy_now, busy0)])
-                return True
-        self.states.setdefault(shape, []).append((k, t, times, busy_now))
-        return False
-
-
-def _event_state(t, k, events, busy_until, ready_f, ready_b, in_flight):
-    """The one-lane event simulation's state at a cut: (its discrete part, its times from t)."""
-    pending = sorted(events)
-    shape = (tuple((code, w, j - k) for _, _, code, w, j in pending),
-             tuple(b is None for b in busy_until),
-             tuple(tuple(sorted(x - k for x in q)) for q in ready_f[1:]),
-             tuple(tuple(sorted(x - k for x in q)) for q in ready_b),
-             tuple(in_flight))
-    times = [e[0] - t for e in pending] + [b - t for b in busy_until if b is not None]
-    return shape, times
-
-
-def _lane_state(t, k, events, busy_until, arrived_f, arrived_b, started_f, started_b, in_flight):
-    """_event_state of _lane_events: its pending events in the order they will be taken, which stages are
-    busy and until when, and its counts of passes arrived and started (micro-batches from k; stage 0's
-    forwards are all there), each from the cut at t."""
-    pending = sorted(events)
-    shape = (tuple((code, w) for _, _, code, w in pending),
-             tuple(b is None for b in busy_until),
-             tuple(x - k for x in arrived_f[1:]), tuple(x - k for x in arrived_b),
-             tuple(x - k for x in started_f), tuple(x - k for x in started_b),
-             tuple(in_flight))
-    times = [e[0] - t for e in pending] + [b - t for b in busy_until if b is not None]
-    return shape, times
-
-
 def _shifted(sim: SimResult, periods: int, dt: float, dbusy: list[float]) -> SimResult:
     end = [[x + periods * dt for x in row] for row in sim.end_s]
     busy = [[x + periods * d for x in row] for row, d in zip(sim.busy_s, dbusy)]
     return SimResult(max(max(row) for row in end), end, busy, sim.last_backward_s)
 
 
-def _one_f_one_b_lane(m, f, b, delay, v, limit, bound) -> SimResult | None:
-    """m micro-batches through a 1F1B lane, extrapolated from a state that recurs within `bound`;
-    None when none does."""
-    p = len(f)
-    fwd, bwd = [[x] for x in f], [[x] for x in b]
-    watch = _Recurrence()
-    _lane_events(bound, fwd, bwd, delay, False, limit, watch)
-    if watch.found is None:
-        return None
-    k0, k1, dt, dbusy = watch.found
-    c = k1 - k0
-    rest = k1 + (m - k1) % c       # a whole period past k0: every worker's last end before the cut is periodic
-    if rest > m:
-        return None
-    base = _simulate_events([[rest]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, False, limit)
-    return _shifted(base, (m - rest) // c, dt, dbusy)
-
-
-def _interleaved_frontier(end: list, groups: int, p: int, v: int, total: int) -> list[float] | None:
-    """The ends of each worker's last pair (F_k, B_{k - w_i}), k = v m - i - 1, of the ops a run of
-    m = groups p micro-batches shares with an endless stream; None while the warm-up lasts. `end`:
-    each pass's end in a run of `total` micro-batches, by _pass_index."""
+def _static_frontier(end: list, groups: int, p: int, v: int, total: int, warmup: list[int]) -> list[float] | None:
+    """The ends of each worker's last pair (F_k, B_{k - w_i}) of the ops a run of m micro-batches shares
+    with an endless stream: k = v m - i - 1 interleaved (m = groups p), k = m - 1 in 1F1B (m = groups);
+    w_i: worker i's warm-up. None while a warm-up lasts. `end`: each pass's end in a run of `total`
+    micro-batches, by _pass_index."""
     out = []
     for i in range(p):
-        warmup = 2 * (p - i - 1) + (v - 1) * p
-        k = v * groups * p - i - 1
-        if k - warmup < 0:
+        k = v * groups * p - i - 1 if v > 1 else groups - 1
+        kb = k - warmup[i]
+        if kb < 0:
             return None
-        kb = k - warmup
         out.append(end[_pass_index(FORWARD, (k % (v * p)) // p, i, k // (v * p) * p + k % p, v, p, total)])
         out.append(end[_pass_index(BACKWARD, v - 1 - (kb % (v * p)) // p, i, kb // (v * p) * p + kb % p, v, p,
                                    total)])
     return out
 
 
-def _interleaved_lane(m, f, b, delay, v, limit, bound, grid: float | None = None) -> SimResult | None:
-    """m micro-batches through an interleaved lane, extrapolated from ends that recur within `bound`
-    micro-batches; None when they do not."""
+def _static_lane(m, f, b, delay, v, limit, bound, grid: float | None = None) -> SimResult | None:
+    """m micro-batches through a 1F1B or interleaved lane (a fixed order), extrapolated from ends that
+    recur within `bound` micro-batches (interleaved: in groups of p); None when they do not."""
     p = len(f)
+    size = p if v > 1 else 1                  # micro-batches a group
     fwd, bwd = [[x] for x in f], [[x] for x in b]
-    groups = bound // p
+    lanes = None if v > 1 else limit          # 1F1B: each stage's warm-up is its in-flight limit less one
+    warmup = [2 * (p - i - 1) + (v - 1) * p if v > 1 else limit[i][0] - 1 for i in range(p)]
+    groups = bound // size
     end: list = []
-    _simulate_static([[groups * p]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, end, grid)
+    _simulate_static([[groups * size]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, end=end, grid=grid,
+                     limit=lanes)
     seen: list[tuple[int, float, np.ndarray]] = []
     for g in range(1, groups + 1):
-        front = _interleaved_frontier(end, g, p, v, groups * p)
+        front = _static_frontier(end, g, p, v, groups * size, warmup)
         if front is None:
             continue
         rel = np.asarray(front) - front[0]
@@ -533,11 +479,12 @@ def _interleaved_lane(m, f, b, delay, v, limit, bound, grid: float | None = None
         if match is not None:
             g0, t0, _ = match
             c, dt = g - g0, front[0] - t0
-            rest = g0 + (m // p - g0) % c
-            base = _simulate_static([[rest * p]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, grid=grid)
-            periods = (m // p - rest) // c
+            rest = g0 + (m // size - g0) % c
+            base = _simulate_static([[rest * size]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, grid=grid,
+                                    limit=lanes)
+            periods = (m // size - rest) // c
             chunks = [_chunk_s(f[i], v, grid) + _chunk_s(b[i], v, grid) for i in range(p)]   # as _static_passes
-            return _shifted(base, periods, dt, [c * p * v * x for x in chunks])
+            return _shifted(base, periods, dt, [c * size * v * x for x in chunks])
         seen.append((g, front[0], rel))
     return None
 
@@ -568,10 +515,9 @@ def _by_stage(flat: list, first: list[int]) -> list[list]:
 _ARRIVES, _ENDS, _START = 0, 2, 4
 
 
-def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline, limit=None,
-                     watch: "_Recurrence | None" = None) -> SimResult | None:
-    """`watch`: shown the state each time stage 0 is about to start a forward (one lane only); the
-    simulation stops, returning None, once it has found the state recurring.
+def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline, limit=None) -> SimResult:
+    """GPipe's simulation (and a greedy 1F1B: a worker starts the ready backward with the lowest index, else
+    a ready forward while under its in-flight `limit`; the engines run 1F1B in a fixed order, _simulate_static).
 
     Events are (time, sequence number, code, worker, micro-batch), processed in time order, ties in the
     order they were made; workers are numbered stage by stage (_workers)."""
@@ -582,7 +528,7 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     if limit is None:
         limit = [[total if gpipe else in_flight_limit(replicas, i, n, total) for n in c]
                  for i, c in enumerate(micro_batches)]
-    if watch is None and not timeline and all(n == 1 for n in replicas):
+    if not timeline and all(n == 1 for n in replicas):
         return _lane_events(total, forward_s, backward_s, delay, gpipe, limit)
     first, stage, replica = _workers(micro_batches)
     workers = first[-1]
@@ -609,7 +555,6 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     push, pop = heapq.heappush, heapq.heappop
     f_arrives, b_arrives = _ARRIVES + FORWARD, _ARRIVES + BACKWARD      # as locals: read once an event
     f_ends, b_ends = _ENDS + FORWARD, _ENDS + BACKWARD
-    stopped = False
     while events:
         t, _, code, w, j = pop(events)
         if code == f_arrives:
@@ -660,17 +605,12 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
             j, duration, code = pop(queue), fwd_s[w], f_ends
             in_flight[w] += 1
             forwards_left[w] -= 1
-            if watch is not None and stage[w] == 0:
-                stopped = watch.seen(t, j, _event_state(t, j, events, busy_until, ready_f, ready_b, in_flight),
-                                     busy_s[:])
         busy_until[w] = t + duration
         busy_s[w] += duration
         if timeline:
             rows.append((stage[w], replica[w], j, 0, KIND_NAMES[code - f_ends], t, t + duration))
         push(events, (t + duration, seq, code, w, j))
         seq += 1
-        if stopped:
-            return None
     stuck = [(stage[w], replica[w]) for w in range(workers) if forwards_left[w] or in_flight[w]]
     assert not stuck, f"pipeline schedule deadlocked at workers {stuck[:5]}"
     last_bwd = [list(row) for row in backward_s]
@@ -678,8 +618,7 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
                      _frame(rows) if timeline else None)
 
 
-def _lane_events(m: int, forward_s, backward_s, delay, gpipe: bool, limit,
-                 watch: "_Recurrence | None" = None) -> SimResult | None:
+def _lane_events(m: int, forward_s, backward_s, delay, gpipe: bool, limit) -> SimResult:
     """_simulate_events of one lane (one replica per stage), without a timeline: the same events
     in the same order, so the same floats, with less bookkeeping. A stage receives its forwards, and its
     backwards, in micro-batch order (the stage before it, or after it, runs them in that order: by induction
@@ -687,8 +626,7 @@ def _lane_events(m: int, forward_s, backward_s, delay, gpipe: bool, limit,
     so each ready queue is a count of passes arrived and one of passes started. An input that arrives while
     its stage is busy past its arrival (strictly: a pass ending at the same time ends first, its event made
     earlier) is counted at once instead of as an event: nothing reads that stage's queues before the pass
-    ends, and the other events keep their relative order (times, then the order they were made).
-    `watch`: as _simulate_events', shown this loop's own state (_lane_state) as stage 0 starts each forward."""
+    ends, and the other events keep their relative order (times, then the order they were made)."""
     p = len(forward_s)
     fwd = [row[0] for row in forward_s]
     bwd = [row[0] for row in backward_s]
@@ -749,11 +687,6 @@ def _lane_events(m: int, forward_s, backward_s, delay, gpipe: bool, limit,
             started_f[w] += 1
             in_flight[w] += 1
             duration, code = fwd[w], f_ends
-            if watch is not None and w == 0:
-                k = started_f[0] - 1
-                if watch.seen(t, k, _lane_state(t, k, events, busy_until, arrived_f, arrived_b, started_f, started_b,
-                                                in_flight), busy_s[:]):
-                    return None
         else:
             continue
         busy_until[w] = t + duration
@@ -776,14 +709,15 @@ def _chunk_s(seconds: float, v: int, grid: float | None) -> float:
 
 
 def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay, timeline: bool,
-                   grid: float | None = None):
+                   grid: float | None = None, limit=None):
     """Each worker's passes in order (_workers' numbering), numbered worker after worker: (each worker's
     passes as (the number of its first, the number of the pass whose output each waits for (-1: none; the
     same micro-batch's pass on the previous stage, forward, or the next, backward, or across the chunk
     boundary between the last stage and the first; the number past the last pass for one that never
     runs), the transfer time of that output to this worker, its duration, and with `timeline` its
     (micro-batch, chunk, kind name)), the number of each (kind, chunk, stage, micro-batch) at its
-    _pass_index). Workers of as many micro-batches are worked out together."""
+    _pass_index). Workers of as many micro-batches are worked out together. `limit` (1F1B): each worker's
+    in-flight limit, [stage][replica], its warm-up one less (_worker_orders)."""
     p, total = len(micro_batches), sum(micro_batches[0])
     first, stage, replica = _workers(micro_batches)
     owners = np.array([assign_micro_batches(c) for c in micro_batches])       # per stage, per micro-batch
@@ -800,7 +734,9 @@ def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay
             own = np.broadcast_to(np.arange(total), (len(ws), total))
         else:
             own = np.array([np.flatnonzero(owners[stage[w]] == replica[w]) for w in ws])
-        kind, chunk, index = _worker_orders(schedule, v, p, i[:, 0], n)
+        warmup = (None if limit is None or v > 1 or schedule == Schedule.GPIPE
+                  else np.array([limit[stage[w]][replica[w]] - 1 for w in ws]))
+        kind, chunk, index = _worker_orders(schedule, v, p, i[:, 0], n, warmup)
         j = np.take_along_axis(own, index, axis=1)
         number[_pass_index(kind, chunk, i, j, v, p, total)] = base[ws][:, None] + np.arange(kind.shape[1])
         groups.append((ws, i, r, kind, chunk, j))
@@ -839,14 +775,14 @@ def _static_passes(schedule, v: int, micro_batches, forward_s, backward_s, delay
 
 
 def _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, v, timeline,
-                     end: list | None = None, grid: float | None = None) -> SimResult:
+                     end: list | None = None, grid: float | None = None, limit=None) -> SimResult:
     """Every worker runs its passes in their fixed order (_worker_order), each when the worker is free
     and its input has arrived: a longest path, worked out worker by worker, a worker that waits for an
     input resuming when the pass it waits for has run. `end`, when given, receives each pass's end, at
-    its _pass_index (None for slots of no pass)."""
+    its _pass_index (None for slots of no pass). `limit`: as _static_passes'."""
     first, stage, replica = _workers(micro_batches)
     workers = first[-1]
-    passes, number = _static_passes(schedule, v, micro_batches, forward_s, backward_s, delay, timeline, grid)
+    passes, number = _static_passes(schedule, v, micro_batches, forward_s, backward_s, delay, timeline, grid, limit)
     done: list[float | None] = [None] * (sum(len(x[1]) for x in passes) + 1)   # each pass's end, one past: never
     waiter = [-1] * len(done)            # the worker waiting for a pass (each pass feeds one other pass)
     at, free_at, busy = [0] * workers, [0.0] * workers, [0.0] * workers

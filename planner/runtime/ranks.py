@@ -99,8 +99,8 @@ def micro_batch_owners(plan: Plan) -> list[list[int]]:
 def worker_op_orders(cluster: Cluster, plan: Plan) -> dict[tuple[int, int], list[tuple[int, int, int]]]:
     """(stage, replica) -> its (kind, chunk, micro-batch) operations in the order the cost model's
     pipeline simulation ran them. The simulation is a deadlock-free execution of the schedule
-    (1F1B picks ready work by event time when replicas are unequal), so replaying each worker's
-    order with blocking receives cannot deadlock."""
+    (each worker's fixed 1F1B order, or GPipe's), so replaying each worker's order with blocking
+    receives cannot deadlock."""
     frame = evaluate(cluster, plan, timeline=True).timeline
     frame = frame[frame["kind"].isin(["forward", "backward"])].sort_values(["start", "end"], kind="stable")
     orders: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
