@@ -9,6 +9,8 @@ Runs on one core (the search is single-threaded pure Python). Writes the tables 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import random
 import statistics
 import sys
@@ -293,9 +295,35 @@ def _answers(text: str) -> list[tuple[float, float | None]]:
     return out
 
 
-def command_section(rows: list[dict], command: str) -> list[str]:
+def cpu_model() -> str:
+    """The machine's processor as /proc/cpuinfo names it (platform.processor() elsewhere)."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def reference_loop_s(rounds: int = 3) -> float:
+    """CPU seconds of a fixed pure-Python loop (10^7 additions), the least of `rounds`: how fast this
+    machine runs Python, to read the CPU seconds of the table against another machine's."""
+    best = math.inf
+    for _ in range(rounds):
+        start, total = time.process_time(), 0
+        for k in range(10**7):
+            total += k
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def command_section(rows: list[dict], command: str, reference_s: float | None = None) -> list[str]:
     """The markdown of the whole-command table (issue 22's targets), each command's median CPU seconds
-    against its target."""
+    against its target, and the machine they were measured on (its processor and `reference_s`,
+    reference_loop_s)."""
     rounds = max((len(r["runs_s"]) for r in rows), default=1)
     loads = [load for r in rows for load in r["loads"]] or [0.0]
     lines = ["## The command line, CPU seconds", "",
@@ -304,7 +332,12 @@ def command_section(rows: list[dict], command: str) -> list[str]:
              "system), with compiled bytecode as an installed hetplan has it (one warm-up start first), every command "
              f"once a round, {rounds} rounds (load average, 1 min, {min(loads):.1f}-{max(loads):.1f} after the runs; "
              "a busy machine inflates CPU seconds too). *Proven*: "
-             "complete, or a stated gap of at most 1%. The 128-GPU cluster:", "",
+             "complete, or a stated gap of at most 1%. CPU seconds are this machine's: "
+             f"{cpu_model()}, {os.cpu_count()} cores"
+             + ("" if reference_s is None else
+                f", where a pure-Python loop of 10^7 additions takes {reference_s:.2f} CPU s "
+                "(`search_benchmark.reference_loop_s`; a faster machine runs the table's commands in less)")
+             + ". The 128-GPU cluster:", "",
              "```yaml", *CLUSTER_128.strip().splitlines(), "```", "",
              f"| command | CPU s, median of {rounds} | least - most | complete | gap | best tokens/s | target (median) |",
              "|---|---|---|---|---|---|---|"]
@@ -527,8 +560,9 @@ def main() -> None:
     if parts - {"commands"}:
         write_markdown(Path(args.out), command, opt, times, gain_rows, anytime_rows, cli_rows)
     if "commands" in parts:
-        replace_section(Path(args.out), "## The command line, CPU seconds", command_section(command_cpu(max_gpus, args.repeat),
-                                                                                    command))
+        reference_s = reference_loop_s()
+        replace_section(Path(args.out), "## The command line, CPU seconds",
+                        command_section(command_cpu(max_gpus, args.repeat), command, reference_s))
 
 
 if __name__ == "__main__":
