@@ -210,7 +210,10 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
     1F1B, interleaved or not, runs Megatron-LM's fixed order per worker (_worker_orders: a warm-up of
     forwards, then one forward and one backward in turn, then the cool-down's backwards; a 1F1B
     worker's warm-up is its in-flight limit less one), each pass when its worker is free and its input
-    has arrived. GPipe runs as an event simulation, every forward before any backward.
+    has arrived, where every stage has the same replica counts (lanes). Where stages differ in replica
+    counts, micro-batches cross between replicas and a fixed order can deadlock: 1F1B's workers there
+    start the ready backward with the lowest index, else a ready forward while under their in-flight
+    limit, an event simulation, as GPipe's (every forward before any backward).
     Without a timeline, a lane (one replica per stage, or one kind of lane) of many micro-batches
     is extrapolated from its periodic steady state, exactly (_simulate_lane).
 
@@ -242,9 +245,13 @@ def simulate(micro_batches: list[list[int]], forward_s: list[list[float]], backw
         if key is not None:
             lanes[key] = sim
         return sim
-    if interleave > 1 or schedule == Schedule.ONE_F_ONE_B:
+    lanes_apart = all(c == micro_batches[0] for c in micro_batches)    # replica r of every stage: lane r
+    if interleave > 1 or (schedule == Schedule.ONE_F_ONE_B and lanes_apart):
         return _simulate_static(micro_batches, forward_s, backward_s, delay, schedule, interleave, timeline,
                                 grid=grid, limit=in_flight_limits(micro_batches))
+    # stages of different replica counts pass micro-batches between lanes: there a fixed order of each worker's
+    # own micro-batches can deadlock (a worker waits for a backward that waits for a forward it holds back),
+    # so 1F1B's workers choose as they can, the ready backward first (_simulate_events)
     return _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline)
 
 
@@ -516,8 +523,9 @@ _ARRIVES, _ENDS, _START = 0, 2, 4
 
 
 def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, timeline, limit=None) -> SimResult:
-    """GPipe's simulation (and a greedy 1F1B: a worker starts the ready backward with the lowest index, else
-    a ready forward while under its in-flight `limit`; the engines run 1F1B in a fixed order, _simulate_static).
+    """GPipe's simulation, and 1F1B's where stages differ in replica counts: a worker starts the ready backward
+    with the lowest index, else a ready forward while under its in-flight `limit` (lanes run 1F1B in Megatron-LM's
+    fixed order, _simulate_static).
 
     Events are (time, sequence number, code, worker, micro-batch), processed in time order, ties in the
     order they were made; workers are numbered stage by stage (_workers)."""
