@@ -14,7 +14,8 @@ sequences per GPU of global batch):
   pools   128 GPUs (16 nodes of 8) split over 2 to 6 pools of different GPU types
   layers  128 GPUs of the gpus axis, llama-2-70b's shape with 20 to 160 layers
 Writes the table into --out (section "## Growth of the search's cost") and, when matplotlib is
-installed (`pip install matplotlib`; not a dependency of hetplan), the plot to --plot.
+installed (`pip install matplotlib`; not a dependency of hetplan), the plot to --plot (by default, with
+--out, docs/img/search-growth.svg; without --out no plot, so that a run of some axes leaves it whole).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ BASE_GPUS = 128
 GPU_AXIS = (16, 64, 128, 256, 512, 1024, 2048, 4096)
 POOL_AXIS = (2, 3, 4, 5, 6)
 LAYER_AXIS = (20, 40, 80, 120, 160)
+PLOT = "docs/img/search-growth.svg"     # the plot beside the table that --out writes
 LIMIT_S = 120.0     # each point's search limit in CPU seconds: a point that reaches it says so (not proven)
 # the pools axis: 16 nodes of 8 GPUs dealt out over k pools in this order (two A100-80GB pools at
 # different networks make the eighth)
@@ -174,7 +176,8 @@ def main() -> None:
     ap.add_argument("--axes", default="gpus,pools,layers", help="comma-separated: gpus, pools, layers")
     ap.add_argument("--max-gpus", type=int, default=4096, help="leave out gpus-axis points above this")
     ap.add_argument("--out", default=None, help="markdown file whose growth section is replaced")
-    ap.add_argument("--plot", default="docs/img/search-growth.svg", help="SVG written when matplotlib is installed")
+    ap.add_argument("--plot", default=None, help=f"SVG written when matplotlib is installed (default: {PLOT} with "
+                    "--out, none without: a run of some axes does not replace the whole plot)")
     ap.add_argument("--point", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.point:
@@ -191,12 +194,13 @@ def main() -> None:
         rows.append(row)
         print(f"{axis} {x:,}: {row['cpu_s']:.2f} s CPU, complete {row['complete']}, {row['tokens_per_s']:,.0f} tokens/s",
               flush=True)
-    plot = None
-    if args.plot and draw(rows, ROOT / args.plot):
-        plot = str(Path(args.plot).relative_to("docs")) if args.plot.startswith("docs/") else args.plot
+    plot, plot_path = None, args.plot or (PLOT if args.out else None)
+    if plot_path and draw(rows, ROOT / plot_path):
+        plot = str(Path(plot_path).relative_to("docs")) if plot_path.startswith("docs/") else plot_path
     command = "python benchmarks/growth_benchmark.py" + "".join(
-        f" {flag} {value}" for flag, value in (("--axes", args.axes), ("--max-gpus", args.max_gpus))
-        if str(value) != str(ap.get_default(flag.strip("-").replace("-", "_"))))
+        f" {flag} {value}" for flag, value in (("--axes", args.axes), ("--max-gpus", args.max_gpus),
+                                               ("--out", args.out), ("--plot", args.plot))
+        if value is not None and str(value) != str(ap.get_default(flag.strip("-").replace("-", "_"))))
     text = section(rows, command, plot)
     print(text)
     if args.out:
