@@ -470,12 +470,12 @@ def _static_lane(m, f, b, delay, v, limit, bound, grid: float | None = None) -> 
     p = len(f)
     size = p if v > 1 else 1                  # micro-batches a group
     fwd, bwd = [[x] for x in f], [[x] for x in b]
-    lanes = None if v > 1 else limit          # 1F1B: each stage's warm-up is its in-flight limit less one
+    own_limit = None if v > 1 else limit      # 1F1B: each stage's warm-up is its in-flight limit less one
     warmup = [2 * (p - i - 1) + (v - 1) * p if v > 1 else limit[i][0] - 1 for i in range(p)]
     groups = bound // size
     end: list = []
     _simulate_static([[groups * size]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, end=end, grid=grid,
-                     limit=lanes)
+                     limit=own_limit)
     seen: list[tuple[int, float, np.ndarray]] = []
     for g in range(1, groups + 1):
         front = _static_frontier(end, g, p, v, groups * size, warmup)
@@ -488,7 +488,7 @@ def _static_lane(m, f, b, delay, v, limit, bound, grid: float | None = None) -> 
             c, dt = g - g0, front[0] - t0
             rest = g0 + (m // size - g0) % c
             base = _simulate_static([[rest * size]] * p, fwd, bwd, delay, Schedule.ONE_F_ONE_B, v, False, grid=grid,
-                                    limit=lanes)
+                                    limit=own_limit)
             periods = (m // size - rest) // c
             chunks = [_chunk_s(f[i], v, grid) + _chunk_s(b[i], v, grid) for i in range(p)]   # as _static_passes
             return _shifted(base, periods, dt, [c * size * v * x for x in chunks])
@@ -534,8 +534,7 @@ def _simulate_events(micro_batches, forward_s, backward_s, delay, schedule, time
     replicas = [len(c) for c in micro_batches]
     gpipe = schedule == Schedule.GPIPE
     if limit is None:
-        limit = [[total if gpipe else in_flight_limit(replicas, i, n, total) for n in c]
-                 for i, c in enumerate(micro_batches)]
+        limit = [[total] * len(c) for c in micro_batches] if gpipe else in_flight_limits(micro_batches)
     if not timeline and all(n == 1 for n in replicas):
         return _lane_events(total, forward_s, backward_s, delay, gpipe, limit)
     first, stage, replica = _workers(micro_batches)

@@ -84,12 +84,10 @@ def screen_by_setting_s(scorer: Scorer, families: list[Family],
     for setting in _settings(scorer, table):
         block.append(setting)
         if sum(columns.lanes.size for _, _, columns in block) >= SCREEN_COLUMNS:
-            _screen_block(scorer, table, block, best, len(settings), columns_seen)
-            settings += [(mb, rc) for mb, rc, _ in block]
+            _screen_block(scorer, table, block, best, settings, columns_seen)
             block = []
     if block:
-        _screen_block(scorer, table, block, best, len(settings), columns_seen)
-        settings += [(mb, rc) for mb, rc, _ in block]
+        _screen_block(scorer, table, block, best, settings, columns_seen)
     if columns_seen is None:
         return best, None, settings
     per_setting = np.full((len(families), len(settings)), np.inf)
@@ -121,10 +119,11 @@ def _settings(s: Scorer, table: _Table):
                 yield mb, rc, sub_all.take(~sub_all.chain)
 
 
-def _screen_block(s: Scorer, table: _Table, block: list, best: np.ndarray, first_setting: int = 0,
+def _screen_block(s: Scorer, table: _Table, block: list, best: np.ndarray, settings: list,
                   columns_seen: list | None = None) -> None:
-    """Lower `best` (per family) to the screen of a block of settings' columns; with `columns_seen`, append
-    (each column's family, its setting's index, counted from `first_setting`, its bound) to it."""
+    """Lower `best` (per family) to the screen of a block of settings' columns, and append the block's
+    (micro-batch, recompute) settings to `settings`; with `columns_seen`, append (each column's family, its
+    setting's index in `settings`, its bound) to it."""
     sub = _Sub.joined([columns for _, _, columns in block])
     per_layer = _PerLayer(s, table, sub, block)
     bound = None
@@ -132,6 +131,8 @@ def _screen_block(s: Scorer, table: _Table, block: list, best: np.ndarray, first
         x = _class_bound_s(s, sub, per_layer, zero)
         bound = x if bound is None else np.minimum(bound, x)
     np.minimum.at(best, sub.family, bound)
+    first_setting = len(settings)
+    settings += [(mb, rc) for mb, rc, _ in block]
     if columns_seen is not None:
         index = first_setting + np.repeat(np.arange(len(block)), [columns.lanes.size for _, _, columns in block])
         columns_seen.append((sub.family, index, bound))
