@@ -14,7 +14,7 @@ sequences per GPU of global batch):
   pools   128 GPUs (16 nodes of 8) split over 2 to 6 pools of different GPU types
   layers  128 GPUs of the gpus axis, llama-2-70b's shape with 20 to 160 layers
 Writes the table into --out (section "## Growth of the search's cost") and, when matplotlib is
-installed (`pip install matplotlib`; not a dependency of hetplan), the plot to --plot (by default, with
+installed (`pip install -r requirements-bench.txt`; not a dependency of hetplan), the plot to --plot (by default, with
 --out, docs/img/search-growth.svg; without --out no plot, so that a run of some axes leaves it whole).
 """
 from __future__ import annotations
