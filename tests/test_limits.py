@@ -281,3 +281,24 @@ def test_fleet_candidates_are_scored_within_their_limit(tmp_path, capsys, monkey
     searches = result["searches"]
     assert max(evaluations) < 0.5, evaluations
     assert spent < 2 * (searches * 0.3 + sum(evaluations)) + 4, f"{spent:.1f} CPU-s, {len(evaluations)} evaluations"
+
+
+def test_a_listing_cut_by_its_limit_bounds_pools_that_host_no_replica(tmp_path, capsys, monkeypatch):
+    """Found by CI under load: `fleet --time-limit 0.3` with a job of sequence 10^6 failed with "internal error:
+    max() arg is an empty sequence" when a search's listing reached its share of the limit. The families not
+    listed are then bounded with every GPU at its best rate (planners._whole_cluster_key), and a pool too small
+    for any replica at the search's context-parallel width (no tensor-parallel degree) had no best rate. Such a
+    pool hosts no replica and adds nothing to the bound. The listing's clock is made to run out at once here,
+    so the path is taken whatever the machine's speed."""
+    import planner.search.planners as planners
+    expired = planners.Clock.expired
+    monkeypatch.setattr(planners.Clock, "expired",
+                        lambda self, share=1.0: share == planners.LISTING_SHARE or expired(self, share))
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {name: huge, model: gpt3-1.3b, global_batch: 1000000, seq_len: 1000000, "
+                    "tokens: 1.0e+10}\n")
+    rc = main(["fleet", "--cluster", str(EXAMPLES / "lab-mix.yaml"), "--jobs", str(jobs), "--time-limit", "0.3",
+               "--workers", "1", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err[-500:]
+    assert json.loads(out)["allocations"], out[:500]

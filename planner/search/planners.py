@@ -718,15 +718,17 @@ def _whole_cluster_key(scorer: Scorer, pools: tuple[Pool, ...], objective: Objec
     B L min_k (price_k / rate_k) (a ratio of sums is at least the smallest ratio)."""
     s = scorer
     rates = {}
-    for pool in pools:
-        rates[pool.name] = max(1 / (t * s.best_sample_layer_s(pool, t, sp))
-                               for t in tp_degrees(pool, s.model, s.cp) for sp in (False, True))
+    for pool in pools:      # a pool with no tensor-parallel degree here (the context-parallel width past its GPUs) hosts no replica
+        degrees = tp_degrees(pool, s.model, s.cp)
+        if degrees:
+            rates[pool.name] = max(1 / (t * s.best_sample_layer_s(pool, t, sp)) for t in degrees for sp in (False, True))
     work = s.job.global_batch * s.model.layers
     if not rates:
         return math.inf
+    hosts = [p for p in pools if p.name in rates]
     if objective == Objective.THROUGHPUT:
-        return work / sum(p.num_gpus * rates[p.name] for p in pools)
-    return work * min(p.price_per_gpu_hour_usd / rates[p.name] for p in pools)
+        return work / sum(p.num_gpus * rates[p.name] for p in hosts)
+    return work * min(p.price_per_gpu_hour_usd / rates[p.name] for p in hosts)
 
 
 def _promising(keyed: dict, keeper: _Keeper, layout: Layout, scorer: Scorer) -> Iterator[tuple[int, int]]:
