@@ -1,7 +1,7 @@
 """`hetplan plan --workers N`: wall and CPU seconds of the whole command for N = 1, 2, 4, and whether
 the answers agree (the best plan, its tokens/s, `complete` and `gap` of `--json`).
 
-    python benchmarks/workers_benchmark.py [--repeat 2] [--workers 1,2,4] [--cases 64,1024]
+    python benchmarks/workers_benchmark.py [--repeat 2] [--workers 1,2,4] [--cases 64,1024,4096]
     python benchmarks/workers_benchmark.py --start      # what starting one worker costs, forked or spawned
 
 Each command runs as a subprocess; its CPU seconds are user + system of it and of the worker processes
@@ -35,6 +35,8 @@ CASES = {
            "--seq-len", "4096"],
     "1024": ["--cluster", "examples/cloud-4types-1024.yaml", "--model", "gpt3-175b", "--global-batch", "1536",
              "--seq-len", "2048"],
+    "4096": ["--cluster", "examples/big-4types-4096.yaml", "--model", "llama-3.1-405b", "--global-batch", "2048",
+             "--seq-len", "8192"],
 }
 
 
@@ -115,7 +117,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--workers", default="1,2,4")
-    parser.add_argument("--cases", default="64,1024")
+    parser.add_argument("--cases", default="64,1024,4096")
     parser.add_argument("--start", action="store_true", help="only what starting one worker costs, by each method")
     args = parser.parse_args()
     if args.start:

@@ -12,10 +12,11 @@ import tracemalloc
 
 import pytest
 
-from catalog import builtin_catalog, cluster_from_dict
+from catalog import builtin_catalog, cluster_from_dict, load_cluster_file
 from planner import types as limits
 from planner.cli import main
-from planner.search.space import chain_families, mixed_families
+from planner.engines import ENGINES
+from planner.search.space import chain_families, count_families, layout_families, mixed_families
 from planner.types import InputError, Job, JobKind, Training
 from tests.conftest import EXAMPLES, ROOT
 
@@ -173,6 +174,37 @@ def test_chain_families_are_found_by_bisection_not_walked():
     walked = [d for d in range(1, 99_841) if sum(n // d for n in gpus) <= 100_000 and min(n // d for n in gpus) >= 1]
     assert [f.lanes for f in chains] == walked
     assert [f.lanes for f in mixed] == list(range(1, 99_841))
+
+
+@pytest.mark.parametrize("name, model, batch", [("a100-v100-16.yaml", "llama-2-7b", 64),
+                                                  ("lab-mix.yaml", "llama-3-8b", 256),
+                                                  ("cloud-4types-1024.yaml", "gpt3-175b", 1536)])
+def test_count_families_counts_what_the_listing_lists(name, model, batch):
+    """space.count_families (the work estimate by which workers take the engines' searches, largest first)
+    is the listing's length, for every engine, with partial pools and without, at context- and
+    expert-parallel widths too."""
+    catalog = builtin_catalog()
+    pools, model = tuple(load_cluster_file(EXAMPLES / name, catalog).pools), catalog.model(model)
+    for engine in ENGINES:
+        for partial in (False, True):
+            for cp, ep in ((1, 1), (2, 1), (1, 2)):
+                listed = sum(1 for _ in layout_families(pools, model, batch, partial, engine=engine, cp=cp, ep=ep))
+                assert count_families(pools, model, batch, partial, engine=engine, cp=cp, ep=ep) == listed, \
+                    (engine, partial, cp, ep)
+
+
+def test_a_space_without_pipelining_lists_one_pool_subsets_only_on_64_pools():
+    """A chain has a stage on each of its pools, so a space with one stage (FSDP: no pipelining) has families
+    on single pools only; its listing no longer walks the other 2^64 - 65 subsets of 64 pools (it took minutes
+    before it reached the clock)."""
+    catalog = builtin_catalog()
+    pools = tuple(cluster_from_dict(largest_cluster(), catalog).pools)
+    model = catalog.model("gpt3-1.3b")
+    start = time.process_time()
+    families = list(layout_families(pools, model, 8, True, engine="fsdp"))
+    assert time.process_time() - start < 10
+    assert families and {len(f.subset) for f in families} == {1}
+    assert count_families(pools, model, 8, True, engine="fsdp") == len(families)
 
 
 # ----------------------------------------------------------------------------- every phase within the limit

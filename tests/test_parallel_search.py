@@ -233,6 +233,26 @@ def test_a_process_takes_the_first_ticket_of_its_order_not_yet_taken():
     assert parallel._take(stolen, workers) == (1, 1)      # every other ticket taken: a worker starts it
 
 
+def test_the_tickets_after_the_first_and_own_are_taken_largest_first():
+    """run_each's `sizes`: the other tickets in order of their estimated work, largest first, ties in order,
+    for both the first process and a worker; ticket 0 and the `own` tickets keep their places."""
+    assert parallel._orders(5, (1,), None) == ([0, 1, 2, 3, 4], [2, 3, 4, 1])
+    assert parallel._orders(5, (1,), [9.0, 0.0, 3.0, 7.0, 3.0]) == ([0, 1, 3, 2, 4], [3, 2, 4, 1])
+
+
+def test_the_engines_tickets_are_sized_by_their_listings(catalog):
+    """_ticket_sizes: an engine ticket's size is the count of its space's families (a part's share); FlagScale's
+    space, a tensor-parallel degree per stage, is the largest at 4,096 GPUs, so a worker takes it first."""
+    cluster = load_cluster_file(EXAMPLES / "big-4types-4096.yaml", catalog)
+    job = Job(model=catalog.model("llama-3.1-405b"), global_batch=2048, seq_len=8192, engine=RUNTIME)
+    names = [n for n in REAL]
+    tickets = [(names[0], (0, 2)), (names[0], (1, 2)), (names[0], None), (None, 3), *((n, (0, 1)) for n in names[1:])]
+    sizes = search_module._ticket_sizes(cluster, job, tickets, Objective.THROUGHPUT, SearchOptions())
+    assert sizes[0] == sizes[1] > 0 and sizes[2] == sizes[3] == 0
+    largest = max(range(len(tickets)), key=lambda k: sizes[k])
+    assert tickets[largest][0] == "flagscale"
+
+
 def test_the_baselines_ticket_is_skipped_only_once_the_first_engine_has_ended_beaten():
     """SharedBest.beaten (the baselines' ticket, after the first engine's 2 parts): true only when both parts have
     ended and a ticket after it has evaluated a plan better than each of theirs."""

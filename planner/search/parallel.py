@@ -95,22 +95,26 @@ Task = Callable[..., object]
 
 
 def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: tuple,
-             own: tuple[int, ...] = (), after: dict[int, range] | None = None) -> list:
+             own: tuple[int, ...] = (), after: dict[int, range] | None = None,
+             sizes: list[float] | None = None) -> list:
     """The outcomes of task(k, ...) for k = 0 .. count - 1, in order, run by up to `workers`
     processes (this one among them) that take the searches in order; `limit_s`: each process's
     clock. `task` is a module-level function (it is sent to the workers by name). An exception
     (a signal among them) ends the workers at once. Ticket 0 is this process's, and the tickets `own`
     too, right after it, unless a worker, every other ticket taken, finds one not yet started. A ticket of
     `after` is taken only once the tickets it names have ended (none waits for it: a process with no other
-    ticket left ends, and the one that ends the last of them takes it)."""
+    ticket left ends, and the one that ends the last of them takes it). `sizes`: each ticket's estimated
+    work; the tickets after ticket 0 and `own` are then taken largest first (ties in order), so that the
+    longest does not start last and run alone (FlagScale's search at 4,096 GPUs, half the command's work,
+    was the fifth of seven tickets). Which process runs a ticket changes no outcome: each prunes at the
+    tickets before it in order, whenever it runs."""
     context = worker_context()
     taken, slots = context.Array("b", count), context.RawArray("d", [math.inf] * count)
     ended = context.RawArray("b", count)
     helpers = min(workers, count) - 1
     pool = worker_pool(helpers, _inherit, (taken, slots, ended), context)
     try:
-        others = [k for k in range(1, count) if k not in own]
-        mine, order = [0, *own, *others], [*others, *reversed(own)]
+        mine, order = _orders(count, own, sizes)
         futures = [pool.submit(_drain_inherited, task, count, workers, limit_s, args, order, after)
                    for _ in range(helpers)]
         done = _drain(task, count, workers, limit_s, args, taken, slots, ended, mine, after=after)
@@ -121,6 +125,16 @@ def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: 
         raise
     pool.shutdown()
     return [outcome for _, outcome in sorted(done, key=lambda e: e[0])]
+
+
+def _orders(count: int, own: tuple[int, ...], sizes: list[float] | None) -> tuple[list[int], list[int]]:
+    """The order in which this process and a worker take the tickets (run_each): this one ticket 0, its `own`
+    tickets, then the others; a worker the others, then the `own` tickets from the last; the others largest
+    first by `sizes` where given (ties in order)."""
+    others = [k for k in range(1, count) if k not in own]
+    if sizes is not None:
+        others.sort(key=lambda k: -sizes[k])
+    return [0, *own, *others], [*others, *reversed(own)]
 
 
 def _drain(task: Task, count: int, workers: int, limit_s: float | None, args: tuple, taken, slots, ended,

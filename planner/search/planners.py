@@ -325,7 +325,8 @@ class _Keeper:
         self.c.front.append(cand)
 
 
-def _partial(objective: Objective, options: SearchOptions) -> bool:
+def partial_pools(objective: Objective, options: SearchOptions) -> bool:
+    """Whether the search also lists half, a quarter, ... of each pool (SearchOptions.partial_pools)."""
     if options.partial_pools is not None:
         return options.partial_pools
     return objective != Objective.THROUGHPUT
@@ -777,7 +778,7 @@ class HetplanPlanner:
                                                              Clock(limit))
         considered.method = self.name
         stop = ListingStop(limit)
-        families = layout_families(pools, job.model, job.global_batch, _partial(objective, options),
+        families = layout_families(pools, job.model, job.global_batch, partial_pools(objective, options),
                                    engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
         if options.part[1] > 1:     # every n-th family, in listing order: each part a mix of subsets and sizes
             families = itertools.islice(families, options.part[0], None, options.part[1])
@@ -873,7 +874,7 @@ class MegatronPlanner:
     def consider(self, cluster, job, objective, deadline_hours, options, bounds: Bounds | None = None) -> Considered:
         pools, excluded = usable_pools(cluster, job)
         stop = ListingStop(options.baseline_time_limit_s)
-        single = layout_families(pools, job.model, job.global_batch, _partial(objective, options), subset_sizes=(1,),
+        single = layout_families(pools, job.model, job.global_batch, partial_pools(objective, options), subset_sizes=(1,),
                                  engine=job.engine, cp=job.context_parallel, stop=stop, ep=job.expert_parallel)
         return _uniform_search(cluster=cluster, job=job, objective=objective, deadline_hours=deadline_hours,
                                options=options, excluded=excluded, families=single, pools=pools, bounds=bounds,
@@ -977,7 +978,7 @@ class ExhaustivePlanner:
         pools, excluded = usable_pools(cluster, job)
         considered = Considered(precision_excluded=excluded, exact=True)
         keeper = _Keeper(considered, options.rescore, objective, job, deadline_hours, cluster)
-        for subset, layout in layouts(pools, job.model, job.global_batch, _partial(objective, options), job.engine,
+        for subset, layout in layouts(pools, job.model, job.global_batch, partial_pools(objective, options), job.engine,
                                       job.context_parallel):
             precision = precision_for(job, subset)
             for knobs in knob_settings(job.global_batch, layout, job.model.layers, options.cost_options.flash_attention,

@@ -16,8 +16,8 @@ from planner.search.bound import Bounds
 from planner.search.greedy import greedy_candidate
 from planner.search.parallel import SharedBest, beat_now, run_each
 from planner.search.planners import (BUDGET, EVALUATED, PLANNERS, SEARCH_SHARE, TIME_LIMIT, Clock, Considered,
-                                      SearchOptions, shared_bounds)
-from planner.search.space import micro_batch_sizes
+                                      SearchOptions, partial_pools, shared_bounds, usable_pools)
+from planner.search.space import count_families, micro_batch_sizes
 from planner.engines import ENGINES
 from planner.engines import get as engine_profile
 from planner.engines.base import SWITCHES
@@ -361,7 +361,8 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
     outcomes = run_each(_engine_ticket, len(tickets), options.workers, options.time_limit_s,
                         (cluster, job, tickets, objective, deadline_hours, top_k, method, replace(options, workers=1),
                          settings), own=tuple(range(parts, first + baselines)),
-                        after={parts: range(parts)} if parts > 1 else None)
+                        after={parts: range(parts)} if parts > 1 else None,
+                        sizes=_ticket_sizes(cluster, job, tickets, objective, options))
     known = outcomes.pop(first) if baselines else None
     if parts > 1:
         outcomes[:first] = [_parts_answer(cluster, job, names[0], objective, deadline_hours, top_k, method, options,
@@ -379,6 +380,26 @@ def _engines_in_workers(cluster, job, names, objective, deadline_hours, top_k, m
             continue
         why[name], covered[name] = outcome, _cover_notes(covers)
     return results, why, covered, known if isinstance(known, tuple) else None
+
+
+def _ticket_sizes(cluster: Cluster, job: Job, tickets: list, objective, options: SearchOptions) -> list[float]:
+    """Each engine ticket's estimated work for run_each's order: the layout families its engine's space
+    lists (space.count_families; each is screened, and bounded where the screen lets it through), a part's
+    share of them; 0 for the other tickets (run_each does not order them). A few milliseconds at 4,096 GPUs."""
+    sizes = []
+    for name, part in tickets:
+        if name is None or part is None:
+            sizes.append(0.0)
+            continue
+        engine_job = replace(job, engine=name)
+        try:
+            pools, _ = usable_pools(cluster, engine_job)
+        except InputError:      # the engine has no plan at this precision: its ticket ends at once
+            sizes.append(0.0)
+            continue
+        sizes.append(count_families(pools, job.model, job.global_batch, partial_pools(Objective(objective), options),
+                                    engine=name, cp=job.context_parallel, ep=job.expert_parallel) / part[1])
+    return sizes
 
 
 def _engine_in_turn(cluster, job, name, objective, deadline_hours, top_k, method, options: SearchOptions,

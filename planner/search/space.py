@@ -216,12 +216,15 @@ def chain_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[i
     floor(N_k / (d t_k)) falls as d grows, so the d with q_k >= 1 for every pool and sum q_k <=
     layers form one range, found by bisection (a global batch of 10^7 allows 10^7 lane counts; only
     the range is walked)."""
-    def stages_per_pool(d: int) -> list[int]:
-        return [n // (d * t) for n, t in zip(gpus, tps)]
+    for d in _chain_lanes(tps, gpus, num_layers, max_lanes):
+        yield Family("chain", subset, tps, tuple(n // (d * t) for n, t in zip(gpus, tps)), d)
+
+
+def _chain_lanes(tps: tuple[int, ...], gpus: tuple[int, ...], num_layers: int, max_lanes: int) -> range:
+    """chain_families' lane counts d."""
     most = min(max_lanes, min(n // t for n, t in zip(gpus, tps)))
-    fewest = _first_true(1, most + 1, lambda d: sum(stages_per_pool(d)) <= num_layers)
-    for d in range(fewest, most + 1):
-        yield Family("chain", subset, tps, tuple(stages_per_pool(d)), d)
+    fewest = _first_true(1, most + 1, lambda d: sum(n // (d * t) for n, t in zip(gpus, tps)) <= num_layers)
+    return range(fewest, most + 1)
 
 
 def _first_true(low: int, high: int, holds) -> int:
@@ -241,11 +244,15 @@ def mixed_families(subset: tuple[Pool, ...], tps: tuple[int, ...], gpus: tuple[i
     the p with sum r_k <= max_lanes come from bisection, as in chain_families."""
     if len(subset) < 2:
         return
-    def counts(p: int) -> list[int]:
-        return [n // (p * t) for n, t in zip(gpus, tps)]
+    for p in _mixed_stage_counts(tps, gpus, num_layers, max_lanes):
+        yield Family("mixed", subset, tps, tuple(n // (p * t) for n, t in zip(gpus, tps)), p)
+
+
+def _mixed_stage_counts(tps: tuple[int, ...], gpus: tuple[int, ...], num_layers: int, max_lanes: int) -> range:
+    """mixed_families' stage counts p."""
     most = min(num_layers, min(n // t for n, t in zip(gpus, tps)))
-    for p in range(_first_true(1, most + 1, lambda p: sum(counts(p)) <= max_lanes), most + 1):
-        yield Family("mixed", subset, tps, tuple(counts(p)), p)
+    return range(_first_true(1, most + 1, lambda p: sum(n // (p * t) for n, t in zip(gpus, tps)) <= max_lanes),
+                 most + 1)
 
 
 def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int,
@@ -262,28 +269,57 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
     without tensor parallelism. `stop`: asked before each subset, GPU count and tp choice (most of
     which yield no family on a large cluster: 64 pools have 2^64 subsets); true ends the listing."""
     space = engine_profile(engine).space
+    chain_layers = model.layers if space.pipeline_parallel else 1
+    for subset, gpus, tps in _listing(cluster_pools, model, max_micro_batches, partial, subset_sizes, one_tp, space,
+                                      cp, ep, widest_tp):
+        if stop is not None and stop():
+            return
+        yield from chain_families(subset, tps, gpus, chain_layers, max_micro_batches)
+        if space.mixed_stages:
+            yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
+
+
+def count_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int, partial: bool,
+                   engine: str = "hetplan", cp: int = 1, ep: int = 1) -> int:
+    """How many families layout_families lists (the same arguments), counted without making them:
+    an estimate of the work of a search of that space (its families are screened and bounded each),
+    in about a thousandth of the listing's time (a lane range costs a bisection, not a Family per lane)."""
+    space = engine_profile(engine).space
+    chain_layers = model.layers if space.pipeline_parallel else 1
+    count = 0
+    for subset, gpus, tps in _listing(cluster_pools, model, max_micro_batches, partial, None, False, space, cp, ep,
+                                      False):
+        count += len(_chain_lanes(tps, gpus, chain_layers, max_micro_batches))
+        if space.mixed_stages and len(subset) > 1:
+            count += len(_mixed_stage_counts(tps, gpus, model.layers, max_micro_batches))
+    return count
+
+
+def _listing(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int, partial: bool,
+             subset_sizes: Iterable[int] | None, one_tp: bool, space: EngineSpace, cp: int, ep: int,
+             widest_tp: bool) -> Iterator[tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...]]]:
+    """layout_families' (pool subset, GPUs of each pool, tp degree of each pool) choices, each a range of
+    families (lane counts of a chain, stage counts of a mixed layout)."""
     ep_on_replicas_only = ep > 1 and not space.expert_parallel_with_tp     # tp 1 and cp 1 only (Space)
     if ep_on_replicas_only and cp > 1:
         return
     one_tp = (one_tp or not (space.tp_per_stage or space.mixed_stages)
               or (space.tied_edges_same_tp and model.tied_embeddings))     # (a subset of that engine's space)
+    stages = model.layers if space.pipeline_parallel else 1
+    if not space.mixed_stages:     # a chain has a stage on each of its pools: at most `stages` pools
+        subset_sizes = [k for k in (range(1, len(cluster_pools) + 1) if subset_sizes is None else subset_sizes)
+                        if k <= stages]
     for subset in pool_subsets(cluster_pools, subset_sizes):
         tp_options = [tp_degrees(p, model, cp, space.tensor_parallel and not ep_on_replicas_only) for p in subset]
         if not all(tp_options):
             continue
         # without pipelining every GPU is a replica, so fewer GPUs than a pool has may be all a batch can use
-        stages = model.layers if space.pipeline_parallel else 1
         gpu_options = [scaled_gpu_counts(p, partial or not space.pipeline_parallel,
                                          most=max(ts) * max_micro_batches * stages)
                        for p, ts in zip(subset, tp_options)]
         for gpus in itertools.product(*gpu_options):
             for tps in (_widest_choice(tp_options, one_tp) if widest_tp else _tp_choices(tp_options, one_tp)):
-                if stop is not None and stop():
-                    return
-                yield from chain_families(subset, tps, gpus, model.layers if space.pipeline_parallel else 1,
-                                          max_micro_batches)
-                if space.mixed_stages:
-                    yield from mixed_families(subset, tps, gpus, model.layers, max_micro_batches)
+                yield subset, gpus, tps
 
 
 def _widest_choice(tp_options: list[list[int]], one_tp: bool) -> list[tuple[int, ...]]:
