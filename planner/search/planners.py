@@ -482,9 +482,16 @@ class _Frontier:
             self.kept_size = len(self.heap)
 
     def record_pool_bounds(self, c: Considered) -> None:
+        """The least bound of the families on each pool (every pool of a family's subset has GPUs in it), by
+        way of the least of each subset's families (the listing shares one subset tuple among its families)."""
+        least: dict[int, tuple[float, tuple]] = {}
         for (_, _, family, _), key in zip(self.listed, self.bound):
-            for name in family.gpus_by_pool():
-                c.bound_with_pool[name] = min(c.bound_with_pool.get(name, math.inf), key)
+            seen = least.get(id(family.subset))
+            if seen is None or key < seen[0]:
+                least[id(family.subset)] = (key, family.subset)
+        for key, subset in least.values():
+            for pool in subset:
+                c.bound_with_pool[pool.name] = min(c.bound_with_pool.get(pool.name, math.inf), key)
 
 
 UNSCREENED = ("not screened",)   # heap sentinel: the families not yet screened
@@ -792,15 +799,20 @@ def _uncovered(families: Iterable[Family], job: Job, covers: tuple) -> Iterator[
     """The families of which some knob setting is not covered (SearchOptions.covered); _keyed_bounds leaves
     out the covered settings of the others."""
     space = engine_profile(job.engine).space
+    # the answer by what it reads: the subset (its precision), tps, p > 1 and the ZeRO stages open (replicas > 1);
+    # each entry keeps its subset alive, so that no other subset tuple takes its id
+    covered: dict[tuple, tuple[bool, tuple]] = {}
     for family in families:
-        taking = [c for c in covers if c.takes(family.tps)]
-        if taking:
-            p, zeros = family.num_stages, zero_stages(job.offload, family.max_replicas_per_stage * job.context_parallel)
-            opened = [z for z in zeros if space.zero_allowed(z, p)]
-            precision = precision_for(job, family.subset)
-            if any(c.holds_all(precision, p, opened, family.tps) for c in taking):
-                continue
-        yield family
+        p, replicas = family.num_stages, family.max_replicas_per_stage * job.context_parallel
+        seen = (id(family.subset), family.tps, p > 1, replicas > 1)
+        held = covered.get(seen)
+        if held is None:
+            taking = [c for c in covers if c.takes(family.tps)]
+            opened = [z for z in zero_stages(job.offload, replicas) if space.zero_allowed(z, p)]
+            held = covered[seen] = (bool(taking) and any(
+                c.holds_all(precision_for(job, family.subset), p, opened, family.tps) for c in taking), family.subset)
+        if not held[0]:
+            yield family
 
 
 def _incumbent_evaluator(cluster, job, objective, deadline_hours, options, considered: Considered,
