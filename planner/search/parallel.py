@@ -106,8 +106,8 @@ def run_each(task: Task, count: int, workers: int, limit_s: float | None, args: 
     ticket left ends, and the one that ends the last of them takes it). `sizes`: each ticket's estimated
     work; the tickets after ticket 0 and `own` are then taken largest first (ties in order), so that the
     longest does not start last and run alone (FlagScale's search at 4,096 GPUs, half the command's work,
-    was the fifth of seven tickets). Which process runs a ticket changes no outcome: each prunes at the
-    tickets before it in order, whenever it runs."""
+    was the fifth of seven tickets). Which process runs a ticket changes no answer of a search that ends
+    before its limit: each prunes at the tickets before it in order, whenever it runs."""
     context = worker_context()
     taken, slots = context.Array("b", count), context.RawArray("d", [math.inf] * count)
     ended = context.RawArray("b", count)

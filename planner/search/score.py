@@ -797,10 +797,10 @@ def _pairs_s(n: int, t: list[float], f: list[float], x, limits: list[float]) -> 
 
         T >= sum_{s<e} t_s + (w_e + 1) f_e + b_e + q W + (n - 1 - q L) b_e + max(0, n - 1 - q L - w_e) f_e
 
-    (with e = i it reads the worker's own passes, which iteration_s bounds already). Where neighbours' in-flight limits differ by one (p - i, the
-    rule) L = e - i + 1, and a slow boundary shows: each of its transfers is on a loop of two stages once
-    per two micro-batches, which the in-flight window (_window_s, the whole way down) spreads over every
-    stage below. A cross-pool boundary between a stage of 91 ms and one of 105 ms with 27 ms each way:
+    (with e = i it reads the worker's own passes, which iteration_s bounds already). Where neighbours'
+    in-flight limits differ by one (p - i, the rule) L = e - i + 1, and a slow boundary shows: each of its
+    transfers is on a loop of two stages once per two micro-batches, which the in-flight window (_window_s,
+    the whole way down) spreads over every stage below. A cross-pool boundary between a stage of 91 ms and one of 105 ms with 27 ms each way:
     125 ms a micro-batch, not the busiest stage's 105 (5 pools, FlagScale, where evaluate came out 3-37%
     above the fast score of the candidates its proof had to evaluate). Loops of up to SEGMENT stages."""
     p, worst = len(t), 0.0
@@ -814,10 +814,10 @@ def _pairs_s(n: int, t: list[float], f: list[float], x, limits: list[float]) -> 
         loop = t[i]
         for e in range(i + 1, min(p, i + SEGMENT)):
             loop += t[e] + x[e - 1]
-            steps = k - int(limits[e]) + 1
+            w = int(limits[e]) - 1                  # stage e's warm-up forwards
+            steps = k - w                           # L = k_i - k_e + 1
             q = (n - 1 - k) // steps + 1
-            w, b = int(limits[e]) - 1, t[e] - f[e]
-            after = n - 1 - q * steps
+            after, b = n - 1 - q * steps, t[e] - f[e]
             worst = max(worst, before[e] + (w + 1) * f[e] + b + q * loop + after * b + max(0, after - w) * f[e])
     return worst
 
