@@ -270,8 +270,8 @@ def layout_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_bat
     which yield no family on a large cluster: 64 pools have 2^64 subsets); true ends the listing."""
     space = engine_profile(engine).space
     chain_layers = model.layers if space.pipeline_parallel else 1
-    for subset, gpus, tps in _listing(cluster_pools, model, max_micro_batches, partial, subset_sizes, one_tp, space,
-                                      cp, ep, widest_tp):
+    for subset, gpus, tps in _listing(cluster_pools, model, max_micro_batches, partial, space, cp=cp, ep=ep,
+                                      subset_sizes=subset_sizes, one_tp=one_tp, widest_tp=widest_tp):
         if stop is not None and stop():
             return
         yield from chain_families(subset, tps, gpus, chain_layers, max_micro_batches)
@@ -287,17 +287,16 @@ def count_families(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batc
     space = engine_profile(engine).space
     chain_layers = model.layers if space.pipeline_parallel else 1
     count = 0
-    for subset, gpus, tps in _listing(cluster_pools, model, max_micro_batches, partial, None, False, space, cp, ep,
-                                      False):
+    for subset, gpus, tps in _listing(cluster_pools, model, max_micro_batches, partial, space, cp=cp, ep=ep):
         count += len(_chain_lanes(tps, gpus, chain_layers, max_micro_batches))
         if space.mixed_stages and len(subset) > 1:
             count += len(_mixed_stage_counts(tps, gpus, model.layers, max_micro_batches))
     return count
 
 
-def _listing(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int, partial: bool,
-             subset_sizes: Iterable[int] | None, one_tp: bool, space: EngineSpace, cp: int, ep: int,
-             widest_tp: bool) -> Iterator[tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...]]]:
+def _listing(cluster_pools: tuple[Pool, ...], model: Model, max_micro_batches: int, partial: bool, space: EngineSpace,
+             cp: int = 1, ep: int = 1, subset_sizes: Iterable[int] | None = None, one_tp: bool = False,
+             widest_tp: bool = False) -> Iterator[tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...]]]:
     """layout_families' (pool subset, GPUs of each pool, tp degree of each pool) choices, each a range of
     families (lane counts of a chain, stage counts of a mixed layout)."""
     ep_on_replicas_only = ep > 1 and not space.expert_parallel_with_tp     # tp 1 and cp 1 only (Space)
