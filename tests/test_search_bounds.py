@@ -490,3 +490,28 @@ def test_the_caps_of_long_runs_in_numpy_equal_the_caps_stage_by_stage(catalog, s
     assert [plain.pipeline_s(runs, most, fixed=fixed) for runs, most, fixed in calls] == found
     long_caps = {key: caps for key, caps in in_numpy._run.items() if key[6] >= long}
     assert len(long_caps) > 20 and {key: plain._run[key] for key in long_caps} == long_caps
+
+
+@given(st.data(), st.integers(2, 8), st.integers(1, 40), st.integers(1, 3))
+@settings(max_examples=300, deadline=None)
+def test_loops_of_neighbouring_stages_bound_the_simulated_fixed_1f1b(data, p, n, lanes):
+    """score._pairs_s against planner.schedule's 1F1B in Megatron-LM's fixed order: lanes of n micro-batches each
+    (the simulation's in-flight limits), random forward and backward times per stage and transfer delays per
+    boundary and direction (slow ones among them, where the loops bind): never above the simulated makespan."""
+    from planner.schedule import in_flight_limits
+    from planner.search.score import _pairs_s
+    forward = [data.draw(st.sampled_from((0.5, 1.0, 1.5, 3.0))) for _ in range(p)]
+    backward = [f * data.draw(st.sampled_from((1.0, 2.0, 2.5))) for f in forward]
+    down = [data.draw(st.sampled_from((0.0, 0.1, 1.0, 4.0))) for _ in range(p - 1)]
+    up = [data.draw(st.sampled_from((0.0, 0.1, 1.0, 4.0))) for _ in range(p - 1)]
+
+    def delay(i, r, i2, r2):
+        return down[i] if i2 == i + 1 else up[i2] if i2 == i - 1 else 0.0
+
+    counts = [[n] * lanes for _ in range(p)]
+    sim = simulate(counts, [[f] * lanes for f in forward], [[b] * lanes for b in backward], delay,
+                   Schedule.ONE_F_ONE_B)
+    limits = [row[0] for row in in_flight_limits(counts)]
+    bound = _pairs_s(n, [f + b for f, b in zip(forward, backward)], forward, [d + u for d, u in zip(down, up)],
+                     limits)
+    assert bound <= sim.makespan_s * (1 + 1e-9)
