@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.source_tree import require_module  # noqa: E402
+
 
 def exported_args(text: str) -> list[str]:
     lines = text.split("MEGATRON_ARGS=(\n", 1)[1].split("\n)\n", 1)[0].splitlines()
@@ -157,6 +159,8 @@ def main() -> int:
                         help="folder holding megatron/ (a Megatron-LM checkout or the snapshot's megatron/)")
     parser.add_argument("--time-limit", type=float, default=3.0, help="search time per cluster (s)")
     args = parser.parse_args()
+    require_module(parser, "--megatron-src", args.megatron_src, "megatron.training.arguments",
+                   "give a Megatron-LM checkout, or the megatron/ folder of its fetched snapshot (the module docstring)")
     return check(args.megatron_src, args.time_limit)
 
 

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.check_exports import exported_args  # noqa: E402
+from benchmarks.source_tree import require_module  # noqa: E402
 
 
 def _stub_modules() -> None:
@@ -168,6 +169,9 @@ def main() -> int:
                         help="folder holding Megatron-DeepSpeed's megatron/ and tools/ (a checkout or the snapshot's)")
     parser.add_argument("--time-limit", type=float, default=2.0, help="search time per case (s)")
     args = parser.parse_args()
+    require_module(parser, "--src", args.src, "megatron.arguments",
+                   "give a Megatron-DeepSpeed checkout, or its megatron/ and tools/ extracted from the fetched snapshot "
+                   "(the module docstring)")
     return check(args.src, args.time_limit)
 
 
