@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import platform
 import random
 import statistics
 import sys
@@ -297,7 +298,6 @@ def _answers(text: str) -> list[tuple[float, float | None]]:
 
 def cpu_model() -> str:
     """The machine's processor as /proc/cpuinfo names it (platform.processor() elsewhere)."""
-    import platform
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:

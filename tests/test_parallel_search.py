@@ -245,7 +245,7 @@ def test_the_engines_tickets_are_sized_by_their_listings(catalog):
     space, a tensor-parallel degree per stage, is the largest at 4,096 GPUs, so a worker takes it first."""
     cluster = load_cluster_file(EXAMPLES / "big-4types-4096.yaml", catalog)
     job = Job(model=catalog.model("llama-3.1-405b"), global_batch=2048, seq_len=8192, engine=RUNTIME)
-    names = [n for n in REAL]
+    names = list(REAL)
     tickets = [(names[0], (0, 2)), (names[0], (1, 2)), (names[0], None), (None, 3), *((n, (0, 1)) for n in names[1:])]
     sizes = search_module._ticket_sizes(cluster, job, tickets, Objective.THROUGHPUT, SearchOptions())
     assert sizes[0] == sizes[1] > 0 and sizes[2] == sizes[3] == 0
